@@ -1,0 +1,217 @@
+"""Plain data exchanged between the supervisor, the ledger, the verdict and the reports.
+
+Everything here is a frozen value with ``to_dict``/``from_dict``, so a case can be
+written as JSON, read back (``killdrill report``), and shipped between chaos worker
+processes without pickling live objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Stable violation kinds (DESIGN.md): used in JSON, junit properties and tests.
+DUPLICATE_EFFECT = "duplicate_effect"
+KEY_CHANGED = "key_changed"
+KEY_REUSED = "key_reused"
+MISSING_EFFECT = "missing_effect"
+UNEXPECTED_EFFECT = "unexpected_effect"
+STATE_DIVERGED = "state_diverged"
+STUCK_IN_FLIGHT = "stuck_in_flight"
+POINT_NOT_REACHED = "point_not_reached"
+RESUME_FAILED = "resume_failed"
+HANG = "hang"
+HARNESS_ERROR = "harness_error"
+VIOLATION_KINDS = (
+    DUPLICATE_EFFECT,
+    KEY_CHANGED,
+    KEY_REUSED,
+    MISSING_EFFECT,
+    UNEXPECTED_EFFECT,
+    STATE_DIVERGED,
+    STUCK_IN_FLIGHT,
+    POINT_NOT_REACHED,
+    RESUME_FAILED,
+    HANG,
+    HARNESS_ERROR,
+)
+
+# Outcomes of a fake provider call, as recorded in the ledger.
+CREATED = "created"  # the effect happened now
+REPLAYED = "replayed"  # same key, same payload: the stored result was returned, nothing happened
+REJECTED = "rejected"  # same key, other payload: idempotency error, nothing happened
+CONFLICT = "conflict"  # the key's first request is still in flight: 409, nothing happened
+FAILED = "failed"  # an injected fault before the effect: nothing happened
+CALL_OUTCOMES = (CREATED, REPLAYED, REJECTED, CONFLICT, FAILED)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call a fake provider received, committed before the fake answered."""
+
+    seq: int
+    provider: str
+    op: str
+    key: str | None
+    payload: dict[str, Any]
+    outcome: str
+    effect_id: str | None
+    attempt: int
+    pid: int
+    time: float
+
+    @property
+    def replayed(self) -> bool:
+        return self.outcome == REPLAYED
+
+    @property
+    def landed(self) -> bool:
+        """Did this call cause the external effect (as opposed to replay or refuse it)?"""
+        return self.outcome == CREATED
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["replayed"] = self.replayed
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Call:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """An idempotency key whose first request never finished (left by a killed caller)."""
+
+    provider: str
+    op: str
+    key: str
+    attempt: int
+    since: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> InFlight:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class LedgerSnapshot:
+    """Everything the fakes recorded for one thread: calls in order, final kv state, keys in flight."""
+
+    calls: tuple[Call, ...] = ()
+    state: dict[str, Any] = field(default_factory=dict)
+    in_flight: tuple[InFlight, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "calls": [c.to_dict() for c in self.calls],
+            "state": self.state,
+            "in_flight": [f.to_dict() for f in self.in_flight],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LedgerSnapshot:
+        return cls(
+            calls=tuple(Call.from_dict(c) for c in d.get("calls", ())),
+            state=dict(d.get("state", {})),
+            in_flight=tuple(InFlight.from_dict(f) for f in d.get("in_flight", ())),
+        )
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """A boundary an attempt reached: point, its occurrence in that attempt, ms since spawn."""
+
+    point: str
+    occurrence: int
+    t_ms: float
+    pid: int
+
+    @property
+    def label(self) -> str:
+        return self.point if self.occurrence == 1 else f"{self.point}#{self.occurrence}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TraceEvent:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+
+# How an attempt ended.
+KILLED = "killed"  # killed by the schedule, as planned
+EXITED = "exited"  # exited on its own (see returncode)
+DRAINED = "drained"  # exited with the drained status after a --signal TERM
+TIMED_OUT = "hang"  # killed by the per-attempt timeout
+NOT_REACHED = "point_not_reached"  # exited before the scheduled kill could land
+HARNESS_FAILED = "harness_error"  # spawn failed, control channel abuse, ...
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One process launch of a case."""
+
+    number: int
+    kill: str | None  # the schedule's kill for this attempt, as text (None: ran free)
+    outcome: str  # one of the constants above
+    returncode: int | None
+    duration_ms: float
+    trace: tuple[TraceEvent, ...] = ()
+    killed_at: str | None = None  # label of the point where the kill landed (or "offset:..")
+    signal: str | None = None  # the signal that ended it, if the harness sent one
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["trace"] = [e.to_dict() for e in self.trace]
+        d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Attempt:
+        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        kw["trace"] = tuple(TraceEvent.from_dict(e) for e in d.get("trace", ()))
+        kw["notes"] = tuple(d.get("notes", ()))
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken promise, named by a stable kind, with the evidence a person needs."""
+
+    kind: str
+    message: str
+    provider: str | None = None
+    op: str | None = None
+    identity: dict[str, Any] | None = None
+    calls: tuple[Call, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "provider": self.provider,
+            "op": self.op,
+            "identity": self.identity,
+            "calls": [c.to_dict() for c in self.calls],
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Violation:
+        return cls(
+            kind=d["kind"],
+            message=d["message"],
+            provider=d.get("provider"),
+            op=d.get("op"),
+            identity=d.get("identity"),
+            calls=tuple(Call.from_dict(c) for c in d.get("calls", ())),
+            detail=dict(d.get("detail", {})),
+        )
