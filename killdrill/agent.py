@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-__all__ = ["ControlChannelError", "armed", "boundary", "node"]
+__all__ = ["ControlChannelError", "ControlClient", "armed", "boundary", "node"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,8 +33,12 @@ class ControlChannelError(RuntimeError):
     """The supervisor rejected a message or vanished while the agent waited at a point."""
 
 
-class _Client:
-    """One process's view of the control channel: an address, a token, a socket per thread."""
+class ControlClient:
+    """A view of one attempt's control channel: an address, a token, a socket per thread.
+
+    Agents get one from the environment; the HTTP fakes (which run in the harness) build one
+    from the address the supervisor hands them, to announce ``during:`` points.
+    """
 
     def __init__(self, address: str, token: str) -> None:
         self.address = address
@@ -70,16 +74,16 @@ class _Client:
 
 
 # None: environment not read yet; False: unarmed (the fast path); _Client: armed.
-_client: _Client | None | bool = None
+_client: ControlClient | None | bool = None
 _init_lock = threading.Lock()
 
 
-def _init() -> _Client | bool:
+def _init() -> ControlClient | bool:
     global _client
     with _init_lock:
         if _client is None:
             address = os.environ.get("KILLDRILL_CONTROL")
-            _client = _Client(address, os.environ.get("KILLDRILL_CONTROL_TOKEN", "")) if address else False
+            _client = ControlClient(address, os.environ.get("KILLDRILL_CONTROL_TOKEN", "")) if address else False
         return _client
 
 

@@ -215,3 +215,173 @@ class Violation:
             calls=tuple(Call.from_dict(c) for c in d.get("calls", ())),
             detail=dict(d.get("detail", {})),
         )
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The outcome of one case: a schedule of kills applied to fresh runs of one command.
+
+    ``ok`` is True when every logical effect landed exactly once and the run completed.
+    ``text()`` is written for a person at 3 a.m.; ``assert_exactly_once()`` raises it.
+    """
+
+    command: tuple[str, ...]
+    schedule: str
+    thread: str
+    workdir: str
+    attempts: tuple[Attempt, ...] = ()
+    violations: tuple[Violation, ...] = ()
+    notes: tuple[str, ...] = ()
+    reproduce: str = ""  # the one-line `killdrill run ...` that replays this case
+    summary: dict[str, dict[str, int]] = field(default_factory=dict)  # provider -> counts
+    ledger: LedgerSnapshot | None = None
+    seed: int | None = None
+    extra_reproduce: tuple[str, ...] = ()  # e.g. the pytest node id with --killdrill-point
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Distinct violation kinds, in order of first appearance."""
+        return tuple(dict.fromkeys(v.kind for v in self.violations))
+
+    def text(self) -> str:
+        from killdrill.report import render_case
+
+        return render_case(self)
+
+    def assert_exactly_once(self) -> CaseResult:
+        if self.violations:
+            raise ExactlyOnceViolation(self)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": list(self.command),
+            "schedule": self.schedule,
+            "verdict": "exactly-once" if self.ok else "violated",
+            "thread": self.thread,
+            "workdir": self.workdir,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "violations": [v.to_dict() for v in self.violations],
+            "notes": list(self.notes),
+            "reproduce": self.reproduce,
+            "extra_reproduce": list(self.extra_reproduce),
+            "summary": self.summary,
+            "ledger": self.ledger.to_dict() if self.ledger else None,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CaseResult:
+        return cls(
+            command=tuple(d["command"]),
+            schedule=d["schedule"],
+            thread=d["thread"],
+            workdir=d["workdir"],
+            attempts=tuple(Attempt.from_dict(a) for a in d.get("attempts", ())),
+            violations=tuple(Violation.from_dict(v) for v in d.get("violations", ())),
+            notes=tuple(d.get("notes", ())),
+            reproduce=d.get("reproduce", ""),
+            summary=dict(d.get("summary", {})),
+            ledger=LedgerSnapshot.from_dict(d["ledger"]) if d.get("ledger") else None,
+            seed=d.get("seed"),
+            extra_reproduce=tuple(d.get("extra_reproduce", ())),
+        )
+
+
+class ExactlyOnceViolation(AssertionError):
+    """Raised by :meth:`CaseResult.assert_exactly_once`; its message is the verdict text."""
+
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.text())
+        self.result = result
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """A kill point a clean run reached: its label (``before:x#2``) and when (ms since spawn)."""
+
+    label: str
+    point: str
+    occurrence: int
+    t_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CatalogueEntry:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What clean runs of a command showed: the kill-point catalogue and the baseline ledger.
+
+    ``volatile`` names, per ``provider.op``, payload fields that differed between two clean
+    runs (a model's wording, a timestamp): they are left out of the default identity.
+    """
+
+    command: tuple[str, ...]
+    catalogue: tuple[CatalogueEntry, ...]
+    baseline: LedgerSnapshot
+    volatile: dict[str, list[str]] = field(default_factory=dict)
+    duration_ms: float = 0.0
+
+    def labels(self) -> list[str]:
+        return [e.label for e in self.catalogue]
+
+    def counts(self) -> dict[str, int]:
+        """Point (without occurrence) -> how many times a clean run reached it."""
+        out: dict[str, int] = {}
+        for e in self.catalogue:
+            out[e.point] = out.get(e.point, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": list(self.command),
+            "catalogue": [e.to_dict() for e in self.catalogue],
+            "baseline": self.baseline.to_dict(),
+            "volatile": self.volatile,
+            "duration_ms": self.duration_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Discovery:
+        return cls(
+            command=tuple(d["command"]),
+            catalogue=tuple(CatalogueEntry.from_dict(e) for e in d["catalogue"]),
+            baseline=LedgerSnapshot.from_dict(d["baseline"]),
+            volatile={k: list(v) for k, v in d.get("volatile", {}).items()},
+            duration_ms=d.get("duration_ms", 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class DrillResult:
+    """A whole drill: the discovery and one case per kill point (or per schedule given)."""
+
+    discovery: Discovery
+    cases: tuple[CaseResult, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.cases)
+
+    def text(self) -> str:
+        from killdrill.report import render_drill
+
+        return render_drill(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        from killdrill.report import summarize_cases
+
+        return {
+            "discovery": self.discovery.to_dict(),
+            "cases": [c.to_dict() for c in self.cases],
+            "summary": summarize_cases(self.cases),
+        }
