@@ -1,0 +1,43 @@
+"""Shared fixtures for killdrill's own tests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+POSTGRES_ENV = "KILLDRILL_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A SQLAlchemy URL of a reachable PostgreSQL server, or a skip that says how to get one.
+
+    `.ci/run` sets KILLDRILL_TEST_POSTGRES_URL and KILLDRILL_REQUIRE_POSTGRES=1, which turns
+    the skip into a failure there: CI must exercise PostgreSQL.
+    """
+    url = os.environ.get(POSTGRES_ENV)
+    why = None
+    if not url:
+        why = f"no PostgreSQL: set {POSTGRES_ENV} (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
+    else:
+        try:
+            import sqlalchemy as sa
+
+            engine = sa.create_engine(url)
+            with engine.connect() as conn:
+                conn.execute(sa.text("select 1"))
+            engine.dispose()
+        except Exception as exc:  # any failure to reach it is a reason to skip, said once
+            why = f"PostgreSQL at {url} is not reachable: {exc.__class__.__name__}: {exc}"
+    if why:
+        if os.environ.get("KILLDRILL_REQUIRE_POSTGRES") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return url  # type: ignore[return-value]
+
+
+@pytest.fixture
+def unique_thread() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
