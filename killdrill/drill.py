@@ -1,0 +1,561 @@
+"""A drill: discover a command's kill points, then run cases that kill and resume it.
+
+Data flow of one case (DESIGN.md): a fresh workdir; attempt 1 armed with the schedule's
+first kill; attempts 2..k resumed with the same thread id and workdir (the next kill,
+or none); an optional between-attempts command; then the verdict of the case's ledger
+against the baseline ledger of a clean run, and a report with a one-line reproduction.
+
+A case also proves that it tested something: the kill landed where it was scheduled
+(``point_not_reached`` otherwise, never a pass), and a resume that re-entered at the
+very first boundary after progress had been made is flagged ``resumed_from_start``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label, parse_schedule
+from killdrill.records import (
+    EXITED,
+    HANG,
+    HARNESS_ERROR,
+    HARNESS_FAILED,
+    KILLED,
+    NOT_REACHED,
+    POINT_NOT_REACHED,
+    RESUME_FAILED,
+    TIMED_OUT,
+    Attempt,
+    CaseResult,
+    CatalogueEntry,
+    Discovery,
+    DrillResult,
+    ExactlyOnceViolation,
+    LedgerSnapshot,
+    Violation,
+)
+from killdrill.supervisor import HarnessError, LaunchSpec, Running, Supervisor
+
+__all__ = [
+    "CaseResult",
+    "DiscoveryError",
+    "Drill",
+    "DrillOptions",
+    "DrillResult",
+    "ExactlyOnceViolation",
+    "HarnessError",
+    "UnknownPointError",
+    "discover",
+    "run",
+]
+
+STATE_DIR = ".killdrill"
+"""Inside each workdir: the ledger, the plan, attempt logs and the control socket."""
+
+
+class DiscoveryError(HarnessError):
+    """The clean run failed or reached no kill point: nothing can be drilled."""
+
+
+class UnknownPointError(HarnessError, ScheduleError):
+    """A scheduled point that the clean run never reached; the message lists the catalogue."""
+
+    def __init__(self, text: str, catalogue: Sequence[str]) -> None:
+        shown = ", ".join(catalogue[:40]) + (" ..." if len(catalogue) > 40 else "")
+        ScheduleError.__init__(self, text, f"not reached by a clean run; the catalogue is: {shown}")
+
+
+@dataclass(frozen=True)
+class DrillOptions:
+    """How cases are run.  Every field has a CLI flag and a pytest ini key of the same name."""
+
+    root: str | os.PathLike[str] | None = None  # where workdirs go (default: a new temp dir)
+    timeout: float = 60.0  # seconds per attempt; a hang is a verdict
+    max_attempts: int | None = None  # default: kills in the schedule + 3
+    identity: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "payments.charge": [fields]
+    http_fakes: bool = False
+    between: Sequence[str] | None = None  # command run between attempts (reconciliation)
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    keep: bool = False  # keep passing workdirs too
+    signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
+    grace: float = 5.0
+    integrations: tuple[str, ...] = ()  # e.g. ("langgraph",)
+    discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
+    ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
+    resumers: int = 1  # concurrent resumers after the first kill
+    barrier: str | None = None  # with resumers: only this point is a barrier (default: all)
+    workers: int = 1  # cases run in parallel by run_all
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.#+~-]+", "_", text)[:60].strip("_") or "case"
+
+
+def _fill(argv: Sequence[str], thread: str, workdir: str) -> list[str]:
+    return [a.replace("{thread}", thread).replace("{workdir}", workdir) for a in argv]
+
+
+def _resolve(argv: Sequence[str]) -> list[str]:
+    """Check the command exists; ``python``/``python3`` mean the interpreter running killdrill."""
+    if not argv:
+        raise HarnessError("no command given: put the agent's command after --")
+    argv = list(argv)
+    if argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    elif os.sep not in argv[0] and shutil.which(argv[0]) is None:
+        raise HarnessError(f"command not found: {argv[0]}")
+    elif os.sep in argv[0] and not os.access(argv[0], os.X_OK):
+        raise HarnessError(f"command not found or not executable: {argv[0]}")
+    return argv
+
+
+def _bootstrap_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
+
+
+class Drill:
+    """Drills one command.  ``discover()`` once, then ``run_case(schedule)`` per case.
+
+    The command is a list (never run through a shell); ``{thread}`` and ``{workdir}`` are
+    filled in each argument.
+    """
+
+    def __init__(self, command: Sequence[str], options: DrillOptions | None = None, **overrides: Any) -> None:
+        self.command = tuple(command)
+        self.options = replace(options or DrillOptions(), **overrides)
+        self._argv = _resolve(self.command)
+        self._discovery: Discovery | None = None
+        self._root: Path | None = None
+        self._counter = 0
+        self._lock = threading.Lock()
+
+    # ---- workdirs -------------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            if self.options.root is not None:
+                self._root = Path(self.options.root)
+                self._root.mkdir(parents=True, exist_ok=True)
+            else:
+                self._root = Path(tempfile.mkdtemp(prefix="killdrill-"))
+        return self._root
+
+    def _new_workdir(self, label: str) -> Path:
+        with self._lock:
+            self._counter += 1
+            n = self._counter
+        wd = self.root / f"{n:03d}-{_slug(label)}"
+        if wd.exists():
+            shutil.rmtree(wd)
+        (wd / STATE_DIR).mkdir(parents=True)
+        return wd
+
+    def _ledger_url(self, workdir: Path) -> str:
+        if self.options.ledger_url:
+            return self.options.ledger_url
+        return str(workdir / STATE_DIR / "ledger.sqlite")
+
+    def _snapshot(self, workdir: Path, thread: str) -> LedgerSnapshot:
+        from killdrill.ledger import Ledger
+
+        return Ledger(self._ledger_url(workdir), thread).snapshot()
+
+    # ---- launching ------------------------------------------------------------------------
+    def _env(self, workdir: Path, thread: str) -> dict[str, str]:
+        env = dict(os.environ)
+        for var in [k for k in env if k.startswith("KILLDRILL_")]:
+            del env[var]  # never inherit an outer drill's channel
+        env.update(self.options.env)
+        env.update(
+            KILLDRILL_THREAD=thread,
+            KILLDRILL_WORKDIR=str(workdir),
+            KILLDRILL_LEDGER=self._ledger_url(workdir),
+        )
+        if self.options.integrations:
+            env["KILLDRILL_INTEGRATIONS"] = ",".join(self.options.integrations)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [_bootstrap_dir(), env.get("PYTHONPATH")]))
+        return env
+
+    def _spec(
+        self, workdir: Path, thread: str, number: int, kill: Kill | None, suffix: str = ""
+    ) -> LaunchSpec:
+        state = workdir / STATE_DIR
+        return LaunchSpec(
+            argv=_fill(self._argv, thread, str(workdir)),
+            env=self._env(workdir, thread),
+            cwd=self.options.cwd,
+            stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),
+            stderr_path=str(state / f"attempt-{number}{suffix}.stderr"),
+            number=number,
+            kill=kill,
+            timeout_s=self.options.timeout,
+            signal_name=self.options.signal,
+            grace_s=self.options.grace,
+            control_dir=str(state / "ctl"),
+        )
+
+    def _launch(self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Any = None) -> list[Attempt]:
+        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
+        server = None
+        on_start: Callable[[Running], None] | None = None
+        if self.options.http_fakes:
+            from killdrill.fakes.http import FakesServer
+
+            server = FakesServer(self._ledger_url(workdir))
+            url = server.start()
+            for spec in specs:
+                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url}
+
+            def on_start(run: Running) -> None:
+                server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
+
+        supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
+        if hook is not None and hasattr(hook, "bind"):
+            hook.bind(supervisor)
+        try:
+            return supervisor.run_many(specs)
+        finally:
+            if server is not None:
+                server.stop()
+
+    # ---- discovery ------------------------------------------------------------------------
+    def discover(self, *, force: bool = False) -> Discovery:
+        """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline."""
+        if self._discovery is not None and not force:
+            return self._discovery
+        runs: list[tuple[Attempt, LedgerSnapshot]] = []
+        for i in range(max(1, self.options.discovery_runs)):
+            thread = f"kd-discovery-{uuid.uuid4().hex[:10]}"
+            workdir = self._new_workdir(f"discovery-{i + 1}")
+            attempt = self._launch(workdir, thread, [self._spec(workdir, thread, 1, None)])[0]
+            if attempt.outcome != EXITED or attempt.returncode != 0:
+                how = (
+                    f"hung for {self.options.timeout:g}s"
+                    if attempt.outcome == TIMED_OUT
+                    else f"exited {attempt.returncode}"
+                )
+                err = attempt.stderr_tail.strip() or "(no stderr)"
+                raise DiscoveryError(
+                    f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
+                    f"--- stderr (tail) ---\n{err}"
+                )
+            runs.append((attempt, self._snapshot(workdir, thread)))
+            if not self.options.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+        first = runs[0][0]
+        if not first.trace:
+            raise DiscoveryError(
+                f"the clean run of {shlex.join(self.command)} reached no kill point: mark its steps with "
+                "killdrill.node(...) / killdrill.boundary(...), use the fakes, or enable an integration"
+            )
+        catalogue = tuple(CatalogueEntry(e.label, e.point, e.occurrence, e.t_ms) for e in first.trace)
+        volatile: dict[str, list[str]] = {}
+        if len(runs) > 1:
+            from killdrill.verdict import volatile_fields
+
+            volatile = volatile_fields(runs[0][1], runs[1][1])
+        self._discovery = Discovery(
+            command=self.command,
+            catalogue=catalogue,
+            baseline=runs[0][1],
+            volatile=volatile,
+            duration_ms=first.duration_ms,
+        )
+        return self._discovery
+
+    def use_discovery(self, discovery: Discovery) -> None:
+        """Reuse a discovery made earlier (the pytest plugin caches it across sessions)."""
+        self._discovery = discovery
+
+    def points(self) -> list[str]:
+        """The catalogue's labels, in the order a clean run reached them."""
+        return self.discover().labels()
+
+    # ---- cases ----------------------------------------------------------------------------
+    def check_schedule(self, schedule: Schedule) -> None:
+        """The first named kill must be in the catalogue; later ones may be resume-only points."""
+        catalogue = self.discover().labels()
+        if not schedule.kills:
+            return
+        first = schedule.kills[0]
+        if first.point is not None:
+            label = occurrence_label(first.point, first.occurrence)
+            if label not in catalogue:
+                raise UnknownPointError(str(first), catalogue)
+
+    def reproduce_line(self, schedule: str, *, thread: str | None = None) -> str:
+        o, d = self.options, DrillOptions()
+        args = ["killdrill", "run", "--schedule", schedule]
+        if o.timeout != d.timeout:
+            args += ["--timeout", f"{o.timeout:g}"]
+        if o.max_attempts is not None:
+            args += ["--max-attempts", str(o.max_attempts)]
+        if o.http_fakes:
+            args.append("--http-fakes")
+        for op, fields in sorted(o.identity.items()):
+            args += ["--identity", f"{op}={','.join(fields)}"]
+        if o.between:
+            args += ["--between", shlex.join(o.between)]
+        if o.signal != d.signal:
+            args += ["--signal", o.signal, "--grace", f"{o.grace:g}"]
+        for name in o.integrations:
+            args += ["--integration", name]
+        if o.resumers != 1:
+            args += ["--resumers", str(o.resumers)]
+        if o.barrier:
+            args += ["--barrier", o.barrier]
+        for k, v in sorted(o.env.items()):
+            args += ["--env", f"{k}={v}"]
+        return shlex.join([*args, "--", *self.command])
+
+    def run_case(
+        self, schedule: str | Schedule | Sequence[str], *, seed: int | None = None, check: bool = True
+    ) -> CaseResult:
+        """Run one case.  ``check=False`` skips the catalogue check (random chaos schedules)."""
+        sched = parse_schedule(schedule)
+        discovery = self.discover()
+        if check:
+            self.check_schedule(sched)
+        text = str(sched)
+        thread = f"kd-{uuid.uuid4().hex[:12]}"
+        workdir = self._new_workdir(text)
+        reproduce = self.reproduce_line(text)
+        max_attempts = self.options.max_attempts or len(sched) + 3
+        plan = {
+            "command": list(self.command),
+            "schedule": text,
+            "seed": seed,
+            "thread": thread,
+            "workdir": str(workdir),
+            "options": {k: v for k, v in asdict(self.options).items() if k != "root"},
+            "reproduce": reproduce,
+        }
+        (workdir / STATE_DIR / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
+
+        attempts: list[Attempt] = []
+        violations: list[Violation] = []
+        notes: list[str] = []
+        completed = False
+        number = 0
+        resumers_used = False
+        while number < max_attempts:
+            number += 1
+            if number > 1 and self.options.between:
+                between = self._between(workdir, thread, number)
+                if between is not None:
+                    violations.append(between)
+                    break
+            kill = sched.for_attempt(number)
+            if number == 2 and self.options.resumers > 1 and not resumers_used:
+                resumers_used = True
+                batch = self._concurrent(workdir, thread, number, kill)
+            else:
+                batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])
+            attempts.extend(batch)
+            stop = False
+            for a in batch:
+                v = self._attempt_violation(a, text)
+                if v is not None:
+                    violations.append(v)
+                    stop = True
+            if stop:
+                break
+            if all(a.outcome == EXITED and a.returncode == 0 for a in batch) and number >= len(sched):
+                completed = True
+                break
+        if not completed and not violations:
+            last = attempts[-1]
+            violations.append(
+                Violation(
+                    RESUME_FAILED,
+                    f"the run never completed: {len(attempts)} attempt(s), the last "
+                    f"{'exited ' + str(last.returncode) if last.outcome == EXITED else last.outcome}"
+                    + (
+                        f"; its stderr ends with: {_last_line(last.stderr_tail)}"
+                        if last.stderr_tail.strip()
+                        else ""
+                    ),
+                    detail={"attempts": len(attempts), "last_returncode": last.returncode},
+                )
+            )
+
+        ledger: LedgerSnapshot | None = None
+        summary: dict[str, dict[str, int]] = {}
+        try:
+            ledger = self._snapshot(workdir, thread)
+        except Exception as exc:  # a broken ledger is the harness's problem, said in one line
+            violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
+        if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
+            from killdrill.verdict import judge, summarize
+
+            if completed or not any(v.kind in (HANG, POINT_NOT_REACHED) for v in violations):
+                violations.extend(
+                    judge(
+                        discovery.baseline,
+                        ledger,
+                        attempts,
+                        identity=self.options.identity,
+                        volatile=discovery.volatile,
+                    )
+                )
+            summary = summarize(discovery.baseline, ledger)
+        notes.extend(self._resume_notes(discovery, attempts))
+        result = CaseResult(
+            command=self.command,
+            schedule=text,
+            thread=thread,
+            workdir=str(workdir),
+            attempts=tuple(attempts),
+            violations=tuple(violations),
+            notes=tuple(notes),
+            reproduce=reproduce,
+            summary=summary,
+            ledger=ledger,
+            seed=seed,
+        )
+        (workdir / STATE_DIR / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+        if result.ok and not self.options.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return result
+
+    def _attempt_violation(self, a: Attempt, schedule: str) -> Violation | None:
+        if a.outcome == NOT_REACHED:
+            why = "; ".join(a.notes) or f"the attempt {_how_ended(a)} before reaching it"
+            return Violation(
+                POINT_NOT_REACHED,
+                f"attempt {a.number} was scheduled to be killed at {a.kill} but {why}"
+                + (f"; stderr ends with: {_last_line(a.stderr_tail)}" if a.returncode else ""),
+                detail={"attempt": a.number, "kill": a.kill, "returncode": a.returncode},
+            )
+        if a.outcome == TIMED_OUT:
+            where = a.trace[-1].label if a.trace else "before its first boundary"
+            return Violation(
+                HANG,
+                f"attempt {a.number} hung: no exit within {self.options.timeout:g}s "
+                f"(last boundary: {where}); its process tree was killed",
+                detail={"attempt": a.number, "last_boundary": where},
+            )
+        if a.outcome == HARNESS_FAILED:
+            return Violation(
+                HARNESS_ERROR,
+                f"attempt {a.number}: {'; '.join(a.notes) or 'harness failure'}",
+                detail={"attempt": a.number},
+            )
+        return None
+
+    def _between(self, workdir: Path, thread: str, number: int) -> Violation | None:
+        import subprocess
+
+        argv = _fill(_resolve(self.options.between or ()), thread, str(workdir))
+        env = self._env(workdir, thread)
+        env["KILLDRILL_ATTEMPT"] = str(number)
+        try:
+            proc = subprocess.run(
+                argv,
+                env=env,
+                cwd=self.options.cwd,
+                capture_output=True,
+                timeout=self.options.timeout,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            return Violation(HANG, f"the between-attempts command hung for {self.options.timeout:g}s")
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace")
+            return Violation(
+                RESUME_FAILED,
+                f"the between-attempts command {shlex.join(argv)} exited {proc.returncode}: "
+                f"{_last_line(err)}",
+            )
+        return None
+
+    def _concurrent(self, workdir: Path, thread: str, number: int, kill: Kill | None) -> list[Attempt]:
+        from killdrill.concurrency import Barrier
+
+        specs = [
+            self._spec(workdir, thread, number, kill if i == 0 else None, suffix=f".{i + 1}")
+            for i in range(self.options.resumers)
+        ]
+        return self._launch(workdir, thread, specs, hook=Barrier(self.options.barrier))
+
+    @staticmethod
+    def _resume_notes(discovery: Discovery, attempts: Sequence[Attempt]) -> list[str]:
+        notes = []
+        first_label = discovery.catalogue[0].label
+        progressed = False
+        for prev, nxt in itertools.pairwise(attempts):
+            progressed = progressed or any(
+                e.point.split(":", 1)[0] in ("after", "committed") for e in prev.trace
+            )
+            if prev.outcome == KILLED and progressed and nxt.trace and nxt.trace[0].label == first_label:
+                notes.append(
+                    f"resumed_from_start: attempt {nxt.number} re-entered at {first_label} although attempt "
+                    f"{prev.number} had completed steps before its kill at {prev.killed_at} (is the input "
+                    "re-submitted instead of resuming from the checkpoint?)"
+                )
+        return notes
+
+    def run_all(
+        self,
+        schedules: Iterable[str] | None = None,
+        *,
+        on_case: Callable[[CaseResult], None] | None = None,
+    ) -> DrillResult:
+        """One case per catalogue point (or per schedule given); ``workers`` cases at once."""
+        discovery = self.discover()
+        todo = list(schedules) if schedules is not None else discovery.labels()
+        for s in todo:
+            self.check_schedule(parse_schedule(s))
+        results: list[CaseResult | None] = [None] * len(todo)
+
+        def one(i: int) -> None:
+            results[i] = self.run_case(todo[i], check=False)
+            if on_case is not None:
+                on_case(results[i])  # type: ignore[arg-type]
+
+        if self.options.workers > 1:
+            with ThreadPoolExecutor(self.options.workers) as pool:
+                for f in [pool.submit(one, i) for i in range(len(todo))]:
+                    f.result()
+        else:
+            for i in range(len(todo)):
+                one(i)
+        return DrillResult(discovery=discovery, cases=tuple(r for r in results if r is not None))
+
+
+def _how_ended(a: Attempt) -> str:
+    if a.returncode is None:
+        return "ended"
+    if a.returncode < 0:
+        return f"died of signal {-a.returncode}"
+    return f"exited {a.returncode}"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def run(command: Sequence[str], schedule: str | Schedule | Sequence[str], **options: Any) -> CaseResult:
+    """Discover ``command`` and run one case: ``killdrill.run(cmd, "during:payments.charge")``."""
+    return Drill(command, **options).run_case(schedule)
+
+
+def discover(command: Sequence[str], **options: Any) -> Discovery:
+    """The kill-point catalogue and baseline ledger of a clean run of ``command``."""
+    return Drill(command, **options).discover()
