@@ -1,0 +1,627 @@
+"""The durable ledger: every call a fake provider received, and the fakes' own state.
+
+One SQLAlchemy Core schema on SQLite (default: a file in the case's workdir) or any other
+URL (PostgreSQL).  Every row carries the case's ``thread``, so one shared database holds
+many cases and a case never sees another's rows.
+
+Concurrency: every write transaction starts by bumping the thread's sequence counter with an
+``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``.  That row lock (PostgreSQL) or the
+``BEGIN IMMEDIATE`` write lock (SQLite) serializes all writes of one thread, so the
+check-then-write of an idempotency key has no window, whichever process runs it.  Keys also
+have a primary key on (thread, provider, key) as a second line of defence.
+
+Durability: SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction
+survives a SIGKILL of the process (the fault killdrill injects), though not a power cut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine
+
+from killdrill.records import Call, InFlight, LedgerSnapshot
+
+__all__ = [
+    "IN_FLIGHT",
+    "LEDGER_FORMAT",
+    "KeyState",
+    "Ledger",
+    "LedgerError",
+    "Tx",
+    "canonical",
+    "canonical_json",
+    "ledger_path",
+]
+
+LEDGER_FORMAT = "killdrill-ledger/1"
+IN_FLIGHT = "in_flight"
+DONE = "done"
+
+metadata = sa.MetaData()
+meta_t = sa.Table(
+    "killdrill_meta",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+counters_t = sa.Table(
+    "killdrill_counters",
+    metadata,
+    sa.Column("thread", sa.String(200), primary_key=True),
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+calls_t = sa.Table(
+    "killdrill_calls",
+    metadata,
+    sa.Column("thread", sa.String(200), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("provider", sa.String(64), nullable=False),
+    sa.Column("op", sa.String(64), nullable=False),
+    sa.Column("key", sa.Text),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("effect_id", sa.String(200)),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("time", sa.Float, nullable=False),
+)
+keys_t = sa.Table(
+    "killdrill_keys",
+    metadata,
+    sa.Column("thread", sa.String(200), primary_key=True),
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(500), primary_key=True),
+    sa.Column("op", sa.String(64), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("response", sa.Text),
+    sa.Column("effect_id", sa.String(200)),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("since", sa.Float, nullable=False),
+)
+effects_t = sa.Table(
+    "killdrill_effects",
+    metadata,
+    sa.Column("thread", sa.String(200), primary_key=True),
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("effect_id", sa.String(200), primary_key=True),
+    sa.Column("ref", sa.Text),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Index("killdrill_effects_ref", "thread", "provider", "ref"),
+)
+kv_t = sa.Table(
+    "killdrill_kv",
+    metadata,
+    sa.Column("thread", sa.String(200), primary_key=True),
+    sa.Column("key", sa.String(500), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+settings_t = sa.Table(
+    "killdrill_settings",
+    metadata,
+    sa.Column("thread", sa.String(200), primary_key=True),
+    sa.Column("provider", sa.String(64), primary_key=True),
+    sa.Column("data", sa.Text, nullable=False),
+)
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be opened or read: a one-line message that names the file."""
+
+
+def canonical_json(value: Any) -> str:
+    """Order-insensitive, whitespace-free JSON: two payloads are the same iff these strings are."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+
+
+def canonical(value: Any) -> Any:
+    """The JSON value a payload is stored and compared as (tuples become lists, keys sorted)."""
+    return json.loads(canonical_json(value))
+
+
+def ledger_path(workdir: str | os.PathLike[str]) -> str:
+    """Where a case's ledger lives inside its workdir (the supervisor exports it as KILLDRILL_LEDGER)."""
+    return os.path.join(os.fspath(workdir), ".killdrill", "ledger.sqlite")
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """An idempotency key the provider has seen: its first request and, once done, the response."""
+
+    provider: str
+    key: str
+    op: str
+    payload: str  # canonical JSON of the first request
+    status: str  # IN_FLIGHT or "done"
+    response: dict[str, Any] | None
+    effect_id: str | None
+    attempt: int
+    since: float
+
+
+_engines: dict[str, Engine] = {}
+_ready: set[str] = set()
+_engines_lock = threading.Lock()
+
+
+def _forget_engines_after_fork() -> None:
+    # Pooled connections must never be shared with a forked child.
+    global _engines_lock
+    for engine in _engines.values():
+        engine.dispose(close=False)
+    _engines.clear()
+    _engines_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_engines_after_fork)
+
+
+def _to_url(url: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """(SQLAlchemy URL, SQLite file path or None).  A plain path becomes a SQLite file."""
+    text = os.fspath(url)
+    if "://" not in text:
+        path = os.path.abspath(text)
+        return f"sqlite:///{path}", path
+    parsed = sa.engine.make_url(text)
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+        return text, os.path.abspath(parsed.database)
+    return text, None
+
+
+def _make_engine(url: str) -> Engine:
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return sa.create_engine(url, pool_pre_ping=False)
+    engine = sa.create_engine(url, connect_args={"timeout": 30.0, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # The pysqlite recipe: let us emit BEGIN ourselves, so a write takes the lock up front.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("kd_read") else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+class Tx:
+    """One write transaction of one thread, holding the thread's write lock.
+
+    The fakes build each call out of these primitives; nothing here commits by itself.
+    """
+
+    def __init__(self, ledger: Ledger, conn: Connection) -> None:
+        self.ledger = ledger
+        self.conn = conn
+        self.thread = ledger.thread
+        self._bump("seq", 0)  # the thread's lock, taken first in every write transaction
+        self.seq = 0
+
+    def _bump(self, name: str, by: int = 1) -> int:
+        return self.ledger._upsert_counter(self.conn, name, by)
+
+    def next_id(self, prefix: str) -> str:
+        """A deterministic effect id: per thread, ``ch_0001``, ``ch_0002``..."""
+        return f"{prefix}_{self._bump('id:' + prefix):04d}"
+
+    def counter(self, name: str, by: int) -> int:
+        """Add ``by`` to a named counter of this thread and return its new value."""
+        return self._bump("value:" + name, by)
+
+    def record(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        outcome: str,
+        effect_id: str | None,
+        attempt: int,
+        pid: int,
+    ) -> Call:
+        """Record the call this transaction answered; it gets the thread's next sequence number."""
+        self.seq = self._bump("seq")
+        call = Call(
+            seq=self.seq,
+            provider=provider,
+            op=op,
+            key=key,
+            payload=canonical(payload),
+            outcome=outcome,
+            effect_id=effect_id,
+            attempt=attempt,
+            pid=pid,
+            time=time.time(),
+        )
+        self.conn.execute(
+            calls_t.insert().values(
+                thread=self.thread,
+                seq=call.seq,
+                provider=provider,
+                op=op,
+                key=key,
+                payload=canonical_json(payload),
+                outcome=outcome,
+                effect_id=effect_id,
+                attempt=attempt,
+                pid=pid,
+                time=call.time,
+            )
+        )
+        return call
+
+    # -- idempotency keys -------------------------------------------------------------------
+    def key_state(self, provider: str, key: str, ttl: float | None) -> KeyState | None:
+        """The key's state, or None if unseen or expired (an expired key is forgotten here)."""
+        row = self.conn.execute(
+            sa.select(keys_t).where(
+                keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
+            )
+        ).first()
+        if row is None:
+            return None
+        if ttl is not None and row.status == DONE and row.since + ttl < time.time():
+            self.conn.execute(
+                keys_t.delete().where(
+                    keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
+                )
+            )
+            return None
+        return KeyState(
+            provider=provider,
+            key=key,
+            op=row.op,
+            payload=row.payload,
+            status=row.status,
+            response=json.loads(row.response) if row.response else None,
+            effect_id=row.effect_id,
+            attempt=row.attempt,
+            since=row.since,
+        )
+
+    def claim_key(self, provider: str, key: str, op: str, payload: dict[str, Any], attempt: int) -> None:
+        """Mark ``key`` in flight: its first request is being executed."""
+        self.conn.execute(
+            keys_t.insert().values(
+                thread=self.thread,
+                provider=provider,
+                key=key,
+                op=op,
+                payload=canonical_json(payload),
+                status=IN_FLIGHT,
+                response=None,
+                effect_id=None,
+                attempt=attempt,
+                since=time.time(),
+            )
+        )
+
+    def complete_key(self, provider: str, key: str, response: dict[str, Any], effect_id: str | None) -> None:
+        """Store the first response under ``key``: later requests with it replay this."""
+        self.conn.execute(
+            keys_t.update()
+            .where(keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key)
+            .values(status=DONE, response=canonical_json(response), effect_id=effect_id, since=time.time())
+        )
+
+    def release_key(self, provider: str, key: str) -> None:
+        """Forget an in-flight key whose request provably did nothing (a retryable refusal)."""
+        self.conn.execute(
+            keys_t.delete().where(
+                keys_t.c.thread == self.thread,
+                keys_t.c.provider == provider,
+                keys_t.c.key == key,
+                keys_t.c.status == IN_FLIGHT,
+            )
+        )
+
+    # -- effects ----------------------------------------------------------------------------
+    def put_effect(self, provider: str, effect_id: str, data: dict[str, Any], ref: str | None = None) -> None:
+        self.conn.execute(
+            effects_t.insert().values(
+                thread=self.thread, provider=provider, effect_id=effect_id, ref=ref, data=canonical_json(data)
+            )
+        )
+
+    def update_effect(self, provider: str, effect_id: str, data: dict[str, Any]) -> None:
+        self.conn.execute(
+            effects_t.update()
+            .where(
+                effects_t.c.thread == self.thread,
+                effects_t.c.provider == provider,
+                effects_t.c.effect_id == effect_id,
+            )
+            .values(data=canonical_json(data))
+        )
+
+    def get_effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
+        return self.ledger._get_effect(self.conn, provider, effect_id)
+
+    # -- kv and settings ----------------------------------------------------------------------
+    def kv_set(self, key: str, value: Any) -> None:
+        self.ledger._upsert(
+            self.conn, kv_t, {"thread": self.thread, "key": key}, {"value": canonical_json(value)}
+        )
+
+    def settings(self, provider: str) -> dict[str, Any]:
+        return self.ledger._settings(self.conn, provider)
+
+    def set_settings(self, provider: str, data: dict[str, Any]) -> None:
+        self.ledger._upsert(
+            self.conn,
+            settings_t,
+            {"thread": self.thread, "provider": provider},
+            {"data": canonical_json(data)},
+        )
+
+
+class Ledger:
+    """The calls and state of one case (``thread``) in a SQLite file or a database URL."""
+
+    def __init__(self, url: str | os.PathLike[str], thread: str) -> None:
+        self.url, self.path = _to_url(url)
+        self.thread = thread
+        self.where = self.path or sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        self.engine = self._engine()
+        self.dialect = self.engine.dialect.name
+
+    @classmethod
+    def in_workdir(cls, workdir: str | os.PathLike[str], thread: str) -> Ledger:
+        """The ledger of a case's workdir (``<workdir>/.killdrill/ledger.sqlite``)."""
+        return cls(ledger_path(workdir), thread)
+
+    def __repr__(self) -> str:
+        return f"Ledger({self.where!r}, thread={self.thread!r})"
+
+    # -- opening ------------------------------------------------------------------------------
+    def _fail(self, why: object) -> LedgerError:
+        text = " ".join(str(why).split())
+        return LedgerError(f"killdrill: ledger {self.where} is unusable: {text}")
+
+    def _engine(self) -> Engine:
+        with _engines_lock:
+            engine = _engines.get(self.url)
+            if engine is None:
+                if self.path is not None:
+                    if os.path.isdir(self.path):
+                        raise self._fail("it is a directory")
+                    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                try:
+                    engine = _make_engine(self.url)
+                except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as e:
+                    raise self._fail(e) from None
+                _engines[self.url] = engine
+            if self.url not in _ready:
+                self._prepare(engine)
+                _ready.add(self.url)
+        return engine
+
+    def _prepare(self, engine: Engine) -> None:
+        """Create the schema once per database, safely when several processes race to do it."""
+        try:
+            with engine.connect() as conn, conn.execution_options(kd_read=True).begin():
+                if self._schema_ok(conn):
+                    return
+            with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE, so one process creates, others wait
+                if engine.dialect.name == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(7241063)"))
+                if self._schema_ok(conn):
+                    return
+                if self.path is not None:
+                    foreign = [
+                        n for n in sa.inspect(conn).get_table_names() if not n.startswith("killdrill_")
+                    ]
+                    if foreign:
+                        raise self._fail(
+                            "it is a SQLite database but not a killdrill ledger "
+                            f"(tables: {', '.join(sorted(foreign)[:5])})"
+                        )
+                metadata.create_all(conn, checkfirst=True)
+                conn.execute(meta_t.insert().values(name="format", value=LEDGER_FORMAT))
+        except LedgerError:
+            raise
+        except exc.SQLAlchemyError as e:
+            raise self._fail(getattr(e, "orig", None) or e) from None
+
+    def _schema_ok(self, conn: Connection) -> bool:
+        if not sa.inspect(conn).has_table("killdrill_meta"):
+            return False
+        value = conn.execute(sa.select(meta_t.c.value).where(meta_t.c.name == "format")).scalar()
+        if value is None:
+            return False
+        if value != LEDGER_FORMAT:
+            raise self._fail(f"ledger format {value!r}, this killdrill reads {LEDGER_FORMAT!r}")
+        return True
+
+    # -- transactions -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        """One write transaction holding this thread's lock; committed on exit, rolled back on error."""
+        try:
+            with self.engine.begin() as conn:
+                yield Tx(self, conn)
+        except exc.OperationalError as e:
+            raise self._fail(getattr(e, "orig", e)) from None
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(kd_read=True)
+                with conn.begin():
+                    yield conn
+        except exc.DatabaseError as e:
+            raise self._fail(getattr(e, "orig", e)) from None
+
+    def _upsert(self, conn: Connection, table: sa.Table, pk: dict[str, Any], values: dict[str, Any]) -> None:
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(table).values(**pk, **values)
+        conn.execute(stmt.on_conflict_do_update(index_elements=list(pk), set_=values))
+
+    def _upsert_counter(self, conn: Connection, name: str, by: int) -> int:
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(counters_t).values(thread=self.thread, name=name, value=by)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["thread", "name"], set_={"value": counters_t.c.value + by}
+        ).returning(counters_t.c.value)
+        return int(conn.execute(stmt).scalar_one())
+
+    def _get_effect(self, conn: Connection, provider: str, effect_id: str) -> dict[str, Any] | None:
+        data = conn.execute(
+            sa.select(effects_t.c.data).where(
+                effects_t.c.thread == self.thread,
+                effects_t.c.provider == provider,
+                effects_t.c.effect_id == effect_id,
+            )
+        ).scalar()
+        return json.loads(data) if data is not None else None
+
+    def _settings(self, conn: Connection, provider: str) -> dict[str, Any]:
+        data = conn.execute(
+            sa.select(settings_t.c.data).where(
+                settings_t.c.thread == self.thread, settings_t.c.provider == provider
+            )
+        ).scalar()
+        return json.loads(data) if data else {}
+
+    # -- read API -----------------------------------------------------------------------------
+    def calls(self, provider: str | None = None, op: str | None = None) -> list[Call]:
+        """This thread's calls in sequence order, optionally only one provider / op."""
+        with self._read() as conn:
+            return self._calls(conn, provider, op)
+
+    def _calls(self, conn: Connection, provider: str | None, op: str | None) -> list[Call]:
+        q = sa.select(calls_t).where(calls_t.c.thread == self.thread)
+        if provider is not None:
+            q = q.where(calls_t.c.provider == provider)
+        if op is not None:
+            q = q.where(calls_t.c.op == op)
+        return [
+            Call(
+                seq=r.seq,
+                provider=r.provider,
+                op=r.op,
+                key=r.key,
+                payload=json.loads(r.payload),
+                outcome=r.outcome,
+                effect_id=r.effect_id,
+                attempt=r.attempt,
+                pid=r.pid,
+                time=r.time,
+            )
+            for r in conn.execute(q.order_by(calls_t.c.seq))
+        ]
+
+    def snapshot(self) -> LedgerSnapshot:
+        """Calls in order, final kv state and keys still in flight, read in one consistent view."""
+        with self._read() as conn:
+            calls = self._calls(conn, None, None)
+            state = {
+                r.key: json.loads(r.value)
+                for r in conn.execute(
+                    sa.select(kv_t.c.key, kv_t.c.value)
+                    .where(kv_t.c.thread == self.thread)
+                    .order_by(kv_t.c.key)
+                )
+            }
+            in_flight = tuple(
+                InFlight(provider=r.provider, op=r.op, key=r.key, attempt=r.attempt, since=r.since)
+                for r in conn.execute(
+                    sa.select(keys_t)
+                    .where(keys_t.c.thread == self.thread, keys_t.c.status == IN_FLIGHT)
+                    .order_by(keys_t.c.since)
+                )
+            )
+        return LedgerSnapshot(calls=tuple(calls), state=state, in_flight=in_flight)
+
+    def kv_get(self, key: str, default: Any = None) -> Any:
+        with self._read() as conn:
+            value = conn.execute(
+                sa.select(kv_t.c.value).where(kv_t.c.thread == self.thread, kv_t.c.key == key)
+            ).scalar()
+        return json.loads(value) if value is not None else default
+
+    def counter_value(self, name: str) -> int:
+        with self._read() as conn:
+            value = conn.execute(
+                sa.select(counters_t.c.value).where(
+                    counters_t.c.thread == self.thread, counters_t.c.name == "value:" + name
+                )
+            ).scalar()
+        return int(value or 0)
+
+    def effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
+        """The provider's current record of one effect (a charge, a message, a reservation)."""
+        with self._read() as conn:
+            return self._get_effect(conn, provider, effect_id)
+
+    def effects(self, provider: str, ref: str | None = None) -> list[dict[str, Any]]:
+        """A provider's effects by id (creation order per prefix), optionally those with a client ``ref``."""
+        with self._read() as conn:
+            q = sa.select(effects_t.c.data).where(
+                effects_t.c.thread == self.thread, effects_t.c.provider == provider
+            )
+            if ref is not None:
+                q = q.where(effects_t.c.ref == ref)
+            return [json.loads(d) for d in conn.execute(q.order_by(effects_t.c.effect_id)).scalars()]
+
+    def key(self, provider: str, key: str) -> KeyState | None:
+        """What the provider remembers of an idempotency key (expired keys included)."""
+        with self._read() as conn:
+            row = conn.execute(
+                sa.select(keys_t).where(
+                    keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
+                )
+            ).first()
+        if row is None:
+            return None
+        return KeyState(
+            provider=provider,
+            key=key,
+            op=row.op,
+            payload=row.payload,
+            status=row.status,
+            response=json.loads(row.response) if row.response else None,
+            effect_id=row.effect_id,
+            attempt=row.attempt,
+            since=row.since,
+        )
+
+    def settings(self, provider: str) -> dict[str, Any]:
+        """A provider's persisted fault settings (and the fault budgets still unused)."""
+        with self._read() as conn:
+            return self._settings(conn, provider)
+
+    def configure(self, provider: str, **settings: Any) -> dict[str, Any]:
+        """Merge fault settings for ``provider`` into the ledger, so they survive restarts."""
+        with self.engine.begin() as conn:
+            tx = Tx(self, conn)  # the thread's lock: a concurrent call sees old or new, never half
+            data = tx.settings(provider)
+            data.update(settings)
+            tx.set_settings(provider, data)
+        return data
