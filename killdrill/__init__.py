@@ -25,7 +25,22 @@ _LAZY = {
     "ScheduleError": "killdrill.points",
 }
 
-__all__ = ["ControlChannelError", "__version__", "armed", "boundary", "node", *_LAZY]
+__all__ = [
+    "CaseResult",
+    "ControlChannelError",
+    "Drill",
+    "DrillOptions",
+    "DrillResult",
+    "ExactlyOnceViolation",
+    "ScheduleError",
+    "__version__",
+    "armed",
+    "boundary",
+    "discover",
+    "node",
+    "parse_schedule",
+    "run",
+]
 
 if TYPE_CHECKING:
     from killdrill.drill import (

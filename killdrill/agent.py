@@ -52,7 +52,9 @@ class ControlClient:
             sock.connect(addr)
         except OSError as exc:
             sock.close()
-            raise ControlChannelError(f"killdrill: cannot reach the supervisor at {self.address}: {exc}") from exc
+            raise ControlChannelError(
+                f"killdrill: cannot reach the supervisor at {self.address}: {exc}"
+            ) from exc
         hello = {"token": self.token, "pid": os.getpid(), "thread": threading.current_thread().name}
         sock.sendall(json.dumps(hello).encode() + b"\n")
         self.local.sock = sock
@@ -74,7 +76,7 @@ class ControlClient:
 
 
 # None: environment not read yet; False: unarmed (the fast path); _Client: armed.
-_client: ControlClient | None | bool = None
+_client: ControlClient | bool | None = None
 _init_lock = threading.Lock()
 
 
@@ -83,7 +85,9 @@ def _init() -> ControlClient | bool:
     with _init_lock:
         if _client is None:
             address = os.environ.get("KILLDRILL_CONTROL")
-            _client = ControlClient(address, os.environ.get("KILLDRILL_CONTROL_TOKEN", "")) if address else False
+            _client = (
+                ControlClient(address, os.environ.get("KILLDRILL_CONTROL_TOKEN", "")) if address else False
+            )
         return _client
 
 
@@ -126,7 +130,7 @@ def _reset_for_tests() -> None:
     _after_fork_in_child()
 
 
-class node:  # noqa: N801 - used as a decorator, reads like one
+class node:
     """Mark a step: emits ``before:NAME`` on entry and ``after:NAME`` on normal exit.
 
     Use as ``@killdrill.node("charge_customer")`` on a function (sync or async) or as

@@ -1,0 +1,243 @@
+"""``killdrill points|run|drill|chaos|report|audit ... -- COMMAND...``
+
+Exit codes: 0 every case exactly-once; 1 at least one violation; 2 bad usage or a
+harness error, said in one line without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from killdrill.points import KINDS, ScheduleError
+
+EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad usage: printed as one line, exit 2."""
+
+
+def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Everything after the first ``--`` is the agent's command, untouched by argparse."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def add_drill_options(p: argparse.ArgumentParser) -> None:
+    """The supervisor options shared by points, run, drill and chaos (DrillOptions fields)."""
+    g = p.add_argument_group("supervisor")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds per attempt; longer is a hang (60)")
+    g.add_argument("--max-attempts", type=int, help="attempts per case (default: kills in the schedule + 3)")
+    g.add_argument(
+        "--http-fakes", action="store_true", help="serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)"
+    )
+    g.add_argument(
+        "--identity",
+        action="append",
+        default=[],
+        metavar="PROVIDER.OP=F1,F2",
+        help="fields that identify one logical effect of an op (default: the whole stable payload)",
+    )
+    g.add_argument("--between", metavar="CMD", help="command run between attempts (reconciliation)")
+    g.add_argument(
+        "--signal", choices=["KILL", "TERM"], default="KILL", help="TERM: drain drill (SIGKILL after --grace)"
+    )
+    g.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (5)")
+    g.add_argument("--integration", action="append", default=[], metavar="NAME", help="e.g. langgraph")
+    g.add_argument("--langgraph", action="store_true", help="same as --integration langgraph")
+    g.add_argument("--resumers", type=int, default=1, help="concurrent resumers after the first kill")
+    g.add_argument("--barrier", metavar="POINT", help="with --resumers: the only point that is a barrier")
+    g.add_argument(
+        "--env", action="append", default=[], metavar="K=V", help="extra environment for the agent"
+    )
+    g.add_argument("--cwd", help="working directory of the agent (default: the current one)")
+    g.add_argument("--root", help="where case workdirs go (default: a new temporary folder)")
+    g.add_argument("--keep", action="store_true", help="keep passing workdirs too (failing ones always are)")
+    g.add_argument(
+        "--discovery-runs", type=int, default=2, help="clean runs in discovery (2 name volatile fields)"
+    )
+    g.add_argument("--ledger-url", help="a shared SQLAlchemy URL for the ledger (default: SQLite per case)")
+
+
+def drill_options(args: argparse.Namespace) -> Any:
+    from killdrill.drill import DrillOptions
+
+    identity: dict[str, list[str]] = {}
+    for item in args.identity:
+        op, sep, fields = item.partition("=")
+        if not sep or "." not in op or not fields:
+            raise UsageError(f"--identity {item!r}: expected PROVIDER.OP=FIELD1,FIELD2")
+        identity[op] = [f for f in fields.split(",") if f]
+    env: dict[str, str] = {}
+    for item in args.env:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+        env[k] = v
+    integrations = tuple(dict.fromkeys([*args.integration, *(["langgraph"] if args.langgraph else [])]))
+    return DrillOptions(
+        root=args.root,
+        timeout=args.timeout,
+        max_attempts=args.max_attempts,
+        identity=identity,
+        http_fakes=args.http_fakes,
+        between=shlex.split(args.between) if args.between else None,
+        env=env,
+        cwd=args.cwd,
+        keep=args.keep,
+        signal=args.signal,
+        grace=args.grace,
+        integrations=integrations,
+        discovery_runs=args.discovery_runs,
+        ledger_url=args.ledger_url,
+        resumers=args.resumers,
+        barrier=args.barrier,
+        workers=getattr(args, "workers", 1) or 1,
+    )
+
+
+def _need_command(args: argparse.Namespace) -> list[str]:
+    if not args.command:
+        raise UsageError(
+            "no command: put the agent's command after --, e.g. killdrill drill -- python agent.py"
+        )
+    return list(args.command)
+
+
+def _write_json(path: str | None, obj: dict[str, Any]) -> None:
+    if path:
+        from killdrill.report import write_json
+
+        write_json(path, obj)
+
+
+def cmd_points(args: argparse.Namespace) -> int:
+    from killdrill.drill import Drill
+    from killdrill.report import render_catalogue
+
+    drill = Drill(_need_command(args), drill_options(args))
+    discovery = drill.discover()
+    print(render_catalogue(discovery))
+    _write_json(args.json, discovery.to_dict())
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from killdrill.drill import Drill
+
+    drill = Drill(_need_command(args), drill_options(args))
+    result = drill.run_case(args.schedule)
+    print(result.text())
+    _write_json(args.json, {"cases": [result.to_dict()], "summary": _summary([result])})
+    return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def _summary(cases: Sequence[Any]) -> dict[str, Any]:
+    from killdrill.report import summarize_cases
+
+    return summarize_cases(cases)
+
+
+def cmd_drill(args: argparse.Namespace) -> int:
+    from killdrill.drill import Drill
+
+    drill = Drill(_need_command(args), drill_options(args))
+    discovery = drill.discover()
+    schedules = [s.strip() for s in args.points.split(";")] if args.points else None
+    total = len(schedules) if schedules is not None else len(discovery.catalogue)
+    done = 0
+    print(f"killdrill: {total} case(s) over {len(discovery.catalogue)} kill point(s)", file=sys.stderr)
+
+    def progress(case: Any) -> None:
+        nonlocal done
+        done += 1
+        verdict = "exactly-once" if case.ok else "VIOLATED " + ",".join(case.kinds)
+        print(f"  [{done}/{total}] {case.schedule:<40} {verdict}", file=sys.stderr, flush=True)
+
+    result = drill.run_all(schedules, on_case=progress)
+    print(result.text())
+    _write_json(args.json, result.to_dict())
+    return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="killdrill",
+        description="Kill an agent at named boundaries, resume it, prove each external effect landed once.",
+        epilog=f"Kill points: {'|'.join(KINDS)}:NAME[#N][+Xms|~Xs], offset:Xms; a schedule is a "
+        "comma-separated list, one kill per attempt. "
+        "Exit codes: 0 exactly-once, 1 violation, 2 usage or harness error.",
+    )
+    sub = parser.add_subparsers(dest="subcommand", metavar="{points,run,drill,chaos,report,audit}")
+    sub.required = True
+
+    p = sub.add_parser("points", help="print the kill-point catalogue a clean run reaches")
+    add_drill_options(p)
+    p.add_argument("--json", metavar="FILE", help="write the catalogue and baseline as JSON")
+    p.set_defaults(func=cmd_points)
+
+    p = sub.add_parser("run", help="run one case: a schedule of kills, one per attempt")
+    p.add_argument("--schedule", "-s", required=True, help="e.g. before:charge_customer,during:mailbox.send")
+    add_drill_options(p)
+    p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("drill", help="discover, then one case per kill point; a table and a summary")
+    add_drill_options(p)
+    p.add_argument("--points", metavar="S1;S2", help="only these schedules (';'-separated)")
+    p.add_argument("--workers", type=int, default=1, help="cases run at once (1)")
+    p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
+    p.set_defaults(func=cmd_drill)
+
+    for module in ("killdrill.chaos", "killdrill.report", "killdrill.audit"):
+        _add_optional_command(sub, module)
+    return parser
+
+
+def _add_optional_command(sub: Any, module: str) -> None:
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:  # not built yet in this checkout
+        if exc.name != module:
+            raise
+        return
+    add_parser = getattr(mod, "add_parser", None)
+    if add_parser is not None:
+        add_parser(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from killdrill.supervisor import HarnessError
+
+    own, command = _split_command(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(own)
+    args.command = command
+    try:
+        return int(args.func(args))
+    except (UsageError, ScheduleError) as exc:
+        print(f"killdrill: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except HarnessError as exc:
+        text = str(exc)
+        first, _, rest = text.partition("\n")
+        print(f"killdrill: error: {first}", file=sys.stderr)
+        if rest:
+            print(rest, file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("killdrill: interrupted; every agent process was killed", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
