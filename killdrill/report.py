@@ -7,6 +7,7 @@ It never dumps internals: everything printed is something a person acts on.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -32,8 +33,11 @@ from killdrill.records import (
 from killdrill.verdict import format_identity, unknown_calls
 
 __all__ = [
+    "add_parser",
     "drill_json",
+    "load_report",
     "render_case",
+    "render_cases",
     "render_catalogue",
     "render_drill",
     "summarize_cases",
@@ -258,19 +262,21 @@ def _volatile_lines(volatile: Mapping[str, Sequence[str]]) -> list[str]:
 
 def render_drill(result: DrillResult) -> str:
     """The whole drill: catalogue, one row per case, a summary line, then each failed case."""
-    lines = [render_catalogue(result.discovery), ""]
+    return render_catalogue(result.discovery) + "\n\n" + render_cases(result.cases)
+
+
+def render_cases(cases: Sequence[CaseResult]) -> str:
+    """One row per case, the summary line, then the full text of each failed case."""
     rows = [("schedule", "verdict", "violations", "attempts")]
-    for case in result.cases:
+    for case in cases:
         verdict = "exactly-once" if case.ok else "VIOLATED"
         rows.append((case.schedule or "none", verdict, ",".join(case.kinds) or "-", str(len(case.attempts))))
-    lines.append("Cases:")
-    lines.extend(_table(rows))
-    lines.append("")
-    summary = summarize_cases(result.cases)
+    lines = ["Cases:", *_table(rows), ""]
+    summary = summarize_cases(cases)
     lines.append(_summary_line(summary))
     if summary["providers"]:
         lines.append(f"Effects over all cases: {_effects_line(summary['providers'])}")
-    for case in result.cases:
+    for case in cases:
         if not case.ok:
             lines.append("")
             lines.append("=" * 78)
@@ -327,3 +333,58 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[CaseResult]]:
+    """Read a JSON report written by ``run``/``drill``/``chaos``: its discovery (if any) and cases.
+
+    A file that is not such a report raises ``ValueError`` with a one-line reason.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+            raise ValueError('no "cases" list at the top level')
+        cases = [CaseResult.from_dict(c) for c in data["cases"]]
+        discovery = Discovery.from_dict(data["discovery"]) if data.get("discovery") else None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is not a killdrill JSON report: {exc}") from exc
+    return discovery, cases
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    """``killdrill report FILE...``: render saved reports, merged (e.g. chaos shards) into one."""
+    from killdrill.cli import EXIT_OK, EXIT_VIOLATION, UsageError
+
+    discoveries: list[Discovery] = []
+    cases: list[CaseResult] = []
+    for path in args.files:
+        try:
+            discovery, found = load_report(path)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        if discovery is not None:
+            discoveries.append(discovery)
+        cases.extend(found)
+    if discoveries and all(d.command == discoveries[0].command for d in discoveries):
+        merged: Any = DrillResult(discoveries[0], tuple(cases))
+        print(render_drill(merged))
+        data = merged.to_dict()
+    else:
+        print(render_cases(cases))
+        data = {"cases": [c.to_dict() for c in cases], "summary": summarize_cases(cases)}
+    if args.json:
+        write_json(args.json, data)
+    return EXIT_OK if all(c.ok for c in cases) else EXIT_VIOLATION
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``killdrill report`` with the CLI (called by ``killdrill.cli``)."""
+    p = sub.add_parser(
+        "report",
+        help="render saved JSON reports as text; several files (chaos shards) are merged",
+        description="Render killdrill JSON reports; exit 1 if any case violated exactly-once.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="JSON report(s) from --json or --report")
+    p.add_argument("--merge", action="store_true", help="merge the files' cases (the default for several)")
+    p.add_argument("--json", metavar="FILE", help="write the merged machine-readable report")
+    p.set_defaults(func=_cmd_report)

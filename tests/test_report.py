@@ -6,6 +6,8 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
+
 from killdrill.records import (
     CREATED,
     EXITED,
@@ -241,3 +243,27 @@ def test_drill_json_shape_and_write_json_round_trip(tmp_path: Path) -> None:
     assert [p.name for p in out.parent.iterdir()] == ["report.json"]  # no temp file left behind
     write_json(tmp_path / "case.json", duplicated_case())  # objects with to_dict are accepted
     assert json.loads((tmp_path / "case.json").read_text())["verdict"] == "violated"
+
+
+def test_report_command_merges_saved_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from killdrill.cli import main
+
+    shard1 = write_json(tmp_path / "a.json", DrillResult(DISCOVERY, (ok_case("before:charge_customer"),)))
+    shard2 = write_json(tmp_path / "b.json", DrillResult(DISCOVERY, (duplicated_case(),)))
+    assert main(["report", "--merge", str(shard1), "--json", str(tmp_path / "m.json")]) == 0
+    assert main(["report", "--merge", str(shard1), str(shard2), "--json", str(tmp_path / "m.json")]) == 1
+    out = capsys.readouterr().out
+    assert "2 cases: 1 exactly-once, 1 violated" in out and REPRO in out
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert merged["summary"]["cases"] == 2 and merged["discovery"]["command"] == list(COMMAND)
+
+
+def test_report_command_rejects_a_foreign_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from killdrill.cli import main
+
+    (tmp_path / "x.json").write_text('{"hello": 1}')
+    assert main(["report", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a killdrill JSON report" in err[0]
