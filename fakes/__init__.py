@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_KEY_TTL",
     "FAULT_SETTINGS",
     "KV",
+    "PROVIDERS",
     "Answer",
     "Counter",
     "FakeProviderError",
@@ -63,6 +64,7 @@ __all__ = [
 ]
 
 DEFAULT_KEY_TTL = 24 * 3600.0
+PROVIDERS = ("payments", "mailbox", "tickets", "webhooks", "counter", "kv", "inventory")
 FAULT_SETTINGS = ("fail_first", "error_first", "indeterminate_first", "drop_first", "latency", "key_ttl")
 
 
@@ -292,20 +294,7 @@ class Provider:
         return self.ledger.calls(self.name, op)
 
     def _invoke(self, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> dict[str, Any]:
-        answer = process(
-            self.ledger, self.name, op, key, payload, perform, attempt=self.fakes.attempt, pid=os.getpid()
-        )
-        boundary(f"during:{self.name}.{op}")
-        if answer.fault is not None:
-            raise IndeterminateError(
-                f"{self.name}.{op}: the request was executed ({answer.call.effect_id}) but the response "
-                f"was lost ({answer.fault})",
-                call=answer.call,
-            )
-        if answer.error is not None:
-            answer.error.call = answer.call
-            raise answer.error
-        return {**answer.body, "replayed": answer.replayed}
+        return self.fakes._run(self.name, op, key, payload, perform)
 
     def _create(self, prefix: str, data: dict[str, Any], ref: str | None = None) -> Perform:
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
@@ -486,6 +475,30 @@ class Fakes:
 
     def __repr__(self) -> str:
         return f"Fakes({self.ledger!r}, attempt={self.attempt})"
+
+    def provider(self, name: str) -> Provider:
+        """A fake by name (``payments``, ``mailbox``, ...); KeyError if there is none."""
+        fake = getattr(self, name, None) if name in PROVIDERS else None
+        if not isinstance(fake, Provider):
+            raise KeyError(name)
+        return fake
+
+    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
+        """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
+        answer = process(
+            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid()
+        )
+        boundary(f"during:{provider}.{op}")
+        if answer.fault is not None:
+            raise IndeterminateError(
+                f"{provider}.{op}: the request was executed ({answer.call.effect_id}) but the response "
+                f"was lost ({answer.fault})",
+                call=answer.call,
+            )
+        if answer.error is not None:
+            answer.error.call = answer.call
+            raise answer.error
+        return {**answer.body, "replayed": answer.replayed}
 
 
 _temp_dir: str | None = None
