@@ -171,9 +171,16 @@ class Drill:
         return str(workdir / STATE_DIR / "ledger.sqlite")
 
     def _snapshot(self, workdir: Path, thread: str) -> LedgerSnapshot:
+        """The case's ledger, with its thread id and workdir written as ``{thread}``/``{workdir}``.
+
+        Agents put the thread into refs and keys (rightly: it is what makes them stable);
+        every case has its own thread, so without this a ref would look different in
+        every case and the baseline could never be compared with it.
+        """
         from killdrill.ledger import Ledger
 
-        return Ledger(self._ledger_url(workdir), thread).snapshot()
+        snap = Ledger(self._ledger_url(workdir), thread).snapshot()
+        return _normalize(snap, {thread: "{thread}", str(workdir): "{workdir}"})
 
     # ---- launching ------------------------------------------------------------------------
     def _env(self, workdir: Path, thread: str) -> dict[str, str]:
@@ -413,7 +420,9 @@ class Drill:
                         volatile=discovery.volatile,
                     )
                 )
-            summary = summarize(discovery.baseline, ledger)
+            summary = summarize(
+                discovery.baseline, ledger, identity=self.options.identity, volatile=discovery.volatile
+            )
         notes.extend(self._resume_notes(discovery, attempts))
         result = CaseResult(
             command=self.command,
@@ -536,6 +545,26 @@ class Drill:
             for i in range(len(todo)):
                 one(i)
         return DrillResult(discovery=discovery, cases=tuple(r for r in results if r is not None))
+
+
+def _replace_all(value: Any, subs: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        for old, new in subs.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {_replace_all(k, subs): _replace_all(v, subs) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_replace_all(v, subs) for v in value)
+    return value
+
+
+def _normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
+    calls = tuple(
+        replace(c, key=_replace_all(c.key, subs), payload=_replace_all(c.payload, subs)) for c in snap.calls
+    )
+    in_flight = tuple(replace(f, key=_replace_all(f.key, subs)) for f in snap.in_flight)
+    return LedgerSnapshot(calls=calls, state=_replace_all(snap.state, subs), in_flight=in_flight)
 
 
 def _how_ended(a: Attempt) -> str:
