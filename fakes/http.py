@@ -317,7 +317,10 @@ class FakesServer:
         server = _Server(("127.0.0.1", self.port), _Handler)
         server.binding = self._initial
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="killdrill-fakes-http", daemon=True)
+        # A short poll interval: stop() (once per attempt in a drill) returns in ~20 ms, not 500.
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.02,), name="killdrill-fakes-http", daemon=True
+        )
         self._thread.start()
         self.url = f"http://127.0.0.1:{server.server_address[1]}"
         return self.url
