@@ -504,17 +504,21 @@ class Drill:
 
     @staticmethod
     def _resume_notes(discovery: Discovery, attempts: Sequence[Attempt]) -> list[str]:
+        """Flag a resume that restarted from scratch although a step had been committed.
+
+        A step counts as committed at its ``committed:`` point, or, for agents that emit
+        none, when the next step began (``before:`` after an ``after:``): a kill at
+        ``after:X`` alone is before X's checkpoint, and re-running X is then correct.
+        """
         notes = []
         first_label = discovery.catalogue[0].label
         progressed = False
         for prev, nxt in itertools.pairwise(attempts):
-            progressed = progressed or any(
-                e.point.split(":", 1)[0] in ("after", "committed") for e in prev.trace
-            )
+            progressed = progressed or _committed_a_step(prev)
             if prev.outcome == KILLED and progressed and nxt.trace and nxt.trace[0].label == first_label:
                 notes.append(
                     f"resumed_from_start: attempt {nxt.number} re-entered at {first_label} although attempt "
-                    f"{prev.number} had completed steps before its kill at {prev.killed_at} (is the input "
+                    f"{prev.number} had committed steps before its kill at {prev.killed_at} (is the input "
                     "re-submitted instead of resuming from the checkpoint?)"
                 )
         return notes
@@ -565,6 +569,16 @@ def _normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
     )
     in_flight = tuple(replace(f, key=_replace_all(f.key, subs)) for f in snap.in_flight)
     return LedgerSnapshot(calls=calls, state=_replace_all(snap.state, subs), in_flight=in_flight)
+
+
+def _committed_a_step(a: Attempt) -> bool:
+    seen_after = False
+    for e in a.trace:
+        kind = e.point.split(":", 1)[0]
+        if kind == "committed" or (kind == "before" and seen_after):
+            return True
+        seen_after = seen_after or kind == "after"
+    return False
 
 
 def _how_ended(a: Attempt) -> str:
