@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
+from killdrill.agent import ControlChannelError, ControlClient
 from killdrill.fakes import (
     Answer,
     FakeProviderError,
@@ -37,8 +38,6 @@ from killdrill.fakes import (
     Perform,
     process,
 )
-
-from killdrill.agent import ControlChannelError, ControlClient
 from killdrill.ledger import Ledger, LedgerError
 
 __all__ = ["FakesServer", "decode_form", "main"]
@@ -242,6 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(404, f"Unrecognized request URL (POST: {self.path}).")
         except LedgerError as exc:
             self._error(500, str(exc), type_="api_error")
+        except Exception as exc:  # a fake's own bug: one line to the caller, never a dead server thread
+            self._error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
 
     def _stripe_create(self, body: str) -> None:
         params = decode_form(body)
