@@ -10,8 +10,9 @@ import textwrap
 import time
 from pathlib import Path
 
-import killdrill.fakes as fakes_mod
 import pytest
+
+import killdrill.fakes as fakes_mod
 from killdrill.fakes import (
     FakeProviderError,
     Fakes,
@@ -21,7 +22,6 @@ from killdrill.fakes import (
     InjectedFault,
     connect,
 )
-
 from killdrill.ledger import Ledger
 from killdrill.records import CONFLICT, CREATED, FAILED, REJECTED, REPLAYED
 

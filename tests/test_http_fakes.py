@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from killdrill.fakes.http import FakesServer, decode_form
 
+from killdrill.fakes.http import FakesServer, decode_form
 from killdrill.ledger import Ledger
 from killdrill.records import CONFLICT, CREATED, FAILED, REPLAYED
 

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from killdrill.fakes import connect
 
+from killdrill.fakes import connect
 from killdrill.ledger import LEDGER_FORMAT, Ledger, LedgerError, canonical_json, ledger_path
 from killdrill.records import CREATED, LedgerSnapshot
 

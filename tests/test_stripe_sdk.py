@@ -15,7 +15,6 @@ import pytest
 stripe = pytest.importorskip("stripe")
 
 from killdrill.fakes.http import FakesServer  # noqa: E402
-
 from killdrill.ledger import Ledger  # noqa: E402
 from killdrill.records import CONFLICT, CREATED, REPLAYED  # noqa: E402
 
