@@ -122,7 +122,7 @@ def test_configure_over_http_is_persisted(server: FakesServer, ledger_file: str)
 
 
 def test_concurrent_request_with_a_key_in_flight_gets_409(server: FakesServer, ledger_file: str) -> None:
-    request(server, "POST", "/fakes/payments/configure", {"latency": 0.5})
+    request(server, "POST", "/fakes/payments/configure", {"latency": 1.0})
     first: list[tuple[int, dict[str, str], dict[str, Any]]] = []
     t = threading.Thread(
         target=lambda: first.append(

@@ -101,7 +101,7 @@ def test_sdk_sees_stripe_errors(server: FakesServer, ledger_file: str) -> None:
 
 
 def test_sdk_gets_409_for_a_key_in_flight(server: FakesServer, ledger_file: str) -> None:
-    Ledger(ledger_file, "t").configure("payments", latency=0.4)
+    Ledger(ledger_file, "t").configure("payments", latency=1.0)
     sdk = client(server)
     opts = {"idempotency_key": "slow"}
     done: list[str] = []
