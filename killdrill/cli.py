@@ -64,6 +64,13 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
         "--discovery-runs", type=int, default=2, help="clean runs in discovery (2 name volatile fields)"
     )
     g.add_argument("--ledger-url", help="a shared SQLAlchemy URL for the ledger (default: SQLite per case)")
+    g.add_argument(
+        "--launcher",
+        choices=["spawn", "fork"],
+        default="spawn",
+        help="fork: attempts forked from a template that imported the agent's modules once (python agents)",
+    )
+    g.add_argument("--preload", action="append", default=[], metavar="MODULE", help="with --launcher fork")
 
 
 def drill_options(args: argparse.Namespace) -> Any:
@@ -100,6 +107,8 @@ def drill_options(args: argparse.Namespace) -> Any:
         resumers=args.resumers,
         barrier=args.barrier,
         workers=getattr(args, "workers", 1) or 1,
+        launcher=args.launcher,
+        preload=tuple(args.preload),
     )
 
 

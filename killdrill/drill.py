@@ -100,6 +100,8 @@ class DrillOptions:
     resumers: int = 1  # concurrent resumers after the first kill
     barrier: str | None = None  # with resumers: only this point is a barrier (default: all)
     workers: int = 1  # cases run in parallel by run_all
+    launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.launcher)
+    preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
 
 
 def _slug(text: str) -> str:
@@ -143,6 +145,48 @@ class Drill:
         self._root: Path | None = None
         self._counter = 0
         self._lock = threading.Lock()
+        self._launcher: Any = None
+        if self.options.launcher not in ("spawn", "fork"):
+            raise HarnessError(f"unknown launcher {self.options.launcher!r}: expected spawn or fork")
+        if self.options.launcher == "fork":
+            from killdrill.launcher import python_target
+
+            if not python_target(self._argv):
+                raise HarnessError(
+                    "--launcher fork needs a `python -m MODULE ...` or `python SCRIPT ...` command"
+                )
+
+    def _get_launcher(self) -> Any:
+        """The fork template, started on first use and closed with the drill (or at exit)."""
+        if self.options.launcher != "fork":
+            return None
+        with self._lock:
+            if self._launcher is None:
+                import weakref
+
+                from killdrill.launcher import DEFAULT_PRELOAD, Launcher
+
+                preload = [*DEFAULT_PRELOAD, *self.options.preload]
+                if "langgraph" in self.options.integrations:
+                    preload.append("langgraph.graph")
+                env = self._env(self.root, "kd-template")
+                self._launcher = Launcher(
+                    self._argv[0], preload=preload, env=env, cwd=self.options.cwd
+                ).start()
+                weakref.finalize(self, self._launcher.close)
+            return self._launcher
+
+    def close(self) -> None:
+        """Stop the fork template, if any (it also stops by itself when the harness exits)."""
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
+
+    def __enter__(self) -> Drill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---- workdirs -------------------------------------------------------------------------
     @property
@@ -214,6 +258,7 @@ class Drill:
             signal_name=self.options.signal,
             grace_s=self.options.grace,
             control_dir=str(state / "ctl"),
+            launcher=self._get_launcher(),
         )
 
     def _launch(self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Any = None) -> list[Attempt]:
@@ -326,6 +371,10 @@ class Drill:
             args += ["--resumers", str(o.resumers)]
         if o.barrier:
             args += ["--barrier", o.barrier]
+        if o.launcher != d.launcher:
+            args += ["--launcher", o.launcher]
+        for name in o.preload:
+            args += ["--preload", name]
         for k, v in sorted(o.env.items()):
             args += ["--env", f"{k}={v}"]
         return shlex.join([*args, "--", *self.command])

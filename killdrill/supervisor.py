@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -159,6 +160,7 @@ class LaunchSpec:
     signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
     grace_s: float = 5.0
     control_dir: str = ""
+    launcher: Any = None  # a killdrill.launcher.Launcher: fork from a warm template instead of spawning
 
 
 BoundaryHook = Callable[["Running", TraceEvent, Connection], bool]
@@ -172,7 +174,7 @@ class Running:
 
     spec: LaunchSpec
     listener: ControlListener
-    popen: subprocess.Popen[bytes]
+    popen: Any  # subprocess.Popen, or a launcher.ForkedProcess
     started: float
     stdout: object
     stderr: object
@@ -275,6 +277,17 @@ class Supervisor:
         env["KILLDRILL_CONTROL"] = listener.address
         env["KILLDRILL_CONTROL_TOKEN"] = listener.token
         env["KILLDRILL_ATTEMPT"] = str(spec.number)
+        if spec.launcher is not None:
+            from killdrill.launcher import LaunchError
+
+            try:
+                forked = spec.launcher.spawn(
+                    spec.argv, env=env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path
+                )
+            except LaunchError as exc:
+                listener.close()
+                raise HarnessError(str(exc)) from exc
+            return self._track(spec, listener, forked, None, None)
         stdout = open(spec.stdout_path, "wb")  # noqa: SIM115 - closed in _cleanup
         stderr = open(spec.stderr_path, "wb")  # noqa: SIM115
         try:
@@ -294,6 +307,12 @@ class Supervisor:
             stderr.close()
             listener.close()
             raise HarnessError(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
+        return self._track(spec, listener, popen, stdout, stderr)
+
+    def _track(
+        self, spec: LaunchSpec, listener: ControlListener, popen: Any, stdout: Any, stderr: Any
+    ) -> Running:
+        assert self._selector is not None
         run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
         try:
             run.pidfd = os.pidfd_open(popen.pid)  # type: ignore[attr-defined]
@@ -423,8 +442,9 @@ class Supervisor:
     def _cleanup(self, run: Running) -> None:
         run.listener.close()
         for f in (run.stdout, run.stderr):
-            with contextlib.suppress(OSError):
-                f.close()  # type: ignore[attr-defined]
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()  # type: ignore[attr-defined]
         escaped = sweep(run.listener.token)
         if escaped:
             run.notes.append(f"killed {len(escaped)} process(es) that escaped the tree: {escaped}")

@@ -31,8 +31,20 @@ def steps(*extra: str) -> list[str]:
     return [PY, str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/ckpt.json", *extra]
 
 
-def no_children_left() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+def no_children_left(wait_s: float = 3.0) -> list[psutil.Process]:
+    """Children of this test process still running after ``wait_s`` (a loaded machine reaps slowly)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
 
 
 @pytest.fixture
