@@ -21,7 +21,7 @@ from killdrill.supervisor import Running, Supervisor
 @dataclass
 class Barrier:
     point: str | None = None
-    patience_s: float = 2.0
+    patience_s: float = 1.0
     supervisor: Supervisor | None = None
     waiting: dict[str, list[tuple[Running, Connection]]] = field(default_factory=dict)
     released: int = 0
