@@ -1,0 +1,66 @@
+"""killdrill's bootstrap: activates integrations in an agent nobody edited.
+
+The supervisor puts this directory first on ``PYTHONPATH`` and names integrations in
+``KILLDRILL_INTEGRATIONS`` (comma-separated, e.g. ``langgraph``).  Python imports the
+first ``sitecustomize`` on ``sys.path`` at startup, so this one then loads the next
+``sitecustomize`` further down ``sys.path`` (the user's or the distribution's): it never
+shadows one.  Without ``KILLDRILL_INTEGRATIONS`` it imports nothing beyond what the
+lookup of that next module needs.  Integrations stay lazy themselves: LangGraph is
+patched by an import hook when the agent imports it, never imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _activate_integrations(names: str) -> None:
+    import importlib
+
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        try:
+            module = importlib.import_module(f"killdrill.integrations.{name}")
+        except ImportError as exc:
+            sys.stderr.write(
+                f"killdrill: cannot load integration {name!r} from KILLDRILL_INTEGRATIONS: {exc}\n"
+            )
+            continue
+        try:
+            module.activate()
+        except Exception as exc:
+            # A bad setting must stop the agent with a readable line, not run it unobserved.
+            # `site` would print a traceback for SystemExit; nothing has started yet to clean up.
+            sys.stderr.write(f"killdrill: integration {name!r}: {exc}\n")
+            sys.stderr.flush()
+            os._exit(2)
+
+
+def _chain_load() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    later: list[str] = []
+    seen_here = False
+    for entry in sys.path:
+        if os.path.abspath(entry or os.curdir) == here:
+            seen_here = True
+        elif seen_here:
+            later.append(entry)
+    if not later:
+        return
+    from importlib.machinery import PathFinder
+    from importlib.util import module_from_spec
+
+    spec = PathFinder.find_spec("sitecustomize", later)
+    if spec is None or spec.loader is None:
+        return
+    module = module_from_spec(spec)
+    # Theirs becomes the `sitecustomize` module, as if killdrill's were not there.
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+_names = os.environ.get("KILLDRILL_INTEGRATIONS")
+if _names:
+    _activate_integrations(_names)
+del _names
+_chain_load()

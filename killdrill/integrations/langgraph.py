@@ -1,0 +1,374 @@
+"""LangGraph integration: kill points for every node of an unmodified graph.
+
+Activated by the drill with ``KILLDRILL_INTEGRATIONS=langgraph`` (the supervisor puts
+``killdrill/_bootstrap`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
+:func:`activate`), or explicitly with ``killdrill.integrations.langgraph.activate()``.
+Activation never imports LangGraph: an import hook patches it when the agent imports it.
+
+Points emitted (``NODE`` is the LangGraph task name: the node name for a StateGraph,
+the function name for ``@entrypoint``/``@task``; characters outside the kill-point
+grammar become ``_``; LangGraph's own ``__start__``-style tasks are skipped):
+
+``before:NODE``
+    the task is about to run (before callbacks and the node body).
+``after:NODE``
+    the node returned, its writes are not yet handed to the checkpointer: a kill here
+    re-runs the node on resume.  Not emitted when the node raised or was interrupted.
+``committed:NODE``
+    the checkpointer's ``put_writes`` for that task returned (its writes are durable);
+    the step's checkpoint may or may not be saved yet (LangGraph saves both on
+    background threads in no fixed order: langgraph issue 8039).  A kill here does not
+    re-run the node.  Never emitted under ``durability="exit"`` (nothing is saved per step).
+``before:checkpoint``
+    a checkpoint is about to be saved (``put``), after the previous one was.  Its first
+    occurrence in a fresh run is the input checkpoint: a kill there is a crash before
+    the first checkpoint (langgraph issue 8764).
+``committed:checkpoint``
+    that checkpoint's ``put`` returned.
+
+Forced timing: ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY`` delays checkpointer writes so
+races that depend on the host's thread scheduling show up on a small machine.  Value:
+a comma-separated list of ``[writes=|put=]DURATION[..DURATION]``, e.g. ``5ms`` (every
+``put_writes`` and ``put``), ``writes=2ms..20ms`` (only ``put_writes``, uniformly random
+per call), ``writes=10ms,put=0ms``.  ``KILLDRILL_LANGGRAPH_DELAY_SEED`` seeds the random
+delays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import random
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from killdrill.agent import boundary
+
+__all__ = [
+    "CHECKPOINT",
+    "DELAY_ENV",
+    "DelaySpec",
+    "activate",
+    "active",
+    "deactivate",
+    "parse_delay",
+    "point_name",
+]
+
+DELAY_ENV = "KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY"
+SEED_ENV = "KILLDRILL_LANGGRAPH_DELAY_SEED"
+CHECKPOINT = "checkpoint"
+"""The name used by ``before:checkpoint`` / ``committed:checkpoint``."""
+
+_RUNNER = "langgraph.pregel._runner"
+_LOOP = "langgraph.pregel._loop"
+_TARGETS = (_RUNNER, _LOOP)
+_BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
+_DUR = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
+_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+# task id -> point name of a task whose node returned; popped when its writes commit.
+_finished: dict[str, str] = {}
+_FINISHED_MAX = 4096
+_lock = threading.RLock()
+_originals: dict[tuple[object, str], Any] = {}
+_finder: _PatchingFinder | None = None
+_delay: DelaySpec | None = None
+
+
+# ---------------------------------------------------------------- forced timing
+
+
+class DelaySpec:
+    """Delays (seconds, as ``(low, high)`` ranges) before ``put_writes`` and ``put``."""
+
+    def __init__(
+        self,
+        writes: tuple[float, float] | None,
+        put: tuple[float, float] | None,
+        seed: int | None = None,
+    ) -> None:
+        self.writes = writes
+        self.put = put
+        self.rng = random.Random(seed)
+
+    def __bool__(self) -> bool:
+        return bool(self.writes or self.put)
+
+    def seconds(self, which: str) -> float:
+        span = self.writes if which == "writes" else self.put
+        if not span:
+            return 0.0
+        low, high = span
+        return low if low == high else self.rng.uniform(low, high)
+
+
+def _duration(text: str, whole: str) -> float:
+    m = _DUR.match(text.strip())
+    if not m:
+        raise ValueError(f"{DELAY_ENV}={whole!r}: {text!r} is not a duration like 5ms, 250us or 0.1s")
+    return float(m[1]) * _UNITS_S[m[2]]
+
+
+def parse_delay(text: str, seed: int | None = None) -> DelaySpec:
+    """Parse the ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY`` grammar (see the module doc)."""
+    spans: dict[str, tuple[float, float]] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        target, sep, value = part.partition("=")
+        if not sep:
+            target, value = "", part
+        if target not in ("", "writes", "put"):
+            raise ValueError(f"{DELAY_ENV}={text!r}: unknown target {target!r} (writes= or put=)")
+        low_s, _, high_s = value.partition("..")
+        low = _duration(low_s, text)
+        high = _duration(high_s, text) if high_s else low
+        if high < low:
+            raise ValueError(f"{DELAY_ENV}={text!r}: range {value!r} goes down")
+        for which in ("writes", "put") if not target else (target,):
+            spans[which] = (low, high)
+    return DelaySpec(spans.get("writes"), spans.get("put"), seed)
+
+
+def _delay_from_env() -> DelaySpec:
+    seed = os.environ.get(SEED_ENV)
+    return parse_delay(os.environ.get(DELAY_ENV, ""), int(seed) if seed else None)
+
+
+# ---------------------------------------------------------------- names
+
+
+def point_name(task_name: str) -> str | None:
+    """The kill-point NAME for a LangGraph task, or None for LangGraph's internal tasks."""
+    if task_name.startswith("__") and task_name.endswith("__"):
+        return None
+    name = _BAD_CHARS.sub("_", task_name)
+    return name if name[:1] not in ("", ".", "-", "/", "[", "]") else f"_{name}"
+
+
+def _remember(task_id: str, name: str) -> None:
+    if len(_finished) >= _FINISHED_MAX:  # durability="exit": writes never reach put_writes
+        _finished.pop(next(iter(_finished)), None)
+    _finished[task_id] = name
+
+
+# ---------------------------------------------------------------- patches
+
+
+def _wrap_run_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def run_with_retry(task: Any, *args: Any, **kwargs: Any) -> Any:
+        name = point_name(task.name)
+        if name is None:
+            return orig(task, *args, **kwargs)
+        boundary(f"before:{name}")
+        result = orig(task, *args, **kwargs)
+        boundary(f"after:{name}")
+        _remember(task.id, name)
+        return result
+
+    return run_with_retry
+
+
+def _wrap_arun_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    async def arun_with_retry(task: Any, *args: Any, **kwargs: Any) -> Any:
+        name = point_name(task.name)
+        if name is None:
+            return await orig(task, *args, **kwargs)
+        boundary(f"before:{name}")
+        result = await orig(task, *args, **kwargs)
+        boundary(f"after:{name}")
+        _remember(task.id, name)
+        return result
+
+    return arun_with_retry
+
+
+def _instrument_sync_loop(loop: Any) -> None:
+    delay = _delay or DelaySpec(None, None)
+    put_writes = loop.checkpointer_put_writes
+    if put_writes is not None:
+
+        def checkpointer_put_writes(config: Any, writes: Any, task_id: str, *rest: Any) -> Any:
+            if delay.writes:
+                time.sleep(delay.seconds("writes"))
+            result = put_writes(config, writes, task_id, *rest)
+            name = _finished.pop(task_id, None)
+            if name is not None:
+                boundary(f"committed:{name}")
+            return result
+
+        loop.checkpointer_put_writes = checkpointer_put_writes
+    put_after_previous = loop._checkpointer_put_after_previous
+    if put_after_previous is not None:
+
+        def checkpointer_put_after_previous(prev: Any, delta_write_futs: Sequence[Any], *args: Any) -> Any:
+            # The same waits the original does first, so the point falls right before `put`.
+            for fut in delta_write_futs:
+                fut.result()
+            if prev is not None:
+                prev.result()
+            boundary(f"before:{CHECKPOINT}")
+            if delay.put:
+                time.sleep(delay.seconds("put"))
+            result = put_after_previous(None, (), *args)
+            boundary(f"committed:{CHECKPOINT}")
+            return result
+
+        loop._checkpointer_put_after_previous = checkpointer_put_after_previous
+
+
+def _instrument_async_loop(loop: Any) -> None:
+    delay = _delay or DelaySpec(None, None)
+    put_writes = loop.checkpointer_put_writes
+    if put_writes is not None:
+
+        async def checkpointer_put_writes(config: Any, writes: Any, task_id: str, *rest: Any) -> Any:
+            if delay.writes:
+                await asyncio.sleep(delay.seconds("writes"))
+            result = await put_writes(config, writes, task_id, *rest)
+            name = _finished.pop(task_id, None)
+            if name is not None:
+                boundary(f"committed:{name}")
+            return result
+
+        loop.checkpointer_put_writes = checkpointer_put_writes
+    put_after_previous = loop._checkpointer_put_after_previous
+    if put_after_previous is not None:
+
+        async def checkpointer_put_after_previous(
+            prev: Any, delta_write_futs: Sequence[Any], *args: Any
+        ) -> Any:
+            if delta_write_futs:
+                await asyncio.gather(*delta_write_futs)
+            if prev is not None:
+                await prev
+            boundary(f"before:{CHECKPOINT}")
+            if delay.put:
+                await asyncio.sleep(delay.seconds("put"))
+            result = await put_after_previous(None, (), *args)
+            boundary(f"committed:{CHECKPOINT}")
+            return result
+
+        loop._checkpointer_put_after_previous = checkpointer_put_after_previous
+
+
+def _wrap_init(orig: Callable[..., None], instrument: Callable[[Any], None]) -> Callable[..., None]:
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
+        instrument(self)
+
+    return __init__
+
+
+def _replace(owner: object, attr: str, value: Any) -> None:
+    key = (owner, attr)
+    if key not in _originals:
+        _originals[key] = getattr(owner, attr)
+    setattr(owner, attr, value)
+
+
+def _patch(module: ModuleType) -> None:
+    """Patch one of the target modules, once (called right after it executes)."""
+    with _lock:
+        if module.__name__ == _RUNNER and (module, "run_with_retry") not in _originals:
+            _replace(module, "run_with_retry", _wrap_run_with_retry(module.run_with_retry))
+            _replace(module, "arun_with_retry", _wrap_arun_with_retry(module.arun_with_retry))
+        elif module.__name__ == _LOOP and (module.SyncPregelLoop, "__init__") not in _originals:
+            sync_cls, async_cls = module.SyncPregelLoop, module.AsyncPregelLoop
+            _replace(sync_cls, "__init__", _wrap_init(sync_cls.__init__, _instrument_sync_loop))
+            _replace(async_cls, "__init__", _wrap_init(async_cls.__init__, _instrument_async_loop))
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """Runs the real loader, then patches the module before anyone else sees it."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader  # tracebacks and get_source use the real one
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        _patch(module)
+        if all(name in sys.modules for name in _TARGETS):
+            _remove_finder()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+class _PatchingFinder(importlib.abc.MetaPathFinder):
+    """Import hook: wraps the loader of LangGraph's runner and loop modules only."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _TARGETS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+def _remove_finder() -> None:
+    global _finder
+    with _lock:
+        if _finder is not None and _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+        _finder = None
+
+
+def activate() -> None:
+    """Emit kill points for every LangGraph graph in this process (idempotent).
+
+    Patches LangGraph now if it is already imported, otherwise when it is imported.
+    Raises ``ValueError`` for a malformed ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY``.
+    """
+    global _delay, _finder
+    with _lock:
+        _delay = _delay_from_env()
+        for name in _TARGETS:
+            module = sys.modules.get(name)
+            if module is not None:
+                _patch(module)
+        if not all(name in sys.modules for name in _TARGETS) and _finder is None:
+            _finder = _PatchingFinder()
+            sys.meta_path.insert(0, _finder)
+
+
+def active() -> bool:
+    """True when :func:`activate` ran (patched, or waiting for LangGraph's import)."""
+    return _finder is not None or bool(_originals)
+
+
+def deactivate() -> None:
+    """Undo :func:`activate`: loops created afterwards emit nothing (for in-process tests)."""
+    global _delay
+    with _lock:
+        _remove_finder()
+        for (owner, attr), value in _originals.items():
+            setattr(owner, attr, value)
+        _originals.clear()
+        _finished.clear()
+        _delay = None
