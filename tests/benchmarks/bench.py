@@ -1,0 +1,287 @@
+"""The benchmark: every figure measured in the same run, on the same machine, printed and saved.
+
+    python -m tests.benchmarks [--json FILE] [--quick]
+
+Figures (``name: value`` lines, and the same names in JSON):
+- ``boundary_unarmed_ns`` vs ``empty_call_ns``: the agent-side cost outside a drill.
+- ``boundary_armed_median_us`` / ``_p99_us``: one armed round trip (agent -> supervisor -> agent).
+- ``supervisor_overhead_ms``: per attempt (spawn, channel, kill, reap, ledger read) beyond the
+  same attempt launched bare (``subprocess.run``, self-kill at the same point).
+- ``harness_overhead_ratio``: a full drill of the example vs the naive hand-written drill doing
+  the same launches (``subprocess.run`` loop, self-kill flag, no trace, no verdict).
+- ``parallel_speedup``: the same drill with 1 and 2 workers.
+- ``prefork_speedup``: a full drill of the LangGraph example, plain spawn vs the pre-forking
+  launcher (``DrillOptions(launcher="fork")``), with whether the verdicts were identical;
+  without a launcher or langgraph it says so instead of giving a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+SETTLEMENT = [
+    "python",
+    "-m",
+    "killdrill.examples.settlement",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+]
+
+# A tiny agent: one boundary per call of the loop, each call timed inside the agent.
+_ARMED_AGENT = """
+import sys, time, killdrill
+n = int(sys.argv[1]); out = []
+for i in range(n):
+    t = time.perf_counter_ns(); killdrill.boundary("before:tick"); out.append(time.perf_counter_ns() - t)
+open(sys.argv[2], "w").write(" ".join(map(str, out)))
+"""
+# A small attempt: import killdrill and the fakes, record one effect, stop at a boundary.
+_ATTEMPT_AGENT = """
+import os, signal, sys, killdrill
+from killdrill.fakes import connect
+connect().kv.set("k", 1)
+if os.environ.get("SELF_KILL"):
+    os.kill(os.getpid(), signal.SIGKILL)
+killdrill.boundary("before:stop")
+"""
+
+
+def _empty(point: str) -> None:
+    """The baseline: a call with the same argument that does nothing."""
+
+
+def bench_boundary(loops: int) -> dict[str, float]:
+    """Unarmed ``boundary()`` against an empty function call, best of 7 (ns per call)."""
+    import killdrill.agent as agent
+
+    saved = os.environ.pop("KILLDRILL_CONTROL", None)
+    agent._reset_for_tests()
+    try:
+        agent.boundary("before:warm")
+        g = {"boundary": agent.boundary, "empty": _empty}
+        empty = min(timeit.repeat("empty('before:x')", globals=g, repeat=7, number=loops))
+        unarmed = min(timeit.repeat("boundary('before:x')", globals=g, repeat=7, number=loops))
+    finally:
+        if saved is not None:
+            os.environ["KILLDRILL_CONTROL"] = saved
+        agent._reset_for_tests()
+    e, u = empty / loops * 1e9, unarmed / loops * 1e9
+    return {"empty_call_ns": e, "boundary_unarmed_ns": u, "boundary_unarmed_vs_empty": u / e}
+
+
+def _spec(workdir: Path, argv: Sequence[str], kill: str | None, number: int = 1) -> Any:
+    from killdrill.points import parse_kill
+    from killdrill.supervisor import LaunchSpec
+
+    state = workdir / ".killdrill"
+    state.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    env.update(
+        KILLDRILL_THREAD="bench",
+        KILLDRILL_WORKDIR=str(workdir),
+        KILLDRILL_LEDGER=str(state / "ledger.sqlite"),
+    )
+    return LaunchSpec(
+        argv=list(argv),
+        env=env,
+        cwd=str(REPO),
+        stdout_path=str(state / f"a{number}.out"),
+        stderr_path=str(state / f"a{number}.err"),
+        number=number,
+        kill=parse_kill(kill) if kill else None,
+        timeout_s=120,
+        control_dir=str(state / "ctl"),
+    )
+
+
+def bench_armed(root: Path, n: int) -> dict[str, float]:
+    """Armed round trip, timed in the agent around each ``boundary()`` call."""
+    from killdrill.supervisor import Supervisor
+
+    wd = root / "armed"
+    out = wd / "lat.txt"
+    attempt = Supervisor().run(_spec(wd, [PY, "-c", _ARMED_AGENT, str(n), str(out)], None))
+    assert attempt.returncode == 0, attempt.stderr_tail
+    lat = sorted(int(x) / 1000 for x in out.read_text().split()[1:])  # drop the connect
+    return {
+        "boundary_armed_median_us": statistics.median(lat),
+        "boundary_armed_p99_us": lat[int(len(lat) * 0.99) - 1],
+        "boundary_armed_calls": float(len(lat)),
+    }
+
+
+def bench_supervisor(root: Path, reps: int) -> dict[str, float]:
+    """Per attempt: supervised (kill at a point + ledger read) minus bare (self-kill), interleaved."""
+    from killdrill.ledger import Ledger
+    from killdrill.supervisor import Supervisor
+
+    argv = [PY, "-c", _ATTEMPT_AGENT]
+    sup, bare = [], []
+    for i in range(reps):
+        wd = root / f"sup-{i}"
+        t = time.perf_counter()
+        a = Supervisor().run(_spec(wd, argv, "before:stop"))
+        Ledger(str(wd / ".killdrill" / "ledger.sqlite"), "bench").snapshot()
+        sup.append(time.perf_counter() - t)
+        assert a.killed_at == "before:stop", a
+        wd2 = root / f"bare-{i}"
+        spec = _spec(wd2, argv, None)
+        t = time.perf_counter()
+        with open(spec.stdout_path, "wb") as o, open(spec.stderr_path, "wb") as e:
+            subprocess.run(
+                argv, env={**spec.env, "SELF_KILL": "1"}, stdout=o, stderr=e, start_new_session=True
+            )
+        bare.append(time.perf_counter() - t)
+    s, b = statistics.median(sup), statistics.median(bare)
+    return {
+        "supervisor_attempt_ms": s * 1000,
+        "bare_attempt_ms": b * 1000,
+        "supervisor_overhead_ms": (s - b) * 1000,
+    }
+
+
+def _drill(workers: int, root: Path, command: Sequence[str] = SETTLEMENT, **kw: Any) -> tuple[float, Any]:
+    from killdrill.drill import Drill, DrillOptions
+
+    t = time.perf_counter()
+    d = Drill(command, DrillOptions(root=root, workers=workers, cwd=str(REPO), **kw))
+    result = d.run_all()
+    return time.perf_counter() - t, result
+
+
+def naive_drill(labels: Sequence[str], attempts: Sequence[int], discovery_runs: int, root: Path) -> float:
+    """The hand-written drill: the same launches, each a ``subprocess.run`` with a self-kill flag."""
+    t = time.perf_counter()
+
+    def launch(label: str, workdir: Path, thread: str) -> int:
+        argv = [PY, "-m", "tests.benchmarks.selfkill", label, "--", "killdrill.examples.settlement"]
+        argv += ["--thread", thread, "--db", str(workdir / "ckpt.sqlite")]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+        env.update(KILLDRILL_LEDGER=str(workdir / "ledger.sqlite"), KILLDRILL_THREAD=thread)
+        return subprocess.run(argv, env=env, cwd=REPO, capture_output=True).returncode
+
+    for i in range(discovery_runs):
+        wd = root / f"naive-discovery-{i}"
+        wd.mkdir(parents=True)
+        assert launch("", wd, f"nd-{i}") == 0
+    for label, n in zip(labels, attempts, strict=True):
+        wd = root / f"naive-{uuid.uuid4().hex[:8]}"
+        wd.mkdir(parents=True)
+        thread = f"n-{uuid.uuid4().hex[:8]}"
+        assert launch(label, wd, thread) == -9, label
+        for _ in range(n - 1):
+            assert launch("", wd, thread) == 0, label
+    return time.perf_counter() - t
+
+
+LANGGRAPH = [
+    "python", "-m", "killdrill.examples.settlement_langgraph",
+    "--thread", "{thread}", "--db", "{workdir}/ckpt.sqlite", "--durability", "sync",
+]  # fmt: skip
+
+
+def bench_prefork(root: Path) -> dict[str, Any]:
+    """A full drill of the LangGraph example, plain spawn vs forked from a warm template."""
+    import importlib.util
+
+    from killdrill.drill import DrillOptions
+
+    if (
+        "launcher" not in {f.name for f in fields(DrillOptions)}
+        or importlib.util.find_spec("langgraph") is None
+    ):
+        return {"prefork_speedup": "n/a: no pre-forking launcher (or no langgraph)"}
+    ts, rs = _drill(1, root / "lg-spawn", command=LANGGRAPH, integrations=("langgraph",))
+    tf, rf = _drill(1, root / "lg-fork", command=LANGGRAPH, integrations=("langgraph",), launcher="fork")
+    same = [(c.schedule, c.kinds) for c in rs.cases] == [(c.schedule, c.kinds) for c in rf.cases]
+    return {
+        "langgraph_cases": len(rs.cases),
+        "langgraph_drill_spawn_s": ts,
+        "langgraph_drill_fork_s": tf,
+        "prefork_speedup": ts / tf,
+        "prefork_identical_verdicts": same,
+    }
+
+
+def run(quick: bool) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="killdrill-bench-"))
+    out: dict[str, Any] = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.system()} {platform.release()}",
+        "load_average_at_start": os.getloadavg()[0],
+    }
+    try:
+        out.update(bench_boundary(200_000 if quick else 2_000_000))
+        out.update(bench_armed(root, 500 if quick else 5000))
+        out.update(bench_supervisor(root, 5 if quick else 15))
+        t1, r1 = _drill(1, root / "drill-1")
+        assert r1.ok, r1.text()
+        attempts = [len(c.attempts) for c in r1.cases]
+        launches = 2 + sum(attempts)  # two discovery runs, then every attempt of every case
+        tn = naive_drill([c.schedule for c in r1.cases], attempts, 2, root / "naive")
+        out.update(
+            drill_cases=len(r1.cases),
+            drill_launches=launches,
+            drill_1_worker_s=t1,
+            naive_drill_s=tn,
+            harness_overhead_ratio=t1 / tn,
+        )
+        t2, r2 = _drill(2, root / "drill-2")
+        assert r2.ok, r2.text()
+        out.update(drill_2_workers_s=t2, parallel_speedup=t1 / t2)
+        out.update(bench_prefork(root))
+        out["load_average_at_end"] = os.getloadavg()[0]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+GOALS: dict[str, Callable[[float], bool]] = {
+    "boundary_unarmed_ns": lambda v: v < 100,
+    "boundary_armed_median_us": lambda v: v < 100,
+    "supervisor_overhead_ms": lambda v: v < 10,
+    "harness_overhead_ratio": lambda v: v <= 1.10,
+    "parallel_speedup": lambda v: v >= 1.7,
+    "prefork_speedup": lambda v: v >= 5,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--json", default="benchmark.json", help="where to write the figures (default: %(default)s)"
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    args = parser.parse_args(argv)
+    figures = run(args.quick)
+    for name, value in figures.items():
+        text = f"{value:.3f}" if isinstance(value, float) else str(value)
+        goal = GOALS.get(name)
+        mark = (
+            ""
+            if goal is None or isinstance(value, str)
+            else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
+        )
+        print(f"{name}: {text}{mark}")
+    Path(args.json).write_text(json.dumps(figures, indent=2))
+    print(f"written: {args.json}")
+    return 0

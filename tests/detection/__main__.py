@@ -1,0 +1,7 @@
+"""``python -m tests.detection``: print the detection table."""
+
+import sys
+
+from tests.detection.run import main
+
+sys.exit(main())

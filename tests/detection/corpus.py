@@ -1,0 +1,209 @@
+"""The detection corpus: which agent, which defect, which violation kinds a drill must report.
+
+Each defect agent has exactly one planted defect (marked ``# DEFECT`` in its file).  ``catch``
+names the points where the defect must show (the CI test runs the first one); the table runner
+drills every point anyway, and records where it was really caught.  ``expect`` uses the stable
+kinds of ``killdrill.records``; a defect is caught by a case reporting any of them.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from killdrill.records import (
+    DUPLICATE_EFFECT,
+    KEY_CHANGED,
+    KEY_REUSED,
+    MISSING_EFFECT,
+    STATE_DIVERGED,
+)
+
+AGENTS_DIR = Path(__file__).resolve().parent / "agents"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One corpus entry: ``defect`` is None for a correct agent (which must never fail a case)."""
+
+    name: str
+    defect: str | None
+    expect: tuple[str, ...] = ()
+    catch: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    known_miss: str | None = None  # why the drill cannot see it (a finding), if it cannot
+
+    @property
+    def correct(self) -> bool:
+        return self.defect is None
+
+
+def _script(name: str) -> tuple[str, ...]:
+    return (sys.executable, str(AGENTS_DIR / f"{name}.py"), "--thread", "{thread}", "--workdir", "{workdir}")
+
+
+def _defect(name: str, defect: str, expect: tuple[str, ...], catch: tuple[str, ...], **kw: Any) -> Agent:
+    return Agent(name, defect, expect, catch, _script(name), **kw)
+
+
+DEFECTS: tuple[Agent, ...] = (
+    _defect(
+        "uuid_key",
+        "key from uuid4",
+        (KEY_CHANGED, DUPLICATE_EFFECT),
+        ("during:payments.charge", "after:charge"),
+    ),
+    _defect(
+        "clock_key",
+        "key from the clock",
+        (KEY_CHANGED, DUPLICATE_EFFECT),
+        ("during:payments.charge", "after:charge"),
+    ),
+    _defect(
+        "model_key",
+        "key from an unpinned model output",
+        (KEY_CHANGED, DUPLICATE_EFFECT),
+        ("during:payments.charge", "after:charge"),
+    ),
+    _defect(
+        "memory_counter",
+        "key from a counter held in memory",
+        (KEY_REUSED,),
+        ("committed:charge_acme", "before:charge_globex"),
+    ),
+    _defect(
+        "key_not_forwarded", "key not forwarded downstream", (DUPLICATE_EFFECT,), ("during:payments.charge",)
+    ),
+    _defect(
+        "release_on_ambiguous", "release on an ambiguous error", (DUPLICATE_EFFECT,), ("during:mailbox.send",)
+    ),
+    _defect(
+        "racy_claim",
+        "read-then-insert claim (2 resumers)",
+        (DUPLICATE_EFFECT,),
+        ("before:notify", "committed:load_order"),
+        options={"resumers": 2},
+    ),
+    _defect(
+        "nonidempotent_compensation",
+        "non-idempotent compensation",
+        (DUPLICATE_EFFECT,),
+        ("during:inventory.release", "after:compensate"),
+    ),
+    _defect(
+        "compensation_wrong_order",
+        "compensation in the wrong order",
+        (),
+        ("during:inventory.release",),
+        known_miss="the verdict counts effects per identity; it has no oracle for the order of effects",
+    ),
+    _defect(
+        "irreversible_mid_graph",
+        "irreversible action mid-graph",
+        (DUPLICATE_EFFECT,),
+        ("during:payments.charge", "after:settle"),
+    ),
+    _defect(
+        "increment_as_set",
+        "increment disguised as a set (kv)",
+        (STATE_DIVERGED,),
+        ("during:kv.set", "after:credit"),
+    ),
+    _defect(
+        "payload_recomputed",
+        "payload recomputed on replay",
+        (KEY_REUSED,),
+        ("during:payments.charge", "after:charge"),
+    ),
+    _defect(
+        "checkpoint_as_truth",
+        "checkpoint taken as truth of external state",
+        (MISSING_EFFECT,),
+        ("committed:charge_marked",),
+    ),
+    _defect(
+        "receipt_before_commit",
+        "receipt sent before the charge is committed",
+        (DUPLICATE_EFFECT,),
+        ("during:mailbox.send", "after:charge"),
+    ),
+    _defect("no_key_webhook", "webhook posted without a key", (DUPLICATE_EFFECT,), ("during:webhooks.post",)),
+    _defect(
+        "counter_no_key",
+        "counter increment without a key",
+        (DUPLICATE_EFFECT,),
+        ("during:counter.increment",),
+    ),
+)
+
+_SETTLEMENT = (
+    "python",
+    "-m",
+    "killdrill.examples.settlement",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+)
+_LANGGRAPH = (
+    "python",
+    "-m",
+    "killdrill.examples.settlement_langgraph",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+    "--durability",
+    "sync",
+)
+
+CORRECT: tuple[Agent, ...] = (
+    Agent(
+        "ok_loop_accounts",
+        None,
+        catch=("during:payments.charge#2", "after:settle_globex"),
+        command=_script("ok_loop_accounts"),
+    ),
+    Agent(
+        "ok_branching",
+        None,
+        catch=("during:payments.charge", "during:tickets.create"),
+        command=_script("ok_branching"),
+    ),
+    Agent(
+        "ok_saga",
+        None,
+        catch=("during:inventory.release", "during:payments.refund"),
+        command=_script("ok_saga"),
+    ),
+    Agent(
+        "settlement (bundled)",
+        None,
+        catch=("during:payments.charge", "during:mailbox.send"),
+        command=_SETTLEMENT,
+        options={"cwd": str(REPO)},
+    ),
+    Agent(
+        "settlement_langgraph (bundled)",
+        None,
+        catch=("during:payments.charge", "during:mailbox.send"),
+        command=_LANGGRAPH,
+        options={"cwd": str(REPO), "integrations": ("langgraph",)},
+    ),
+)
+
+CORPUS: tuple[Agent, ...] = DEFECTS + CORRECT
+
+
+def langgraph_available() -> bool:
+    """The LangGraph agent needs langgraph installed and the bundled example present."""
+    import importlib.util
+
+    return (
+        importlib.util.find_spec("langgraph") is not None
+        and (REPO / "killdrill" / "examples" / "settlement_langgraph.py").exists()
+    )
