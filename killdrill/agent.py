@@ -66,13 +66,31 @@ class ControlClient:
         try:
             sock.sendall(json.dumps({"point": point}).encode() + b"\n")
             line = self.local.reader.readline()
-        except OSError as exc:
-            raise ControlChannelError(f"killdrill: control channel broke at {point}: {exc}") from exc
+        except BaseException as exc:
+            # Interrupted mid-exchange (an agent's own timeout raising from a signal handler while
+            # held at a point, say): the answer still owed to this request would be read as the
+            # answer to the next one, so this connection is dropped and the next call reconnects.
+            self._drop()
+            if isinstance(exc, OSError) and exc.errno is not None:  # the socket, not the agent's own error
+                raise ControlChannelError(f"killdrill: control channel broke at {point}: {exc}") from exc
+            raise
         if not line:
+            self._drop()
             raise ControlChannelError(f"killdrill: the supervisor closed the control channel at {point}")
         reply = json.loads(line)
         if "error" in reply:
+            self._drop()
             raise ControlChannelError(f"killdrill: supervisor rejected {point}: {reply['error']}")
+
+    def _drop(self) -> None:
+        for name in ("reader", "sock"):
+            obj = getattr(self.local, name, None)
+            setattr(self.local, name, None)
+            if obj is not None:
+                try:
+                    obj.close()
+                except OSError:
+                    pass
 
 
 # None: environment not read yet; False: unarmed (the fast path); _Client: armed.
