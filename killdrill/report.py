@@ -353,7 +353,18 @@ def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[Ca
 
 def _cmd_report(args: argparse.Namespace) -> int:
     """``killdrill report FILE...``: render saved reports, merged (e.g. chaos shards) into one."""
+    from killdrill import chaos
     from killdrill.cli import EXIT_OK, EXIT_VIOLATION, UsageError
+
+    if all(chaos.is_chaos_report(p) for p in args.files):  # shards of one chaos job
+        try:
+            merged_chaos = chaos.merge_reports(args.files)
+        except (ValueError, KeyError) as exc:
+            raise UsageError(str(exc)) from exc
+        print(chaos.render_text(merged_chaos))
+        if args.json:
+            write_json(args.json, merged_chaos)
+        return EXIT_VIOLATION if merged_chaos["summary"]["runs_violated"] else EXIT_OK
 
     discoveries: list[Discovery] = []
     cases: list[CaseResult] = []

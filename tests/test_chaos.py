@@ -1,0 +1,259 @@
+"""killdrill chaos: seeded schedules, shards, planted bugs found and shrunk, clean runs, budgets.
+
+Runs against the bundled settlement agent (about 1.2 s per attempt here), so run counts are
+kept small: one seed per planted bug and 12 clean runs here; several seeds per bug and the
+200-run clean check live in nightly/test_nightly_chaos.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from killdrill.chaos import (
+    VIOLATED,
+    ChaosOptions,
+    chaos_case,
+    plan_schedule,
+    run_chaos,
+    shard_indices,
+    update_corpus,
+)
+from killdrill.drill import Drill, DrillOptions
+from killdrill.points import parse_schedule
+from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
+from killdrill.strategies import intervals, schedules
+
+AGENT = [
+    "python",
+    "-m",
+    "killdrill.examples.settlement",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+]
+OPTS = DrillOptions(timeout=30.0)
+
+# Where each planted bug must be caught, as the example documents it.
+BUG_POINTS = {
+    "uuid_key": {"during:payments.charge", "after:charge_customer"},
+    "ungated_email": {"during:mailbox.send", "after:send_receipt"},
+}
+
+
+def _fake_discovery() -> Discovery:
+    labels = ["before:a", "during:payments.charge", "after:a", "committed:a", "before:b", "after:b"]
+    cat = tuple(CatalogueEntry(lb, lb.split("#")[0], 1, 100.0 + 3.0 * i) for i, lb in enumerate(labels))
+    return Discovery(command=("agent",), catalogue=cat, baseline=LedgerSnapshot(), duration_ms=150.0)
+
+
+@pytest.fixture(scope="module")
+def discoveries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Discovery]:
+    """One discovery per command for the whole module: discovery is two clean runs."""
+
+    class Lazy(dict):  # type: ignore[type-arg]
+        def __missing__(self, bug: str) -> Discovery:
+            cmd = AGENT + (["--bug", bug] if bug else [])
+            root = tmp_path_factory.mktemp(f"disc-{bug or 'ok'}")
+            self[bug] = Drill(cmd, OPTS, root=str(root)).discover()
+            return self[bug]
+
+    return Lazy()
+
+
+def _no_agents_left() -> None:
+    kids = [
+        p for p in psutil.Process().children(recursive=True) if "killdrill.examples" in " ".join(p.cmdline())
+    ]
+    assert kids == [], f"agent processes left behind: {kids}"
+
+
+# ---- schedules: pure and fast --------------------------------------------------------------
+def test_same_seed_same_schedules_and_both_kinds_of_kill() -> None:
+    d = _fake_discovery()
+    a = [str(plan_schedule(d, 7, i)) for i in range(200)]
+    assert a == [str(plan_schedule(d, 7, i)) for i in range(200)]
+    assert a != [str(plan_schedule(d, 8, i)) for i in range(200)]
+    kills = [k for s in a for k in parse_schedule(s)]
+    assert {len(parse_schedule(s)) for s in a} == {1, 2, 3}
+    offsets = [k for k in kills if k.offset_ms is not None]
+    delayed = [k for k in kills if k.delay_ms is not None]
+    assert offsets and delayed and len(offsets) + len(delayed) == len(kills)
+    assert all(0 <= k.offset_ms <= 150.0 for k in offsets)  # type: ignore[operator]
+    # every interval is hit, the 3 ms windows as often as the long last one, within noise
+    per = {iv.label: 0 for iv in intervals(d)}
+    for k in delayed:
+        per[str(k.point)] += 1
+        iv = next(iv for iv in intervals(d) if iv.label == k.point)
+        assert 0 <= k.delay_ms <= iv.length_ms  # type: ignore[operator]
+    assert min(per.values()) > 0.5 * len(delayed) / len(per)
+
+
+def test_shards_are_disjoint_and_cover_the_runs() -> None:
+    parts = [list(shard_indices((k, 3), 100)) for k in (1, 2, 3)]
+    flat = [i for p in parts for i in p]
+    assert sorted(flat) == list(range(100)) and len(flat) == len(set(flat))
+    assert list(shard_indices((2, 3), 7)) == [1, 4]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.data())
+def test_strategies_draw_valid_schedules(data: st.DataObject) -> None:
+    d = _fake_discovery()
+    sched = data.draw(schedules(d, max_kills=3))
+    assert 1 <= len(sched) <= 3
+    assert parse_schedule(str(sched)) == sched  # round-trips through the grammar
+    for k in sched:
+        assert k.point is None or k.point in {e.point for e in d.catalogue}
+
+
+def test_corpus_is_stable_and_deduplicated(tmp_path: Path) -> None:
+    from killdrill.chaos import Shrunk
+
+    path = tmp_path / "corpus.json"
+    f1 = Shrunk("during:payments.charge", ("key_changed", "duplicate_effect"), "offset:3ms", 0, "r", 1)
+    f2 = Shrunk("after:b", ("duplicate_effect",), "after:b+1ms", 1, "r", 1)
+    assert update_corpus(path, ["agent"], [f1, f2], 5) == 2
+    first = path.read_text()
+    assert update_corpus(path, ["agent"], [f2, f1], 6) == 0
+    assert path.read_text() == first
+    data = json.loads(first)
+    assert data["version"] == 1
+    assert [e["schedule"] for e in data["regressions"]] == ["after:b", "during:payments.charge"]
+    assert set(data["regressions"][0]) == {"command", "schedule", "kinds", "seed", "found"}
+    assert data["regressions"][1]["kinds"] == ["duplicate_effect", "key_changed"]
+
+
+def test_usage_errors_exit_2() -> None:
+    for bad in (["--kills", "3..1"], ["--shard", "3/2"], ["--budget", "soon"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "killdrill", "chaos", *bad, "--", *AGENT], capture_output=True, text=True
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and bad[0] in proc.stderr
+
+
+# ---- against the real example agent ----------------------------------------------------------
+def test_kill_that_never_lands_is_a_miss_not_a_failure(
+    tmp_path: Path, discoveries: dict[str, Discovery]
+) -> None:
+    drill = Drill(AGENT, OPTS, root=str(tmp_path))
+    drill.use_discovery(discoveries[""])
+    case = chaos_case(drill, "offset:60000ms")
+    assert case.ok, case.text()
+    assert any(n.startswith("kill missed:") for n in case.notes)
+
+
+@pytest.mark.parametrize(("bug", "seed"), [("uuid_key", 1), ("ungated_email", 2)])
+def test_planted_bug_found_and_shrunk_to_its_boundary(
+    bug: str, seed: int, tmp_path: Path, discoveries: dict[str, Discovery]
+) -> None:
+    cmd = [*AGENT, "--bug", bug]
+    corpus = tmp_path / "corpus.json"
+    opts = ChaosOptions(
+        seed=seed, runs=50, workers=2, max_failures=1, report_dir=str(tmp_path / "r"), regressions=str(corpus)
+    )
+    result = run_chaos(cmd, OPTS, opts, discovery=discoveries[bug], log=lambda s: None)
+    first = min(r.index for r in result.runs if r.outcome == VIOLATED)
+    print(f"{bug} seed {seed}: first catch at run {first}, {len(result.runs)} runs, {result.elapsed_s:.1f}s")
+    assert first < 50
+    assert result.exit_code() == 1
+    assert result.failures, "the failure was not shrunk"
+    shrunk = result.failures[0]
+    assert shrunk.schedule in BUG_POINTS[bug], shrunk
+    assert "duplicate_effect" in shrunk.kinds
+    found = next(r for r in result.runs if r.index == shrunk.index)
+    assert shrunk.kinds == found.kinds  # the same violation kinds as the random find
+    entries = json.loads(corpus.read_text())["regressions"]
+    assert [(e["schedule"], e["kinds"], e["command"]) for e in entries] == [
+        (shrunk.schedule, list(shrunk.kinds), cmd)
+    ]
+    # The minimal schedule reproduces on its own, as the corpus replay will run it.
+    drill = Drill(cmd, OPTS, root=str(tmp_path / "replay"))
+    drill.use_discovery(discoveries[bug])
+    assert set(drill.run_case(shrunk.schedule).kinds) >= set(shrunk.kinds)
+    _no_agents_left()
+
+
+def test_correct_example_clean_and_sharded_report_merges(
+    tmp_path: Path, discoveries: dict[str, Discovery]
+) -> None:
+    """The correct agent over 12 random runs in two shards; `killdrill report --merge` joins them."""
+    reports = []
+    for k in (1, 2):
+        opts = ChaosOptions(seed=11, runs=12, shard=(k, 2), workers=2, report_dir=str(tmp_path / f"s{k}"))
+        result = run_chaos(AGENT, OPTS, opts, discovery=discoveries[""], log=lambda s: None)
+        bad = [c.text() for c in result.cases if not c.ok]
+        assert bad == [] and result.exit_code() == 0, "\n\n".join(bad)
+        assert [r.index for r in result.runs] == list(range(k - 1, 12, 2))
+        plans = [json.loads(x) for x in (tmp_path / f"s{k}" / "plans.jsonl").read_text().splitlines()]
+        assert [p["schedule"] for p in plans] == [
+            str(plan_schedule(discoveries[""], 11, p["index"])) for p in plans
+        ]
+        reports.append(str(tmp_path / f"s{k}" / "report.json"))
+    landed = sum(len(r.landed) for r in result.runs)
+    assert landed > 0
+    merged = tmp_path / "merged.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "killdrill", "report", "--merge", *reports, "--json", str(merged)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(merged.read_text())
+    assert [r["index"] for r in data["runs"]] == list(range(12))
+    assert data["summary"]["runs"] == 12 and data["summary"]["runs_violated"] == 0
+    assert "seed: 11" in proc.stdout
+    overlap = subprocess.run(
+        [sys.executable, "-m", "killdrill", "report", "--merge", reports[0], reports[0]],
+        capture_output=True,
+        text=True,
+    )
+    assert overlap.returncode == 2 and "overlap" in overlap.stderr
+    _no_agents_left()
+
+
+def test_budget_expiring_mid_run_ends_cleanly(tmp_path: Path) -> None:
+    start = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "killdrill",
+            "chaos",
+            "--budget",
+            "1s",
+            "--seed",
+            "3",
+            "--workers",
+            "2",
+            "--discovery-runs",
+            "1",
+            "--report",
+            str(tmp_path / "r"),
+            "--",
+            *AGENT,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert data["chaos"]["stopped"] == "budget"
+    assert 1 <= data["summary"]["runs"] <= 2  # the runs in flight when it expired, finished
+    assert "seed 3" in proc.stderr and "seed: 3" in proc.stdout  # printed at start and end
+    header = json.loads((tmp_path / "r" / "chaos.json").read_text())
+    assert header["seed"] == 3 and header["discovery"]["catalogue"]
+    assert (tmp_path / "r" / "junit.xml").exists() and (tmp_path / "r" / "report.html").exists()
+    assert time.monotonic() - start < 60
+    _no_agents_left()
