@@ -343,11 +343,20 @@ def test_writes_delay_reproduces_issue_8039_on_two_cores(tmp_path: Path) -> None
     expect(naive, {"before:checkpoint#5": ("duplicate_effect",)})
 
 
+# The fork launcher (one warm template, a fork per attempt) gives the same verdicts as spawning
+# fresh processes at a fraction of the cost, so the repeated full drills use it; the naive,
+# and drain drills spawn, which also covers the bootstrap in a fresh interpreter.
+EXAMPLE = "killdrill.examples.settlement_langgraph"
+FORK = {"launcher": "fork", "preload": ("langgraph.checkpoint.sqlite", EXAMPLE)}
+
+
 def test_correct_graph_passes_every_point_in_sync_mode(tmp_path: Path) -> None:
-    repeat = int(os.environ.get("KILLDRILL_LANGGRAPH_REPEAT", "1"))
-    d = drill(tmp_path, settlement(), workers=2)
+    repeat = int(os.environ.get("KILLDRILL_LANGGRAPH_REPEAT", "3"))
+    d = drill(tmp_path, settlement(), workers=2, **FORK)
     catalogue = d.points()
-    assert "before:checkpoint" in catalogue and "committed:send_receipt" in catalogue
+    for node in NODES:
+        assert {f"before:{node}", f"after:{node}", f"committed:{node}"} <= set(catalogue)
+    assert catalogue.count("before:checkpoint") == 1 and "before:checkpoint#7" in catalogue
     for _ in range(repeat):
         result = d.run_all()
         assert len(result.cases) == len(catalogue)
@@ -355,14 +364,17 @@ def test_correct_graph_passes_every_point_in_sync_mode(tmp_path: Path) -> None:
         assert not failed, "\n\n".join(c.text() for c in failed)
 
 
-def test_correct_graph_passes_async_mode_repeated(tmp_path: Path) -> None:
-    """Async durability makes a named point's resume state nondeterministic: repeat the cases."""
-    d = drill(tmp_path, settlement(durability="async"), workers=2)
-    # The charge's writes may be orphaned (their checkpoint not saved yet): the key must replay.
-    points = ["committed:charge_customer", "during:mailbox.send", "committed:send_receipt"]
-    result = d.run_all(points * 2)
-    failed = [c for c in result.cases if not c.ok]
-    assert not failed, "\n\n".join(c.text() for c in failed)
+def test_correct_graph_passes_every_point_in_async_mode_repeated(tmp_path: Path) -> None:
+    """Async durability makes a named point's resume state nondeterministic: repeat the drill.
+
+    E.g. at ``committed:charge_customer`` the writes are saved against a checkpoint that may
+    not be saved yet, so the charge can run again: its key must make the provider replay.
+    """
+    d = drill(tmp_path, settlement(durability="async"), workers=2, **FORK)
+    for _ in range(2):
+        result = d.run_all()
+        failed = [c for c in result.cases if not c.ok]
+        assert not failed, "\n\n".join(c.text() for c in failed)
 
 
 def test_drain_on_sigterm_exits_75_and_resumes_exactly_once(tmp_path: Path) -> None:
@@ -376,12 +388,13 @@ def test_drain_on_sigterm_exits_75_and_resumes_exactly_once(tmp_path: Path) -> N
 
 @pytest.mark.postgres
 def test_postgres_saver_drilled_the_same_way(tmp_path: Path, postgres_url: str) -> None:
-    correct = drill(tmp_path / "correct", settlement(postgres=postgres_url))
+    fork = {"launcher": "fork", "preload": ("langgraph.checkpoint.postgres", EXAMPLE)}
+    correct = drill(tmp_path / "correct", settlement(postgres=postgres_url), **fork)
     expect(
         correct,
         {"after:charge_customer": (), "during:mailbox.send": (), "before:checkpoint#5": ()},
     )
-    naive = drill(tmp_path / "naive", settlement(postgres=postgres_url, naive=True))
+    naive = drill(tmp_path / "naive", settlement(postgres=postgres_url, naive=True), **fork)
     expect(naive, {"after:charge_customer": ("duplicate_effect",)})
 
 
