@@ -236,8 +236,6 @@ def test_budget_expiring_mid_run_ends_cleanly(tmp_path: Path) -> None:
             "3",
             "--workers",
             "2",
-            "--discovery-runs",
-            "1",
             "--report",
             str(tmp_path / "r"),
             "--",

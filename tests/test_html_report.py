@@ -28,9 +28,7 @@ AGENT = [
 def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small real chaos report: a duplicate charge found at a random ms and shrunk, and a clean run."""
     root = tmp_path_factory.mktemp("html")
-    drill = Drill(
-        [*AGENT, "--bug", "uuid_key"], DrillOptions(timeout=30.0, discovery_runs=1), root=str(root / "w")
-    )
+    drill = Drill([*AGENT, "--bug", "uuid_key"], DrillOptions(timeout=30.0), root=str(root / "w"))
     discovery = drill.discover()
     from killdrill.chaos import chaos_case
 
