@@ -253,6 +253,7 @@ class CaseResult:
         return render_case(self)
 
     def assert_exactly_once(self) -> CaseResult:
+        __tracebackhide__ = True  # pytest shows the test's line and the verdict, not this frame
         if self.violations:
             raise ExactlyOnceViolation(self)
         return self
