@@ -240,13 +240,19 @@ def test_random_schedules_are_seeded_and_printed(inner: pytest.Pytester) -> None
 
 def test_regression_corpus_replays_matching_command(inner: pytest.Pytester) -> None:
     agent = steps_agent()
-    corpus = {
+    corpus = {  # the format killdrill chaos --regressions writes (killdrill.chaos.update_corpus)
+        "version": 1,
         "regressions": [
-            {"command": agent, "schedule": "after:act,before:report", "kinds": ["duplicate_effect"]},
+            {
+                "command": agent,
+                "schedule": "after:act,before:report",
+                "kinds": ["duplicate_effect"],
+                "seed": 5,
+            },
             {"command": [sys.executable, *agent[1:]], "schedule": "after:plan", "kinds": ["key_changed"]},
             {"command": ["python", "other.py"], "schedule": "before:act", "kinds": ["duplicate_effect"]},
             {"command": agent, "schedule": "before:plan", "kinds": ["missing_effect"]},
-        ]
+        ],
     }
     (inner.path / "corpus.json").write_text(json.dumps(corpus))
     inner.makepyfile(
