@@ -223,7 +223,12 @@ class Drill:
         """
         from killdrill.ledger import Ledger
 
-        snap = Ledger(self._ledger_url(workdir), thread).snapshot()
+        ledger = Ledger(self._ledger_url(workdir), thread)
+        try:
+            snap = ledger.snapshot()
+        finally:
+            if not self.options.ledger_url:
+                ledger.close()  # one SQLite file per case: keep no file open once it is read
         return _normalize(snap, {thread: "{thread}", str(workdir): "{workdir}"})
 
     # ---- launching ------------------------------------------------------------------------

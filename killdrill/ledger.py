@@ -151,6 +151,7 @@ class KeyState:
 
 
 _engines: dict[str, Engine] = {}
+_file_ids: dict[str, tuple[int, int] | None] = {}  # SQLite file identity each cached engine was opened on
 _ready: set[str] = set()
 _engines_lock = threading.Lock()
 
@@ -161,6 +162,8 @@ def _forget_engines_after_fork() -> None:
     for engine in _engines.values():
         engine.dispose(close=False)
     _engines.clear()
+    _file_ids.clear()
+    _ready.clear()
     _engines_lock = threading.Lock()
 
 
@@ -397,9 +400,23 @@ class Ledger:
         text = " ".join(str(why).split())
         return LedgerError(f"killdrill: ledger {self.where} is unusable: {text}")
 
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)  # type: ignore[arg-type]
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
     def _engine(self) -> Engine:
         with _engines_lock:
             engine = _engines.get(self.url)
+            if engine is not None and self.path is not None:
+                # A file deleted and made anew at the same path (a reused workdir) must not be read
+                # through connections still open on the old one.
+                was, now = _file_ids.get(self.url), self._file_id()
+                if was is not None and was != now:
+                    self._forget()
+                    engine = None
             if engine is None:
                 if self.path is not None:
                     if os.path.isdir(self.path):
@@ -413,7 +430,21 @@ class Ledger:
             if self.url not in _ready:
                 self._prepare(engine)
                 _ready.add(self.url)
+            if self.path is not None and _file_ids.get(self.url) is None:
+                _file_ids[self.url] = self._file_id()
         return engine
+
+    def _forget(self) -> None:
+        engine = _engines.pop(self.url, None)
+        _file_ids.pop(self.url, None)
+        _ready.discard(self.url)
+        if engine is not None:
+            engine.dispose()
+
+    def close(self) -> None:
+        """Close this ledger's pooled connections (a harness reading many cases keeps no files open)."""
+        with _engines_lock:
+            self._forget()
 
     def _prepare(self, engine: Engine) -> None:
         """Create the schema once per database, safely when several processes race to do it."""

@@ -201,3 +201,15 @@ def test_postgres_threads_isolated_and_snapshot(postgres_url: str, unique_thread
     assert snap.state == {"s": [1, 2]}
     assert [c.outcome for c in b.ledger.calls()] == ["created"]
     assert Ledger(postgres_url, unique_thread + "-empty").snapshot() == LedgerSnapshot()
+
+
+def test_a_file_made_anew_at_the_same_path_is_read_afresh(tmp_path) -> None:
+    """A reused workdir: the cached engine must not read the deleted file's pooled connection."""
+    path = tmp_path / "ledger.sqlite"
+    connect(str(path), thread="t").payments.charge(idempotency_key="k1", amount=1)
+    assert len(Ledger(str(path), "t").snapshot().calls) == 1
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
+    connect(str(path), thread="t").payments.charge(idempotency_key="k2", amount=2)
+    connect(str(path), thread="t").payments.charge(idempotency_key="k3", amount=3)
+    assert [c.key for c in Ledger(str(path), "t").snapshot().calls] == ["k2", "k3"]
