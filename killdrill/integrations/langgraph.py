@@ -36,10 +36,7 @@ delays.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import importlib.abc
-import importlib.machinery
 import os
 import random
 import re
@@ -48,9 +45,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+
+# Activation runs at interpreter start (bootstrap): stdlib only, nothing heavy (asyncio is
+# imported by the async wrappers, which only run inside an event loop).
 
 __all__ = [
     "CHECKPOINT",
@@ -233,6 +236,8 @@ def _instrument_async_loop(loop: Any) -> None:
     if put_writes is not None:
 
         async def checkpointer_put_writes(config: Any, writes: Any, task_id: str, *rest: Any) -> Any:
+            import asyncio
+
             if delay.writes:
                 await asyncio.sleep(delay.seconds("writes"))
             result = await put_writes(config, writes, task_id, *rest)
@@ -248,6 +253,8 @@ def _instrument_async_loop(loop: Any) -> None:
         async def checkpointer_put_after_previous(
             prev: Any, delta_write_futs: Sequence[Any], *args: Any
         ) -> Any:
+            import asyncio
+
             if delta_write_futs:
                 await asyncio.gather(*delta_write_futs)
             if prev is not None:
@@ -290,13 +297,13 @@ def _patch(module: ModuleType) -> None:
             _replace(async_cls, "__init__", _wrap_init(async_cls.__init__, _instrument_async_loop))
 
 
-class _PatchingLoader(importlib.abc.Loader):
+class _PatchingLoader:
     """Runs the real loader, then patches the module before anyone else sees it."""
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+    def __init__(self, loader: Any) -> None:
         self.loader = loader
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -312,12 +319,12 @@ class _PatchingLoader(importlib.abc.Loader):
         return getattr(self.loader, name)
 
 
-class _PatchingFinder(importlib.abc.MetaPathFinder):
+class _PatchingFinder:
     """Import hook: wraps the loader of LangGraph's runner and loop modules only."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if fullname not in _TARGETS:
             return None
         for finder in sys.meta_path:
