@@ -565,13 +565,18 @@ class Drill:
         ``after:X`` alone is before X's checkpoint, and re-running X is then correct.
         """
         notes = []
-        first_label = discovery.catalogue[0].label
+        first = _first_step(e.label for e in discovery.catalogue)
         progressed = False
         for prev, nxt in itertools.pairwise(attempts):
             progressed = progressed or _committed_a_step(prev)
-            if prev.outcome == KILLED and progressed and nxt.trace and nxt.trace[0].label == first_label:
+            if (
+                prev.outcome == KILLED
+                and progressed
+                and first
+                and _first_step(e.label for e in nxt.trace) == first
+            ):
                 notes.append(
-                    f"resumed_from_start: attempt {nxt.number} re-entered at {first_label} although attempt "
+                    f"resumed_from_start: attempt {nxt.number} re-entered at {first} although attempt "
                     f"{prev.number} had committed steps before its kill at {prev.killed_at} (is the input "
                     "re-submitted instead of resuming from the checkpoint?)"
                 )
@@ -625,10 +630,19 @@ def _normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
     return LedgerSnapshot(calls=calls, state=_replace_all(snap.state, subs), in_flight=in_flight)
 
 
+def _first_step(labels: Iterable[str]) -> str | None:
+    """The first ``before:`` of a step (checkpointer points such as ``before:checkpoint`` aside)."""
+    return next(
+        (lb for lb in labels if lb.startswith("before:") and lb.split("#")[0] != "before:checkpoint"), None
+    )
+
+
 def _committed_a_step(a: Attempt) -> bool:
     seen_after = False
     for e in a.trace:
-        kind = e.point.split(":", 1)[0]
+        kind, name = e.point.split(":", 1)
+        if name == "checkpoint":  # the checkpointer's own points are not steps
+            continue
         if kind == "committed" or (kind == "before" and seen_after):
             return True
         seen_after = seen_after or kind == "after"
