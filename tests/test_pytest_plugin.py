@@ -57,7 +57,7 @@ def inner(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def test_points_parametrize_with_schedules_as_ids_json_and_keep(inner: pytest.Pytester) -> None:
     inner.makepyfile(
-        test_points=f"""
+        test_inner_points=f"""
         import pytest
         AGENT = {steps_agent()!r}
 
@@ -70,9 +70,9 @@ def test_points_parametrize_with_schedules_as_ids_json_and_keep(inner: pytest.Py
     res = inner.runpytest("-v", "--killdrill-json=out", "--killdrill-keep")
     res.assert_outcomes(passed=3)
     assert passed_ids(res.stdout.str()) == {
-        "test_points.py::test_drill[before:plan]",
-        "test_points.py::test_drill[after:act]",
-        "test_points.py::test_drill[after:plan,before:report]",
+        "test_inner_points.py::test_drill[before:plan]",
+        "test_inner_points.py::test_drill[after:act]",
+        "test_inner_points.py::test_drill[after:plan,before:report]",
     }
     files = sorted((inner.path / "out").glob("*.json"))
     assert len(files) == 3

@@ -32,15 +32,19 @@ def steps(*extra: str) -> list[str]:
 
 
 def no_children_left(wait_s: float = 3.0) -> list[psutil.Process]:
-    """Children of this test process still running after ``wait_s`` (a loaded machine reaps slowly)."""
+    """Agent processes (anything running a script of tests/agents) still alive under this test process.
+
+    Only agents count: under xdist the worker also holds other tests' long-lived helpers.
+    A loaded machine reaps slowly, so allow ``wait_s``.
+    """
     deadline = time.monotonic() + wait_s
     while True:
         alive = []
         for p in psutil.Process().children(recursive=True):
             try:
-                if p.status() != psutil.STATUS_ZOMBIE:
+                if p.status() != psutil.STATUS_ZOMBIE and any(str(AGENTS) in a for a in p.cmdline()):
                     alive.append(p)
-            except psutil.NoSuchProcess:
+            except psutil.Error:
                 pass
         if not alive or time.monotonic() > deadline:
             return alive
