@@ -87,3 +87,11 @@ def test_resubmitted_input_is_reported_as_restart(tmp_path: Path) -> None:
         "committed:charge_customer"
     )
     assert any(n.startswith("resumed_from_start") for n in case.notes), case.text()
+
+
+def test_whole_drill_passes_repeatedly_with_forked_attempts(tmp_path: Path) -> None:
+    """No flake: the whole drill, three times (20 in a row: nightly/test_nightly_drills.py)."""
+    with Drill(CMD, DrillOptions(root=tmp_path, workers=2, launcher="fork")) as drill:
+        for _ in range(3):
+            result = drill.run_all()
+            assert result.ok, "\n\n".join(c.text() for c in result.cases if not c.ok)
