@@ -268,7 +268,9 @@ GOALS: dict[str, Callable[[float], bool]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--json", default="benchmark.json", help="where to write the figures (default: %(default)s)"
+        "--json",
+        default=os.path.join(tempfile.gettempdir(), "killdrill-benchmark.json"),
+        help="where to write the figures (default: %(default)s)",
     )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     args = parser.parse_args(argv)

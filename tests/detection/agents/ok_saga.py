@@ -42,7 +42,10 @@ steps = [
         honours_keys=True,
         compensate_honours_keys=True,
     ),
-    SagaStep("ship", ship),
+    # The carrier honours keys: a ship request left in flight by a kill is re-sent under its key.
+    # (Without this, a kill between the step's claim and its refusal leaves the claim stuck in
+    # flight for ever: the random chaos runs found that, no named point sits in that window.)
+    SagaStep("ship", ship, honours_keys=True),
 ]
 
 
