@@ -53,8 +53,7 @@ def false_alarm(case: CaseResult) -> bool:
 
 
 def make_drill(agent: Agent, root: Path) -> Drill:
-    opts = {k: v for k, v in agent.options.items()}
-    return Drill(agent.command, DrillOptions(root=root / agent.name.split()[0], **opts))
+    return Drill(agent.command, DrillOptions(root=root / agent.name.split()[0], **agent.options))
 
 
 @dataclass
