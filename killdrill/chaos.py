@@ -287,6 +287,7 @@ def shrink(
     from hypothesis import HealthCheck, Phase, Verbosity, find, settings
     from hypothesis import strategies as st
     from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
+    from hypothesis.errors import NoSuchExample
 
     target = tuple(sorted(case.kinds))
     cands = _candidates(drill.discover(), case)
@@ -309,23 +310,36 @@ def shrink(
             cases[text] = tried
         return set(memo[text]) >= set(target)  # every kind of the find shows again
 
+    # First, deterministically, move each kill to the first named boundary that keeps the
+    # failure: that is the step users care most about, so it must not depend on the order in
+    # which the engine explores (or on the run budget running out first).
+    current = [(True, len(c) - 1) for c in cands]
+    for i, c in enumerate(cands):
+        for j in range(len(c) - 1):
+            trial = [*current[:i], (True, j), *current[i + 1 :]]
+            if reproduces(trial):
+                current = trial
+                break
     strategy = st.tuples(*(st.tuples(st.booleans(), st.integers(0, len(c) - 1)) for c in cands))
     db = InMemoryExampleDatabase()
     key = b"killdrill-shrink"
-    start = tuple(x for c in cands for x in (True, len(c) - 1))
+    start = tuple(x for pair in current for x in pair)
     db.save(key + b".secondary", choices_to_bytes(start))  # secondary: "not shrunk yet"
-    best = find(
-        strategy,
-        reproduces,
-        settings=settings(
-            database=db,
-            phases=[Phase.reuse, Phase.shrink],
-            deadline=None,
-            verbosity=Verbosity.quiet,
-            suppress_health_check=list(HealthCheck),
-        ),
-        database_key=key,
-    )
+    try:
+        best = find(
+            strategy,
+            reproduces,
+            settings=settings(
+                database=db,
+                phases=[Phase.reuse, Phase.shrink],
+                deadline=None,
+                verbosity=Verbosity.quiet,
+                suppress_health_check=list(HealthCheck),
+            ),
+            database_key=key,
+        )
+    except NoSuchExample:  # the engine could not replay the start: keep the greedy result
+        best = tuple(current)
     text = text_of(best)
     return Shrunk(text, target, case.schedule, index, drill.reproduce_line(text), ran, cases.get(text))
 
