@@ -90,14 +90,15 @@ def test_drill_runs_every_point_and_summarises(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    before = {p.pid for p in psutil.process_iter()}
-    line = one_line_error(killdrill(tmp_path, *args))
+    line = one_line_error(killdrill(tmp_path, args[0], "--root", str(tmp_path / "runs"), *args[1:]))
     assert line.startswith("killdrill: error:") and message in line
-    leftovers = [
-        p
-        for p in psutil.process_iter(["pid", "cmdline"])
-        if p.pid not in before and any(str(AGENTS) in a for a in (p.info["cmdline"] or []))
-    ]
+    leftovers = []  # agents of this test only: their KILLDRILL_WORKDIR lies under tmp_path
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("KILLDRILL_WORKDIR", "").startswith(str(tmp_path)):
+                leftovers.append(p)
+        except psutil.Error:
+            pass
     assert leftovers == []
 
 
