@@ -732,6 +732,12 @@ def _claim_waiting(store: ResultStore, key: str, wait_s: float, poll_s: float, *
 
 
 def _perform(store: ResultStore, key: str, perform: Callable[[], T]) -> T:
+    from killdrill.agent import boundary
+
+    # The claim is committed, the request not sent: a kill here leaves the claim in flight with
+    # nothing done, the case a resume must tell apart from "sent, answer lost".  Named, so a
+    # drill reaches it on purpose rather than by a lucky random millisecond.
+    boundary("after:effects.claim")
     try:
         result = perform()
     except (TransportNotSent, StepRejected):
