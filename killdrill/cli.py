@@ -71,6 +71,13 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
         help="fork: attempts forked from a template that imported the agent's modules once (python agents)",
     )
     g.add_argument("--preload", action="append", default=[], metavar="MODULE", help="with --launcher fork")
+    g.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        choices=["compensation_order"],
+        help="opt-in verdict check: compensation_order (undo operations in reverse order of their actions)",
+    )
 
 
 def drill_options(args: argparse.Namespace) -> Any:
@@ -109,6 +116,7 @@ def drill_options(args: argparse.Namespace) -> Any:
         workers=getattr(args, "workers", 1) or 1,
         launcher=args.launcher,
         preload=tuple(args.preload),
+        checks=tuple(args.check),
     )
 
 

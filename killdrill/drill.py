@@ -102,6 +102,7 @@ class DrillOptions:
     workers: int = 1  # cases run in parallel by run_all
     launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.launcher)
     preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
+    checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
 
 
 def _slug(text: str) -> str:
@@ -146,6 +147,11 @@ class Drill:
         self._counter = 0
         self._lock = threading.Lock()
         self._launcher: Any = None
+        from killdrill.verdict import CHECKS
+
+        unknown = [c for c in self.options.checks if c not in CHECKS]
+        if unknown:
+            raise HarnessError(f"unknown check {unknown[0]!r}: expected one of {', '.join(CHECKS)}")
         if self.options.launcher not in ("spawn", "fork"):
             raise HarnessError(f"unknown launcher {self.options.launcher!r}: expected spawn or fork")
         if self.options.launcher == "fork":
@@ -380,6 +386,8 @@ class Drill:
             args += ["--launcher", o.launcher]
         for name in o.preload:
             args += ["--preload", name]
+        for name in o.checks:
+            args += ["--check", name]
         for k, v in sorted(o.env.items()):
             args += ["--env", f"{k}={v}"]
         return shlex.join([*args, "--", *self.command])
@@ -472,6 +480,7 @@ class Drill:
                         attempts,
                         identity=self.options.identity,
                         volatile=discovery.volatile,
+                        checks=self.options.checks,
                     )
                 )
             summary = summarize(

@@ -22,6 +22,7 @@ POINT_NOT_REACHED = "point_not_reached"
 RESUME_FAILED = "resume_failed"
 HANG = "hang"
 HARNESS_ERROR = "harness_error"
+COMPENSATION_ORDER = "compensation_order"  # opt-in check (--check compensation_order)
 VIOLATION_KINDS = (
     DUPLICATE_EFFECT,
     KEY_CHANGED,
@@ -34,6 +35,7 @@ VIOLATION_KINDS = (
     RESUME_FAILED,
     HANG,
     HARNESS_ERROR,
+    COMPENSATION_ORDER,
 )
 
 # Outcomes of a fake provider call, as recorded in the ledger.

@@ -15,6 +15,7 @@ marks it ("response lost") because that is where a retry with a fresh key goes w
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
@@ -22,6 +23,7 @@ from typing import Any
 
 from killdrill.points import ScheduleError, parse_kill
 from killdrill.records import (
+    COMPENSATION_ORDER,
     DUPLICATE_EFFECT,
     KEY_CHANGED,
     KEY_REUSED,
@@ -36,10 +38,12 @@ from killdrill.records import (
 )
 
 __all__ = [
+    "CHECKS",
     "CONVERGENT_PROVIDERS",
     "STATE_VOLATILE",
     "EffectKey",
     "canonical",
+    "compensation_order",
     "effect_identity",
     "effect_key",
     "format_identity",
@@ -267,6 +271,7 @@ def judge(
     *,
     identity: Mapping[str, Sequence[str]] | None = None,
     volatile: Mapping[str, Sequence[str]] | None = None,
+    checks: Sequence[str] = (),
 ) -> list[Violation]:
     """Every way the case's effects differ from the baseline's, as stable-kind violations.
 
@@ -363,6 +368,8 @@ def judge(
                 detail={"key": f.key, "attempt": f.attempt, "since": f.since},
             )
         )
+    if "compensation_order" in checks:
+        out.extend(compensation_order(case))
     return out
 
 
@@ -461,6 +468,60 @@ def _state_divergence(
                 },
             )
         )
+    return out
+
+
+# Undo operations of the fakes, the action each undoes, and the payload field naming it.
+UNDO_OPS: dict[tuple[str, str], tuple[tuple[str, str], str]] = {
+    ("payments", "refund"): (("payments", "charge"), "charge_id"),
+    ("inventory", "release"): (("inventory", "reserve"), "reservation_id"),
+}
+CHECKS = ("compensation_order",)
+"""Opt-in checks beyond effect counting (``DrillOptions(checks=...)``, ``--check``)."""
+
+
+def compensation_order(case: LedgerSnapshot) -> list[Violation]:
+    """Undo operations must land in the reverse order of the actions they undo (a Saga's rule).
+
+    Every effect can land exactly once with the compensations in the wrong order (stock freed
+    while the charge still stands), which no count can see, and the clean run has the same
+    order, so this is judged on the case alone.  Opt-in: a flow that releases reservations
+    first-in-first-out as ordinary business, not as compensation, would be flagged.
+    """
+    landed_at: dict[tuple[str, str], int] = {}
+    for c in case.calls:
+        if c.landed and c.effect_id is not None:
+            landed_at.setdefault((c.provider, c.effect_id), c.seq)
+    undos: list[tuple[Call, int]] = []  # (undo call, seq of the action it undoes)
+    seen: set[tuple[str, str]] = set()
+    for c in sorted(case.calls, key=lambda c: c.seq):
+        spec = UNDO_OPS.get((c.provider, c.op))
+        if spec is None or not c.landed:
+            continue
+        (provider, _), field_name = spec
+        target = c.payload.get(field_name)
+        action_seq = landed_at.get((provider, str(target)))
+        if action_seq is None or (provider, str(target)) in seen:
+            continue
+        seen.add((provider, str(target)))
+        undos.append((c, action_seq))
+    out: list[Violation] = []
+    for (first, a1), (second, a2) in itertools.combinations(undos, 2):
+        if a1 < a2:  # undone in the order done: the later action must be undone first
+            out.append(
+                Violation(
+                    kind=COMPENSATION_ORDER,
+                    message=(
+                        f"{first.provider}.{first.op} (undoing the action of call #{a1}) landed before "
+                        f"{second.provider}.{second.op} (undoing the later call #{a2}): compensations "
+                        "must run in the reverse order of their actions"
+                    ),
+                    provider=first.provider,
+                    op=first.op,
+                    calls=(first, second),
+                    detail={"undo_seqs": [first.seq, second.seq], "action_seqs": [a1, a2]},
+                )
+            )
     return out
 
 

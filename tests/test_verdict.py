@@ -381,3 +381,31 @@ def test_summarize_counts_each_logical_effect_once_per_provider() -> None:
         "counter": {**zero, "lost": 1},
         "kv": {**zero, "exactly_once": 1},
     }
+
+
+def _undo_ledger(order: list[str]) -> LedgerSnapshot:
+    """reserve res_1 then charge ch_1, then the two undos in ``order``."""
+    from killdrill.records import Call
+
+    calls = [
+        Call(1, "inventory", "reserve", None, {"sku": "lamp", "qty": 1}, "created", "res_1", 1, 1, 0.0),
+        Call(2, "payments", "charge", "k", {"amount": 5}, "created", "ch_1", 1, 1, 0.0),
+    ]
+    undo = {
+        "release": ("inventory", "release", {"reservation_id": "res_1"}, "res_1"),
+        "refund": ("payments", "refund", {"charge_id": "ch_1"}, "re_1"),
+    }
+    for seq, name in enumerate(order, start=3):
+        provider, op, payload, effect = undo[name]
+        calls.append(Call(seq, provider, op, None, payload, "created", effect, 1, 1, 0.0))
+    return LedgerSnapshot(calls=tuple(calls))
+
+
+def test_compensation_order_is_an_opt_in_check() -> None:
+    from killdrill.verdict import judge
+
+    wrong, right = _undo_ledger(["release", "refund"]), _undo_ledger(["refund", "release"])
+    checks = ("compensation_order",)
+    assert [v.kind for v in judge(wrong, wrong, (), checks=checks)] == ["compensation_order"]
+    assert judge(right, right, (), checks=checks) == []
+    assert judge(wrong, wrong, ()) == []  # not asked for: effect counting alone cannot see it

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.records import (
+    COMPENSATION_ORDER,
     DUPLICATE_EFFECT,
     KEY_CHANGED,
     KEY_REUSED,
@@ -97,9 +98,10 @@ DEFECTS: tuple[Agent, ...] = (
     _defect(
         "compensation_wrong_order",
         "compensation in the wrong order",
-        (),
+        (COMPENSATION_ORDER,),
         ("during:inventory.release",),
-        known_miss="the verdict counts effects per identity; it has no oracle for the order of effects",
+        # Every effect lands exactly once: only the opt-in order check sees it (a count cannot).
+        options={"checks": ("compensation_order",)},
     ),
     _defect(
         "irreversible_mid_graph",
@@ -179,6 +181,7 @@ CORRECT: tuple[Agent, ...] = (
         None,
         catch=("during:inventory.release", "during:payments.refund"),
         command=_script("ok_saga"),
+        options={"checks": ("compensation_order",)},  # a correct saga passes the order check too
     ),
     Agent(
         "settlement (bundled)",
