@@ -52,8 +52,12 @@ def false_alarm(case: CaseResult) -> bool:
     return bool(set(case.kinds) - {POINT_NOT_REACHED})
 
 
+LAUNCHER = {"name": "spawn"}  # --launcher; forked attempts make 100 full drills per agent affordable
+
+
 def make_drill(agent: Agent, root: Path) -> Drill:
-    return Drill(agent.command, DrillOptions(root=root / agent.name.split()[0], **agent.options))
+    options = DrillOptions(root=root / agent.name.split()[0], launcher=LAUNCHER["name"], **agent.options)
+    return Drill(agent.command, options)
 
 
 @dataclass
@@ -225,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--only", nargs="*", help="agent names to run (default: all)")
     parser.add_argument("--json", help="also write the rows as JSON to this file")
+    parser.add_argument("--launcher", choices=["spawn", "fork"], default="spawn", help="how attempts start")
     args = parser.parse_args(argv)
+    LAUNCHER["name"] = args.launcher
 
     agents = [a for a in CORPUS if not args.only or a.name.split()[0] in args.only]
     if not langgraph_available():
