@@ -215,3 +215,10 @@ def test_term_signal_drain_is_sigterm_then_sigkill_after_grace(tmp_path: Path) -
     assert case.ok, case.text()
     assert case.attempts[0].signal == "SIGTERM"
     assert case.attempts[0].returncode == -signal.SIGTERM
+
+
+def test_amount_recomputed_on_replay_is_an_unexpected_effect(opts: DrillOptions) -> None:
+    drill = Drill([PY, str(AGENTS / "late_fee.py"), "--ckpt", "{workdir}/c.json"], opts)
+    case = drill.run_case("after:charge")
+    assert case.kinds == ("unexpected_effect",), case.text()
+    assert "amount" in case.violations[0].message
