@@ -8,7 +8,8 @@ ONE transaction, THEN the fake announces ``during:PROVIDER.OP`` (where the super
 the caller: the provider did it, the caller never heard), THEN it answers.  Because the
 in-process fake is atomic, a SIGKILL of the caller can never leave a key half-done; the
 "in flight" state only exists on the HTTP server, which holds a request between claiming the
-key and completing it.  Every recorded call emits ``during:``, whatever its outcome (created,
+key and completing it, and under the ``stall_first`` fault (a provider that died mid-request).
+Every recorded call emits ``during:``, whatever its outcome (created,
 replayed, rejected, conflict, failed): the provider answered, the caller may not hear it.
 Reads (``lookup``, ``get``) are not calls of the effect: they are neither recorded nor announced.
 
@@ -21,6 +22,9 @@ they survive the caller's restarts; each budget counts down as requests consume 
 ``indeterminate_first=N`` the effect happens and is stored, then the caller gets
                   ``IndeterminateError`` (over HTTP: a 500); a retry with the key replays it;
 ``drop_first=N``  like indeterminate, but over HTTP the connection closes with no response;
+``stall_first=N`` keyed requests only: the provider claims the key and dies mid-request: nothing
+                  happens, the key stays in flight (every retry gets 409) and the caller gets
+                  ``IndeterminateError``;
 ``latency=S``     HTTP only: hold a request S seconds between claiming its key and executing;
 ``key_ttl=S``     how long a completed key is remembered (default 24 h).
 """
@@ -65,7 +69,15 @@ __all__ = [
 
 DEFAULT_KEY_TTL = 24 * 3600.0
 PROVIDERS = ("payments", "mailbox", "tickets", "webhooks", "counter", "kv", "inventory")
-FAULT_SETTINGS = ("fail_first", "error_first", "indeterminate_first", "drop_first", "latency", "key_ttl")
+FAULT_SETTINGS = (
+    "fail_first",
+    "error_first",
+    "indeterminate_first",
+    "drop_first",
+    "stall_first",
+    "latency",
+    "key_ttl",
+)
 
 
 class FakeProviderError(Exception):
@@ -226,6 +238,12 @@ def process(
             return Answer(call, err.status, err.to_body(), error=err, store=False)
         if key is not None:
             tx.claim_key(provider, key, op, payload, attempt)
+            if _take(tx, provider, settings, "stall_first"):
+                # The provider died mid-request: the key stays locked in flight, nothing happened,
+                # and the caller only ever sees a timeout.
+                err = IndeterminateError(f"{provider}.{op}: the provider stalled mid-request")
+                call = tx.record(provider, op, key, payload, FAILED, None, attempt, pid)
+                return Answer(call, err.status, err.to_body(), error=err, store=False)
         if not split:
             return _execute(tx, provider, op, key, payload, perform, settings, attempt, pid)
         latency = float(settings.get("latency") or 0.0)

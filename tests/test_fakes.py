@@ -325,3 +325,18 @@ def test_fakes_on_postgres(postgres_url: str, unique_thread: str) -> None:
     fakes.mailbox.send(to="a", subject="s", body="b", ref="r")
     assert fakes.mailbox.lookup("r")["deliveries"] == 1
     assert outcomes(fakes) == [FAILED, CREATED, REPLAYED, CREATED, CREATED, CREATED, CREATED]
+
+
+def test_stall_leaves_the_key_in_flight_and_nothing_done(tmp_path) -> None:
+    from killdrill.fakes import IdempotencyConflict, IndeterminateError
+
+    fakes = connect(str(tmp_path / "l.sqlite"), thread="t")
+    fakes.payments.configure(stall_first=1)
+    with pytest.raises(IndeterminateError):
+        fakes.payments.charge(idempotency_key="k", amount=5)
+    with pytest.raises(IdempotencyConflict):
+        fakes.payments.charge(idempotency_key="k", amount=5)
+    snap = fakes.ledger.snapshot()
+    assert [f.key for f in snap.in_flight] == ["k"]
+    assert [c.outcome for c in snap.calls] == ["failed", "conflict"]
+    assert fakes.payments.lookup("k") is None

@@ -222,3 +222,13 @@ def test_amount_recomputed_on_replay_is_an_unexpected_effect(opts: DrillOptions)
     case = drill.run_case("after:charge")
     assert case.kinds == ("unexpected_effect",), case.text()
     assert "amount" in case.violations[0].message
+
+
+def test_a_key_left_in_flight_is_stuck_in_flight(opts: DrillOptions) -> None:
+    drill = Drill([PY, str(AGENTS / "gives_up.py"), "--thread", "{thread}"], opts)
+    case = drill.run_case("before:charge")
+    # attempt 2 meets the stalled provider and exits 3; attempt 3 takes the 409 as done
+    assert [a.returncode for a in case.attempts] == [-signal.SIGKILL, 3, 0]
+    assert set(case.kinds) == {"missing_effect", "stuck_in_flight"}, case.text()
+    stuck = next(v for v in case.violations if v.kind == "stuck_in_flight")
+    assert "{thread}:charge" in stuck.message and "still in flight" in stuck.message
