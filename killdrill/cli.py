@@ -214,22 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_drill)
 
     for module in ("killdrill.chaos", "killdrill.report", "killdrill.audit"):
-        _add_optional_command(sub, module)
+        _add_command(sub, module)
     return parser
 
 
-def _add_optional_command(sub: Any, module: str) -> None:
+def _add_command(sub: Any, module: str) -> None:
+    """Commands defined next to what they drive (chaos, report, audit) register themselves."""
     import importlib
 
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:  # not built yet in this checkout
-        if exc.name != module:
-            raise
-        return
-    add_parser = getattr(mod, "add_parser", None)
-    if add_parser is not None:
-        add_parser(sub)
+    importlib.import_module(module).add_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
