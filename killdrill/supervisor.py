@@ -464,19 +464,26 @@ class Supervisor:
         rc = run.returncode
         outcome = run.outcome
         notes = list(run.notes)
+        exited_first = False
         if outcome == KILLED and run.term_sent:
             if rc == DRAINED_EXIT_CODE:
                 outcome = DRAINED
             elif rc is not None and rc >= 0:
                 notes.append(f"exited {rc} after SIGTERM (drained status is {DRAINED_EXIT_CODE})")
+        elif outcome == KILLED and rc is not None and rc >= 0:
+            # A timed kill fired in the instant between the agent's own exit and its reaping:
+            # it finished by itself, so the kill did not land.
+            outcome, run.killed_at, exited_first = None, None, True
+            notes.append(f"exited {rc} by itself before the kill at {kill} landed")
         if run.errors:
             outcome = HARNESS_FAILED
         elif outcome is None:
             if kill is not None and not run.fired:
                 outcome = NOT_REACHED
-            elif kill is not None and kill.delay_ms is not None and run.killed_at is None:
+            elif kill is not None and kill.is_kill and run.killed_at is None:
                 outcome = NOT_REACHED
-                notes.append(f"exited within {kill.delay_ms:g}ms of {kill.point}: the delayed kill missed")
+                if kill.delay_ms is not None and not exited_first:
+                    notes.append(f"exited within {kill.delay_ms:g}ms of {kill.point}: the kill missed")
             else:
                 outcome = EXITED
         duration = ((run.ended or time.monotonic()) - run.started) * 1000.0
