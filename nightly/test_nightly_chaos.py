@@ -20,18 +20,11 @@ from hypothesis import strategies as st
 
 from killdrill.chaos import VIOLATED, ChaosOptions, chaos_case, run_chaos
 from killdrill.drill import Drill, DrillOptions
+from killdrill.examples import SETTLEMENT
 from killdrill.records import Discovery
 from killdrill.strategies import schedules
 
-AGENT = [
-    "python",
-    "-m",
-    "killdrill.examples.settlement",
-    "--thread",
-    "{thread}",
-    "--db",
-    "{workdir}/ckpt.sqlite",
-]
+AGENT = list(SETTLEMENT)
 OPTS = DrillOptions(timeout=60.0)
 NIGHTLY = os.environ.get("HYPOTHESIS_PROFILE") == "nightly"
 RUNS = int(os.environ.get("KILLDRILL_CHAOS_RUNS", "200" if NIGHTLY else "30"))

@@ -5,22 +5,12 @@ Run with ``pytest nightly/test_nightly_drills.py``; not part of the per-push sui
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
-
-SETTLEMENT = [
-    sys.executable,
-    "-m",
-    "killdrill.examples.settlement",
-    "--thread",
-    "{thread}",
-    "--db",
-    "{workdir}/c.sqlite",
-]
+from killdrill.examples import SETTLEMENT
 
 
 @pytest.mark.parametrize("round_", range(20))

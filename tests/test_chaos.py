@@ -28,19 +28,12 @@ from killdrill.chaos import (
     update_corpus,
 )
 from killdrill.drill import Drill, DrillOptions
+from killdrill.examples import SETTLEMENT
 from killdrill.points import parse_schedule
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 from killdrill.strategies import intervals, schedules
 
-AGENT = [
-    "python",
-    "-m",
-    "killdrill.examples.settlement",
-    "--thread",
-    "{thread}",
-    "--db",
-    "{workdir}/ckpt.sqlite",
-]
+AGENT = list(SETTLEMENT)
 OPTS = DrillOptions(timeout=30.0)
 
 # Where each planted bug must be caught, as the example documents it.

@@ -12,16 +12,9 @@ import pytest
 
 from killdrill.chaos import ChaosOptions, ChaosResult, RunRecord, shrink, write_reports
 from killdrill.drill import Drill, DrillOptions
+from killdrill.examples import SETTLEMENT
 
-AGENT = [
-    "python",
-    "-m",
-    "killdrill.examples.settlement",
-    "--thread",
-    "{thread}",
-    "--db",
-    "{workdir}/ckpt.sqlite",
-]
+AGENT = list(SETTLEMENT)
 
 
 @pytest.fixture(scope="module")

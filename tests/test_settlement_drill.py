@@ -3,22 +3,14 @@ point and at millisecond offsets; each planted bug is caught with the documented
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
+from killdrill.examples import SETTLEMENT
 
-CMD = [
-    sys.executable,
-    "-m",
-    "killdrill.examples.settlement",
-    "--thread",
-    "{thread}",
-    "--db",
-    "{workdir}/ckpt.sqlite",
-]
+CMD = list(SETTLEMENT)
 
 
 def test_correct_example_passes_every_point(tmp_path: Path) -> None:

@@ -34,17 +34,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from killdrill.examples import SETTLEMENT
+
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
-SETTLEMENT = [
-    "python",
-    "-m",
-    "killdrill.examples.settlement",
-    "--thread",
-    "{thread}",
-    "--db",
-    "{workdir}/ckpt.sqlite",
-]
 
 # A tiny agent: one boundary per call of the loop, each call timed inside the agent.
 _ARMED_AGENT = """

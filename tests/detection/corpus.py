@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killdrill.examples import SETTLEMENT
 from killdrill.records import (
     COMPENSATION_ORDER,
     DUPLICATE_EFFECT,
@@ -142,15 +143,6 @@ DEFECTS: tuple[Agent, ...] = (
     ),
 )
 
-_SETTLEMENT = (
-    "python",
-    "-m",
-    "killdrill.examples.settlement",
-    "--thread",
-    "{thread}",
-    "--db",
-    "{workdir}/ckpt.sqlite",
-)
 _LANGGRAPH = (
     "python",
     "-m",
@@ -187,7 +179,7 @@ CORRECT: tuple[Agent, ...] = (
         "settlement (bundled)",
         None,
         catch=("during:payments.charge", "during:mailbox.send"),
-        command=_SETTLEMENT,
+        command=SETTLEMENT,
         options={"cwd": str(REPO)},
     ),
     Agent(
