@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +43,23 @@ def postgres_url() -> str:
 @pytest.fixture
 def unique_thread() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database URL on each backend (PostgreSQL: a private schema, dropped after)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'effects.sqlite'}"
+        return
+    import sqlalchemy as sa
+
+    base = request.getfixturevalue("postgres_url")
+    schema = f"kd_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(base)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in base else "?"
+    yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    admin.dispose()

@@ -9,30 +9,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from killdrill.audit import AuditError, add_parser, audit, main
 from killdrill.effects import RacyResultStore, ResultStore, durable_effect, idempotency_key
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'effects.sqlite'}"
-        return
-    base = request.getfixturevalue("postgres_url")
-    schema = f"kd_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in base else "?"
-    yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
 
 
 def _clean_log(url: str) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from killdrill.drill import Drill, DrillOptions
 
 AGENTS = Path(__file__).parent / "agents"
@@ -39,13 +37,6 @@ def caught_in(tmp_path: Path, store: str, racy: bool) -> tuple[int, list[str]]:
         assert len(case.attempts) >= 3  # the killed attempt, then two resumers at once
         assert {a.number for a in case.attempts[1:3]} == {2}
     return sum(1 for c in result.cases if "duplicate_effect" in c.kinds), kinds
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "effects.sqlite")
-    return request.getfixturevalue("postgres_url")
 
 
 def test_read_then_insert_claim_is_caught_in_lockstep(tmp_path: Path, store_url: str) -> None:
