@@ -488,23 +488,7 @@ class ResultStore:
         digest = payload_digest or (payload_hash(payload) if payload is not None else None)
         now = time.time()
         owner = _owner_token()
-        values = dict(
-            key=key,
-            thread=thread,
-            node=node,
-            occurrence=occurrence,
-            attempt=_attempt_from_env(),
-            payload_hash=digest,
-            status=IN_FLIGHT,
-            result=None,
-            owner=owner,
-            replayed=False,
-            replay_count=0,
-            claims=1,
-            created_at=now,
-            updated_at=now,
-            completed_at=None,
-        )
+        values = _claim_row(key, thread, node, occurrence, digest, owner, now)
         with self._tx() as conn:
             # RETURNING, not rowcount: some drivers report -1 for ON CONFLICT DO NOTHING.
             inserted = conn.execute(
@@ -673,21 +657,7 @@ class RacyResultStore(ResultStore):
                 return self._existing(conn, rec, digest, owner, time.time())
         self.on_window()  # the window: another caller may read "no row" right now
         now = time.time()
-        values = dict(
-            key=key,
-            thread=thread,
-            node=node,
-            occurrence=occurrence,
-            attempt=_attempt_from_env(),
-            payload_hash=digest,
-            status=IN_FLIGHT,
-            owner=owner,
-            replayed=False,
-            replay_count=0,
-            claims=1,
-            created_at=now,
-            updated_at=now,
-        )
+        values = _claim_row(key, thread, node, occurrence, digest, owner, now)
         stmt = self._insert().values(**values)
         stmt = stmt.on_conflict_do_update(
             index_elements=["key"],
@@ -705,6 +675,35 @@ def _announce_window() -> None:
     from killdrill.agent import boundary
 
     boundary("after:effects.claim_read")
+
+
+def _claim_row(
+    key: str,
+    thread: str | None,
+    node: str | None,
+    occurrence: int | None,
+    digest: str | None,
+    owner: str,
+    now: float,
+) -> dict[str, Any]:
+    """The row of a fresh claim: in flight, owned by this process, nothing replayed yet."""
+    return dict(
+        key=key,
+        thread=thread,
+        node=node,
+        occurrence=occurrence,
+        attempt=_attempt_from_env(),
+        payload_hash=digest,
+        status=IN_FLIGHT,
+        result=None,
+        owner=owner,
+        replayed=False,
+        replay_count=0,
+        claims=1,
+        created_at=now,
+        updated_at=now,
+        completed_at=None,
+    )
 
 
 def _record(row: Any) -> EffectRecord:
