@@ -1,0 +1,79 @@
+"""A hostile agent: every attempt leaves processes behind that try hard not to be found.
+
+    python escapees.py KINDS MARKER LATE_FILE
+
+KINDS is a comma-separated subset of ``session,doublefork,noexec,hopper`` (or ``all``):
+- session: a child in a new session with an empty environment (``start_new_session=True, env={}``);
+- doublefork: a classic daemon (fork, setsid, fork, the middle one exits), exec'd with no environment;
+- noexec: a double-forked daemon that never execs (its argv and environ are the agent's or the
+  fork template's) and clears ``os.environ``;
+- hopper: a daemon that forks again and again, each parent exiting, so its pid keeps changing.
+
+Every escapee carries MARKER: in its argv when it execs, as its process name (``/proc/PID/comm``,
+``PR_SET_NAME``) when it does not.  Escapees that never exec append a line to LATE_FILE every
+20 ms: an effect sent after "the kill".  Then the agent works through two named steps.
+"""
+
+import ctypes
+import os
+import subprocess
+import sys
+import time
+
+import killdrill
+
+KINDS = ("session", "doublefork", "noexec", "hopper")
+SLEEPER = "import sys, time\nwhile True: time.sleep(1)"
+
+
+def set_name(marker: str) -> None:
+    libc = ctypes.CDLL(None)
+    libc.prctl(15, marker[:15].encode(), 0, 0, 0)  # PR_SET_NAME
+
+
+def live_on(marker: str, late: str, hop: bool) -> None:
+    """The body of a daemon that never execs: it sends effects (or hops) until it is killed."""
+    set_name(marker)
+    os.environ.clear()
+    while True:
+        if hop and os.fork() != 0:
+            os._exit(0)  # the parent leaves; the child carries on under a new pid
+        try:
+            with open(late, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        except OSError:
+            pass
+        time.sleep(0.02)
+
+
+def escape(kind: str, marker: str, late: str) -> None:
+    if kind == "session":
+        subprocess.Popen([sys.executable, "-c", SLEEPER, marker], start_new_session=True, env={})
+        return
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)  # the middle process exits at once: the daemon is orphaned
+        return
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        if kind == "doublefork":
+            os.execve(sys.executable, [sys.executable, "-c", SLEEPER, marker], {})
+        live_on(marker, late, hop=kind == "hopper")
+    finally:
+        os._exit(0)
+
+
+def main() -> None:
+    kinds, marker, late = sys.argv[1], sys.argv[2], sys.argv[3]
+    for kind in KINDS if kinds == "all" else kinds.split(","):
+        escape(kind, marker, late)
+    with killdrill.node("work"):
+        time.sleep(0.05)
+    with killdrill.node("finish"):
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    main()
