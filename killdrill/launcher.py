@@ -1,20 +1,24 @@
-"""Pre-forking launcher: import the agent's heavy modules once, fork one child per attempt.
+"""Launcher templates: every attempt starts under its own keeper, forked from a small template.
 
-Drilling a LangGraph agent is dominated by its import time (langgraph, langchain_core,
-SQLAlchemy): every attempt pays it again.  A *template* process imports those modules
-once; each attempt is then a ``fork()`` of the template, set up as a fresh process would
-be: its own session and process group, its own environment, argv, working directory,
-stdio files, reseeded randomness, and ``PR_SET_PDEATHSIG`` so it dies with the template.
-The template dies with the harness (it exits when its control socket closes).
+Two kinds of template, one protocol.  The *warden* (``warden()``, one per harness process)
+imports nothing of the agent and execs each spawned command.  A pre-forking template
+(``Launcher(python, preload=...)``, ``--launcher fork``) imports the agent's heavy modules
+once (langgraph, langchain_core, SQLAlchemy: the import time dominates a LangGraph drill) and
+each attempt runs as a ``fork()`` of it, set up as a fresh process would be: its own session
+and process group, environment, argv, working directory, stdio files, reseeded randomness.
+Either way the template forks a keeper per attempt (killdrill.containment), which forks the
+agent and owns everything the agent starts; the template is a subreaper too, and when the
+harness goes away (its socket closes, even on SIGKILL) it has every keeper clean up and exits.
 
-When forking is unsafe, keep the default (plain spawn): the template must be
-single-threaded when it forks (a preloaded module that starts threads or opens
-connections at import breaks the children), and state created at import (random
-generators other than ``random``, caches keyed by pid, open files) is shared by copy.
+When forking is unsafe, keep plain spawn: the template must be single-threaded when it forks
+(a preloaded module that starts threads or opens connections at import breaks the children),
+and state created at import (random generators other than ``random``, caches keyed by pid,
+open files) is shared by copy.
 
-Protocol (JSON lines over a socketpair): the harness sends ``{"spawn": {...}}``; the
-template answers ``{"pid": N}`` (or ``{"error": ...}``) and later ``{"exit": N, "code": C}``
-(``C`` negative for a signal, as in ``subprocess``).
+Protocol (JSON lines over a socketpair): the harness sends ``{"spawn": {...}}``; the template
+answers ``{"pid": N, "keeper": K}`` (or ``{"error": ...}``) and later ``{"exit": N, "code": C}``
+(``C`` negative for a signal, as in ``subprocess``) once the keeper is done: nothing of the
+attempt runs any more.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from killdrill import containment
 
 DEFAULT_PRELOAD = ("killdrill", "killdrill.fakes", "killdrill.effects")
 
@@ -47,12 +54,16 @@ def python_target(argv: Sequence[str]) -> bool:
     return (argv[1] == "-m" and len(argv) > 2) or not argv[1].startswith("-")
 
 
+_templates: weakref.WeakSet[Launcher] = weakref.WeakSet()
+
+
 class ForkedProcess:
     """The part of ``subprocess.Popen`` the supervisor uses, for a child of the template."""
 
-    def __init__(self, launcher: Launcher, pid: int) -> None:
+    def __init__(self, launcher: Launcher, pid: int, keeper: int) -> None:
         self.launcher = launcher
         self.pid = pid
+        self.keeper = keeper  # the attempt's subreaper: it exits once nothing of the attempt is left
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -93,9 +104,12 @@ class Launcher:
         self._cond = threading.Condition()
         self._replies: list[dict[str, Any]] = []
         self._exits: dict[int, int] = {}
+        self._live: dict[int, int] = {}  # agent pid -> keeper pid, until the exit arrives
         self._dead = False
+        self.owner = os.getpid()
 
     def start(self) -> Launcher:
+        _templates.add(self)
         parent, child = socket.socketpair()
         self._proc = subprocess.Popen(
             [self.python, "-m", "killdrill.launcher", str(child.fileno())],
@@ -126,6 +140,7 @@ class Launcher:
                 with self._cond:
                     if "exit" in msg:
                         self._exits[msg["exit"]] = msg["code"]
+                        self._live.pop(msg["exit"], None)
                     else:
                         self._replies.append(msg)
                     self._cond.notify_all()
@@ -155,16 +170,39 @@ class Launcher:
             return self._proc.stderr.read().decode("utf-8", "replace").strip()[-2000:]
         return ""
 
+    @property
+    def dead(self) -> bool:
+        return self._dead or self._sock is None
+
     def spawn(
-        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, stdout: str, stderr: str
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | None,
+        stdout: str,
+        stderr: str,
+        exec_: bool = False,
     ) -> ForkedProcess:
+        """Start one attempt under its own keeper: exec ``argv`` or (``exec_`` False) run it forked."""
         spec = {"argv": list(argv), "env": dict(env), "cwd": cwd, "stdout": stdout, "stderr": stderr}
+        spec["exec"] = exec_
         reply = self._request({"spawn": spec})
         if reply is None:
-            raise LaunchError(f"the pre-forking template died: {self._stderr()}")
+            raise LaunchError(f"the launcher template died: {self._stderr()}")
         if "error" in reply:
             raise LaunchError(reply["error"])
-        return ForkedProcess(self, reply["pid"])
+        with self._cond:
+            if reply["pid"] not in self._exits:
+                self._live[reply["pid"]] = reply["keeper"]
+        return ForkedProcess(self, reply["pid"], reply["keeper"])
+
+    def kill_all(self) -> None:
+        """Kill every attempt still running (an interrupted harness): each keeper cleans its tree."""
+        with self._cond:
+            live = list(self._live.items())
+        for agent, keeper in live:
+            containment.kill_attempt(agent, keeper)
 
     def exit_code(self, pid: int, *, timeout: float | None = None) -> int | None:
         """The child's exit code (negative: killed by that signal); None if not exited in time."""
@@ -200,28 +238,42 @@ class Launcher:
         self.close()
 
 
+_warden: Launcher | None = None
+_warden_lock = threading.Lock()
+
+
+def warden() -> Launcher:
+    """The process-wide launcher that execs spawned attempts, each under its own keeper.
+
+    Started on first use (one small interpreter, ~20 ms once), restarted if it died or if this
+    process is a fork of the one that started it; it stops when this process exits, even by
+    SIGKILL (its socket closes), and kills every attempt still running then.
+    """
+    global _warden
+    with _warden_lock:
+        if _warden is None or _warden.dead or _warden.owner != os.getpid():
+            import atexit
+
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+            _warden = Launcher(sys.executable, preload=(), env=env).start()
+            atexit.register(_warden.close)
+        return _warden
+
+
+def live_launchers() -> list[Launcher]:
+    """The launchers of this process that may have attempts running (for interrupts)."""
+    with _warden_lock:
+        found = [_warden] if _warden is not None and _warden.owner == os.getpid() else []
+    return found + [la for la in list(_templates) if la.owner == os.getpid()]
+
+
 # ---- the template process ----------------------------------------------------------------------
 
 
-def _child(spec: dict[str, Any], sock: socket.socket) -> None:
-    """In the forked child: become a fresh process running ``spec["argv"]``; never returns."""
+def _run_python(spec: dict[str, Any]) -> NoReturn:
+    """In a forked agent: run ``spec["argv"]`` (``python -m mod`` / ``python x.py``) as ``__main__``."""
     code = 1
     try:
-        sock.close()
-        os.setsid()
-        from killdrill.supervisor import _child_setup
-
-        _child_setup()  # PR_SET_PDEATHSIG: die with the template
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        for fd, path in ((1, spec["stdout"]), (2, spec["stderr"])):
-            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(out, fd)
-            os.close(out)
-        if spec.get("cwd"):
-            os.chdir(spec["cwd"])
         os.environ.clear()
         os.environ.update(spec["env"])
         import random
@@ -263,10 +315,72 @@ def _child(spec: dict[str, Any], sock: socket.socket) -> None:
         os._exit(code)
 
 
+def _agent_starter(spec: dict[str, Any]) -> Callable[[int], NoReturn]:
+    """What the keeper's child runs: set up a fresh process, then exec or run the module."""
+
+    def start(err_fd: int) -> NoReturn:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the template ignores it; agents must not
+        try:
+            containment.setup_agent(err_fd, spec.get("cwd"), spec["stdout"], spec["stderr"])
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.write(err_fd, f"cannot start {spec['argv'][0]!r}: {exc.strerror or exc}".encode())
+            os._exit(127)
+        if spec.get("exec"):
+            containment.exec_agent(err_fd, spec["argv"], spec["env"])
+        os.close(err_fd)  # no exec to close it: say "started" now
+        _run_python(spec)
+
+    return start
+
+
+def _spawn(spec: dict[str, Any], inherited: list[int]) -> tuple[int | None, dict[str, Any]]:
+    """Fork the attempt's keeper; return its pid and the reply for the harness."""
+    report_r, report_w = os.pipe()
+    template = os.getpid()
+    keeper = os.fork()
+    if keeper == 0:
+        try:
+            os.close(report_r)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in inherited:
+                os.close(fd)
+        except BaseException:
+            os._exit(1)
+        containment.keeper(_agent_starter(spec), report_w, template)
+    os.close(report_w)
+    reply = containment._read_all(report_r).decode("utf-8", "replace").strip()
+    if reply.startswith("pid "):
+        return keeper, {"pid": int(reply[4:]), "keeper": keeper}
+    return None, {"error": reply.removeprefix("error ") or "the attempt's keeper failed to start"}
+
+
+def _shutdown(keepers: dict[int, int]) -> None:
+    """The harness is gone: have every keeper clean its attempt, then kill whatever is left."""
+    import time
+
+    for keeper in keepers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(keeper, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while keepers and time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            keepers.pop(pid, None)
+        else:
+            time.sleep(0.005)
+    containment._clean(-1, None)  # orphans of keepers that died hard are ours (subreaper)
+
+
 def _template(fd: int) -> None:
     import importlib
     import selectors
 
+    containment.prctl(containment.PR_SET_CHILD_SUBREAPER, 1)
     sock = socket.socket(fileno=fd)
     reader = sock.makefile("rb")
 
@@ -287,8 +401,9 @@ def _template(fd: int) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # we stop when the harness's socket closes
     send({"ready": True})
-    children: set[int] = set()
+    keepers: dict[int, int] = {}  # keeper pid -> agent pid
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
@@ -306,25 +421,21 @@ def _template(fd: int) -> None:
                 buffer += data
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    spec = json.loads(line)["spawn"]
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(spec, sock)
-                    children.add(pid)
-                    send({"pid": pid})
-            while children:
+                    keeper, reply = _spawn(json.loads(line)["spawn"], [fd, wake_r, wake_w])
+                    if keeper is not None:
+                        keepers[keeper] = reply["pid"]
+                    send(reply)
+            while True:
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
                     break
                 if pid == 0:
                     break
-                children.discard(pid)
-                send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+                if pid in keepers:  # the keeper exits last, with the agent's status
+                    send({"exit": keepers.pop(pid), "code": os.waitstatus_to_exitcode(status)})
     finally:
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+        _shutdown(keepers)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,274 @@
+"""Containment: every process an attempt starts is found and killed, however it detaches.
+
+A process group misses children in new sessions, an environment marker misses daemons that
+clear their environment or never exec, and a one-shot scan misses a daemon that changes pid.
+So each attempt gets a *keeper*: a small process, forked from the launcher template
+(killdrill.launcher), that is the attempt's parent and a child subreaper
+(``PR_SET_CHILD_SUBREAPER``).  Whatever the agent's processes do (setsid, double fork, exit of
+every parent), the orphans are re-parented to the keeper, never to init, so they stay in its
+subtree.  The keeper:
+
+- forks the agent (own session and process group, ``PR_SET_PDEATHSIG=SIGKILL``, then exec or,
+  in fork mode, runs the module);
+- once the agent has exited or SIGTERM arrives (the harness's kill, the template's shutdown,
+  or its parent-death signal when the template dies), stops every descendant, rescans until
+  nothing new appears, kills them all, reaps, and repeats until it has no child left;
+- only then exits, with the agent's status (same code, or killed by the same signal).
+
+The harness sees an attempt end when the keeper exits: nothing of the attempt is left
+running at that moment, so nothing can send an effect "after the kill".  Unprivileged: no
+root, no cgroup needed (Linux >= 3.4).  The template is a subreaper too, and it kills its own
+subtree when the harness goes away (its socket closes, even on SIGKILL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def prctl(option: int, value: int) -> bool:
+    """``prctl(option, value)``; False where it is unavailable or refused."""
+    return _prctl is not None and _prctl(option, value, 0, 0, 0) == 0
+
+
+def supported() -> bool:
+    """Can attempts be contained by keepers here (Linux with /proc and prctl)?"""
+    return _prctl is not None and os.path.isdir("/proc/self")
+
+
+# ---- finding a subtree -------------------------------------------------------------------------
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid for every live (non-zombie) process we can see."""
+    table: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split(b" ", 2)
+        if fields[0] in (b"Z", b"X"):
+            continue
+        table[int(name)] = int(fields[1])
+    return table
+
+
+def subtree(root: int) -> list[int]:
+    """The live descendants of ``root`` (not ``root`` itself), parents before their children."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in _parents().items():
+        children.setdefault(parent, []).append(pid)
+    order: list[int] = []
+    todo = list(children.get(root, ()))
+    while todo:
+        pid = todo.pop(0)
+        order.append(pid)
+        todo.extend(children.get(pid, ()))
+    return order
+
+
+def _signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def freeze_and_kill(root: int) -> list[int]:
+    """SIGSTOP every descendant of ``root``, rescanning until no new one appears, then SIGKILL them.
+
+    Stopped processes cannot fork, so the rescans converge even on a fork loop; the kill then
+    hits a tree that holds still.  Returns the pids killed.
+    """
+    seen: set[int] = set()
+    order: list[int] = []
+    while True:
+        new = [pid for pid in subtree(root) if pid not in seen]
+        if not new:
+            break
+        _signal_all(new, signal.SIGSTOP)
+        seen.update(new)
+        order.extend(new)
+    _signal_all(order, signal.SIGKILL)
+    return order
+
+
+def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL) -> None:
+    """Harness side: signal an attempt's agent (``pid``, a group leader) and all it started.
+
+    For SIGKILL everything under the keeper is frozen and killed right now, then the keeper is
+    told (SIGTERM) to make sure, loop until none is left, and exit.  For a drain (SIGTERM) the
+    agent's group and descendants get the signal and the keeper is left alone: it cleans up
+    after the agent exits.  Safe on processes that are already gone.
+    """
+    if sig == signal.SIGKILL:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGSTOP)
+    found = subtree(keeper if keeper is not None else pid)
+    if sig == signal.SIGKILL:
+        _signal_all(found, signal.SIGSTOP)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    _signal_all([pid, *found], sig)
+    if keeper is not None and sig == signal.SIGKILL:
+        _signal_all([keeper], signal.SIGTERM)
+
+
+# ---- the keeper (runs in a process forked by the launcher template) ----------------------------
+
+
+class _Stop(BaseException):
+    """SIGTERM reached the keeper: stop waiting, kill the subtree."""
+
+
+def _exit_like(status: int | None) -> NoReturn:
+    """Exit with the agent's wait status: the same code, or death by the same signal."""
+    code = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        os._exit(code)
+    sig = -code
+    if sig != signal.SIGKILL:
+        with contextlib.suppress(Exception):
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file of the keeper
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)  # a signal whose default is not to terminate
+
+
+def _clean(agent: int, status: int | None) -> int | None:
+    """Kill and reap every descendant until none is left; return the agent's status."""
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == agent:
+            status = st
+        if pid:
+            continue
+        freeze_and_kill(os.getpid())
+        try:
+            pid, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return status
+        if pid == agent:
+            status = st
+
+
+def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) -> NoReturn:
+    """Become an attempt's keeper: start the agent, report its pid, own and clean its tree.
+
+    ``start_agent(error_fd)`` runs in the agent's process (after fork): it sets the process up
+    and execs or runs the agent; on failure before that it writes one line to ``error_fd``.
+    The keeper writes ``pid N`` or ``error TEXT`` to ``report_fd``, then closes it.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+    code = 0
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the template died before we could hear it
+            os._exit(1)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        agent = os.fork()
+        if agent == 0:
+            os.close(err_r)
+            os.close(report_fd)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+            start_agent(err_w)
+        os.close(err_w)
+        error = _read_all(err_r).decode("utf-8", "replace").strip()
+        reply = f"error {error}" if error else f"pid {agent}"
+        os.write(report_fd, reply.encode() + b"\n")
+        os.close(report_fd)
+        stopping = False
+
+        def on_term(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            if not stopping:
+                stopping = True
+                raise _Stop()
+
+        signal.signal(signal.SIGTERM, on_term)
+        status: int | None = None
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        try:
+            while True:
+                pid, st = os.waitpid(-1, 0)
+                if pid == agent:
+                    status = st
+                    break
+        except (_Stop, ChildProcessError):
+            pass
+        stopping = True
+        _exit_like(_clean(agent, status))
+    except BaseException:  # never let a keeper fall back into the template's code
+        code = 1
+    os._exit(code)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        data = os.read(fd, 4096)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def setup_agent(err_fd: int, cwd: str | None, stdout: str, stderr: str) -> None:
+    """In the agent's process: own session, die with the keeper, stdio and working directory."""
+    os.setsid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for fd, path in ((1, stdout), (2, stderr)):
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    if cwd:
+        os.chdir(cwd)
+
+
+def exec_agent(err_fd: int, argv: list[str], env: dict[str, str]) -> NoReturn:
+    """Exec the command (PATH from ``env``); on failure say why on ``err_fd`` and exit 127."""
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.write(err_fd, f"cannot start {argv[0]!r}: {exc.strerror or exc}".encode())
+    os._exit(127)
