@@ -220,8 +220,8 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
 
         signal.signal(signal.SIGTERM, on_term)
         status: int | None = None
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])  # a pending one raises here
             while True:
                 pid, st = os.waitpid(-1, 0)
                 if pid == agent:

@@ -10,8 +10,9 @@ KINDS is a comma-separated subset of ``session,doublefork,noexec,hopper`` (or ``
 - hopper: a daemon that forks again and again, each parent exiting, so its pid keeps changing.
 
 Every escapee carries MARKER: in its argv when it execs, as its process name (``/proc/PID/comm``,
-``PR_SET_NAME``) when it does not.  Escapees that never exec append a line to LATE_FILE every
-20 ms: an effect sent after "the kill".  Then the agent works through two named steps.
+``PR_SET_NAME``) when it does not.  Every escapee appends ``KIND PID`` to LATE_FILE every 20 ms:
+an effect sent after "the kill" if it survives.  Then the agent works through two named steps;
+while LATE_FILE.hold exists, the first step takes a minute (an attempt caught mid-step).
 """
 
 import ctypes
@@ -23,7 +24,14 @@ import time
 import killdrill
 
 KINDS = ("session", "doublefork", "noexec", "hopper")
-SLEEPER = "import sys, time\nwhile True: time.sleep(1)"
+# argv: MARKER KIND LATE_FILE
+SLEEPER = """
+import os, sys, time
+while True:
+    with open(sys.argv[3], "a") as f:
+        f.write(f"{sys.argv[2]} {os.getpid()}\\n")
+    time.sleep(0.02)
+"""
 
 
 def set_name(marker: str) -> None:
@@ -31,16 +39,16 @@ def set_name(marker: str) -> None:
     libc.prctl(15, marker[:15].encode(), 0, 0, 0)  # PR_SET_NAME
 
 
-def live_on(marker: str, late: str, hop: bool) -> None:
+def live_on(marker: str, late: str, kind: str) -> None:
     """The body of a daemon that never execs: it sends effects (or hops) until it is killed."""
     set_name(marker)
     os.environ.clear()
     while True:
-        if hop and os.fork() != 0:
+        if kind == "hopper" and os.fork() != 0:
             os._exit(0)  # the parent leaves; the child carries on under a new pid
         try:
             with open(late, "a") as f:
-                f.write(f"{os.getpid()}\n")
+                f.write(f"{kind} {os.getpid()}\n")
         except OSError:
             pass
         time.sleep(0.02)
@@ -48,7 +56,8 @@ def live_on(marker: str, late: str, hop: bool) -> None:
 
 def escape(kind: str, marker: str, late: str) -> None:
     if kind == "session":
-        subprocess.Popen([sys.executable, "-c", SLEEPER, marker], start_new_session=True, env={})
+        argv = [sys.executable, "-c", SLEEPER, marker, kind, late]
+        subprocess.Popen(argv, start_new_session=True, env={})
         return
     pid = os.fork()
     if pid:
@@ -59,8 +68,8 @@ def escape(kind: str, marker: str, late: str) -> None:
         if os.fork():
             os._exit(0)
         if kind == "doublefork":
-            os.execve(sys.executable, [sys.executable, "-c", SLEEPER, marker], {})
-        live_on(marker, late, hop=kind == "hopper")
+            os.execve(sys.executable, [sys.executable, "-c", SLEEPER, marker, kind, late], {})
+        live_on(marker, late, kind)
     finally:
         os._exit(0)
 
@@ -70,7 +79,7 @@ def main() -> None:
     for kind in KINDS if kinds == "all" else kinds.split(","):
         escape(kind, marker, late)
     with killdrill.node("work"):
-        time.sleep(0.05)
+        time.sleep(60 if os.path.exists(late + ".hold") else 0.05)
     with killdrill.node("finish"):
         time.sleep(0.05)
 
