@@ -62,14 +62,18 @@ def test_no_escapee_outlives_its_case(tmp_path: Path, marker: str, launcher: str
     assert_nothing_left(marker, late)
 
 
-@pytest.mark.parametrize("launcher", ["spawn", "fork"])
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize(
+    ("launcher", "workers"),
+    [("spawn", 2), ("fork", 2), ("spawn", 1)],
+    ids=["spawn-w2", "fork-w2", "spawn-w1"],
+)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_killed_harness_leaves_nothing(
-    tmp_path: Path, marker: str, launcher: str, sig: signal.Signals
+    tmp_path: Path, marker: str, launcher: str, workers: int, sig: signal.Signals
 ) -> None:
-    """``drill --workers 2`` signalled while two attempts and their escapees run."""
+    """``drill --workers N`` signalled while attempts and their escapees run."""
     late = tmp_path / "late"
-    argv = [PY, "-m", "killdrill", "drill", "--workers", "2", "--discovery-runs", "1"]
+    argv = [PY, "-m", "killdrill", "drill", "--workers", str(workers), "--discovery-runs", "1"]
     argv += ["--launcher", launcher, "--root", str(tmp_path / "r")]
     argv += ["--", PY, str(AGENT), "all", marker, str(late)]
     harness = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -79,9 +83,10 @@ def test_killed_harness_leaves_nothing(
             assert harness.poll() is None and time.monotonic() < deadline, "no case started"
             time.sleep(0.05)
         Path(str(late) + ".hold").touch()  # from now on attempts stay in their first step
-        while len(leftovers.scan(marker)) < 8:  # two attempts, four escapees each (at least)
+        while len(leftovers.scan(marker)) < 4 * workers:  # four escapees per running attempt
             assert harness.poll() is None and time.monotonic() < deadline, "the attempts did not start"
             time.sleep(0.05)
+        started = len(list((tmp_path / "r").iterdir()))
         harness.send_signal(sig)
         signalled = time.monotonic()
         _, err = harness.communicate(timeout=30)
@@ -95,6 +100,7 @@ def test_killed_harness_leaves_nothing(
         assert err.strip().splitlines()[-1].startswith("killdrill: "), err
         assert "Traceback" not in err, err
         assert took < 5, f"took {took:.2f}s to stop"
+        assert len(list((tmp_path / "r").iterdir())) == started, "a queued case started after the signal"
         assert_nothing_left(marker, late)  # the harness waited for every keeper before exiting
     else:
         # Nobody is left in the harness to wait: the templates see its socket close and clean up.
