@@ -29,7 +29,7 @@ import ctypes.util
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
@@ -80,13 +80,16 @@ def _parents() -> dict[int, int]:
     return table
 
 
-def subtree(root: int) -> list[int]:
-    """The live descendants of ``root`` (not ``root`` itself), parents before their children."""
+def subtree(root: int, spare: Collection[int] = ()) -> list[int]:
+    """The live descendants of ``root`` (not ``root`` itself), parents before their children.
+
+    The ``spare`` pids and their own descendants are left out.
+    """
     children: dict[int, list[int]] = {}
     for pid, parent in _parents().items():
         children.setdefault(parent, []).append(pid)
     order: list[int] = []
-    todo = list(children.get(root, ()))
+    todo = [pid for pid in children.get(root, ()) if pid not in spare]
     while todo:
         pid = todo.pop(0)
         order.append(pid)
@@ -100,7 +103,7 @@ def _signal_all(pids: Iterable[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def freeze_and_kill(root: int) -> list[int]:
+def freeze_and_kill(root: int, spare: Collection[int] = ()) -> list[int]:
     """SIGSTOP every descendant of ``root``, rescanning until no new one appears, then SIGKILL them.
 
     Stopped processes cannot fork, so the rescans converge even on a fork loop; the kill then
@@ -109,7 +112,7 @@ def freeze_and_kill(root: int) -> list[int]:
     seen: set[int] = set()
     order: list[int] = []
     while True:
-        new = [pid for pid in subtree(root) if pid not in seen]
+        new = [pid for pid in subtree(root, spare) if pid not in seen]
         if not new:
             break
         _signal_all(new, signal.SIGSTOP)
@@ -137,6 +140,7 @@ def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL) -> Non
         os.killpg(pid, sig)
     _signal_all([pid, *found], sig)
     if keeper is not None and sig == signal.SIGKILL:
+        _signal_all([keeper], signal.SIGCONT)  # an agent may have stopped its keeper
         _signal_all([keeper], signal.SIGTERM)
 
 
@@ -145,23 +149,6 @@ def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL) -> Non
 
 class _Stop(BaseException):
     """SIGTERM reached the keeper: stop waiting, kill the subtree."""
-
-
-def _exit_like(status: int | None) -> NoReturn:
-    """Exit with the agent's wait status: the same code, or death by the same signal."""
-    code = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
-    if code >= 0:
-        os._exit(code)
-    sig = -code
-    if sig != signal.SIGKILL:
-        with contextlib.suppress(Exception):
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file of the keeper
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
-    os.kill(os.getpid(), sig)
-    os._exit(128 + sig)  # a signal whose default is not to terminate
 
 
 def _clean(agent: int, status: int | None) -> int | None:
@@ -189,7 +176,9 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
 
     ``start_agent(error_fd)`` runs in the agent's process (after fork): it sets the process up
     and execs or runs the agent; on failure before that it writes one line to ``error_fd``.
-    The keeper writes ``pid N`` or ``error TEXT`` to ``report_fd``, then closes it.
+    The keeper writes ``pid N`` (or ``error TEXT``) to ``report_fd`` once the agent started,
+    and ``exit CODE`` (the agent's, negative for a signal) once nothing of the attempt is left.
+    A keeper that dies without the last line was killed: its parent must clean up after it.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
     code = 0
@@ -207,9 +196,10 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
             start_agent(err_w)
         os.close(err_w)
         error = _read_all(err_r).decode("utf-8", "replace").strip()
-        reply = f"error {error}" if error else f"pid {agent}"
-        os.write(report_fd, reply.encode() + b"\n")
-        os.close(report_fd)
+        if error:
+            os.write(report_fd, f"error {error}\n".encode())
+            os._exit(0)
+        os.write(report_fd, f"pid {agent}\n".encode())
         stopping = False
 
         def on_term(signum: int, frame: Any) -> None:
@@ -230,7 +220,9 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
         except (_Stop, ChildProcessError):
             pass
         stopping = True
-        _exit_like(_clean(agent, status))
+        status = _clean(agent, status)
+        code = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
+        os.write(report_fd, f"exit {code}\n".encode())
     except BaseException:  # never let a keeper fall back into the template's code
         code = 1
     os._exit(code)
@@ -259,7 +251,10 @@ def setup_agent(err_fd: int, cwd: str | None, stdout: str, stderr: str) -> None:
         os.dup2(out, fd)
         os.close(out)
     if cwd:
-        os.chdir(cwd)
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            raise OSError(exc.errno, f"{exc.strerror}: working directory {cwd!r}") from None
 
 
 def exec_agent(err_fd: int, argv: list[str], env: dict[str, str]) -> NoReturn:

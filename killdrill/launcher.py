@@ -334,8 +334,19 @@ def _agent_starter(spec: dict[str, Any]) -> Callable[[int], NoReturn]:
     return start
 
 
-def _spawn(spec: dict[str, Any], inherited: list[int]) -> tuple[int | None, dict[str, Any]]:
-    """Fork the attempt's keeper; return its pid and the reply for the harness."""
+def _read_line(fd: int) -> bytes:
+    """Read one line from a pipe, byte by byte: what follows it is read later."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
+
+
+def _spawn(spec: dict[str, Any], inherited: list[int]) -> tuple[int | None, int, dict[str, Any]]:
+    """Fork the attempt's keeper; return its pid, its report pipe and the reply for the harness."""
     report_r, report_w = os.pipe()
     template = os.getpid()
     keeper = os.fork()
@@ -350,18 +361,38 @@ def _spawn(spec: dict[str, Any], inherited: list[int]) -> tuple[int | None, dict
             os._exit(1)
         containment.keeper(_agent_starter(spec), report_w, template)
     os.close(report_w)
-    reply = containment._read_all(report_r).decode("utf-8", "replace").strip()
+    reply = _read_line(report_r).decode("utf-8", "replace").strip()
     if reply.startswith("pid "):
-        return keeper, {"pid": int(reply[4:]), "keeper": keeper}
-    return None, {"error": reply.removeprefix("error ") or "the attempt's keeper failed to start"}
+        return keeper, report_r, {"pid": int(reply[4:]), "keeper": keeper}
+    os.close(report_r)
+    return None, -1, {"error": reply.removeprefix("error ") or "the attempt's keeper failed to start"}
 
 
-def _shutdown(keepers: dict[int, int]) -> None:
+def _ended(keeper: int, status: int, report: int, keepers: Mapping[int, Any]) -> int:
+    """The agent's exit code, from the keeper's last line; a keeper killed before writing it
+    leaves its orphans to us (we are a subreaper): kill them before the harness hears of the end."""
+    os.set_blocking(report, False)
+    try:
+        rest = os.read(report, 4096).decode("utf-8", "replace")
+    except OSError:
+        rest = ""
+    os.close(report)
+    if rest.startswith("exit "):
+        return int(rest.split()[1])
+    while containment.freeze_and_kill(os.getpid(), spare=keepers):
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+    return os.waitstatus_to_exitcode(status)
+
+
+def _shutdown(keepers: dict[int, tuple[int, int]]) -> None:
     """The harness is gone: have every keeper clean its attempt, then kill whatever is left."""
     import time
 
     for keeper in keepers:
         with contextlib.suppress(ProcessLookupError):
+            os.kill(keeper, signal.SIGCONT)
             os.kill(keeper, signal.SIGTERM)
     deadline = time.monotonic() + 5
     while keepers and time.monotonic() < deadline:
@@ -403,7 +434,7 @@ def _template(fd: int) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # we stop when the harness's socket closes
     send({"ready": True})
-    keepers: dict[int, int] = {}  # keeper pid -> agent pid
+    keepers: dict[int, tuple[int, int]] = {}  # keeper pid -> (agent pid, keeper's report pipe)
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
@@ -421,9 +452,9 @@ def _template(fd: int) -> None:
                 buffer += data
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    keeper, reply = _spawn(json.loads(line)["spawn"], [fd, wake_r, wake_w])
+                    keeper, report, reply = _spawn(json.loads(line)["spawn"], [fd, wake_r, wake_w])
                     if keeper is not None:
-                        keepers[keeper] = reply["pid"]
+                        keepers[keeper] = (reply["pid"], report)
                     send(reply)
             while True:
                 try:
@@ -432,8 +463,9 @@ def _template(fd: int) -> None:
                     break
                 if pid == 0:
                     break
-                if pid in keepers:  # the keeper exits last, with the agent's status
-                    send({"exit": keepers.pop(pid), "code": os.waitstatus_to_exitcode(status)})
+                if pid in keepers:  # the keeper exits last, once nothing of the attempt is left
+                    agent, report = keepers.pop(pid)
+                    send({"exit": agent, "code": _ended(pid, status, report, keepers)})
     finally:
         _shutdown(keepers)
 

@@ -176,6 +176,11 @@ class Running:
     def alive(self) -> bool:
         return self.returncode is None
 
+    @property
+    def tree_root(self) -> int:
+        """The pid every process of this attempt descends from: its keeper (or the agent, without)."""
+        return getattr(self.popen, "keeper", None) or int(self.popen.pid)
+
     def elapsed_ms(self) -> float:
         return (time.monotonic() - self.started) * 1000.0
 

@@ -56,10 +56,10 @@ def test_no_escapee_outlives_its_case(tmp_path: Path, marker: str, launcher: str
     command = [PY, str(AGENT), "all", marker, str(late)]
     with Drill(command, DrillOptions(root=tmp_path / "r", launcher=launcher, discovery_runs=1)) as drill:
         result = drill.run_all()
-    assert result.ok, result.text()
-    assert len(result.cases) == 4
-    assert kinds_seen(late) == KINDS  # every kind of escapee really ran
-    assert_nothing_left(marker, late)
+        assert result.ok, result.text()
+        assert len(result.cases) == 4
+        assert kinds_seen(late) == KINDS  # every kind of escapee really ran
+        assert_nothing_left(marker, late)  # with the fork template still up
 
 
 @pytest.mark.parametrize(
@@ -116,3 +116,19 @@ def test_keeper_reports_the_agents_status(tmp_path: Path) -> None:
     for code, expected in (("raise SystemExit(7)", 7), ("import os; os.abort()", -signal.SIGABRT)):
         child = warden().spawn([PY, "-c", code], env=env, cwd=None, stdout=out, stderr=err, exec_=True)
         assert child.wait(timeout=30) == expected
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_an_agent_that_kills_its_keeper_leaves_nothing(tmp_path: Path, marker: str, launcher: str) -> None:
+    """The keeper is killable by the agent (same user): its template cleans up in its place."""
+    from killdrill.supervisor import LaunchSpec, Supervisor
+
+    late = tmp_path / "late"
+    options = DrillOptions(root=tmp_path / "r", launcher=launcher)
+    with Drill([PY, str(AGENT), "all,parricide", marker, str(late)], options) as drill:
+        spec: LaunchSpec = drill._spec(tmp_path, "t", 1, None)
+        (tmp_path / ".killdrill").mkdir()
+        attempt = Supervisor().run(spec)
+        assert attempt.returncode == -signal.SIGKILL, attempt
+        assert kinds_seen(late) == KINDS
+        assert_nothing_left(marker, late)  # with the fork template still up

@@ -7,7 +7,9 @@ KINDS is a comma-separated subset of ``session,doublefork,noexec,hopper`` (or ``
 - doublefork: a classic daemon (fork, setsid, fork, the middle one exits), exec'd with no environment;
 - noexec: a double-forked daemon that never execs (its argv and environ are the agent's or the
   fork template's) and clears ``os.environ``;
-- hopper: a daemon that forks again and again, each parent exiting, so its pid keeps changing.
+- hopper: a daemon that forks again and again, each parent exiting, so its pid keeps changing;
+- parricide (not in ``all``): once the others are out, the agent SIGKILLs its parent (under
+  killdrill, the attempt's keeper) and dies with it.
 
 Every escapee carries MARKER: in its argv when it execs, as its process name (``/proc/PID/comm``,
 ``PR_SET_NAME``) when it does not.  Every escapee appends ``KIND PID`` to LATE_FILE every 20 ms:
@@ -17,6 +19,7 @@ while LATE_FILE.hold exists, the first step takes a minute (an attempt caught mi
 
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -54,7 +57,21 @@ def live_on(marker: str, late: str, kind: str) -> None:
         time.sleep(0.02)
 
 
+def kinds_seen(late: str) -> set[str]:
+    try:
+        with open(late) as f:
+            return {line.split()[0] for line in f if line.strip()}
+    except OSError:
+        return set()
+
+
 def escape(kind: str, marker: str, late: str) -> None:
+    if kind == "parricide":
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(kinds_seen(late)) < len(KINDS):
+            time.sleep(0.01)  # every other escapee is up and sending effects
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(60)  # PR_SET_PDEATHSIG ends us; without it, the kill of the attempt does
     if kind == "session":
         argv = [sys.executable, "-c", SLEEPER, marker, kind, late]
         subprocess.Popen(argv, start_new_session=True, env={})
@@ -76,8 +93,9 @@ def escape(kind: str, marker: str, late: str) -> None:
 
 def main() -> None:
     kinds, marker, late = sys.argv[1], sys.argv[2], sys.argv[3]
-    for kind in KINDS if kinds == "all" else kinds.split(","):
-        escape(kind, marker, late)
+    for kind in kinds.split(","):
+        for one in KINDS if kind == "all" else (kind,):
+            escape(one, marker, late)
     with killdrill.node("work"):
         time.sleep(60 if os.path.exists(late + ".hold") else 0.05)
     with killdrill.node("finish"):
