@@ -425,7 +425,14 @@ class Supervisor:
     def _reap(self, run: Running, *, block: bool) -> None:
         if run.returncode is not None:
             return
-        rc = run.popen.wait() if block else run.popen.poll()
+        from killdrill.launcher import LaunchError
+
+        try:
+            rc = run.popen.wait() if block else run.popen.poll()
+        except LaunchError:
+            # Its keeper killed the whole attempt when the template died (or was killed by it).
+            run.errors.append("the launcher template died during the attempt; every process of it was killed")
+            rc = -signal.SIGKILL
         if rc is None:
             return
         run.returncode = rc

@@ -119,16 +119,33 @@ def test_keeper_reports_the_agents_status(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("launcher", ["spawn", "fork"])
-def test_an_agent_that_kills_its_keeper_leaves_nothing(tmp_path: Path, marker: str, launcher: str) -> None:
-    """The keeper is killable by the agent (same user): its template cleans up in its place."""
+@pytest.mark.parametrize("victim", ["parricide", "regicide"])
+def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
+    tmp_path: Path, marker: str, launcher: str, victim: str
+) -> None:
+    """Keeper and template are killable by the agent (same user): the survivor cleans up.
+
+    Killing the keeper leaves the orphans to the template; killing the template sends every
+    keeper its parent-death signal (SIGTERM), the attempt is a harness error, and the next
+    attempt gets a new template.
+    """
+    from killdrill.records import HARNESS_ERROR
     from killdrill.supervisor import LaunchSpec, Supervisor
 
     late = tmp_path / "late"
     options = DrillOptions(root=tmp_path / "r", launcher=launcher)
-    with Drill([PY, str(AGENT), "all,parricide", marker, str(late)], options) as drill:
+    (tmp_path / ".killdrill").mkdir()
+    with Drill([PY, str(AGENT), f"all,{victim}", marker, str(late)], options) as drill:
         spec: LaunchSpec = drill._spec(tmp_path, "t", 1, None)
-        (tmp_path / ".killdrill").mkdir()
         attempt = Supervisor().run(spec)
         assert attempt.returncode == -signal.SIGKILL, attempt
         assert kinds_seen(late) == KINDS
         assert_nothing_left(marker, late)  # with the fork template still up
+        if victim == "regicide":
+            assert attempt.outcome == HARNESS_ERROR, attempt
+            if launcher == "fork":
+                drill.close()  # its template is gone: the drill starts another
+            again = drill._spec(tmp_path, "t", 2, None)
+            (tmp_path / "ok.py").write_text("pass\n")
+            again.argv = [PY, str(tmp_path / "ok.py")]
+            assert Supervisor().run(again).returncode == 0

@@ -9,7 +9,8 @@ KINDS is a comma-separated subset of ``session,doublefork,noexec,hopper`` (or ``
   fork template's) and clears ``os.environ``;
 - hopper: a daemon that forks again and again, each parent exiting, so its pid keeps changing;
 - parricide (not in ``all``): once the others are out, the agent SIGKILLs its parent (under
-  killdrill, the attempt's keeper) and dies with it.
+  killdrill, the attempt's keeper) and dies with it;
+- regicide (not in ``all``): the same, but it SIGKILLs its grandparent (the launcher template).
 
 Every escapee carries MARKER: in its argv when it execs, as its process name (``/proc/PID/comm``,
 ``PR_SET_NAME``) when it does not.  Every escapee appends ``KIND PID`` to LATE_FILE every 20 ms:
@@ -66,11 +67,15 @@ def kinds_seen(late: str) -> set[str]:
 
 
 def escape(kind: str, marker: str, late: str) -> None:
-    if kind == "parricide":
+    if kind in ("parricide", "regicide"):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and len(kinds_seen(late)) < len(KINDS):
             time.sleep(0.01)  # every other escapee is up and sending effects
-        os.kill(os.getppid(), signal.SIGKILL)
+        target = os.getppid()
+        if kind == "regicide":
+            with open(f"/proc/{target}/stat") as f:
+                target = int(f.read().rsplit(")", 1)[1].split()[1])
+        os.kill(target, signal.SIGKILL)
         time.sleep(60)  # PR_SET_PDEATHSIG ends us; without it, the kill of the attempt does
     if kind == "session":
         argv = [sys.executable, "-c", SLEEPER, marker, kind, late]
