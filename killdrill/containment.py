@@ -151,8 +151,8 @@ class _Stop(BaseException):
     """SIGTERM reached the keeper: stop waiting, kill the subtree."""
 
 
-def _clean(agent: int, status: int | None) -> int | None:
-    """Kill and reap every descendant until none is left; return the agent's status."""
+def kill_and_reap_all(agent: int, status: int | None) -> int | None:
+    """Kill and reap every descendant until none is left; return the agent's wait status."""
     while True:
         try:
             pid, st = os.waitpid(-1, os.WNOHANG)
@@ -195,7 +195,7 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
             start_agent(err_w)
         os.close(err_w)
-        error = _read_all(err_r).decode("utf-8", "replace").strip()
+        error = read_all(err_r).decode("utf-8", "replace").strip()
         if error:
             os.write(report_fd, f"error {error}\n".encode())
             os._exit(0)
@@ -220,15 +220,16 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
         except (_Stop, ChildProcessError):
             pass
         stopping = True
-        status = _clean(agent, status)
-        code = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
-        os.write(report_fd, f"exit {code}\n".encode())
+        status = kill_and_reap_all(agent, status)
+        agent_code = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
+        os.write(report_fd, f"exit {agent_code}\n".encode())
     except BaseException:  # never let a keeper fall back into the template's code
         code = 1
     os._exit(code)
 
 
-def _read_all(fd: int) -> bytes:
+def read_all(fd: int) -> bytes:
+    """Everything until EOF, then close ``fd``."""
     chunks = []
     while True:
         data = os.read(fd, 4096)

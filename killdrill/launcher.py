@@ -404,7 +404,7 @@ def _shutdown(keepers: dict[int, tuple[int, int]]) -> None:
             keepers.pop(pid, None)
         else:
             time.sleep(0.005)
-    containment._clean(-1, None)  # orphans of keepers that died hard are ours (subreaper)
+    containment.kill_and_reap_all(-1, None)  # orphans of keepers that died hard are ours (subreaper)
 
 
 def _template(fd: int) -> None:

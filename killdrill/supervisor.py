@@ -112,14 +112,14 @@ def interrupt_all() -> None:
     _interrupted.set()
     with _active_lock:
         supervisors = list(_active)
-    for sup in supervisors:
-        for run in list(sup.running):
-            if run.alive:
-                kill_tree(run.popen.pid, keeper=getattr(run.popen, "keeper", None))
     from killdrill.launcher import live_launchers
 
     for launcher in live_launchers():
-        launcher.kill_all()
+        launcher.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
+    for sup in supervisors:
+        for run in list(sup.running):
+            if run.alive and getattr(run.popen, "keeper", None) is None:
+                kill_tree(run.popen.pid)
 
 
 def clear_interrupt() -> None:

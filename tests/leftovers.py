@@ -42,6 +42,58 @@ def survivors(marker: str, seconds: float = 1.0, interval: float = 0.02) -> set[
         time.sleep(interval)
 
 
+def templates(harness: int) -> list[int]:
+    """The harness's launcher templates (they clean up after a harness that was SIGKILLed)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == harness and b"killdrill.launcher" in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def wait_gone(pids: list[int], limit_s: float = 10.0) -> float:
+    """Seconds until every pid has exited (zombies count as exited)."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        if not any(_alive(pid) for pid in pids):
+            break
+        time.sleep(0.005)
+    return time.monotonic() - start
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
+
+
+def describe(pids: set[int]) -> list[str]:
+    """``pid ppid state name`` of each live pid: who owns a leftover."""
+    out = []
+    for pid in sorted(pids):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
+        out.append(f"{pid} ppid={ppid} {state} {name}")
+    return out
+
+
 def kill(marker: str) -> None:
     """Clean up after a failed test so one failure does not leak into the next ones."""
     import signal

@@ -39,14 +39,11 @@ def kinds_seen(late: Path) -> set[str]:
     return {line.split()[0] for line in lines if line.strip()}
 
 
-def assert_nothing_left(marker: str, late: Path, settle_s: float = 0.0) -> None:
-    """Nothing carries the marker over a second of scans (after ``settle_s`` to finish cleaning)."""
-    deadline = time.monotonic() + settle_s
-    while leftovers.scan(marker) and time.monotonic() < deadline:
-        time.sleep(0.02)
+def assert_nothing_left(marker: str, late: Path) -> None:
+    """Nothing carries the marker over a second of scans, and nothing writes to the file."""
     size = late.stat().st_size
     alive = leftovers.survivors(marker, seconds=1.0)
-    assert not alive, f"{len(alive)} process(es) outlived the attempt: {sorted(alive)}"
+    assert not alive, f"{len(alive)} process(es) outlived the attempt: {leftovers.describe(alive)}"
     assert late.stat().st_size == size, "an escapee sent effects after the kill"
 
 
@@ -87,6 +84,8 @@ def test_killed_harness_leaves_nothing(
             assert harness.poll() is None and time.monotonic() < deadline, "the attempts did not start"
             time.sleep(0.05)
         started = len(list((tmp_path / "r").iterdir()))
+        templates = leftovers.templates(harness.pid)
+        assert templates
         harness.send_signal(sig)
         signalled = time.monotonic()
         _, err = harness.communicate(timeout=30)
@@ -103,8 +102,9 @@ def test_killed_harness_leaves_nothing(
         assert len(list((tmp_path / "r").iterdir())) == started, "a queued case started after the signal"
         assert_nothing_left(marker, late)  # the harness waited for every keeper before exiting
     else:
-        # Nobody is left in the harness to wait: the templates see its socket close and clean up.
-        assert_nothing_left(marker, late, settle_s=5.0)
+        # Nobody is left in the harness to wait: the templates see its socket close, clean up, exit.
+        assert leftovers.wait_gone(templates) < 10, "a launcher template outlived the harness"
+        assert_nothing_left(marker, late)
 
 
 def test_keeper_reports_the_agents_status(tmp_path: Path) -> None:

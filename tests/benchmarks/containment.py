@@ -25,14 +25,6 @@ AGENT = Path(__file__).resolve().parents[1] / "agents" / "escapees.py"
 PY = sys.executable
 
 
-def _settle(marker: str, limit_s: float = 10.0) -> float:
-    """Seconds until nothing carries the marker (the templates clean up after a dead harness)."""
-    t = time.monotonic()
-    while leftovers.scan(marker) and time.monotonic() - t < limit_s:
-        time.sleep(0.01)
-    return time.monotonic() - t
-
-
 def _pids(late: Path) -> int:
     return len({line.split()[1] for line in late.read_text().splitlines() if line.strip()})
 
@@ -48,6 +40,8 @@ def full_drill(tmp: Path, launcher: str) -> tuple[int, int, int, bool]:
     cases = done.stderr.count("exactly-once") + done.stderr.count("VIOLATED")
     size = late.stat().st_size
     left = leftovers.survivors(marker)
+    if left or late.stat().st_size != size:
+        print(f"LEFT after a full {launcher} drill: {leftovers.describe(left)}", flush=True)
     leftovers.kill(marker)
     return cases, _pids(late), len(left), late.stat().st_size != size
 
@@ -67,18 +61,22 @@ def killed_harness(tmp: Path, launcher: str, sig: signal.Signals) -> tuple[int, 
     Path(f"{late}.hold").touch()
     while len(leftovers.scan(marker)) < 8:
         time.sleep(0.02)
+    templates = leftovers.templates(harness.pid)
     t = time.monotonic()
     harness.send_signal(sig)
     harness.wait()
     stop = time.monotonic() - t
-    clean = stop + _settle(marker)
+    clean = stop + leftovers.wait_gone(templates)  # the templates exit once all is clean
     size = late.stat().st_size
     left = leftovers.survivors(marker)
+    if left or late.stat().st_size != size:
+        print(f"LEFT after {launcher} {sig.name}: {leftovers.describe(left)}", flush=True)
     leftovers.kill(marker)
     return harness.returncode, stop, clean, len(left), late.stat().st_size != size
 
 
 def main() -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # an inherited "ignore" would pass on
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.containment")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
