@@ -261,10 +261,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
-        return 128 + signal.SIGINT
+        return _interrupted(128 + signal.SIGINT, as_program=argv is None)
     except Terminated:
         print("killdrill: terminated (SIGTERM); every agent process was killed", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return _interrupted(128 + signal.SIGTERM, as_program=argv is None)
+
+
+def _interrupted(code: int, *, as_program: bool) -> int:
+    """As the program, exit now: the launchers' exit handlers run, the interpreter's teardown
+    (seconds on a loaded machine, nothing left to save) does not."""
+    if not as_program:
+        return code
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,29 @@ def _signal_all(pids: Iterable[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
+def _state(pid: int) -> bytes:
+    """The one-letter state of ``pid`` (b"" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return b""
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
+
+
+def _until_stopped(pids: Iterable[int], limit_s: float = 0.2) -> None:
+    """Wait (briefly) until every pid is stopped or dead: a process whose SIGSTOP is still in
+    flight may be finishing a fork, and its child must be in the next scan."""
+    import time
+
+    waiting = list(pids)
+    deadline = time.monotonic() + limit_s
+    while waiting and time.monotonic() < deadline:
+        waiting = [pid for pid in waiting if _state(pid) not in (b"", b"T", b"t", b"Z", b"X")]
+        if waiting:
+            time.sleep(0.0005)
+
+
 def freeze_and_kill(root: int, spare: Collection[int] = ()) -> list[int]:
     """SIGSTOP every descendant of ``root``, rescanning until no new one appears, then SIGKILL them.
 
@@ -116,24 +139,26 @@ def freeze_and_kill(root: int, spare: Collection[int] = ()) -> list[int]:
         if not new:
             break
         _signal_all(new, signal.SIGSTOP)
+        _until_stopped(new)
         seen.update(new)
         order.extend(new)
     _signal_all(order, signal.SIGKILL)
     return order
 
 
-def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL) -> None:
+def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL, *, scan: bool = True) -> None:
     """Harness side: signal an attempt's agent (``pid``, a group leader) and all it started.
 
     For SIGKILL everything under the keeper is frozen and killed right now, then the keeper is
-    told (SIGTERM) to make sure, loop until none is left, and exit.  For a drain (SIGTERM) the
-    agent's group and descendants get the signal and the keeper is left alone: it cleans up
-    after the agent exits.  Safe on processes that are already gone.
+    told (SIGTERM) to make sure, loop until none is left, and exit; ``scan=False`` (an
+    interrupted harness, in a hurry) leaves all but the agent's group to the keeper.  For a
+    drain (SIGTERM) the agent's group and descendants get the signal and the keeper is left
+    alone: it cleans up after the agent exits.  Safe on processes that are already gone.
     """
     if sig == signal.SIGKILL:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGSTOP)
-    found = subtree(keeper if keeper is not None else pid)
+    found = subtree(keeper if keeper is not None else pid) if scan or keeper is None else []
     if sig == signal.SIGKILL:
         _signal_all(found, signal.SIGSTOP)
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -152,7 +177,13 @@ class _Stop(BaseException):
 
 
 def kill_and_reap_all(agent: int, status: int | None) -> int | None:
-    """Kill and reap every descendant until none is left; return the agent's wait status."""
+    """Kill and reap every descendant until none is left; return the agent's wait status.
+
+    One freeze-and-kill normally gets all; a rescan every 0.5 s covers what it could not see.
+    """
+    import time
+
+    rescan_at = 0.0
     while True:
         try:
             pid, st = os.waitpid(-1, os.WNOHANG)
@@ -162,13 +193,11 @@ def kill_and_reap_all(agent: int, status: int | None) -> int | None:
             status = st
         if pid:
             continue
-        freeze_and_kill(os.getpid())
-        try:
-            pid, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            return status
-        if pid == agent:
-            status = st
+        if time.monotonic() >= rescan_at:
+            freeze_and_kill(os.getpid())
+            rescan_at = time.monotonic() + 0.5
+        else:
+            time.sleep(0.001)
 
 
 def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) -> NoReturn:

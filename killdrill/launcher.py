@@ -202,7 +202,7 @@ class Launcher:
         with self._cond:
             live = list(self._live.items())
         for agent, keeper in live:
-            containment.kill_attempt(agent, keeper)
+            containment.kill_attempt(agent, keeper, scan=False)
 
     def exit_code(self, pid: int, *, timeout: float | None = None) -> int | None:
         """The child's exit code (negative: killed by that signal); None if not exited in time."""
