@@ -179,11 +179,13 @@ class _Stop(BaseException):
 def kill_and_reap_all(agent: int, status: int | None) -> int | None:
     """Kill and reap every descendant until none is left; return the agent's wait status.
 
-    One freeze-and-kill normally gets all; a rescan every 0.5 s covers what it could not see.
+    Children already SIGKILLed (by the harness) get 10 ms to die before the first scan, which
+    then is not needed; one freeze-and-kill normally gets all; a rescan every 0.5 s covers
+    what it could not see.
     """
     import time
 
-    rescan_at = 0.0
+    rescan_at = time.monotonic() + 0.01
     while True:
         try:
             pid, st = os.waitpid(-1, os.WNOHANG)
