@@ -55,7 +55,7 @@ def templates(harness: int) -> list[int]:
                 cmdline = f.read()
         except OSError:
             continue
-        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == harness and b"killdrill.launcher" in cmdline:
+        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == harness and b"killdrill.template" in cmdline:
             found.append(int(pid))
     return found
 
