@@ -158,9 +158,17 @@ class Launcher:
                 self._sock.sendall(json.dumps(msg).encode() + b"\n")
             except OSError:
                 return None
-            with self._cond:
-                self._cond.wait_for(lambda: self._replies or self._dead)
-                return self._replies.pop(0) if self._replies else None
+            try:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._replies or self._dead)
+                    return self._replies.pop(0) if self._replies else None
+            except BaseException:
+                # Interrupted before the reply (Ctrl-C): its attempt would run untracked and the
+                # next request would read this reply.  Hang up: the template kills every attempt.
+                self._dead = True
+                with contextlib.suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                raise
 
     def _stderr(self) -> str:
         if self._proc is None or self._proc.stderr is None:
