@@ -263,6 +263,9 @@ def warden() -> Launcher:
             import atexit
 
             env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+            # The template must import this killdrill, even one found through a sys.path edit.
+            here = os.path.dirname(os.path.dirname(os.path.abspath(containment.__file__)))
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
             _warden = Launcher(sys.executable, preload=(), env=env).start()
             atexit.register(_warden.close)
         return _warden
