@@ -47,10 +47,8 @@ def main() -> None:
     fakes = connect(thread=args.thread)
 
     def fan_out(_: Batch) -> list[Send]:
-        if args.bug == "index_key":
-            accounts = list(set(PAYEES))  # DEFECT (index_key): set order differs per process
-        else:
-            accounts = sorted(PAYEES)
+        # DEFECT (index_key): a set's order differs per process
+        accounts = list(set(PAYEES)) if args.bug == "index_key" else sorted(PAYEES)
         return [Send("pay", {"account": a, "index": i}) for i, a in enumerate(accounts)]
 
     def pay(branch: Branch) -> dict[str, Any]:

@@ -37,16 +37,18 @@ def main() -> None:
     def charge_card(_: Order) -> dict[str, Any]:
         time.sleep(random.uniform(0, 0.02))
         key = f"{args.thread}:card"
-        return {"card_charge": fakes.payments.charge(idempotency_key=key, account="acct_buyer", amount=5000)["id"]}
+        charge = fakes.payments.charge(idempotency_key=key, account="acct_buyer", amount=5000)
+        return {"card_charge": charge["id"]}
 
     def charge_fee(_: Order) -> dict[str, Any]:
         time.sleep(random.uniform(0, 0.02))
         key = f"{args.thread}:fee:{time.time_ns()}" if args.bug else f"{args.thread}:fee"  # DEFECT if bug
-        return {"fee_charge": fakes.payments.charge(idempotency_key=key, account="acct_platform", amount=150)["id"]}
+        charge = fakes.payments.charge(idempotency_key=key, account="acct_platform", amount=150)
+        return {"fee_charge": charge["id"]}
 
     def receipt(state: Order) -> dict[str, Any]:
         key = f"{args.thread}:receipt"
-        hook = fakes.webhooks.post(idempotency_key=key, event="order.charged", card=state["card_charge"] is not None)
+        hook = fakes.webhooks.post(idempotency_key=key, event="charged", card=bool(state["card_charge"]))
         return {"receipt": hook["id"]}
 
     graph = StateGraph(Order)

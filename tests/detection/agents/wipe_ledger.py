@@ -34,4 +34,4 @@ def charge() -> str:
 
 
 run.step("charge", charge)
-run.step("notify", lambda: run.fakes.webhooks.post(idempotency_key=f"{run.thread}:done", event="charged")["id"])
+run.step("notify", lambda: run.fakes.webhooks.post(idempotency_key=f"{run.thread}:done", event="paid")["id"])
