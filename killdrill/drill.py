@@ -569,7 +569,7 @@ class Drill:
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
             judged = self._judge(baseline, ledger, attempts, violations, completed)
-            if clean is None and _workload_shaped(judged):
+            if clean is None and _workload_shaped([*violations, *judged]):
                 # A missing or unexpected effect may be this thread's own work: a clean run of
                 # the case's thread says whether the shared baseline was the wrong yardstick.
                 own = self._own_thread_baseline(thread, baseline, sched)
@@ -744,53 +744,49 @@ class Drill:
     def _resume_notes(
         discovery: Discovery, attempts: Sequence[Attempt], ledger: LedgerSnapshot | None
     ) -> list[str]:
-        """Flag a resume that restarted from scratch although a step had been committed, and
-        repeated an earlier attempt's calls doing so.
+        """Flag a resume that restarted from scratch and re-did work a checkpoint held.
 
-        A step counts as committed at its ``committed:`` point, or, for agents that emit
-        none, when the next step began (``before:`` after an ``after:``): a kill at
-        ``after:X`` alone is before X's checkpoint, and re-running X is then correct.  Agents
-        legitimately re-enter at the top (a functional API entrypoint, a tool loop's first
-        node) and skip what is done; only repeated work shows the input was re-submitted: a
-        call an earlier attempt already made, or a step committed more often over all attempts
-        than in a clean run.
+        Agents legitimately re-enter at their first boundary (a functional API entrypoint, a
+        tool loop's first node) and skip what is done, so re-entry alone says nothing.  The
+        note needs repeated work: a step committed more often over the case's attempts than
+        in a clean run.  A step counts as committed at its ``committed:`` point, or, for agents
+        that emit none, when the next step began (``before:`` after an ``after:``): a kill at
+        ``after:X`` alone is before X's checkpoint, and re-running X is then correct.
         """
         from collections import Counter
 
         from killdrill.baselines import repeated_calls
 
-        clean = Counter(e.point for e in discovery.catalogue if _is_step_commit(e.point))
+        clean = Counter(_committed_steps(e.point for e in discovery.catalogue))
         done: Counter[str] = Counter()
         if attempts:
-            done.update(e.point for e in attempts[0].trace if e.point in clean)
-
+            done.update(_committed_steps(e.point for e in attempts[0].trace))
         notes = []
         first = _first_step(e.label for e in discovery.catalogue)
-        progressed = False
         for prev, nxt in itertools.pairwise(attempts):
-            progressed = progressed or _committed_a_step(prev)
-            done.update(e.point for e in nxt.trace if e.point in clean)
+            done.update(_committed_steps(e.point for e in nxt.trace))
+            redone = sorted(step for step in done if done[step] > clean[step])
             if not (
                 prev.outcome == KILLED
-                and progressed
+                and redone
                 and first
                 and _first_step(e.label for e in nxt.trace) == first
             ):
                 continue
             again = repeated_calls(ledger, nxt.number) if ledger is not None else []
-            redone = sorted(p for p in done if done[p] > clean[p])
-            if again or redone:
-                what = (
-                    f"repeated {len(again)} earlier call(s) "
-                    f"({', '.join(dict.fromkeys(f'{c.provider}.{c.op}' for c in again))})"
-                    if again
-                    else f"re-did committed steps ({', '.join(redone[:3])} more often than a clean run)"
-                )
-                notes.append(
-                    f"resumed_from_start: attempt {nxt.number} re-entered at {first} although attempt "
-                    f"{prev.number} had committed steps before its kill at {prev.killed_at}, and {what}:"
-                    " is the input re-submitted instead of resuming from the checkpoint?"
-                )
+            calls = (
+                f", repeating {len(again)} earlier call(s)"
+                f" ({', '.join(dict.fromkeys(f'{c.provider}.{c.op}' for c in again))})"
+                if again
+                else ""
+            )
+            notes.append(
+                f"resumed_from_start: attempt {nxt.number} re-entered at {first} after attempt "
+                f"{prev.number} was killed at {prev.killed_at}, and re-did committed steps"
+                f" ({', '.join(redone[:3])}: more often than in a clean run){calls}: is the input"
+                " re-submitted instead of resuming from the checkpoint?"
+            )
+            break  # one note says it; later attempts repeat the same story
         return notes
 
     def run_all(
@@ -859,11 +855,6 @@ def _workload_shaped(violations: Sequence[Violation]) -> bool:
     )
 
 
-def _is_step_commit(point: str) -> bool:
-    """``committed:NODE`` of a step (the checkpointer's own ``committed:checkpoint`` aside)."""
-    return point.startswith("committed:") and point != "committed:checkpoint"
-
-
 def _first_step(labels: Iterable[str]) -> str | None:
     """The first ``before:`` of a step (checkpointer points such as ``before:checkpoint`` aside)."""
     return next(
@@ -871,16 +862,22 @@ def _first_step(labels: Iterable[str]) -> str | None:
     )
 
 
-def _committed_a_step(a: Attempt) -> bool:
-    seen_after = False
-    for e in a.trace:
-        kind, name = e.point.split(":", 1)
-        if name == "checkpoint":  # the checkpointer's own points are not steps
-            continue
-        if kind == "committed" or (kind == "before" and seen_after):
-            return True
-        seen_after = seen_after or kind == "after"
-    return False
+def _committed_steps(points: Iterable[str]) -> list[str]:
+    """The steps one attempt (or a clean run) committed, in order: ``committed:X`` points, or for
+    agents that emit none, an ``after:X`` followed by the next step's ``before:``."""
+    points = [p for p in points if p.split(":", 1)[1] != "checkpoint"]  # the checkpointer's own
+    if any(p.startswith("committed:") for p in points):
+        return [p.split(":", 1)[1] for p in points if p.startswith("committed:")]
+    out: list[str] = []
+    pending: str | None = None
+    for p in points:
+        kind, name = p.split(":", 1)
+        if kind == "after":
+            pending = name
+        elif kind == "before" and pending is not None:
+            out.append(pending)
+            pending = None
+    return out
 
 
 def _how_ended(a: Attempt) -> str:
