@@ -569,7 +569,7 @@ class Drill:
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
             judged = self._judge(baseline, ledger, attempts, violations, completed)
-            if clean is None and _workload_shaped([*violations, *judged]):
+            if clean is None and _workload_shaped([*violations, *judged], sched):
                 # A missing or unexpected effect may be this thread's own work: a clean run of
                 # the case's thread says whether the shared baseline was the wrong yardstick.
                 own = self._own_thread_baseline(thread, baseline, sched)
@@ -845,12 +845,13 @@ def _first_label(sched: Schedule) -> str | None:
     return occurrence_label(first.point, first.occurrence)  # type: ignore[arg-type]
 
 
-def _workload_shaped(violations: Sequence[Violation]) -> bool:
+def _workload_shaped(violations: Sequence[Violation], sched: Schedule) -> bool:
     """Violations another thread's work could explain: an effect missing or unasked, or a first
-    kill that never landed."""
+    kill at a named point that never landed (a random offset that missed says nothing)."""
+    named = _first_label(sched) is not None
     return any(
         v.kind in (MISSING_EFFECT, UNEXPECTED_EFFECT)
-        or (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
+        or (named and v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
         for v in violations
     )
 
