@@ -593,7 +593,8 @@ class Drill:
             summary = summarize(
                 baseline, ledger, identity=self.options.identity, volatile=discovery.volatile
             )
-        notes.extend(self._resume_notes(discovery, attempts, ledger))
+        catalogue = clean.catalogue if clean is not None else discovery.catalogue
+        notes.extend(self._resume_notes(catalogue, attempts, ledger))
         result = CaseResult(
             command=self.command,
             schedule=text,
@@ -742,7 +743,7 @@ class Drill:
 
     @staticmethod
     def _resume_notes(
-        discovery: Discovery, attempts: Sequence[Attempt], ledger: LedgerSnapshot | None
+        catalogue: Sequence[CatalogueEntry], attempts: Sequence[Attempt], ledger: LedgerSnapshot | None
     ) -> list[str]:
         """Flag a resume that restarted from scratch and re-did work a checkpoint held.
 
@@ -757,12 +758,12 @@ class Drill:
 
         from killdrill.baselines import repeated_calls
 
-        clean = Counter(_committed_steps(e.point for e in discovery.catalogue))
+        clean = Counter(_committed_steps(e.point for e in catalogue))
         done: Counter[str] = Counter()
         if attempts:
             done.update(_committed_steps(e.point for e in attempts[0].trace))
         notes = []
-        first = _first_step(e.label for e in discovery.catalogue)
+        first = _first_step(e.label for e in catalogue)
         for prev, nxt in itertools.pairwise(attempts):
             done.update(_committed_steps(e.point for e in nxt.trace))
             redone = sorted(step for step in done if done[step] > clean[step])

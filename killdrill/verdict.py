@@ -3,7 +3,8 @@
 Delivery cannot be exactly-once, so the verdict never counts calls: it counts *effects*.
 A logical effect is ``(provider, op, identity)``; the identity is the canonical payload
 without the fields that legitimately vary between two clean runs (a model's wording, a
-timestamp), or the fields a user pins per op (``{"payments.charge": ["account_id",
+timestamp: found by matching the two runs' calls by content, never by ledger order, see
+:mod:`killdrill.matching`), or the fields a user pins per op (``{"payments.charge": ["account_id",
 "billing_cycle"]}``).  An effect "landed" when a call's outcome is ``created``; replays,
 rejections and conflicts are evidence about keys, not effects.
 
