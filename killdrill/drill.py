@@ -809,9 +809,20 @@ class Drill:
                 on_case(results[i])  # type: ignore[arg-type]
 
         if self.options.workers > 1:
-            with ThreadPoolExecutor(self.options.workers) as pool:
+            pool = ThreadPoolExecutor(self.options.workers)
+            try:
                 for f in [pool.submit(one, i) for i in range(len(todo))]:
                     f.result()
+            except BaseException:
+                # Ctrl-C, SIGTERM or a failed case: queued cases never start, running attempts die now.
+                from killdrill.supervisor import clear_interrupt, interrupt_all
+
+                pool.shutdown(wait=False, cancel_futures=True)
+                interrupt_all()
+                pool.shutdown(wait=True)
+                clear_interrupt()
+                raise
+            pool.shutdown()
         else:
             for i in range(len(todo)):
                 one(i)
