@@ -1,6 +1,7 @@
 """GoCardless payments, as its idempotency keys are documented (gocardless.com/blog/idempotency-keys).
 
-Base URL ``$KILLDRILL_FAKES_URL/gocardless`` (``gocardless_pro.Client(base_url=...)``):
+Base URL ``$KILLDRILL_FAKES_URL`` itself (``gocardless_pro.Client(base_url=...)``; the SDK
+joins absolute paths, so a prefix would be dropped):
 ``POST /payments`` (``{"payments": {...}}``, recorded as ``gocardless.payment``) and ``GET
 /payments/{id}``.  The rules, one test each in ``tests/test_wire_providers.py``:
 
@@ -80,7 +81,7 @@ def _render(answer: Answer) -> Reply:
     return _error(err.status, err.message, type_, err.code or "error")
 
 
-@route(r"/gocardless/payments", "POST")
+@route(r"/payments", "POST")
 def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
     try:
         body = ex.json()
@@ -104,7 +105,7 @@ def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
     )
 
 
-@route(r"/gocardless/payments/(?P<id>[A-Za-z0-9_]+)", "GET")
+@route(r"/payments/(?P<id>[A-Za-z0-9_]+)", "GET")
 def get_payment(ex: Exchange, m: re.Match[str]) -> None:
     payment = ex.fakes().ledger.effect("gocardless", m.group("id"))
     if payment is None:
