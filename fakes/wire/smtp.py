@@ -40,14 +40,20 @@ _KEY_HEADER = re.compile(r"idempotency", re.IGNORECASE)
 
 
 def message_record(
-    raw: bytes, mail_from: str, rcpt_tos: list[str]
+    raw: bytes, mail_from: str, rcpt_tos: list[str], thread: str | None = None
 ) -> tuple[dict[str, Any], str | None, str | None]:
-    """``(payload, key, message_id)`` of one message as the ledger records it."""
+    """``(payload, key, message_id)`` of one message as the ledger records it.
+
+    The digest reads the drill's ``thread`` id as ``{thread}``, as the verdict reads payloads, so
+    a body that names the thread (an order id derived from it) is the same email in every case."""
     msg = email.message_from_bytes(raw, policy=email.policy.default)
     digest = hashlib.sha256()
     for part in msg.walk():
         if not part.is_multipart():
-            digest.update(part.get_payload(decode=True) or b"")
+            content = part.get_payload(decode=True) or b""
+            if thread:
+                content = content.replace(thread.encode(), b"{thread}")
+            digest.update(content)
     message_id = str(msg["Message-ID"]).strip() if msg["Message-ID"] else None
     key = next((str(v).strip() for k, v in msg.items() if _KEY_HEADER.search(k)), None) or message_id
     payload = {
@@ -127,7 +133,7 @@ class SmtpFake:
     def deliver(self, raw: bytes, mail_from: str, rcpt_tos: list[str]) -> bool:
         """Commit the message, announce ``during:mailbox.send``; False: nobody is left to answer."""
         binding = self.binding
-        payload, key, message_id = message_record(raw, mail_from, rcpt_tos)
+        payload, key, message_id = message_record(raw, mail_from, rcpt_tos, binding.thread)
         result = {**payload, "message_id": message_id, "delivered": True}
         record_effect(
             Ledger(binding.url, binding.thread),
