@@ -80,3 +80,29 @@ def test_cli_reproduction_line_carries_the_smtp_fake(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stdout + out.stderr
     assert "duplicate_effect" in out.stdout
     assert "--http-fakes --smtp-fake" in out.stdout
+
+
+def test_pytest_marker_keyword_and_ini_key_start_the_smtp_fake(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_http_fakes = true\n")
+    agent = [*AGENT, "--bug", "mail-ungated"]
+    pytester.makepyfile(
+        test_inner_mail=f"""
+        import pytest
+        AGENT = {agent!r}
+
+        @pytest.mark.killdrill(points=["during:mailbox.send"], smtp_fake=True)
+        def test_marker(killdrill, kill_point):
+            assert killdrill.run(AGENT, kill_point).kinds == ("duplicate_effect",)
+
+        @pytest.mark.killdrill(points=["during:mailbox.send"])
+        def test_ini(killdrill, kill_point):
+            assert killdrill.run(AGENT, kill_point).kinds == ("duplicate_effect",)
+        """
+    )
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "marker")
+    res.assert_outcomes(passed=1)
+    pytester.makeini(
+        "[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_http_fakes = true\nkilldrill_smtp_fake = true\n"
+    )
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "ini")
+    res.assert_outcomes(passed=1)

@@ -96,3 +96,16 @@ def test_a_caller_killed_at_during_mailbox_send_never_hears_250(
     with pytest.raises(smtplib.SMTPServerDisconnected):
         send(smtp, message(Message_ID="<r-4@shop>"))
     assert [c.outcome for c in Ledger(ledger_file, THREAD).calls()] == ["created"]  # yet it went out
+
+
+def test_killdrill_and_the_http_fakes_do_not_import_the_wire_extra() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, killdrill, killdrill.drill, killdrill.fakes.http;"
+        "heavy = ('aiosmtpd', 'httpx', 'requests', 'stripe', 'gocardless_pro');"
+        "print([m for m in heavy if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
