@@ -106,3 +106,36 @@ def test_pytest_marker_keyword_and_ini_key_start_the_smtp_fake(pytester: pytest.
     )
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "ini")
     res.assert_outcomes(passed=1)
+
+
+def test_a_receiver_that_ignores_keys_catches_an_ungated_webhook(tmp_path: Path) -> None:
+    # The agent sends a stable key, but this route is naive (a partner that ignores keys): the
+    # re-sent notification after the kill is a second delivery, which the agent had to gate.
+    options = DrillOptions(
+        root=tmp_path, http_fakes=True, smtp_fake=True, discovery_runs=1, hooks={"/notify": "naive"}
+    )
+    result = Drill(AGENT, options).run_case("during:hooks.post#2")
+    (violation,) = result.violations
+    assert (violation.kind, violation.provider) == ("duplicate_effect", "hooks"), result.text()
+    assert "the provider did not dedupe it" in violation.message
+    assert "--hook /notify=naive" in result.text()
+
+
+def test_a_bad_hook_option_is_a_one_line_usage_error() -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "killdrill",
+        "run",
+        "-s",
+        "offset:1ms",
+        "--hook",
+        "/x=sometimes",
+        "--",
+        "python",
+        "-c",
+        "0",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "PATTERN=keyed or PATTERN=naive" in out.stderr

@@ -191,7 +191,8 @@ class Exchange:
             )
             answer = Answer(answer.call, err.status, err.to_body(), error=err, fault=answer.fault)
         status, body, headers = render(answer)
-        self.reply(status, body, {"X-Killdrill-Outcome": answer.call.outcome, **headers})
+        meta = {"X-Killdrill-Outcome": answer.call.outcome, "X-Killdrill-Seq": str(answer.call.seq)}
+        self.reply(status, body, {**meta, **headers})
 
 
 def record_effect(
