@@ -6,7 +6,8 @@ when there is one) and the key from the ``Idempotency-Key`` header (another head
 
 - ``keyed``: a repeated key replays the stored response (``Idempotent-Replayed: true``); another
   body under the same key is refused (400), a key still executing gets a 409 (Stripe's rules);
-- ``naive``: every request creates, whatever its key (the key is still recorded).
+- ``naive``: every request creates, whatever its key (the key is still recorded); the fault
+  settings (``error_first``, ``latency``, ...) apply to keyed requests only.
 
 ``wire={"hooks": {"routes": {"/tickets*": "keyed", "/notify": "naive"}}}`` chooses per route
 (shell-style patterns on the path after ``/hooks``, first match wins); with no match a request
