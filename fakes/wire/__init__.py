@@ -20,6 +20,7 @@ import importlib
 import json
 import pkgutil
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,6 +75,7 @@ class Route:
 
 _ROUTES: list[Route] = []
 _loaded = False
+_load_lock = threading.Lock()  # the server is threaded: the first requests may arrive together
 
 
 def route(
@@ -91,12 +93,13 @@ def route(
 def routes() -> list[Route]:
     """Every registered route, the built-in families loaded."""
     global _loaded
-    if not _loaded:
-        for info in pkgutil.iter_modules(__path__):
-            if not info.name.startswith("_") and info.name not in NOT_ROUTES:
-                importlib.import_module(f"{__name__}.{info.name}")
-        _loaded = True
-    return list(_ROUTES)
+    with _load_lock:
+        if not _loaded:
+            for info in pkgutil.iter_modules(__path__):
+                if not info.name.startswith("_") and info.name not in NOT_ROUTES:
+                    importlib.import_module(f"{__name__}.{info.name}")
+            _loaded = True
+        return list(_ROUTES)
 
 
 def dispatch(handler: _Handler, method: str) -> bool:
