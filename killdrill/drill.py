@@ -93,6 +93,9 @@ class DrillOptions:
     max_attempts: int | None = None  # default: kills in the schedule + 3
     identity: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "payments.charge": [fields]
     http_fakes: bool = False
+    smtp_fake: bool = False  # an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): messages are mailbox.send
+    hooks: Mapping[str, str] = field(default_factory=dict)  # /hooks route pattern -> "keyed" | "naive"
+    hook_key_header: str = "Idempotency-Key"  # where the /hooks sink reads a request's key
     between: Sequence[str] | None = None  # command run between attempts (reconciliation)
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
@@ -303,18 +306,30 @@ class Drill:
 
     def _launch(self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Any = None) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
-        server = None
-        on_start: Callable[[Running], None] | None = None
+        servers: list[Any] = []
         if self.options.http_fakes:
             from killdrill.fakes.http import FakesServer
 
-            server = FakesServer(self._ledger_url(workdir))
-            url = server.start()
+            wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
+            http = FakesServer(self._ledger_url(workdir), wire=wire)
+            servers.append(http)
+            url = http.start()
             for spec in specs:
                 spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url}
+        if self.options.smtp_fake:
+            from killdrill.fakes.wire.smtp import SmtpFake
+
+            smtp = SmtpFake(self._ledger_url(workdir))
+            servers.append(smtp)
+            address = smtp.start()
+            for spec in specs:
+                spec.env = {**spec.env, "KILLDRILL_SMTP": address}
+        on_start: Callable[[Running], None] | None = None
+        if servers:
 
             def on_start(run: Running) -> None:
-                server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
+                for server in servers:
+                    server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
 
         supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
         if hook is not None and hasattr(hook, "bind"):
@@ -322,7 +337,7 @@ class Drill:
         try:
             return supervisor.run_many(specs)
         finally:
-            if server is not None:
+            for server in servers:
                 server.stop()
 
     # ---- discovery ------------------------------------------------------------------------
@@ -452,6 +467,12 @@ class Drill:
             args += ["--max-attempts", str(o.max_attempts)]
         if o.http_fakes:
             args.append("--http-fakes")
+        if o.smtp_fake:
+            args.append("--smtp-fake")
+        for pattern, mode in sorted(o.hooks.items()):
+            args += ["--hook", f"{pattern}={mode}"]
+        if o.hook_key_header != d.hook_key_header:
+            args += ["--hook-key-header", o.hook_key_header]
         for op, fields in sorted(o.identity.items()):
             args += ["--identity", f"{op}={','.join(fields)}"]
         if o.between:

@@ -27,7 +27,17 @@ if TYPE_CHECKING:
     from killdrill.records import Discovery
 
 # DrillOptions fields that change what a clean run does (the others only matter to cases).
-_DISCOVERY_OPTIONS = ("http_fakes", "integrations", "env", "cwd", "discovery_runs", "ledger_url")
+_DISCOVERY_OPTIONS = (
+    "http_fakes",
+    "smtp_fake",
+    "hooks",
+    "hook_key_header",
+    "integrations",
+    "env",
+    "cwd",
+    "discovery_runs",
+    "ledger_url",
+)
 _MAX_FILES = 5000
 
 
