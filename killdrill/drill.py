@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from killdrill.intervals import resolve_schedule
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label, parse_schedule
 from killdrill.records import (
     EXITED,
@@ -400,6 +401,7 @@ class Drill:
         discovery = self.discover()
         if check:
             self.check_schedule(sched)
+        sched = resolve_schedule(sched, discovery)  # percentage kills -> this discovery's ms
         text = str(sched)
         thread = f"kd-{uuid.uuid4().hex[:12]}"
         workdir = self._new_workdir(text)

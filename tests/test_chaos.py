@@ -8,9 +8,12 @@ kept small: one seed per planted bug and 12 clean runs here; several seeds per b
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import time
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -29,7 +32,8 @@ from killdrill.chaos import (
 )
 from killdrill.drill import Drill, DrillOptions
 from killdrill.examples import SETTLEMENT
-from killdrill.points import parse_schedule
+from killdrill.intervals import START, resolve_schedule, strata
+from killdrill.points import Kill, occurrence_label, parse_schedule
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 from killdrill.strategies import intervals, schedules
 
@@ -71,24 +75,54 @@ def _no_agents_left() -> None:
 
 
 # ---- schedules: pure and fast --------------------------------------------------------------
-def test_same_seed_same_schedules_and_both_kinds_of_kill() -> None:
+def _timed(d: Discovery, scale: float, shuffle: int | None = None) -> Discovery:
+    """The same labels as ``d`` at other timings (and, with ``shuffle``, reached in another order)."""
+    cat = [replace(e, t_ms=e.t_ms * scale + 7.0) for e in d.catalogue]
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(cat)
+    return replace(d, catalogue=tuple(cat), duration_ms=d.duration_ms * scale + 9.0)
+
+
+def test_same_seed_same_schedule_text_whatever_the_timings() -> None:
     d = _fake_discovery()
     a = [str(plan_schedule(d, 7, i)) for i in range(200)]
-    assert a == [str(plan_schedule(d, 7, i)) for i in range(200)]
+    # A slower machine, and parallel branches reaching the same boundaries in another order.
+    assert a == [str(plan_schedule(_timed(d, 3.7), 7, i)) for i in range(200)]
+    assert a == [str(plan_schedule(_timed(d, 0.4, shuffle=1), 7, i)) for i in range(200)]
+    assert a == [str(plan_schedule(d, 7, i)) for i in reversed(range(200))][::-1]  # order of asking
     assert a != [str(plan_schedule(d, 8, i)) for i in range(200)]
-    kills = [k for s in a for k in parse_schedule(s)]
     assert {len(parse_schedule(s)) for s in a} == {1, 2, 3}
-    offsets = [k for k in kills if k.offset_ms is not None]
-    delayed = [k for k in kills if k.delay_ms is not None]
-    assert offsets and delayed and len(offsets) + len(delayed) == len(kills)
-    assert all(0 <= k.offset_ms <= 150.0 for k in offsets)  # type: ignore[operator]
-    # every interval is hit, the 3 ms windows as often as the long last one, within noise
-    per = {iv.label: 0 for iv in intervals(d)}
-    for k in delayed:
-        per[str(k.point)] += 1
-        iv = next(iv for iv in intervals(d) if iv.label == k.point)
-        assert 0 <= k.delay_ms <= iv.length_ms  # type: ignore[operator]
-    assert min(per.values()) > 0.5 * len(delayed) / len(per)
+    for text in a:
+        sched = parse_schedule(text)
+        assert str(sched) == text  # round-trips through the grammar
+        assert all(k.pct is not None and 0 <= k.pct < 100 and not k.is_named for k in sched)
+    # Resolving against a discovery gives milliseconds inside the aimed interval; the text stays.
+    lengths = {iv.label: iv.length_ms for iv in intervals(d)}
+    for text in a[:50]:
+        resolved = resolve_schedule(parse_schedule(text), d)
+        assert str(resolved) == text
+        for k in resolved:
+            if k.point is None:
+                assert 0 <= k.offset_ms <= d.catalogue[0].t_ms  # type: ignore[operator]
+            else:
+                assert 0 <= k.delay_ms <= lengths[occurrence_label(k.point, k.occurrence)]  # type: ignore[operator]
+
+
+def test_every_interval_gets_a_kill_before_any_gets_a_second() -> None:
+    d = _fake_discovery()
+    every = strata(d)
+    assert every[0] == START and len(every) == len(d.catalogue) + 1
+    plans = [parse_schedule(str(plan_schedule(d, 3, i))) for i in range(10 * len(every))]
+
+    def aimed(k: Kill) -> str:
+        return START if k.point is None else occurrence_label(k.point, k.occurrence)
+
+    for slot in range(3):  # first kills, second kills, third kills: each dealt round-robin
+        dealt = [aimed(p.kills[slot]) for p in plans if len(p) > slot]
+        for r in range(len(dealt) // len(every)):
+            assert sorted(dealt[r * len(every) : (r + 1) * len(every)]) == sorted(every), (slot, r)
+    first = Counter(aimed(p.kills[0]) for p in plans)
+    assert set(first.values()) == {10}  # the start interval no more than any other
 
 
 def test_shards_are_disjoint_and_cover_the_runs() -> None:
@@ -96,6 +130,11 @@ def test_shards_are_disjoint_and_cover_the_runs() -> None:
     flat = [i for p in parts for i in p]
     assert sorted(flat) == list(range(100)) and len(flat) == len(set(flat))
     assert list(shard_indices((2, 3), 7)) == [1, 4]
+    # Each shard plans the same schedule for a run as the whole job does.
+    d = _fake_discovery()
+    whole = {i: str(plan_schedule(d, 9, i)) for i in range(30)}
+    for k in (1, 2, 3):
+        assert {i: str(plan_schedule(d, 9, i)) for i in shard_indices((k, 3), 30)}.items() <= whole.items()
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
