@@ -287,3 +287,99 @@ def test_budget_expiring_mid_run_ends_cleanly(tmp_path: Path) -> None:
     assert (tmp_path / "r" / "junit.xml").exists() and (tmp_path / "r" / "report.html").exists()
     assert time.monotonic() - start < 60
     _no_agents_left()
+
+
+# ---- files shared between jobs, and files a killed job leaves behind ---------------------------
+_UPDATER = """
+import sys, time
+from pathlib import Path
+from killdrill.chaos import Shrunk, update_corpus
+path, who, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+while not go.exists():
+    time.sleep(0.001)
+for i in range(n):
+    update_corpus(path, ["agent", who], [Shrunk(f"before:step{i}", ("duplicate_effect",), "x", i, "r", 1)], 1)
+"""
+
+
+def test_two_concurrent_jobs_lose_no_corpus_entry(tmp_path: Path) -> None:
+    """Two real processes append 150 entries each to one corpus at the same time: 300 remain."""
+    corpus, go = tmp_path / "corpus.json", tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _UPDATER, str(corpus), who, "150", str(go)], text=True)
+        for who in ("a", "b")
+    ]
+    time.sleep(0.5)  # both started and waiting
+    go.touch()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    entries = json.loads(corpus.read_text())["regressions"]
+    assert len(entries) == 300
+    assert {tuple(e["command"]) for e in entries} == {("agent", "a"), ("agent", "b")}
+
+
+_REPORTER = """
+import json, sys
+from pathlib import Path
+from killdrill.chaos import write_junit, write_reports
+data = json.loads(open(sys.argv[1]).read())
+write_reports(sys.argv[2], data)
+while True:  # junit.xml is the slowest to write: the widest window for a kill
+    write_junit(Path(sys.argv[2]) / "junit.xml", data)
+"""
+
+
+def _big_report() -> dict:
+    from killdrill.chaos import RunRecord, report_dict
+    from killdrill.records import CaseResult
+
+    d = _fake_discovery()
+    cases = [
+        CaseResult(("agent",), f"before:a+{i / 10:g}%", f"t{i}", f"/w{i}", notes=("x" * 2000,), reproduce="r")
+        for i in range(300)
+    ]
+    runs = [RunRecord(i, c.schedule, "clean", (), ("before:a",), 0, 0.1, "r") for i, c in enumerate(cases)]
+    return report_dict({"seed": 1, "shard": "1/1", "command": ["agent"]}, d, runs, cases, [])
+
+
+def test_reports_of_a_killed_job_are_whole(tmp_path: Path) -> None:
+    """SIGKILL a process that rewrites report.json / junit.xml / report.html in a loop: each file
+    is always the old or the new one, never empty or cut short."""
+    from xml.etree import ElementTree as ET
+
+    src = tmp_path / "data.json"
+    src.write_text(json.dumps(_big_report()))
+    out = tmp_path / "out"
+    rng = random.Random(2)
+    for _ in range(8):
+        proc = subprocess.Popen([sys.executable, "-c", _REPORTER, str(src), str(out)])
+        time.sleep(1.2 + rng.random() * 0.6)
+        proc.kill()
+        proc.wait()
+        assert ET.parse(out / "junit.xml").getroot().find("testsuite").get("tests") == "300"  # type: ignore[union-attr]
+        assert len(json.loads((out / "report.json").read_text())["runs"]) == 300
+        assert (out / "report.html").read_text().rstrip().endswith("</html>")
+
+
+def test_check_options_apply_to_chaos_cases(tmp_path: Path) -> None:
+    """A saga that undoes its steps in the wrong order lands every effect once: only
+    ``--check compensation_order`` sees it, and it must see it in chaos cases too (here a
+    kill that misses, which chaos re-judges)."""
+    agents = Path(__file__).resolve().parent / "detection" / "agents"
+    cmd = [
+        sys.executable,
+        str(agents / "compensation_wrong_order.py"),
+        "--thread",
+        "{thread}",
+        "--workdir",
+        "{workdir}",
+    ]
+    plain = Drill(cmd, DrillOptions(timeout=30.0, root=str(tmp_path / "plain")))
+    checked = Drill(cmd, DrillOptions(timeout=30.0, checks=("compensation_order",), root=str(tmp_path / "c")))
+    checked.use_discovery(plain.discover())
+    missed = "start+0%,offset:600000ms"  # the second kill runs past the end: a miss
+    assert chaos_case(plain, missed).ok
+    case = chaos_case(checked, missed)
+    assert "compensation_order" in case.kinds, case.text()
+    assert any(n.startswith("kill missed:") for n in case.notes)
+    # and in a case whose kills land, on a percentage kill
+    assert "compensation_order" in chaos_case(checked, "start+50%").kinds
