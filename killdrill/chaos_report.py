@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from killdrill.points import parse_schedule
+from killdrill.points import occurrence_label, parse_schedule
 from killdrill.records import HARNESS_ERROR, CaseResult, Discovery
 from killdrill.shrink import Shrunk
 from killdrill.strategies import START, interval_of
@@ -146,12 +146,17 @@ def chaos_counts(runs: Sequence[RunRecord]) -> dict[str, int]:
 
 
 def spread(discovery: Discovery, runs: Sequence[RunRecord]) -> dict[str, dict[str, int]]:
-    """Interval (from this boundary to the next) -> kills landed there, and in violated runs."""
-    out = {START: {"kills": 0, "violated": 0}}
-    out.update({label: {"kills": 0, "violated": 0} for label in discovery.labels()})
+    """Interval (from this boundary to the next) -> kills aimed at it (percentage kills), kills
+    that landed there, and of those in violated runs."""
+    out = {START: {"aimed": 0, "kills": 0, "violated": 0}}
+    out.update({label: {"aimed": 0, "kills": 0, "violated": 0} for label in discovery.labels()})
     for r in runs:
+        for kill in parse_schedule(r.schedule):
+            if kill.pct is not None:
+                label = START if kill.point is None else occurrence_label(kill.point, kill.occurrence)
+                out.setdefault(label, {"aimed": 0, "kills": 0, "violated": 0})["aimed"] += 1
         for iv in r.landed:
-            row = out.setdefault(iv, {"kills": 0, "violated": 0})
+            row = out.setdefault(iv, {"aimed": 0, "kills": 0, "violated": 0})
             row["kills"] += 1
             row["violated"] += r.outcome == VIOLATED
     return out
@@ -227,10 +232,21 @@ def write_junit(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
     atomic_write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + xml + "\n")
 
 
+_OUTCOME_TEXT = {CLEAN: "exactly-once", MISSED: "no kill landed"}
+
+
 def render_text(data: Mapping[str, Any]) -> str:
     """The end-of-job text: counts, the kill spread over intervals, the shrunk failures."""
     h, s = data["chaos"], data["summary"]
-    lines = [
+    lines = ["Runs (each with the command that reproduces it):"]
+    for r in data["runs"]:
+        verdict = (
+            ", ".join(r["kinds"]) if r["outcome"] in (VIOLATED, ERRORED) else _OUTCOME_TEXT[r["outcome"]]
+        )
+        lines.append(f"  run {r['index']} [{r['schedule']}] {verdict}")
+        lines.append(f"    {r.get('reproduce') or '(reproduction not recorded)'}")
+    lines += [
+        "",
         f"killdrill chaos: seed {h['seed']}, shard {h['shard']}: {s['runs']} runs "
         f"({s['runs_clean']} exactly-once, {s['runs_violated']} violated, "
         f"{s['runs_without_kill']} without a kill landed, {s['runs_harness_error']} harness error), "
@@ -238,14 +254,16 @@ def render_text(data: Mapping[str, Any]) -> str:
         f"{s['kills_missed']} kills missed"
         + (f"; stopped by {h['stopped']}" if h.get("stopped") not in (None, "runs") else ""),
         "",
-        "Kill spread (interval from this boundary to the next: kills landed, in violated runs):",
+        "Kill spread (interval from this boundary to the next: kills aimed, landed, in violated runs):",
     ]
     rows = [
-        (label, str(v["kills"]), str(v["violated"]) if v["violated"] else "")
+        (label, str(v.get("aimed", "")), str(v["kills"]), str(v["violated"]) if v["violated"] else "")
         for label, v in data["spread"].items()
     ]
     width = max(len(r[0]) for r in rows)
-    lines.extend(f"  {label.ljust(width)}  {kills:>5}  {bad}".rstrip() for label, kills, bad in rows)
+    lines.extend(
+        f"  {label.ljust(width)}  {aimed:>5}  {kills:>5}  {bad}".rstrip() for label, aimed, kills, bad in rows
+    )
     failures = data.get("failures") or []
     if failures:
         lines.append("")

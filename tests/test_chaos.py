@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 import subprocess
 import sys
 import time
@@ -383,3 +384,37 @@ def test_check_options_apply_to_chaos_cases(tmp_path: Path) -> None:
     assert any(n.startswith("kill missed:") for n in case.notes)
     # and in a case whose kills land, on a percentage kill
     assert "compensation_order" in chaos_case(checked, "start+50%").kinds
+
+
+def test_same_seed_same_schedules_across_jobs_shards_and_workers(tmp_path: Path) -> None:
+    """Three real jobs, each with its own discovery (its own timings): one process, and two shards
+    on two workers each.  The planned schedules are byte-identical, and every run's report carries
+    the command that reproduces it."""
+    steps = Path(__file__).resolve().parent / "agents" / "steps.py"
+    agent = [sys.executable, str(steps), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
+
+    def job(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "killdrill", "chaos", "--runs", "4", "--seed", "5", "--no-shrink"]
+        cmd += ["--report", str(tmp_path / name), "--launcher", "fork", *extra, "--", *agent]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    jobs = {"one": job("one", "--workers", "1")}
+    jobs["s1"] = job("s1", "--workers", "2", "--shard", "1/2")
+    jobs["s2"] = job("s2", "--workers", "2", "--shard", "2/2")
+    for name, proc in jobs.items():
+        assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
+
+    def plans(name: str) -> dict[int, str]:
+        lines = (tmp_path / name / "plans.jsonl").read_text().splitlines()
+        return {json.loads(x)["index"]: json.loads(x)["schedule"] for x in lines}
+
+    one = plans("one")
+    assert sorted(one) == list(range(4))
+    assert {**plans("s1"), **plans("s2")} == one
+    assert all("%" in s for s in one.values())  # timing-free text
+    report = json.loads((tmp_path / "one" / "report.json").read_text())
+    for run in report["runs"]:
+        assert run["reproduce"].startswith(f"killdrill run --schedule {shlex.quote(run['schedule'])} ")
+        assert run["reproduce"] in jobs["one"].stdout  # printed for every run
+    junit = (tmp_path / "one" / "junit.xml").read_text()
+    assert junit.count("reproduce: killdrill run --schedule") == 4
