@@ -34,7 +34,7 @@ from killdrill.chaos import (
 from killdrill.drill import Drill, DrillOptions
 from killdrill.examples import SETTLEMENT
 from killdrill.intervals import START, resolve_schedule, strata
-from killdrill.points import Kill, occurrence_label, parse_schedule
+from killdrill.points import Kill, ScheduleError, occurrence_label, parse_kill, parse_schedule
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 from killdrill.strategies import intervals, schedules
 
@@ -107,6 +107,28 @@ def test_same_seed_same_schedule_text_whatever_the_timings() -> None:
                 assert 0 <= k.offset_ms <= d.catalogue[0].t_ms  # type: ignore[operator]
             else:
                 assert 0 <= k.delay_ms <= lengths[occurrence_label(k.point, k.occurrence)]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("text", "kill"),
+    [
+        ("after:x+37.5%", Kill(point="after:x", pct=37.5)),
+        ("before:x#2+0%", Kill(point="before:x", occurrence=2, pct=0.0)),
+        ("during:payments.charge+99.9999%", Kill(point="during:payments.charge", pct=99.9999)),
+        ("start+12%", Kill(pct=12.0)),
+    ],
+)
+def test_percentage_kills_parse_and_print_back(text: str, kill: Kill) -> None:
+    assert parse_kill(text) == kill and str(kill) == text and not kill.is_named
+
+
+@pytest.mark.parametrize(
+    "bad", ["start+100%", "after:x+100%", "after:x+1.00001%", "after:x~5%", "start", "start+-1%", "offset:5%"]
+)
+def test_bad_percentages_are_one_line_errors(bad: str) -> None:
+    with pytest.raises(ScheduleError) as err:
+        parse_kill(bad)
+    assert err.value.text == bad and "\n" not in str(err.value)
 
 
 def test_every_interval_gets_a_kill_before_any_gets_a_second() -> None:
