@@ -226,7 +226,11 @@ def main(argv: Sequence[str]) -> int:
     try:
         _serve(conn)
     except _Stop as stop:
-        return 128 + int(stop.args[0])
+        # The attempt in flight is dead (the supervisor's ``finally`` ran).  Leave now: the
+        # interpreter's teardown and a graceful wait for a fork template would cost seconds
+        # on a loaded machine; the template sees its socket close and exits by itself.
+        sys.stderr.flush()
+        os._exit(128 + int(stop.args[0]))
     except (EOFError, OSError):  # the harness went away between runs
         return 0
     return 0

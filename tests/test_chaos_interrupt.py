@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from killdrill.examples import SETTLEMENT
@@ -46,14 +47,15 @@ def marked(marker: str) -> list[int]:
     return found
 
 
-def agents(marker: str) -> list[int]:
+def in_workers(marker: str) -> list[int]:
+    """Marked processes a chaos worker started: agents (spawn), or the template and its forks."""
     out = []
     for pid in marked(marker):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
+            parents = [" ".join(p.cmdline()) for p in psutil.Process(pid).parents()]
+        except psutil.Error:
             continue
-        if b"killdrill.examples.settlement" in cmdline:
+        if any("killdrill.chaos_pool" in cmdline for cmdline in parents):
             out.append(pid)
     return out
 
@@ -87,12 +89,13 @@ def start_chaos(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen[st
     )
 
 
-def wait_for_agents(proc: subprocess.Popen[str], marker: str, tmp_path: Path) -> None:
+def wait_for_runs(proc: subprocess.Popen[str], marker: str, tmp_path: Path) -> None:
     plans = tmp_path / "report" / "plans.jsonl"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        if plans.exists() and len(plans.read_text().splitlines()) >= 2 and agents(marker):
+        # A third run planned: a worker came back for more, both are past their start-up.
+        if plans.exists() and len(plans.read_text().splitlines()) >= 3 and in_workers(marker):
             return
         time.sleep(0.05)
     pytest.fail("no agent started within 90 s")
@@ -123,7 +126,7 @@ def test_interrupted_chaos_stops_fast_and_leaves_nothing(
     marker = f"kdmark-{uuid.uuid4().hex[:10]}"
     proc = start_chaos(tmp_path, marker, "--launcher", launcher)
     try:
-        wait_for_agents(proc, marker, tmp_path)
+        wait_for_runs(proc, marker, tmp_path)
         t0 = time.monotonic()
         if how == "ctrl-c":
             os.killpg(proc.pid, signal.SIGINT)
