@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from killdrill.drill import Drill, DrillOptions
 from killdrill.examples import SETTLEMENT
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
@@ -58,6 +59,15 @@ def in_workers(marker: str) -> list[int]:
         if any("killdrill.chaos_pool" in cmdline for cmdline in parents):
             out.append(pid)
     return out
+
+
+@pytest.fixture(scope="module")
+def discovery_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One discovery for every test here: each job starts its runs at once."""
+    path = tmp_path_factory.mktemp("disc") / "discovery.json"
+    found = Drill(list(SETTLEMENT), DrillOptions(timeout=30.0), root=str(path.parent)).discover()
+    path.write_text(json.dumps({"discovery": found.to_dict()}))
+    return str(path)
 
 
 def start_chaos(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen[str]:
@@ -121,10 +131,10 @@ def stopped_within(marker: str, limit_s: float) -> float:
 )
 @pytest.mark.parametrize("launcher", ["spawn", "fork"])
 def test_interrupted_chaos_stops_fast_and_leaves_nothing(
-    tmp_path: Path, how: str, code: int, launcher: str
+    tmp_path: Path, how: str, code: int, launcher: str, discovery_file: str
 ) -> None:
     marker = f"kdmark-{uuid.uuid4().hex[:10]}"
-    proc = start_chaos(tmp_path, marker, "--launcher", launcher)
+    proc = start_chaos(tmp_path, marker, "--launcher", launcher, "--discovery", discovery_file)
     try:
         wait_for_runs(proc, marker, tmp_path)
         t0 = time.monotonic()
