@@ -12,7 +12,7 @@ The Hypothesis strategies are for users' own property tests::
     from hypothesis import given
     from killdrill.strategies import schedules
 
-    @given(schedules(discovery, max_kills=3))
+    @given(schedules(discovery, max_kills=3, named=False))  # named kills may not be reached on resume
     def test_exactly_once(schedule):
         chaos_case(drill, schedule).assert_exactly_once()
 
