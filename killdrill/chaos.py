@@ -146,7 +146,7 @@ def chaos_case(drill: Any, schedule: str | Schedule, *, seed: int | None = None)
         discovery = drill.discover()
         violations.extend(
             judge(
-                discovery.baseline,
+                drill.baseline_for(case.schedule),
                 case.ledger,
                 case.attempts,
                 identity=drill.options.identity,

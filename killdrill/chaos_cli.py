@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,11 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             discovery = Discovery.from_dict(saved.get("discovery", saved))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--discovery {args.discovery}: not a saved discovery: {exc}") from exc
+        if list(discovery.command) != list(command):
+            raise UsageError(
+                f"--discovery {args.discovery} was recorded from another command"
+                f" ({shlex.join(discovery.command)}), not {shlex.join(command)}"
+            )
     try:
         result = run_chaos(command, drill_options(args), options, discovery=discovery)
     except Interrupted as stop:

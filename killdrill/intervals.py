@@ -10,10 +10,11 @@ schedule it runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from killdrill.points import Kill, Schedule, ScheduleError
-from killdrill.records import Discovery
+from killdrill.records import CatalogueEntry, Discovery
 
 __all__ = ["START", "Interval", "intervals", "resolve_kill", "resolve_schedule", "strata"]
 
@@ -32,13 +33,29 @@ class Interval:
 
 def intervals(discovery: Discovery) -> list[Interval]:
     """The clean run's boundary intervals in order; the last one ends when the process exits."""
-    cat = discovery.catalogue
-    end = max(discovery.duration_ms, cat[-1].t_ms if cat else 0.0)
+    return _intervals(discovery.catalogue, discovery.duration_ms)
+
+
+def _intervals(cat: Sequence[CatalogueEntry], duration_ms: float) -> list[Interval]:
+    end = max(duration_ms, cat[-1].t_ms if cat else 0.0)
     out = []
     for i, entry in enumerate(cat):
         nxt = cat[i + 1].t_ms if i + 1 < len(cat) else end
         out.append(Interval(entry.label, entry.t_ms, max(0.0, nxt - entry.t_ms)))
     return out
+
+
+def _length(discovery: Discovery, label: str) -> float | None:
+    """The interval after ``label``: in the clean run of the thread that reached it (per-thread
+    baselines: the case runs under that thread), else in the discovery's first run."""
+    own = discovery.run_for(label)
+    catalogues = [own.catalogue] if own is not None else []
+    catalogues += [discovery.catalogue, *(run.catalogue for run in discovery.runs)]
+    for cat in catalogues:
+        for iv in _intervals(cat, discovery.duration_ms):
+            if iv.label == label:
+                return iv.length_ms
+    return None
 
 
 def strata(discovery: Discovery) -> list[str]:
@@ -63,9 +80,9 @@ def resolve_kill(kill: Kill, discovery: Discovery) -> Kill:
         first = cat[0].t_ms if cat else discovery.duration_ms
         return replace(kill, offset_ms=_ms(kill.pct, first))
     label = kill.point if kill.occurrence == 1 else f"{kill.point}#{kill.occurrence}"
-    for iv in intervals(discovery):
-        if iv.label == label:
-            return replace(kill, delay_ms=_ms(kill.pct, iv.length_ms))
+    length = _length(discovery, label)
+    if length is not None:
+        return replace(kill, delay_ms=_ms(kill.pct, length))
     raise ScheduleError(
         str(kill),
         f"{label} is not in the clean run's catalogue, so its interval has no length to take a share of",
