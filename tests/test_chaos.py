@@ -375,7 +375,10 @@ def test_reports_of_a_killed_job_are_whole(tmp_path: Path) -> None:
     rng = random.Random(2)
     for _ in range(8):
         proc = subprocess.Popen([sys.executable, "-c", _REPORTER, str(src), str(out)])
-        time.sleep(1.2 + rng.random() * 0.6)
+        deadline = time.monotonic() + 60
+        while not (out / "junit.xml").exists() and time.monotonic() < deadline:  # first round only
+            time.sleep(0.01)
+        time.sleep(0.3 + rng.random() * 0.6)  # into the rewrite loop, at a random moment
         proc.kill()
         proc.wait()
         assert ET.parse(out / "junit.xml").getroot().find("testsuite").get("tests") == "300"  # type: ignore[union-attr]
