@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from killdrill.chaos_pool import Interrupted, WorkerPool, interruptible
+from killdrill.chaos_pool import Interrupted, WorkerPool, as_interrupted, interruptible
 from killdrill.chaos_report import (
     CLEAN,
     ERRORED,
@@ -285,7 +285,13 @@ def run_chaos(
     holds them.
     """
     with interruptible():
-        return _run_chaos(command, drill_options, options, discovery=discovery, log=log)
+        try:
+            return _run_chaos(command, drill_options, options, discovery=discovery, log=log)
+        except BaseException as exc:
+            stop = as_interrupted(exc)
+            if stop is None or stop is exc:
+                raise
+            raise stop from None
 
 
 def _run_chaos(
@@ -386,7 +392,10 @@ def _run_chaos(
                 if not more():
                     exhausted = True  # runs in flight finish; none start
             pool.close()
-    except Interrupted as stop:
+    except BaseException as exc:
+        stop = as_interrupted(exc)
+        if stop is None:
+            raise
         if pool is not None:
             pool.stop()  # every worker unwinds (killing its attempt) or is SIGKILLed within ~1 s
         progress.close()
@@ -396,7 +405,7 @@ def _run_chaos(
         if report is not None:
             write_reports(report, result.to_dict())
         stop.result = result  # type: ignore[attr-defined]
-        raise
+        raise stop from None
     finally:
         if pool is not None:
             pool.stop()
@@ -407,13 +416,16 @@ def _run_chaos(
     if options.shrink:
         try:
             result.failures = _shrink_all(drill, result, options, log)
-        except Interrupted as stop:  # the random phase is done: report it, unshrunk
+        except BaseException as exc:  # interrupted: the random phase is done, report it unshrunk
+            stop = as_interrupted(exc)
+            if stop is None:
+                raise
             result.stopped = f"interrupted by {stop.name} while shrinking"
             result.elapsed_s = time.monotonic() - started
             if report is not None:
                 write_reports(report, result.to_dict())
             stop.result = result  # type: ignore[attr-defined]
-            raise
+            raise stop from None
     result.elapsed_s = time.monotonic() - started
     if options.regressions and result.failures:
         update_corpus(options.regressions, command, result.failures, options.seed)

@@ -31,7 +31,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-__all__ = ["Interrupted", "WorkerPool", "interruptible"]
+__all__ = ["Interrupted", "WorkerPool", "as_interrupted", "interruptible"]
 
 PR_SET_PDEATHSIG = 1
 
@@ -49,11 +49,30 @@ class Interrupted(KeyboardInterrupt):
         return signal.Signals(self.signum).name
 
 
+_received: list[int] = []
+
+
 def _raise_interrupted(signum: int, frame: object) -> None:
     # Ignore repeats: a second Ctrl-C must not interrupt the cleanup the first one started.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    _received.append(signum)
+    from killdrill.supervisor import interrupt_all
+
+    interrupt_all()  # attempts die now, even if a library swallows the exception below
     raise Interrupted(signum)
+
+
+def as_interrupted(exc: BaseException) -> Interrupted | None:
+    """``exc`` as the job's interruption: ours, or a supervisor's that ours caused (when a
+    library swallowed ours, the supervisor loop raises its own at its next step)."""
+    if isinstance(exc, Interrupted):
+        return exc
+    from killdrill.supervisor import Interrupted as SupervisorInterrupted
+
+    if isinstance(exc, SupervisorInterrupted) and _received:
+        return Interrupted(_received[-1])
+    return None
 
 
 @contextlib.contextmanager
@@ -66,9 +85,14 @@ def interruptible() -> Iterator[None]:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         signal.signal(sig, _raise_interrupted)
+    _received.clear()
     try:
         yield
     finally:
+        if _received:
+            from killdrill.supervisor import clear_interrupt
+
+            clear_interrupt()
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
@@ -174,14 +198,22 @@ class WorkerPool:
 
 
 # ---- the worker process ------------------------------------------------------------------
-class _Stop(BaseException):
-    """SIGTERM/SIGINT inside a worker: unwinds past ``except Exception`` to the top."""
-
-
 def _stop(signum: int, frame: object) -> None:
+    """Kill every attempt of this worker, then leave at once.
+
+    Not an exception: one raised at an arbitrary bytecode can land in a library's cleanup that
+    swallows it (SQLAlchemy closing a connection logs and goes on).  The interpreter's teardown
+    and a fork template's graceful exit are skipped too: seconds of CPU on a loaded machine.
+    """
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
-    raise _Stop(signum)
+    try:
+        from killdrill.supervisor import interrupt_all
+
+        interrupt_all()
+    finally:
+        sys.stderr.flush()
+        os._exit(128 + signum)
 
 
 def _die_with(parent: int) -> None:
@@ -225,12 +257,6 @@ def main(argv: Sequence[str]) -> int:
     conn = Connection(fd)
     try:
         _serve(conn)
-    except _Stop as stop:
-        # The attempt in flight is dead (the supervisor's ``finally`` ran).  Leave now: the
-        # interpreter's teardown and a graceful wait for a fork template would cost seconds
-        # on a loaded machine; the template sees its socket close and exits by itself.
-        sys.stderr.flush()
-        os._exit(128 + int(stop.args[0]))
     except (EOFError, OSError):  # the harness went away between runs
         return 0
     return 0

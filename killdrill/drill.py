@@ -327,9 +327,7 @@ class Drill:
                 server.stop()
 
     # ---- discovery ------------------------------------------------------------------------
-    def _clean_run(
-        self, thread: str, label: str, *, private: bool = False
-    ) -> tuple[Attempt, LedgerSnapshot]:
+    def _clean_run(self, thread: str, label: str, *, private: bool = False) -> tuple[Attempt, LedgerSnapshot]:
         """One unarmed, traced run under ``thread`` in a fresh workdir (with its own SQLite ledger
         when ``private``, so a shared ``ledger_url`` never sees two runs of one thread)."""
         workdir = self._new_workdir(label)
@@ -592,9 +590,7 @@ class Drill:
             violations.extend(judged)
             from killdrill.verdict import summarize
 
-            summary = summarize(
-                baseline, ledger, identity=self.options.identity, volatile=discovery.volatile
-            )
+            summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self._resume_notes(catalogue, attempts, ledger))
         result = CaseResult(
