@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from killdrill.intervals import resolve_schedule
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label, parse_schedule
 from killdrill.records import (
     EXITED,
@@ -341,9 +342,7 @@ class Drill:
                 server.stop()
 
     # ---- discovery ------------------------------------------------------------------------
-    def _clean_run(
-        self, thread: str, label: str, *, private: bool = False
-    ) -> tuple[Attempt, LedgerSnapshot]:
+    def _clean_run(self, thread: str, label: str, *, private: bool = False) -> tuple[Attempt, LedgerSnapshot]:
         """One unarmed, traced run under ``thread`` in a fresh workdir (with its own SQLite ledger
         when ``private``, so a shared ``ledger_url`` never sees two runs of one thread)."""
         workdir = self._new_workdir(label)
@@ -503,6 +502,7 @@ class Drill:
         discovery = self.discover()
         if check:
             self.check_schedule(sched)
+        sched = resolve_schedule(sched, discovery)  # percentage kills -> this discovery's ms
         text = str(sched)
         clean = discovery.run_for(_first_label(sched))
         if clean is not None:  # the work depends on the thread: run under a clean run's thread
@@ -611,9 +611,7 @@ class Drill:
             violations.extend(judged)
             from killdrill.verdict import summarize
 
-            summary = summarize(
-                baseline, ledger, identity=self.options.identity, volatile=discovery.volatile
-            )
+            summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self._resume_notes(catalogue, attempts, ledger))
         result = CaseResult(
