@@ -323,6 +323,7 @@ class Supervisor:
     ) -> Running:
         assert self._selector is not None
         run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
+        listener.attach(popen.pid)  # from now on the channel hears only this tree (and the harness)
         try:
             run.pidfd = os.pidfd_open(popen.pid)  # type: ignore[attr-defined]
             self._selector.register(run.pidfd, selectors.EVENT_READ, (None, run))
@@ -450,6 +451,9 @@ class Supervisor:
 
     def _cleanup(self, run: Running) -> None:
         run.listener.close()
+        stranger_note = run.listener.stranger_note()
+        if stranger_note:
+            run.notes.append(stranger_note)
         for f in (run.stdout, run.stderr):
             if f is not None:
                 with contextlib.suppress(OSError):
