@@ -285,7 +285,7 @@ class ControlListener:
         if not conn.hello:
             token = msg.get("token")
             if not isinstance(token, str) or not secrets.compare_digest(token.encode(), self.token.encode()):
-                return self._reject(conn, f"a connection from pid {conn.peer_pid} without the attempt's token")
+                return self._reject(conn, f"a peer (pid {conn.peer_pid}) without the attempt's token")
             conn.hello = True
             conn.thread = str(msg.get("thread", ""))[:200]
             return None
