@@ -41,7 +41,8 @@ _POINT_RE = re.compile(r"^(before|after|committed|during):[A-Za-z0-9_][A-Za-z0-9
 MAX_LINE = 4096
 """Longest control message, in bytes: a hello or a boundary name, with room to spare."""
 MAX_CONNECTIONS = 256
-"""Connections one attempt may hold at once (one per agent thread and process)."""
+"""Connections one attempt may hold at once (one per agent thread and process); fewer when the
+harness's own descriptor limit is low (a quarter of it), so a flood cannot exhaust the harness."""
 _MAX_UNIX_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS; keep a margin
 _SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
 _MAX_STRANGER_NOTES = 5
@@ -85,6 +86,18 @@ def in_process_tree(pid: int, root: int) -> bool:
             return False
         pid = parent
     return False
+
+
+def _connection_limit() -> int:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return MAX_CONNECTIONS
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // 4))
 
 
 def _private_dir_candidates() -> list[str]:
@@ -135,7 +148,8 @@ class ControlListener:
     connections: dict[int, Connection] = field(default_factory=dict)
     root_pid: int | None = None
     ignored: int = 0
-    ignored_why: list[str] = field(default_factory=list)
+    ignored_why: dict[str, int] = field(default_factory=dict)
+    max_connections: int = field(default_factory=lambda: _connection_limit())
     _tmpdir: str | None = None
     _paused: bool = False
 
@@ -190,8 +204,8 @@ class ControlListener:
 
     def _ignore(self, why: str) -> None:
         self.ignored += 1
-        if len(self.ignored_why) < _MAX_STRANGER_NOTES:
-            self.ignored_why.append(why)
+        if why in self.ignored_why or len(self.ignored_why) < _MAX_STRANGER_NOTES:
+            self.ignored_why[why] = self.ignored_why.get(why, 0) + 1
 
     def accept(self) -> Connection | None:
         """Accept one pending connection (None when there is none to accept now).
@@ -214,9 +228,9 @@ class ControlListener:
                 conn_sock.close()
                 self._ignore(f"a connection from pid {creds[0]} (uid {creds[1]}) outside the attempt")
                 continue
-            if len(self.connections) >= MAX_CONNECTIONS:
+            if len(self.connections) >= self.max_connections:
                 conn_sock.close()
-                self._ignore(f"a connection past the limit of {MAX_CONNECTIONS}")
+                self._ignore(f"a connection past the limit of {self.max_connections}")
                 continue
             conn_sock.setblocking(False)
             conn = Connection(sock=conn_sock, peer_pid=creds[0] if creds else 0)
@@ -370,6 +384,5 @@ class ControlListener:
         """One line about the connections that were ignored, for the attempt's notes."""
         if not self.ignored:
             return None
-        return f"ignored {self.ignored} control connection(s) not from the attempt: " + "; ".join(
-            self.ignored_why
-        )
+        reasons = "; ".join(f"{why} (x{n})" if n > 1 else why for why, n in self.ignored_why.items())
+        return f"ignored {self.ignored} control connection(s): {reasons}"

@@ -104,7 +104,7 @@ def tail(path: str, limit: int = _TAIL_BYTES) -> str:
 def descendants(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):  # OSError: out of descriptors
         return []
 
 

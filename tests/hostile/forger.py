@@ -1,11 +1,12 @@
 """Another local user forging a boundary on every killdrill control socket it can find.
 
-    python forger.py POINT SECONDS
+    python forger.py POINT SECONDS [FLOOD]
 
 Reads the world-readable ``/proc/net/unix`` for sockets whose name says killdrill, takes a
 token from the name when there is one (the old abstract name was ``@killdrill-<token>``),
 connects, says hello and announces ``POINT``.  It prints one line per socket it tried:
-``forged NAME`` when the hello and the point were written, ``refused NAME: error`` otherwise.
+``forged NAME`` when the hello and the point were written, ``refused NAME: error`` otherwise,
+then opens FLOOD more connections to it and holds them (``flooded NAME N``).
 Stdlib only: it runs under any interpreter the other user can execute.
 """
 
@@ -18,6 +19,7 @@ import sys
 import time
 
 point, seconds = sys.argv[1], float(sys.argv[2])
+flood = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 seen: set[str] = set()
 held: list[socket.socket] = []
 deadline = time.monotonic() + seconds
@@ -39,4 +41,18 @@ while time.monotonic() < deadline:
         except OSError as exc:
             print(f"refused {name}: {exc}", flush=True)
             s.close()
+            continue
+        opened = 0
+        for _ in range(flood):
+            extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+            try:
+                extra.connect("\0" + name[1:] if name.startswith("@") else name)
+                held.append(extra)
+                opened += 1
+            except OSError:
+                extra.close()
+                break
+        if flood:
+            print("flooded", name, opened, flush=True)
     time.sleep(0.002)
