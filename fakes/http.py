@@ -107,7 +107,10 @@ def decode_form(body: str) -> dict[str, Any]:
             if last:
                 node[part] = int(value) if part in _INT_FIELDS and value.lstrip("-").isdigit() else value
             else:
-                node = node.setdefault(part, {})
+                child = node.setdefault(part, {})
+                if not isinstance(child, dict):
+                    raise ValueError(f"{name!r} nests into the plain value of {part!r}")
+                node = child
     return _lists(out)
 
 
