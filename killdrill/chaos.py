@@ -927,7 +927,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """Register ``killdrill chaos`` with the CLI (called by ``killdrill.cli``)."""
-    from killdrill.cli import add_drill_options
+    from killdrill.cli import add_drill_options, positive_int
 
     p = sub.add_parser(
         "chaos",
@@ -947,7 +947,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
     g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")
     g.add_argument("--shard", default="1/1", metavar="K/N", help="run only the K-th of N disjoint parts")
-    g.add_argument("--workers", type=int, help="worker processes (default: cores)")
+    g.add_argument("--workers", type=positive_int, help="worker processes (default: cores)")
     g.add_argument(
         "--report", metavar="DIR", help="write chaos.json, plans.jsonl, report.json, junit.xml, report.html"
     )
