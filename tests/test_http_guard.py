@@ -129,7 +129,7 @@ def test_a_drip_feeding_client_is_closed_at_the_deadline(
         s.sendall(f"POST {_secret_path(server)}/fakes/kv/set HTTP/1.1\r\n".encode())
         started = time.monotonic()
         closed = b"?"
-        while time.monotonic() - started < 8:
+        while time.monotonic() - started < 15:
             s.sendall(b"X-Drip: 1\r\n")  # a header line every 0.3 s: each read is quick, the whole is not
             time.sleep(0.3)
             s.settimeout(0.01)
@@ -141,7 +141,7 @@ def test_a_drip_feeding_client_is_closed_at_the_deadline(
                 closed = b""
             break
         elapsed = time.monotonic() - started
-    assert closed == b"" and elapsed < 4, (closed, elapsed)
+    assert closed == b"" and elapsed < 8, (closed, elapsed)  # 1 s deadline, generous under load
 
 
 def test_stop_leaves_no_thread(ledger_file: str, monkeypatch: pytest.MonkeyPatch) -> None:
