@@ -1,6 +1,7 @@
 """The fakes over HTTP on 127.0.0.1, recording to the same ledger as the in-process fakes.
 
-Routes:
+Routes, under the base URL ``http://127.0.0.1:PORT/SECRET`` (see :mod:`killdrill.fakes.httpguard`
+for the checks every request passes first; register new routes there with ``route``):
 ``POST /fakes/{provider}/{op}``  JSON object of keyword arguments (``Idempotency-Key`` header or an
                                  ``idempotency_key`` field); reads (``lookup``, ``get``) and
                                  ``configure`` work the same way.  Answers JSON.
