@@ -1,6 +1,7 @@
 """The fakes over HTTP on 127.0.0.1, recording to the same ledger as the in-process fakes.
 
-Routes:
+Routes, under the base URL ``http://127.0.0.1:PORT/SECRET`` (see :mod:`killdrill.fakes.httpguard`
+for the checks every request passes first; register new routes there with ``route``):
 ``POST /fakes/{provider}/{op}``  JSON object of keyword arguments (``Idempotency-Key`` header or an
                                  ``idempotency_key`` field); reads (``lookup``, ``get``) and
                                  ``configure`` work the same way.  Answers JSON.
@@ -20,13 +21,12 @@ import argparse
 import json
 import os
 import re
-import socket
+import secrets
 import sys
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -39,6 +39,7 @@ from killdrill.fakes import (
     process,
     wire,
 )
+from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
 from killdrill.ledger import Ledger, LedgerError
 
 __all__ = ["FakesServer", "decode_form", "main"]
@@ -107,7 +108,10 @@ def decode_form(body: str) -> dict[str, Any]:
             if last:
                 node[part] = int(value) if part in _INT_FIELDS and value.lstrip("-").isdigit() else value
             else:
-                node = node.setdefault(part, {})
+                child = node.setdefault(part, {})
+                if not isinstance(child, dict):
+                    raise ValueError(f"{name!r} nests into the plain value of {part!r}")
+                node = child
     return _lists(out)
 
 
@@ -119,63 +123,60 @@ def _lists(value: Any) -> Any:
     return value
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GuardedHandler):
+    """The fakes' routes share this: Stripe-shaped errors and headers, the attempt's binding."""
+
     server: _Server
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: a drill's output is the verdict, not an access log."""
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        super().send_json(status, body, {"Request-Id": f"req_{uuid.uuid4().hex[:14]}", **(headers or {})})
 
-    # -- plumbing -----------------------------------------------------------------------------
-    def _body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+    def dispatch(self, handler: Route, request: Request) -> None:
+        try:
+            super().dispatch(handler, request)
+        except LedgerError as exc:  # the ledger is unusable: the caller learns it in one line
+            self.stripe_error(500, str(exc), type_="api_error")
 
-    def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Request-Id", f"req_{uuid.uuid4().hex[:14]}")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+    def serve_family(self, path: str, query: str, body: bytes) -> bool:
+        """Hooks and provider profiles (:mod:`killdrill.fakes.wire`), behind the same guard."""
+        try:
+            return wire.dispatch(self, self.command, path, query, body)
+        except LedgerError as exc:
+            self.stripe_error(500, str(exc), type_="api_error")
+        except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
+            self.stripe_error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
+        return True
 
-    def _error(
+    def stripe_error(
         self, status: int, message: str, code: str | None = None, type_: str = "invalid_request_error"
     ) -> None:
         body = {"error": {"type": type_, "message": message, "code": code, "param": None}}
-        self._send(status, body, {"Stripe-Should-Retry": "false"})
+        self.send_json(status, body, {"Stripe-Should-Retry": "false"})
 
-    def _drop(self) -> None:
-        """Close the connection without a response: the caller sees the server vanish."""
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def _fakes(self) -> tuple[_ServerFakes, _Binding]:
+    def fakes(self) -> tuple[_ServerFakes, _Binding]:
+        """The fakes as bound now.  The attempt comes from the binding only, never from the caller."""
         binding = self.server.binding
-        attempt = binding.attempt
-        if self.headers.get("X-Killdrill-Attempt", "").isdigit():
-            attempt = int(self.headers["X-Killdrill-Attempt"])
-        pid = int(self.headers["X-Killdrill-Pid"]) if self.headers.get("X-Killdrill-Pid", "").isdigit() else 0
-        return _ServerFakes(Ledger(binding.url, binding.thread), attempt, pid), binding
+        pid_text = self.headers.get("X-Killdrill-Pid", "")
+        pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
+        return _ServerFakes(Ledger(binding.url, binding.thread), binding.attempt, pid), binding
 
-    def _answer(
-        self, binding: _Binding, provider: str, op: str, answer: Answer, body: dict[str, Any]
-    ) -> None:
+    def idempotency_key(self) -> str | None:
+        """The ``Idempotency-Key`` header (Stripe allows 255 characters), or None."""
+        key = self.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > 255:
+            raise _BadRequest("Idempotency-Key is longer than 255 characters")
+        return key
+
+    def answer(self, binding: _Binding, provider: str, op: str, answer: Answer, body: dict[str, Any]) -> None:
         """Announce ``during:`` (the effect is committed), then answer, fail or drop as configured."""
         if binding.control is not None:
             try:
                 binding.control.send(f"during:{provider}.{op}")
             except ControlChannelError:
-                self._drop()  # the supervisor killed the caller: nobody is left to answer
+                self.hang_up()  # the supervisor killed the caller: nobody is left to answer
                 return
         if answer.fault == "drop":
-            self._drop()
+            self.hang_up()
             return
         headers = {"Idempotent-Replayed": "true" if answer.replayed else "false"}
         key = self.headers.get("Idempotency-Key")
@@ -196,82 +197,69 @@ class _Handler(BaseHTTPRequestHandler):
             }
         if status >= 400 or answer.fault:
             headers["Stripe-Should-Retry"] = "true" if answer.should_retry else "false"
-        self._send(status, body, headers)
-
-    # -- routes -------------------------------------------------------------------------------
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_PATCH(self) -> None:
-        self._serve("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def _serve(self, method: str) -> None:
-        path = self.path.split("?", 1)[0]
-        try:
-            if wire.dispatch(self, method):  # hooks and provider profiles (killdrill.fakes.wire)
-                return
-            if method == "POST" and path.startswith("/fakes/"):
-                self._generic(path, self._body())
-            else:
-                self._error(404, f"Unrecognized request URL ({method}: {self.path}).")
-        except LedgerError as exc:
-            self._error(500, str(exc), type_="api_error")
-        except Exception as exc:  # a fake's own bug: one line to the caller, never a dead server thread
-            self._error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
-
-    def _generic(self, path: str, raw: bytes) -> None:
-        parts = path.strip("/").split("/")
-        if len(parts) != 3:
-            self._error(404, f"expected /fakes/PROVIDER/OP, got {path}")
-            return
-        _, provider, op = parts
-        if provider not in _OPS or (op not in _OPS[provider] and op != "configure"):
-            self._error(404, f"no such fake operation: {provider}.{op}")
-            return
-        try:
-            kwargs = json.loads(raw or b"{}")
-        except ValueError:
-            self._error(400, "the body must be a JSON object")
-            return
-        if not isinstance(kwargs, dict):
-            self._error(400, "the body must be a JSON object")
-            return
-        key = self.headers.get("Idempotency-Key")
-        if key and (provider, op) in _KEYED_OPS:
-            kwargs.setdefault("idempotency_key", key)
-        fakes, binding = self._fakes()
-        method = getattr(fakes.provider(provider), op)
-        try:
-            result = method(**kwargs)
-        except _Answered as done:
-            answer = done.answer
-            body = answer.body if answer.error is not None else {**answer.body, "replayed": answer.replayed}
-            self._answer(binding, provider, op, answer, body)
-            return
-        except (TypeError, FakeProviderError) as exc:
-            self._error(400, f"{provider}.{op}: {exc}")
-            return
-        self._send(200, {"result": result})  # a read or configure: not recorded, not announced
+        self.send_json(status, body, headers)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _BadRequest(Exception):
+    """A request a real provider would answer 400."""
+
+
+def _route(method: str, pattern: str) -> Callable[[Callable[[_Handler, Request], None]], Route]:
+    """Register a fakes route; a ``_BadRequest`` it raises is a 400."""
+
+    def register(fn: Callable[[_Handler, Request], None]) -> Route:
+        def run(handler: GuardedHandler, request: Request) -> None:
+            assert isinstance(handler, _Handler)
+            try:
+                fn(handler, request)
+            except _BadRequest as exc:
+                handler.stripe_error(400, str(exc))
+
+        return route(method, pattern)(run)
+
+    return register
+
+
+@_route("POST", r"/fakes/([a-z_]+)/([a-z_]+)")
+def _generic(h: _Handler, req: Request) -> None:
+    provider, op = req.match.groups()
+    if provider not in _OPS or (op not in _OPS[provider] and op != "configure"):
+        h.stripe_error(404, f"no such fake operation: {provider}.{op}")
+        return
+    try:
+        kwargs = json.loads(req.body or b"{}")
+    except (ValueError, RecursionError):
+        kwargs = None
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise _BadRequest("the body must be a JSON object")
+    key = h.idempotency_key()
+    if key and (provider, op) in _KEYED_OPS:
+        kwargs.setdefault("idempotency_key", key)
+    fakes, binding = h.fakes()
+    method = getattr(fakes.provider(provider), op)
+    try:
+        result = method(**kwargs)
+    except _Answered as done:
+        answer = done.answer
+        body = answer.body if answer.error is not None else {**answer.body, "replayed": answer.replayed}
+        h.answer(binding, provider, op, answer, body)
+        return
+    except (TypeError, ValueError, FakeProviderError) as exc:
+        raise _BadRequest(f"{provider}.{op}: {exc}") from None
+    h.send_json(200, {"result": result})  # a read or configure: not recorded, not announced
+
+
+class _Server(GuardedServer):
     binding: _Binding
     wire: Mapping[str, Any]  # configuration of the wire fakes, e.g. {"hooks": {...}}
 
 
 class FakesServer:
-    """The HTTP fakes on 127.0.0.1 (a free port), recording to ``ledger`` (a path or URL)."""
+    """The HTTP fakes on 127.0.0.1 (a free port), recording to ``ledger`` (a path or URL).
+
+    The base URL carries the drill's ``secret`` as its first path segment: only a caller given
+    the URL (the agent, through ``KILLDRILL_FAKES_URL``) can record an effect.
+    """
 
     def __init__(
         self,
@@ -281,22 +269,24 @@ class FakesServer:
         attempt: int = 1,
         port: int = 0,
         wire: Mapping[str, Any] | None = None,
+        secret: str | None = None,
     ):
         self.ledger_url = os.fspath(ledger)
         self.wire = dict(wire or {})
         self.port = port
+        self.secret = secret or secrets.token_urlsafe(18)
         self._initial = _Binding(self.ledger_url, thread, attempt, None)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.url: str | None = None
 
     def start(self) -> str:
-        """Listen and serve in a background thread; returns the base URL (``http://127.0.0.1:PORT``)."""
+        """Listen and serve in a background thread; returns the base URL (``http://127.0.0.1:PORT/SECRET``)."""
         if self._server is not None:
             assert self.url is not None
             return self.url
         Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
-        server = _Server(("127.0.0.1", self.port), _Handler)
+        server = _Server(("127.0.0.1", self.port), _Handler, self.secret)
         server.binding = self._initial
         server.wire = self.wire
         self._server = server
@@ -305,7 +295,7 @@ class FakesServer:
             target=server.serve_forever, args=(0.02,), name="killdrill-fakes-http", daemon=True
         )
         self._thread.start()
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.url = f"http://127.0.0.1:{server.server_address[1]}/{self.secret}"
         return self.url
 
     def bind(
@@ -323,12 +313,13 @@ class FakesServer:
             self._server.binding = binding
 
     def stop(self) -> None:
-        """Stop serving and close the listening socket (requests in progress are abandoned)."""
+        """Stop serving, close every connection and wait for every handler thread to end."""
         server, self._server = self._server, None
         if server is None:
             return
         server.shutdown()
         server.server_close()
+        server.close_all()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.url = None

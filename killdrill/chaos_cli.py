@@ -133,7 +133,7 @@ def _exit_now(code: int) -> None:
 
 def add_parser(sub: Any) -> None:
     """Register ``killdrill chaos`` with the CLI (through ``killdrill.chaos.add_parser``)."""
-    from killdrill.cli import add_drill_options
+    from killdrill.cli import add_drill_options, positive_int
 
     p = sub.add_parser(
         "chaos",
@@ -153,7 +153,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
     g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")
     g.add_argument("--shard", default="1/1", metavar="K/N", help="run only the K-th of N disjoint parts")
-    g.add_argument("--workers", type=int, help="worker processes (default: cores)")
+    g.add_argument("--workers", type=positive_int, help="worker processes (default: cores)")
     g.add_argument(
         "--report", metavar="DIR", help="write chaos.json, plans.jsonl, report.json, junit.xml, report.html"
     )

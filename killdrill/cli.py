@@ -7,11 +7,12 @@ harness error, said in one line without a traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from killdrill.points import KINDS, ScheduleError
 
@@ -20,6 +21,34 @@ EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
 
 class UsageError(Exception):
     """Bad usage: printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage in one line (exit 2), like every other killdrill error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: type[int] | type[float], minimum: float, what: str) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` number at least ``minimum`` (``what`` names the bound)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+positive_seconds = _number(float, 1e-3, "a number of seconds > 0")
+non_negative_seconds = _number(float, 0.0, "a number of seconds >= 0")
+positive_int = _number(int, 1, "a whole number >= 1")
 
 
 class Terminated(BaseException):
@@ -45,8 +74,12 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def add_drill_options(p: argparse.ArgumentParser) -> None:
     """The supervisor options shared by points, run, drill and chaos (DrillOptions fields)."""
     g = p.add_argument_group("supervisor")
-    g.add_argument("--timeout", type=float, default=60.0, help="seconds per attempt; longer is a hang (60)")
-    g.add_argument("--max-attempts", type=int, help="attempts per case (default: kills in the schedule + 3)")
+    g.add_argument(
+        "--timeout", type=positive_seconds, default=60.0, help="seconds per attempt; longer is a hang (60)"
+    )
+    g.add_argument(
+        "--max-attempts", type=positive_int, help="attempts per case (default: kills in the schedule + 3)"
+    )
     g.add_argument(
         "--http-fakes", action="store_true", help="serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)"
     )
@@ -74,10 +107,14 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--signal", choices=["KILL", "TERM"], default="KILL", help="TERM: drain drill (SIGKILL after --grace)"
     )
-    g.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (5)")
+    g.add_argument(
+        "--grace", type=non_negative_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL (5)"
+    )
     g.add_argument("--integration", action="append", default=[], metavar="NAME", help="e.g. langgraph")
     g.add_argument("--langgraph", action="store_true", help="same as --integration langgraph")
-    g.add_argument("--resumers", type=int, default=1, help="concurrent resumers after the first kill")
+    g.add_argument(
+        "--resumers", type=positive_int, default=1, help="concurrent resumers after the first kill"
+    )
     g.add_argument("--barrier", metavar="POINT", help="with --resumers: the only point that is a barrier")
     g.add_argument(
         "--env", action="append", default=[], metavar="K=V", help="extra environment for the agent"
@@ -86,7 +123,10 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--root", help="where case workdirs go (default: a new temporary folder)")
     g.add_argument("--keep", action="store_true", help="keep passing workdirs too (failing ones always are)")
     g.add_argument(
-        "--discovery-runs", type=int, default=2, help="clean runs in discovery (2 name volatile fields)"
+        "--discovery-runs",
+        type=positive_int,
+        default=2,
+        help="clean runs in discovery (2 name volatile fields)",
     )
     g.add_argument("--ledger-url", help="a shared SQLAlchemy URL for the ledger (default: SQLite per case)")
     g.add_argument(
@@ -219,7 +259,7 @@ def cmd_drill(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="killdrill",
         description="Kill an agent at named boundaries, resume it, prove each external effect landed once.",
         epilog=f"Kill points: {'|'.join(KINDS)}:NAME[#N][+Xms|~Xs], offset:Xms; a schedule is a "
@@ -243,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("drill", help="discover, then one case per kill point; a table and a summary")
     add_drill_options(p)
     p.add_argument("--points", metavar="S1;S2", help="only these schedules (';'-separated)")
-    p.add_argument("--workers", type=int, default=1, help="cases run at once (1)")
+    p.add_argument("--workers", type=positive_int, default=1, help="cases run at once (1)")
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
     p.set_defaults(func=cmd_drill)
 

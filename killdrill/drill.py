@@ -193,10 +193,13 @@ class Drill:
             return self._launcher
 
     def close(self) -> None:
-        """Stop the fork template, if any (it also stops by itself when the harness exits)."""
+        """Stop the fork template, if any (it also stops by itself when the harness exits);
+        remove the root we made if nothing was kept in it."""
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
+        if self._root is not None and self.options.root is None:
+            _rmdir_if_empty(self._root)
 
     def __enter__(self) -> Drill:
         return self
@@ -207,12 +210,18 @@ class Drill:
     # ---- workdirs -------------------------------------------------------------------------
     @property
     def root(self) -> Path:
+        """Where workdirs go.  Every workdir is private (0700): it holds plan.json with the
+        ``--env`` values, the ledger and the agent's output.  A root we made is removed when
+        the drill ends if nothing was kept in it."""
         if self._root is None:
             if self.options.root is not None:
                 self._root = Path(self.options.root)
-                self._root.mkdir(parents=True, exist_ok=True)
+                self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
             else:
                 self._root = Path(tempfile.mkdtemp(prefix="killdrill-"))
+                import weakref
+
+                weakref.finalize(self, _rmdir_if_empty, self._root)
         return self._root
 
     def _new_workdir(self, label: str) -> Path:
@@ -222,7 +231,9 @@ class Drill:
         wd = self.root / f"{n:03d}-{_slug(label)}"
         if wd.exists():
             shutil.rmtree(wd)
-        (wd / STATE_DIR).mkdir(parents=True)
+        wd.mkdir(mode=0o700)
+        os.chmod(wd, 0o700)  # whatever the umask
+        (wd / STATE_DIR).mkdir(mode=0o700)
         return wd
 
     def _ledger_url(self, workdir: Path) -> str:
@@ -933,3 +944,11 @@ def run(command: Sequence[str], schedule: str | Schedule | Sequence[str], **opti
 def discover(command: Sequence[str], **options: Any) -> Discovery:
     """The kill-point catalogue and baseline ledger of a clean run of ``command``."""
     return Drill(command, **options).discover()
+
+
+def _rmdir_if_empty(path: Path) -> None:
+    """Remove ``path`` if it is an empty directory (kept workdirs keep it)."""
+    try:
+        path.rmdir()
+    except OSError:
+        pass

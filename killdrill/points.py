@@ -11,9 +11,11 @@ CLI and the pytest plugin can report them as usage errors in one line.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 KINDS = ("before", "after", "committed", "during")
 """Point kinds.  ``committed:`` is emitted by integrations (LangGraph) once a node's
@@ -43,8 +45,25 @@ class ScheduleError(ValueError):
         self.why = why
 
 
+MAX_MS = 7 * 24 * 3600 * 1000.0
+"""Longest offset, delay or hold (a week): beyond it a number is a typo, not a schedule."""
+
+
 def _fmt_ms(ms: float) -> str:
-    return f"{ms:g}ms"
+    """Milliseconds as plain decimal digits (``2000000ms``, ``0.5ms``), never ``2e+06ms``: what
+    prints must parse back to the same value.  The shortest repr of the float is kept exactly."""
+    text = format(Decimal(repr(float(ms))), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}ms"
+
+
+def _duration_ms(raw: str, number: str, unit: str) -> float:
+    """A parsed duration in milliseconds; a non-finite or absurd one is a :class:`ScheduleError`."""
+    ms = float(number) * _UNITS_MS[unit]
+    if not math.isfinite(ms) or ms > MAX_MS:
+        raise ScheduleError(raw, f"a duration is at most a week ({MAX_MS / 1000:.0f}s)")
+    return ms
 
 
 def _fmt_pct(pct: float) -> str:
@@ -120,7 +139,7 @@ def parse_kill(text: str) -> Kill:
         raise ScheduleError(raw, "empty kill point")
     m = _OFFSET_RE.match(text)
     if m:
-        return Kill(offset_ms=float(m["off"]) * _UNITS_MS[m["off_unit"]])
+        return Kill(offset_ms=_duration_ms(raw, m["off"], m["off_unit"]))
     m = _START_RE.match(text)
     if m:
         return Kill(pct=float(m["pct"]))
@@ -147,7 +166,7 @@ def parse_kill(text: str) -> Kill:
             raise ScheduleError(raw, "a hold needs a duration (POINT~Xs), not a percentage")
         pct = float(m["pct"])
     elif m["op"]:
-        ms = float(m["dur"]) * _UNITS_MS[m["dur_unit"]]
+        ms = _duration_ms(raw, m["dur"], m["dur_unit"])
         if m["op"] == "+":
             delay = ms
         else:

@@ -319,6 +319,9 @@ class Supervisor:
     ) -> Running:
         assert self._selector is not None
         run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
+        # From now on the channel hears only this attempt's tree (its keeper's, when it has one:
+        # orphans are re-parented to the keeper) and the harness.
+        listener.attach(getattr(popen, "keeper", None) or popen.pid)
         try:
             # With a keeper, the attempt is over when the keeper exits: nothing of it is left then.
             run.pidfd = os.pidfd_open(getattr(popen, "keeper", None) or popen.pid)
@@ -457,6 +460,9 @@ class Supervisor:
 
     def _cleanup(self, run: Running) -> None:
         run.listener.close()
+        stranger_note = run.listener.stranger_note()
+        if stranger_note:
+            run.notes.append(stranger_note)
         for f in (run.stdout, run.stderr):
             if f is not None:
                 with contextlib.suppress(OSError):

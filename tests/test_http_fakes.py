@@ -36,9 +36,11 @@ def server(ledger_file: str) -> Iterator[FakesServer]:
 def request(
     srv: FakesServer, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, str], dict[str, Any]]:
-    """One request on a fresh connection: (status, headers, JSON body)."""
+    """One request on a fresh connection, under the server's base URL: (status, headers, JSON body)."""
     assert srv.url is not None
-    conn = http.client.HTTPConnection(urlsplit(srv.url).netloc, timeout=10)
+    base = urlsplit(srv.url)
+    path = base.path + path
+    conn = http.client.HTTPConnection(base.netloc, timeout=10)
     data = body if isinstance(body, (str, bytes)) or body is None else json.dumps(body)
     try:
         conn.request(method, path, body=data, headers=headers or {})
@@ -107,12 +109,12 @@ def test_bad_requests_are_answered_not_crashed(server: FakesServer, ledger_file:
     assert calls(ledger_file) == []
 
 
-def test_bind_sets_thread_and_attempt_and_the_header_overrides(server: FakesServer, ledger_file: str) -> None:
+def test_bind_sets_thread_and_attempt_no_header_overrides(server: FakesServer, ledger_file: str) -> None:
     server.bind("other", 3, None, None)
     request(server, "POST", "/fakes/kv/set", {"key": "a", "value": 1})
     request(server, "POST", "/fakes/kv/set", {"key": "a", "value": 2}, {"X-Killdrill-Attempt": "5"})
     assert calls(ledger_file, "t") == []
-    assert [c.attempt for c in Ledger(ledger_file, "other").calls()] == [3, 5]
+    assert [c.attempt for c in Ledger(ledger_file, "other").calls()] == [3, 3]
 
 
 def test_configure_over_http_is_persisted(server: FakesServer, ledger_file: str) -> None:
@@ -262,7 +264,7 @@ def test_stop_releases_the_port(ledger_file: str) -> None:
     srv.stop()
     srv.stop()
     with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2).close()
+        socket.create_connection(("127.0.0.1", urlsplit(url).port or 0), timeout=2).close()
 
 
 def test_entry_point_refuses_a_corrupt_ledger_in_one_line(tmp_path: Path) -> None:

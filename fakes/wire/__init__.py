@@ -54,14 +54,12 @@ Reply = tuple[int, Any, Mapping[str, str]]
 class _Handler(Protocol):
     """What a route needs of the HTTP fakes' request handler (``killdrill.fakes.http._Handler``)."""
 
-    command: str
-    path: str
+    server: Any
     headers: Any
 
-    def _body(self) -> bytes: ...
-    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None: ...
-    def _drop(self) -> None: ...
-    def _fakes(self) -> tuple[_ServerFakes, _Binding]: ...
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None: ...
+    def hang_up(self) -> None: ...
+    def fakes(self) -> tuple[_ServerFakes, _Binding]: ...
 
 
 @dataclass(frozen=True)
@@ -102,13 +100,16 @@ def routes() -> list[Route]:
         return list(_ROUTES)
 
 
-def dispatch(handler: _Handler, method: str) -> bool:
-    """Serve the request if a family owns its path; False leaves it to the central routes."""
-    path = handler.path.split("?", 1)[0]
+def dispatch(handler: _Handler, method: str, path: str, query: str, body: bytes) -> bool:
+    """Serve the request if a family owns its path; False leaves it to the caller (a 404).
+
+    ``path`` comes without the drill's secret and ``body`` already read, both by the guard
+    (:mod:`killdrill.fakes.httpguard`), which has checked and bounded the request.
+    """
     for r in routes():
         m = r.pattern.match(path)
         if m is not None and method in r.methods:
-            r.handler(Exchange(handler, method, path), m)
+            r.handler(Exchange(handler, method, path, query, body), m)
             return True
     return False
 
@@ -116,19 +117,13 @@ def dispatch(handler: _Handler, method: str) -> bool:
 class Exchange:
     """One request to a wire fake, and how to answer it."""
 
-    def __init__(self, handler: _Handler, method: str, path: str) -> None:
+    def __init__(self, handler: _Handler, method: str, path: str, query: str, body: bytes) -> None:
         self.handler = handler
         self.method = method
         self.path = path
-        self.query = handler.path.split("?", 1)[1] if "?" in handler.path else ""
+        self.query = query
         self.headers = handler.headers
-        self._raw: bytes | None = None
-
-    @property
-    def raw(self) -> bytes:
-        if self._raw is None:
-            self._raw = self.handler._body() if self.method in ("POST", "PUT", "PATCH", "DELETE") else b""
-        return self._raw
+        self.raw = body
 
     def json(self) -> Any:
         """The body as JSON (None when empty); ValueError when it is not JSON."""
@@ -144,7 +139,7 @@ class Exchange:
         return getattr(self.handler.server, "wire", None) or {}  # type: ignore[attr-defined]
 
     def fakes(self) -> _ServerFakes:
-        return self.handler._fakes()[0]
+        return self.handler.fakes()[0]
 
     def execute(
         self,
@@ -171,7 +166,7 @@ class Exchange:
         )
 
     def reply(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
-        self.handler._send(status, body, dict(headers or {}))
+        self.handler.send_json(status, body, dict(headers or {}))
 
     def finish(self, answer: Answer, render: Callable[[Answer], Reply]) -> None:
         """Announce ``during:PROVIDER.OP`` (the call is recorded), then answer as ``render`` says.
@@ -179,17 +174,17 @@ class Exchange:
         An injected ``indeterminate`` fault reaches ``render`` as a 500 error; ``drop`` and a
         supervisor that killed the caller at the point close the connection unanswered.
         """
-        control = self.handler._fakes()[1].control
+        control = self.handler.fakes()[1].control
         if control is not None:
             from killdrill.agent import ControlChannelError
 
             try:
                 control.send(f"during:{answer.call.provider}.{answer.call.op}")
             except ControlChannelError:
-                self.handler._drop()
+                self.handler.hang_up()
                 return
         if answer.fault == "drop":
-            self.handler._drop()
+            self.handler.hang_up()
             return
         if answer.fault == "indeterminate":
             err = IndeterminateError(

@@ -1,0 +1,283 @@
+"""The guarded HTTP server under the fakes: who may call, how much, how long, and the route table.
+
+The fakes listen on 127.0.0.1, where every local user can connect, and a forged request is a
+forged effect in the ledger (a correct agent then fails).  So every request passes, before any
+route sees it:
+
+- the drill's secret: the first path segment (the base URL is ``http://127.0.0.1:PORT/SECRET``,
+  so SDKs configured with a base URL send it without knowing; ``X-Killdrill-Secret`` works too).
+  Without it: 404, nothing read, connection closed.
+- bounds: a body of at most ``MAX_BODY`` bytes with a ``Content-Length`` (413 / 411 / 400
+  otherwise), request line and headers as ``http.server`` bounds them (414 / 431).
+- time: the request line, headers and body must arrive within ``REQUEST_DEADLINE_S``, an idle
+  keep-alive connection is closed after the same time (a watchdog shuts the socket, so a
+  drip-feeding client cannot hold a thread), and at most ``MAX_CONNECTIONS`` are served at once.
+- quiet: garbage gets a 4xx, a fault of ours one 500 line to the caller; nothing is printed.
+
+``stop()`` closes every connection and joins every handler thread.  Routes register in
+``ROUTES`` with :func:`route`; a new route inherits all of the above.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["MAX_BODY", "ROUTES", "GuardedHandler", "GuardedServer", "Request", "Route", "route"]
+
+MAX_BODY = 1 << 20
+"""Largest request body (1 MiB): a provider call is a few kilobytes."""
+REQUEST_DEADLINE_S = 10.0
+"""Time a client has to send a whole request (or to start the next one on a kept-alive connection)."""
+MAX_CONNECTIONS = 64
+"""Connections served at once; more are answered 503 and closed."""
+SECRET_HEADER = "X-Killdrill-Secret"
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request that passed the guard: its method, path (secret removed), query, match and body."""
+
+    method: str
+    path: str
+    query: str
+    match: re.Match[str]
+    body: bytes
+
+
+Route = Callable[["GuardedHandler", Request], None]
+ROUTES: list[tuple[str, re.Pattern[str], Route]] = []
+"""(method, full-match path pattern, handler), tried in order."""
+
+
+def route(method: str, pattern: str) -> Callable[[Route], Route]:
+    """Register ``fn(handler, request)`` for ``method`` and paths fully matching ``pattern``."""
+
+    def register(fn: Route) -> Route:
+        ROUTES.append((method.upper(), re.compile(pattern), fn))
+        return fn
+
+    return register
+
+
+class GuardedServer(ThreadingHTTPServer):
+    """A threading HTTP server that knows its connections: deadlines, a cap, a clean stop."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], handler: type[GuardedHandler], secret: str) -> None:
+        super().__init__(address, handler)
+        self.secret = secret
+        self.errors = 0  # exceptions that escaped a handler (counted, never printed)
+        self._lock = threading.Lock()
+        self._live: dict[socket.socket, float | None] = {}
+        self._handler_threads: set[threading.Thread] = set()
+        self._stopping = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="killdrill-fakes-watchdog", daemon=True)
+        self._watchdog.start()
+
+    # -- connections ------------------------------------------------------------------------
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            full = len(self._live) >= MAX_CONNECTIONS or self._stopping.is_set()
+            if not full:
+                self._live[request] = time.monotonic() + REQUEST_DEADLINE_S
+        if full:
+            try:
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
+        with self._lock:
+            self._handler_threads.add(thread)
+        thread.start()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._live.pop(request, None)
+                self._handler_threads.discard(threading.current_thread())
+
+    def set_deadline(self, sock: socket.socket, seconds: float | None) -> None:
+        """Give ``sock`` ``seconds`` to send what is owed (None: a route is working, no deadline)."""
+        with self._lock:
+            if sock in self._live:
+                self._live[sock] = None if seconds is None else time.monotonic() + seconds
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(0.2):
+            now = time.monotonic()
+            with self._lock:
+                late = [s for s, deadline in self._live.items() if deadline is not None and now > deadline]
+            for sock in late:
+                _hang_up(sock)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet: a client that vanished or sent garbage is not the drill's output."""
+        self.errors += 1
+
+    def close_all(self, join_s: float = 5.0) -> None:
+        """Close every connection and wait for every handler thread (after ``shutdown``)."""
+        self._stopping.set()
+        with self._lock:
+            live, threads = list(self._live), list(self._handler_threads)
+        for sock in live:
+            _hang_up(sock)
+        deadline = time.monotonic() + join_s
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._watchdog.join(1.0)
+
+    @property
+    def handler_threads(self) -> int:
+        with self._lock:
+            return sum(1 for t in self._handler_threads if t.is_alive())
+
+
+def _hang_up(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class GuardedHandler(BaseHTTPRequestHandler):
+    """Authenticates, bounds and times every request, then dispatches it through ``ROUTES``."""
+
+    server: GuardedServer
+    protocol_version = "HTTP/1.1"
+    timeout = REQUEST_DEADLINE_S  # per read; the watchdog bounds the whole request
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: a drill's output is the verdict, not an access log."""
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """``http.server``'s own rejections (bad request line, too many headers): JSON, then close."""
+        self.close_connection = True
+        try:
+            self.send_json(code, _error(message or "bad request"))
+        except OSError:
+            pass
+
+    def handle_one_request(self) -> None:
+        self.server.set_deadline(self.connection, REQUEST_DEADLINE_S)
+        super().handle_one_request()
+
+    # every method goes through the guard
+    def do_GET(self) -> None:
+        self._guarded()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+
+    # -- the guard --------------------------------------------------------------------------
+    def _guarded(self) -> None:
+        path, _, query = self.path.partition("?")
+        path = self._authenticated(path)
+        if path is None:
+            self._refuse(404, "Unrecognized request URL.")  # says nothing about why
+            return
+        body = self._read_body()
+        if body is None:
+            return
+        self.server.set_deadline(self.connection, None)  # the route may hold (during:, latency)
+        allowed: list[str] = []
+        for method, pattern, handler in ROUTES:
+            match = pattern.fullmatch(path)
+            if match is None:
+                continue
+            if method != self.command:
+                allowed.append(method)
+                continue
+            self.dispatch(handler, Request(self.command, path, query, match, body))
+            return
+        if self.serve_family(path, query, body):
+            return
+        if allowed:
+            allow = {"Allow": ", ".join(allowed)}
+            self.send_json(405, _error(f"{self.command} is not allowed on {path}"), allow)
+        else:
+            self.send_json(404, _error(f"Unrecognized request URL ({self.command}: {path})."))
+
+    def _authenticated(self, path: str) -> str | None:
+        """The path without the secret segment, or None when the request does not carry the secret."""
+        secret = self.server.secret.encode()
+        head, _, rest = path.lstrip("/").partition("/")
+        if secrets.compare_digest(head.encode("utf-8", "replace"), secret):
+            return "/" + rest
+        header = self.headers.get(SECRET_HEADER, "")
+        if header and secrets.compare_digest(header.encode("utf-8", "replace"), secret):
+            return path
+        return None
+
+    def _read_body(self) -> bytes | None:
+        if self.headers.get("Transfer-Encoding"):
+            self._refuse(411, "send the body with a Content-Length")
+            return None
+        length_text = self.headers.get("Content-Length") or "0"
+        if not length_text.isdigit():
+            self._refuse(400, f"invalid Content-Length {length_text[:40]!r}")
+            return None
+        length = int(length_text)
+        if length > MAX_BODY:
+            self._refuse(413, f"a request body is at most {MAX_BODY} bytes")
+            return None
+        body = self.rfile.read(length) if length else b""
+        if len(body) != length:
+            self.close_connection = True
+            return None
+        return body
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer and close without reading the rest: the client may be hostile."""
+        self.close_connection = True
+        self.send_json(status, _error(message))
+
+    def serve_family(self, path: str, query: str, body: bytes) -> bool:
+        """Serve a request no route in ``ROUTES`` owns (a subclass's route families); False: 404."""
+        return False
+
+    def dispatch(self, handler: Route, request: Request) -> None:
+        """Run a route; what it raises becomes a one-line 500 (overridden to map provider errors)."""
+        try:
+            handler(self, request)
+        except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
+            self.send_json(500, _error(f"killdrill fakes: {type(exc).__name__}: {exc}", "api_error"))
+
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def hang_up(self) -> None:
+        """Close the connection without a response: the caller sees the server vanish."""
+        self.close_connection = True
+        _hang_up(self.connection)
+
+
+def _error(message: str, type_: str = "invalid_request_error", code: str | None = None) -> dict[str, Any]:
+    return {"error": {"type": type_, "message": message, "code": code, "param": None}}
