@@ -66,6 +66,15 @@ def _render(ex: Exchange, resource: Any) -> Any:
     return render
 
 
+def _form(ex: Exchange) -> dict[str, Any] | None:
+    """The form-encoded body, or None after answering 400 (not UTF-8, or a field nested into a value)."""
+    try:
+        return decode_form(ex.raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        ex.reply(*_error(400, f"the body must be form-encoded UTF-8: {exc}"))
+        return None
+
+
 def _refused(ex: Exchange) -> bool:
     key = _key(ex)
     if key is not None and len(key) > MAX_KEY_LENGTH:
@@ -86,8 +95,8 @@ def _call(ex: Exchange, resource: Callable[[dict[str, Any]], Any], method: Calla
 
 @route(r"/v1/payment_intents", "POST")
 def create_payment_intent(ex: Exchange, _m: re.Match[str]) -> None:
-    if not _refused(ex):
-        params = decode_form(ex.raw.decode("utf-8", "replace"))
+    params = None if _refused(ex) else _form(ex)
+    if params is not None:
         payments = ex.fakes().payments
         _call(ex, payment_intent, lambda: payments.charge(idempotency_key=_key(ex), **params))
 
@@ -103,9 +112,9 @@ def retrieve_payment_intent(ex: Exchange, m: re.Match[str]) -> None:
 
 @route(r"/v1/refunds", "POST")
 def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
-    if _refused(ex):
+    params = None if _refused(ex) else _form(ex)
+    if params is None:
         return
-    params = decode_form(ex.raw.decode("utf-8", "replace"))
     target = params.get("payment_intent") or params.get("charge")
     if not isinstance(target, str):
         ex.reply(*_error(400, "Missing required param: payment_intent."))
