@@ -6,6 +6,8 @@ Routes:
                                  ``configure`` work the same way.  Answers JSON.
 ``POST /v1/payment_intents``     the Stripe-compatible subset (form-encoded), recorded as
 ``GET /v1/payment_intents/{id}``  ``payments.charge``; Stripe's headers and error shapes.
+``POST /v1/chat/completions``    the model fake (OpenAI and Anthropic APIs), answered from a
+``POST /v1/messages``            script and recorded as calls, never effects: ``fakes/model.py``.
 
 Unlike the in-process fakes, a keyed request here is two transactions: the key is claimed (in
 flight: a concurrent request with it gets a 409), the optional ``latency`` passes, then the effect
@@ -38,6 +40,7 @@ from killdrill.fakes import (
     Perform,
     process,
 )
+from killdrill.fakes import model as _model
 from killdrill.ledger import Ledger, LedgerError
 
 __all__ = ["FakesServer", "decode_form", "main"]
@@ -59,6 +62,8 @@ _OPS = {
     "inventory": ("reserve", "release", "get"),
 }
 _INT_FIELDS = {"amount", "application_fee_amount"}
+# POST routes other modules serve on this server (path -> route(handler, raw body)).
+_POST_ROUTES = {**_model.ROUTES}
 _PI_PATH = re.compile(r"^/v1/payment_intents/([A-Za-z0-9_]+)$")
 
 
@@ -237,6 +242,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._stripe_create(raw.decode("utf-8", "replace"))
             elif path.startswith("/fakes/"):
                 self._generic(path, raw)
+            elif path in _POST_ROUTES:
+                _POST_ROUTES[path](self, raw)
             else:
                 self._error(404, f"Unrecognized request URL (POST: {self.path}).")
         except LedgerError as exc:
@@ -294,16 +301,24 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     binding: _Binding
+    model: _model.ModelFake | None = None
 
 
 class FakesServer:
     """The HTTP fakes on 127.0.0.1 (a free port), recording to ``ledger`` (a path or URL)."""
 
     def __init__(
-        self, ledger: str | os.PathLike[str], *, thread: str = "default", attempt: int = 1, port: int = 0
+        self,
+        ledger: str | os.PathLike[str],
+        *,
+        thread: str = "default",
+        attempt: int = 1,
+        port: int = 0,
+        model: _model.ModelFake | None = None,
     ):
         self.ledger_url = os.fspath(ledger)
         self.port = port
+        self.model = model
         self._initial = _Binding(self.ledger_url, thread, attempt, None)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -317,6 +332,7 @@ class FakesServer:
         Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
         server = _Server(("127.0.0.1", self.port), _Handler)
         server.binding = self._initial
+        server.model = self.model
         self._server = server
         # A short poll interval: stop() (once per attempt in a drill) returns in ~20 ms, not 500.
         self._thread = threading.Thread(
@@ -365,11 +381,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ledger", required=True, help="ledger file path or SQLAlchemy URL")
     parser.add_argument("--thread", default="default")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model-script", help="answer /v1/chat/completions and /v1/messages from FILE")
+    parser.add_argument("--model-variance", type=int, metavar="SEED", help="vary the model's replies")
     args = parser.parse_args(argv)
     try:
-        server = FakesServer(args.ledger, thread=args.thread, port=args.port)
+        model = None
+        if args.model_script:
+            from killdrill.fakes.model_script import load_script
+
+            model = _model.ModelFake(load_script(args.model_script), args.model_variance)
+        server = FakesServer(args.ledger, thread=args.thread, port=args.port, model=model)
         url = server.start()
-    except (LedgerError, OSError) as exc:
+    except (LedgerError, OSError, ValueError) as exc:
         print(f"killdrill: {exc}", file=sys.stderr)
         return 2
     print(f"KILLDRILL_FAKES_URL={url}", flush=True)

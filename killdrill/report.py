@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from killdrill.model_work import render_model_work, sum_model_work
 from killdrill.records import (
     DRAINED,
     EXITED,
@@ -186,6 +187,8 @@ def render_case(result: CaseResult) -> str:
     if result.summary:
         lines.append("")
         lines.append(f"Effects: {_effects_line(result.summary)}")
+    if result.model:
+        lines.append(("" if result.summary else "\n") + f"Model: {render_model_work(result.model)}")
     if result.attempts:
         lines.append("")
         lines.append(f"Attempts (thread {result.thread}):")
@@ -229,13 +232,17 @@ def summarize_cases(cases: Iterable[CaseResult]) -> dict[str, Any]:
             for k, n in counts.items():
                 into[k] = into.get(k, 0) + n
     ok = sum(c.ok for c in cases)
-    return {
+    out: dict[str, Any] = {
         "cases": len(cases),
         "ok": ok,
         "violated": len(cases) - ok,
         "by_kind": dict(sorted(by_kind.items())),
         "providers": dict(sorted(providers.items())),
     }
+    model = sum_model_work(c.model for c in cases)
+    if model:
+        out["model"] = model
+    return out
 
 
 def _summary_line(summary: Mapping[str, Any]) -> str:
@@ -276,6 +283,8 @@ def render_cases(cases: Sequence[CaseResult]) -> str:
     lines.append(_summary_line(summary))
     if summary["providers"]:
         lines.append(f"Effects over all cases: {_effects_line(summary['providers'])}")
+    if summary.get("model"):
+        lines.append(f"Model over all cases: {render_model_work(summary['model'])}")
     for case in cases:
         if not case.ok:
             lines.append("")
