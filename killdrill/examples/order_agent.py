@@ -17,8 +17,9 @@ a claim left in flight by a kill is reconciled with the mail provider before sen
 ``--naive`` is the form that looks right: the tool-call id as the idempotency key (stable only
 as long as the model is not asked again) and the receipt sent straight away.
 
-Resume is ``invoke(None, config)`` when the thread has a checkpoint: passing the request again
-would start a new run and repeat every effect.
+Resume is ``invoke(None, config)`` when the thread has a checkpoint (passing the request again
+would start a new run and repeat every effect), until the snapshot has neither ``next`` nor
+``tasks``: a step whose writes were saved before the kill is a task, not ``next``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ import sys
 from collections.abc import Sequence
 from email.message import EmailMessage
 from typing import Annotated, Any
+
+import httpx
+import stripe
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolCallId, tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
 DEFAULT_REQUEST = "Please settle order A-17 for 4200 cents and email the receipt to ana@example.com."
 
@@ -57,19 +68,12 @@ class Outbox:
 
 def delivered(message_id: str) -> bool:
     """Ask the mail provider whether a message with this Message-ID went out."""
-    import httpx
-
     resp = httpx.post(os.environ["MAIL_LOOKUP_URL"], json={"ref": message_id}, timeout=10)
     resp.raise_for_status()
     return resp.json().get("result") is not None
 
 
 def make_tools(*, naive: bool, outbox: Outbox | None) -> list[Any]:
-    import httpx
-    import stripe
-    from langchain_core.runnables import RunnableConfig
-    from langchain_core.tools import InjectedToolCallId, tool
-
     client = stripe.StripeClient(
         os.environ.get("STRIPE_API_KEY", "sk_test_example"),
         base_addresses={"api": os.environ.get("STRIPE_API_BASE", "https://api.stripe.com")},
@@ -135,10 +139,6 @@ def make_tools(*, naive: bool, outbox: Outbox | None) -> list[Any]:
 
 
 def build_graph(tools: list[Any]) -> Any:
-    from langchain_openai import ChatOpenAI
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
-
     model = ChatOpenAI(model="gpt-4o-mini", temperature=0).bind_tools(tools)
 
     def agent(state: MessagesState) -> dict[str, Any]:
@@ -161,19 +161,18 @@ def run(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--request", default=DEFAULT_REQUEST)
     args = parser.parse_args(argv)
 
-    from langchain_core.messages import HumanMessage
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     outbox = None if args.naive else Outbox(f"{args.db}.outbox")
     config: Any = {"configurable": {"thread_id": args.thread}}
     with SqliteSaver.from_conn_string(args.db) as saver:
         app = build_graph(make_tools(naive=args.naive, outbox=outbox)).compile(checkpointer=saver)
-        started = saver.get_tuple(config) is not None
-        if not started:
-            app.invoke({"messages": [HumanMessage(args.request)]}, config)
-        elif app.get_state(config).next:
-            app.invoke(None, config)
-        final = app.get_state(config).values["messages"][-1]
+        inputs: Any = None if saver.get_tuple(config) else {"messages": [HumanMessage(args.request)]}
+        snapshot = app.get_state(config)
+        # Finished only when nothing is left to run: a step whose writes were saved before the
+        # kill shows up in `tasks` (with its result), not in `next`.
+        while inputs is not None or snapshot.next or snapshot.tasks:
+            app.invoke(inputs, config)
+            inputs, snapshot = None, app.get_state(config)
+        final = snapshot.values["messages"][-1]
     print(final.content)
     return 0
 
