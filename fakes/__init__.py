@@ -25,8 +25,13 @@ they survive the caller's restarts; each budget counts down as requests consume 
 ``stall_first=N`` keyed requests only: the provider claims the key and dies mid-request: nothing
                   happens, the key stays in flight (every retry gets 409) and the caller gets
                   ``IndeterminateError``;
+``rate_limit_first=N`` the next N requests get a 429 before anything happens (not stored);
 ``latency=S``     HTTP only: hold a request S seconds between claiming its key and executing;
-``key_ttl=S``     how long a completed key is remembered (default 24 h).
+``key_ttl=S``     how long a completed key is remembered (default: the provider's, 24 h for Stripe).
+
+Key expiry runs on a harness clock: real time plus an offset persisted in the ledger, which
+:func:`advance_clock` moves forward (a test proves the 24 h rule without waiting a day).
+How a repeated key is answered is a :class:`KeyRules` per provider; the default is Stripe's.
 """
 
 from __future__ import annotations
@@ -36,12 +41,13 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from killdrill.agent import boundary
-from killdrill.ledger import IN_FLIGHT, Ledger, Tx, canonical_json
+from killdrill.ledger import IN_FLIGHT, KeyState, Ledger, Tx, canonical_json
 from killdrill.records import CONFLICT, CREATED, FAILED, REJECTED, REPLAYED, Call
 
 __all__ = [
@@ -58,12 +64,15 @@ __all__ = [
     "IndeterminateError",
     "InjectedFault",
     "Inventory",
+    "KeyRules",
     "Mailbox",
     "Payments",
     "Provider",
     "Tickets",
     "Webhooks",
+    "advance_clock",
     "connect",
+    "harness_now",
     "process",
 ]
 
@@ -75,9 +84,11 @@ FAULT_SETTINGS = (
     "indeterminate_first",
     "drop_first",
     "stall_first",
+    "rate_limit_first",
     "latency",
     "key_ttl",
 )
+CLOCK = "killdrill.clock"  # the settings row that holds the harness clock's offset
 
 
 class FakeProviderError(Exception):
@@ -165,6 +176,55 @@ class Answer:
 Perform = Callable[[Tx], tuple[str | None, dict[str, Any]]]
 
 
+def _stripe_in_flight(key: str) -> FakeProviderError:
+    return IdempotencyConflict(
+        f"There is currently another in-progress request using this idempotency key {key!r}; "
+        "retry after it has completed."
+    )
+
+
+def _stripe_mismatch(key: str, state: KeyState) -> FakeProviderError:
+    return IdempotencyError(
+        f"Keys for idempotent requests can only be used with the same parameters they were "
+        f"first used with: {key!r} was first used for {state.provider}.{state.op} with {state.payload}.",
+        param="idempotency_key",
+    )
+
+
+@dataclass(frozen=True)
+class KeyRules:
+    """How a provider answers a key it has seen; the defaults are Stripe's documented rules.
+
+    ``repeat`` None replays the stored response; a function refuses the repeat instead (GoCardless
+    answers 409 with the first resource's id).  ``mismatch`` None: the key alone decides, another
+    payload is answered as a repeat.  ``cache_errors``: a 500 after execution began is
+    stored and replayed (Stripe); False stores successes only (Checkout.com).
+    """
+
+    in_flight: Callable[[str], FakeProviderError] = _stripe_in_flight
+    mismatch: Callable[[str, KeyState], FakeProviderError] | None = _stripe_mismatch  # None: as a repeat
+    repeat: Callable[[str, KeyState], FakeProviderError] | None = None
+    cache_errors: bool = True
+    ttl: float = DEFAULT_KEY_TTL
+
+
+STRIPE_RULES = KeyRules()
+
+
+def harness_now(tx: Tx) -> float:
+    """The harness clock: real time plus the offset :func:`advance_clock` persisted."""
+    return time.time() + float(tx.settings(CLOCK).get("offset") or 0.0)
+
+
+def advance_clock(ledger: Ledger, seconds: float) -> float:
+    """Move the harness clock forward (key lifetimes expire on it); returns the total offset."""
+    with ledger.transaction() as tx:
+        settings = tx.settings(CLOCK)
+        settings["offset"] = float(settings.get("offset") or 0.0) + seconds
+        tx.set_settings(CLOCK, settings)
+    return float(settings["offset"])
+
+
 def _stored(exc: FakeProviderError) -> dict[str, Any]:
     return {"status": exc.status, "body": exc.to_body(), "error": type(exc).__name__}
 
@@ -198,6 +258,7 @@ def process(
     attempt: int,
     pid: int,
     split: bool = False,
+    rules: KeyRules = STRIPE_RULES,
 ) -> Answer:
     """Decide, perform and record one request.
 
@@ -208,28 +269,31 @@ def process(
     with ledger.transaction() as tx:
         settings = tx.settings(provider)
         if key is not None:
-            state = tx.key_state(provider, key, float(settings.get("key_ttl") or DEFAULT_KEY_TTL))
+            ttl = float(settings.get("key_ttl") or rules.ttl)
+            state = tx.key_state(provider, key, ttl, now=harness_now(tx))
             if state is not None:
                 if state.status == IN_FLIGHT:
-                    err: FakeProviderError = IdempotencyConflict(
-                        f"There is currently another in-progress request using this idempotency key {key!r}; "
-                        "retry after it has completed."
-                    )
+                    err = rules.in_flight(key)
                     call = tx.record(provider, op, key, payload, CONFLICT, None, attempt, pid)
                     return Answer(call, err.status, err.to_body(), error=err, store=False)
-                if state.op != op or state.payload != canonical_json(payload):
-                    err = IdempotencyError(
-                        f"Keys for idempotent requests can only be used with the same parameters they were "
-                        f"first used with: {key!r} was first used for {provider}.{state.op} "
-                        f"with {state.payload}.",
-                        param="idempotency_key",
-                    )
+                if rules.mismatch is not None and (
+                    state.op != op or state.payload != canonical_json(payload)
+                ):
+                    err = rules.mismatch(key, state)
                     call = tx.record(provider, op, key, payload, REJECTED, None, attempt, pid)
+                    return Answer(call, err.status, err.to_body(), error=err, store=False)
+                if rules.repeat is not None:
+                    err = rules.repeat(key, state)
+                    call = tx.record(provider, op, key, payload, REJECTED, state.effect_id, attempt, pid)
                     return Answer(call, err.status, err.to_body(), error=err, store=False)
                 resp = state.response or {}
                 call = tx.record(provider, op, key, payload, REPLAYED, state.effect_id, attempt, pid)
                 stored_err = _from_stored(resp)
                 return Answer(call, int(resp["status"]), resp["body"], replayed=True, error=stored_err)
+        if _take(tx, provider, settings, "rate_limit_first"):
+            err = InjectedFault(f"{provider}.{op}: injected rate limit (rate_limit_first)", status=429)
+            call = tx.record(provider, op, key, payload, FAILED, None, attempt, pid)
+            return Answer(call, err.status, err.to_body(), error=err, store=False)
         if _take(tx, provider, settings, "fail_first"):
             err = InjectedFault(
                 f"{provider}.{op}: injected failure before the effect (fail_first)", status=503
@@ -245,12 +309,12 @@ def process(
                 call = tx.record(provider, op, key, payload, FAILED, None, attempt, pid)
                 return Answer(call, err.status, err.to_body(), error=err, store=False)
         if not split:
-            return _execute(tx, provider, op, key, payload, perform, settings, attempt, pid)
+            return _execute(tx, provider, op, key, payload, perform, settings, attempt, pid, rules)
         latency = float(settings.get("latency") or 0.0)
     if latency > 0:
         threading.Event().wait(latency)
     with ledger.transaction() as tx:
-        return _execute(tx, provider, op, key, payload, perform, tx.settings(provider), attempt, pid)
+        return _execute(tx, provider, op, key, payload, perform, tx.settings(provider), attempt, pid, rules)
 
 
 def _execute(
@@ -263,13 +327,16 @@ def _execute(
     settings: dict[str, Any],
     attempt: int,
     pid: int,
+    rules: KeyRules,
 ) -> Answer:
     if _take(tx, provider, settings, "error_first"):
         err: FakeProviderError = InjectedFault(f"{provider}.{op}: injected server error, nothing happened")
         call = tx.record(provider, op, key, payload, FAILED, None, attempt, pid)
-        if key is not None:
+        if key is not None and rules.cache_errors:
             tx.complete_key(provider, key, _stored(err), None)
-        return Answer(call, err.status, err.to_body(), error=err)
+        elif key is not None:
+            tx.release_key(provider, key)
+        return Answer(call, err.status, err.to_body(), error=err, store=rules.cache_errors)
     try:
         effect_id, result = perform(tx)
     except FakeProviderError as err:  # a validation refusal: nothing happened, not stored (Stripe)

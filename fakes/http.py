@@ -4,8 +4,8 @@ Routes:
 ``POST /fakes/{provider}/{op}``  JSON object of keyword arguments (``Idempotency-Key`` header or an
                                  ``idempotency_key`` field); reads (``lookup``, ``get``) and
                                  ``configure`` work the same way.  Answers JSON.
-``POST /v1/payment_intents``     the Stripe-compatible subset (form-encoded), recorded as
-``GET /v1/payment_intents/{id}``  ``payments.charge``; Stripe's headers and error shapes.
+Any method, any path a wire family registered (``killdrill.fakes.wire``): ``/hooks/...``, the
+Stripe subset (``/v1/payment_intents``, ``/v1/refunds``), Razorpay, GoCardless, Checkout.com.
 ``POST /v1/chat/completions``    the model fake (OpenAI and Anthropic APIs), answered from a
 ``POST /v1/messages``            script and recorded as calls, never effects: ``fakes/model.py``.
 
@@ -25,8 +25,8 @@ import re
 import socket
 import sys
 import threading
-import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,6 +39,7 @@ from killdrill.fakes import (
     Fakes,
     Perform,
     process,
+    wire,
 )
 from killdrill.fakes import model as _model
 from killdrill.ledger import Ledger, LedgerError
@@ -64,7 +65,6 @@ _OPS = {
 _INT_FIELDS = {"amount", "application_fee_amount"}
 # POST routes other modules serve on this server (path -> route(handler, raw body)).
 _POST_ROUTES = {**_model.ROUTES}
-_PI_PATH = re.compile(r"^/v1/payment_intents/([A-Za-z0-9_]+)$")
 
 
 class _Answered(Exception):
@@ -122,21 +122,6 @@ def _lists(value: Any) -> Any:
         if value and all(k.isdigit() for k in value):
             return [value[k] for k in sorted(value, key=int)]
     return value
-
-
-def _payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
-    """Render a charge the fake made as a Stripe PaymentIntent (the SDK needs ``object``)."""
-    body = {k: v for k, v in charge.items() if k not in ("object", "refunded", "refund")}
-    body.update(
-        object="payment_intent",
-        id=charge["id"],
-        status="succeeded",
-        livemode=False,
-        amount_received=charge.get("amount"),
-    )
-    body.setdefault("created", int(time.time()))
-    body.setdefault("metadata", {})
-    return body
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -220,47 +205,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routes -------------------------------------------------------------------------------
     def do_GET(self) -> None:
-        try:
-            m = _PI_PATH.match(self.path.split("?", 1)[0])
-            if not m:
-                self._error(404, f"Unrecognized request URL (GET: {self.path}).")
-                return
-            fakes, _ = self._fakes()
-            charge = fakes.payments.get(m.group(1))
-            if charge is None or charge.get("object") != "charge":
-                self._error(404, f"No such payment_intent: '{m.group(1)}'", code="resource_missing")
-                return
-            self._send(200, _payment_intent(charge))
-        except LedgerError as exc:
-            self._error(500, str(exc), type_="api_error")
+        self._serve("GET")
 
     def do_POST(self) -> None:
-        raw = self._body()
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
         try:
-            if path == "/v1/payment_intents":
-                self._stripe_create(raw.decode("utf-8", "replace"))
-            elif path.startswith("/fakes/"):
-                self._generic(path, raw)
-            elif path in _POST_ROUTES:
-                _POST_ROUTES[path](self, raw)
+            if wire.dispatch(self, method):  # hooks and provider profiles (killdrill.fakes.wire)
+                return
+            if method == "POST" and path in _POST_ROUTES:  # the model fake (killdrill.fakes.model)
+                _POST_ROUTES[path](self, self._body())
+            elif method == "POST" and path.startswith("/fakes/"):
+                self._generic(path, self._body())
             else:
-                self._error(404, f"Unrecognized request URL (POST: {self.path}).")
+                self._error(404, f"Unrecognized request URL ({method}: {self.path}).")
         except LedgerError as exc:
             self._error(500, str(exc), type_="api_error")
         except Exception as exc:  # a fake's own bug: one line to the caller, never a dead server thread
             self._error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
-
-    def _stripe_create(self, body: str) -> None:
-        params = decode_form(body)
-        key = self.headers.get("Idempotency-Key") or None
-        fakes, binding = self._fakes()
-        try:
-            fakes.payments.charge(idempotency_key=key, **params)
-        except _Answered as done:
-            answer = done.answer
-            rendered = _payment_intent(answer.body) if answer.error is None else answer.body
-            self._answer(binding, "payments", "charge", answer, rendered)
 
     def _generic(self, path: str, raw: bytes) -> None:
         parts = path.strip("/").split("/")
@@ -302,6 +275,7 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     binding: _Binding
     model: _model.ModelFake | None = None
+    wire: Mapping[str, Any]  # configuration of the wire fakes, e.g. {"hooks": {...}}
 
 
 class FakesServer:
@@ -315,8 +289,10 @@ class FakesServer:
         attempt: int = 1,
         port: int = 0,
         model: _model.ModelFake | None = None,
+        wire: Mapping[str, Any] | None = None,
     ):
         self.ledger_url = os.fspath(ledger)
+        self.wire = dict(wire or {})
         self.port = port
         self.model = model
         self._initial = _Binding(self.ledger_url, thread, attempt, None)
@@ -333,6 +309,7 @@ class FakesServer:
         server = _Server(("127.0.0.1", self.port), _Handler)
         server.binding = self._initial
         server.model = self.model
+        server.wire = self.wire
         self._server = server
         # A short poll interval: stop() (once per attempt in a drill) returns in ~20 ms, not 500.
         self._thread = threading.Thread(

@@ -39,6 +39,19 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
         "--http-fakes", action="store_true", help="serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)"
     )
     g.add_argument(
+        "--smtp-fake", action="store_true", help="an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): mailbox.send"
+    )
+    g.add_argument(
+        "--hook",
+        action="append",
+        default=[],
+        metavar="PATTERN=keyed|naive",
+        help="semantics of /hooks routes matching PATTERN (default: keyed iff the request has a key)",
+    )
+    g.add_argument(
+        "--hook-key-header", default="Idempotency-Key", help="header the /hooks sink reads a key from"
+    )
+    g.add_argument(
         "--identity",
         action="append",
         default=[],
@@ -109,6 +122,12 @@ def drill_options(args: argparse.Namespace) -> Any:
         if not sep or not k:
             raise UsageError(f"--env {item!r}: expected NAME=VALUE")
         env[k] = v
+    hooks: dict[str, str] = {}
+    for item in args.hook:
+        pattern, sep, mode = item.rpartition("=")
+        if not sep or not pattern or mode not in ("keyed", "naive"):
+            raise UsageError(f"--hook {item!r}: expected PATTERN=keyed or PATTERN=naive")
+        hooks[pattern] = mode
     integrations = tuple(dict.fromkeys([*args.integration, *(["langgraph"] if args.langgraph else [])]))
     return DrillOptions(
         root=args.root,
@@ -116,6 +135,9 @@ def drill_options(args: argparse.Namespace) -> Any:
         max_attempts=args.max_attempts,
         identity=identity,
         http_fakes=args.http_fakes,
+        smtp_fake=args.smtp_fake,
+        hooks=hooks,
+        hook_key_header=args.hook_key_header,
         between=shlex.split(args.between) if args.between else None,
         env=env,
         cwd=args.cwd,

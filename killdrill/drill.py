@@ -88,6 +88,9 @@ class DrillOptions:
     max_attempts: int | None = None  # default: kills in the schedule + 3
     identity: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "payments.charge": [fields]
     http_fakes: bool = False
+    smtp_fake: bool = False  # an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): messages are mailbox.send
+    hooks: Mapping[str, str] = field(default_factory=dict)  # /hooks route pattern -> "keyed" | "naive"
+    hook_key_header: str = "Idempotency-Key"  # where the /hooks sink reads a request's key
     between: Sequence[str] | None = None  # command run between attempts (reconciliation)
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
@@ -292,20 +295,32 @@ class Drill:
 
     def _launch(self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Any = None) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
-        server = None
-        on_start: Callable[[Running], None] | None = None
+        servers: list[Any] = []
         if self.options.http_fakes or self._model is not None:
             from killdrill.fakes.http import FakesServer
 
-            server = FakesServer(self._ledger_url(workdir), model=self._model)
-            url = server.start()
+            wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
+            http = FakesServer(self._ledger_url(workdir), wire=wire, model=self._model)
+            servers.append(http)
+            url = http.start()
             for spec in specs:
                 spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url}
                 if self._model is not None:
                     spec.env.update(_model_env(url))
+        if self.options.smtp_fake:
+            from killdrill.fakes.wire.smtp import SmtpFake
+
+            smtp = SmtpFake(self._ledger_url(workdir))
+            servers.append(smtp)
+            address = smtp.start()
+            for spec in specs:
+                spec.env = {**spec.env, "KILLDRILL_SMTP": address}
+        on_start: Callable[[Running], None] | None = None
+        if servers:
 
             def on_start(run: Running) -> None:
-                server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
+                for server in servers:
+                    server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
 
         for spec in specs:
             spec.env = _expand_env(spec.env, self.options.env)
@@ -315,7 +330,7 @@ class Drill:
         try:
             return supervisor.run_many(specs)
         finally:
-            if server is not None:
+            for server in servers:
                 server.stop()
 
     # ---- discovery ------------------------------------------------------------------------
@@ -392,6 +407,12 @@ class Drill:
             args += ["--max-attempts", str(o.max_attempts)]
         if o.http_fakes:
             args.append("--http-fakes")
+        if o.smtp_fake:
+            args.append("--smtp-fake")
+        for pattern, mode in sorted(o.hooks.items()):
+            args += ["--hook", f"{pattern}={mode}"]
+        if o.hook_key_header != d.hook_key_header:
+            args += ["--hook-key-header", o.hook_key_header]
         for op, fields in sorted(o.identity.items()):
             args += ["--identity", f"{op}={','.join(fields)}"]
         if o.between:

@@ -273,8 +273,12 @@ class Tx:
         return call
 
     # -- idempotency keys -------------------------------------------------------------------
-    def key_state(self, provider: str, key: str, ttl: float | None) -> KeyState | None:
-        """The key's state, or None if unseen or expired (an expired key is forgotten here)."""
+    def key_state(
+        self, provider: str, key: str, ttl: float | None, now: float | None = None
+    ) -> KeyState | None:
+        """The key's state, or None if unseen or expired (an expired key is forgotten here).
+
+        ``now`` is the harness clock (real time unless a test advanced it)."""
         row = self.conn.execute(
             sa.select(keys_t).where(
                 keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
@@ -282,7 +286,8 @@ class Tx:
         ).first()
         if row is None:
             return None
-        if ttl is not None and row.status == DONE and row.since + ttl < time.time():
+        now = time.time() if now is None else now
+        if ttl is not None and row.status == DONE and row.since + ttl < now:
             self.conn.execute(
                 keys_t.delete().where(
                     keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key

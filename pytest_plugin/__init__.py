@@ -44,6 +44,9 @@ _INI: dict[str, tuple[str, str, str]] = {
     "killdrill_timeout": ("timeout", "string", "seconds per attempt; longer is a hang (60)"),
     "killdrill_max_attempts": ("max_attempts", "string", "attempts per case (kills in the schedule + 3)"),
     "killdrill_http_fakes": ("http_fakes", "bool", "serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)"),
+    "killdrill_smtp_fake": ("smtp_fake", "bool", "an SMTP server on 127.0.0.1 (KILLDRILL_SMTP)"),
+    "killdrill_hooks": ("hooks", "linelist", "PATTERN=keyed|naive lines: semantics of /hooks routes"),
+    "killdrill_hook_key_header": ("hook_key_header", "string", "header the /hooks sink reads keys from"),
     "killdrill_identity": ("identity", "linelist", "PROVIDER.OP=FIELD1,FIELD2 lines: a logical effect"),
     "killdrill_between": ("between", "string", "command run between attempts (reconciliation)"),
     "killdrill_env": ("env", "linelist", "NAME=VALUE lines: extra environment for the agent"),
@@ -290,6 +293,14 @@ def _convert_option(opt: str, raw: Any, where: str) -> Any:
                     raise ValueError(f"{line!r}: expected PROVIDER.OP=FIELD1,FIELD2")
                 identity[op.strip()] = [f.strip() for f in fields.split(",") if f.strip()]
             return identity
+        if opt == "hooks" and isinstance(raw, list):
+            hooks: dict[str, str] = {}
+            for line in raw:
+                pattern, sep, mode = line.strip().rpartition("=")
+                if not sep or not pattern or mode not in ("keyed", "naive"):
+                    raise ValueError(f"{line!r}: expected PATTERN=keyed or PATTERN=naive")
+                hooks[pattern] = mode
+            return hooks
         if opt == "env" and isinstance(raw, list):
             env: dict[str, str] = {}
             for line in raw:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 # DrillOptions fields that change what a clean run does (the others only matter to cases).
 _DISCOVERY_OPTIONS = (
     "http_fakes",
+    "smtp_fake",
+    "hooks",
+    "hook_key_header",
     "integrations",
     "env",
     "cwd",

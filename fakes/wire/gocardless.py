@@ -1,0 +1,114 @@
+"""GoCardless payments, as its idempotency keys are documented (gocardless.com/blog/idempotency-keys).
+
+Base URL ``$KILLDRILL_FAKES_URL`` itself (``gocardless_pro.Client(base_url=...)``; the SDK
+joins absolute paths, so a prefix would be dropped):
+``POST /payments`` (``{"payments": {...}}``, recorded as ``gocardless.payment``) and ``GET
+/payments/{id}``.  The rules, one test each in ``tests/test_wire_providers.py``:
+
+- ``Idempotency-Key`` on a create: a key that already created a resource is never replayed: 409
+  ``invalid_state`` with reason ``idempotent_creation_conflict`` and
+  ``links.conflicting_resource_id`` (the SDK then fetches that resource);
+- the key alone decides: another body under a used key gets the same 409;
+- a request that failed is safe to retry with the same key (failures are not stored);
+- a key still executing: 409 ``invalid_state``, reason ``idempotency_key_in_use`` (no
+  documentation says; the fake's assumption);
+- a successful create answers 201.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from killdrill.fakes import Answer, FakeProviderError, KeyRules
+from killdrill.fakes.wire import Exchange, Reply, creates, route
+from killdrill.ledger import KeyState
+
+__all__ = ["RULES"]
+
+_DOCS = "https://developer.gocardless.com/api-reference#"
+
+
+class _Conflict(FakeProviderError):
+    status = 409
+    type = "invalid_state"
+
+
+def _in_flight(key: str) -> FakeProviderError:
+    return _Conflict(
+        f"A request with idempotency key {key!r} is still in progress", code="idempotency_key_in_use"
+    )
+
+
+def _repeat(key: str, state: KeyState) -> FakeProviderError:
+    return _Conflict(
+        "A resource has already been created with this idempotency key",
+        code="idempotent_creation_conflict",
+        param=state.effect_id,
+    )
+
+
+RULES = KeyRules(in_flight=_in_flight, mismatch=None, repeat=_repeat, cache_errors=False)
+
+
+def _error(status: int, message: str, type_: str, reason: str, links: dict[str, Any] | None = None) -> Reply:
+    error: dict[str, Any] = {"reason": reason, "message": message}
+    if links is not None:
+        error["links"] = links
+    body = {
+        "error": {
+            "message": message,
+            "documentation_url": _DOCS + reason,
+            "type": type_,
+            "request_id": str(uuid.uuid4()),
+            "code": status,
+            "errors": [error],
+        }
+    }
+    return status, body, {}
+
+
+def _render(answer: Answer) -> Reply:
+    err = answer.error
+    if err is None:
+        return 201, {"payments": answer.body}, {}
+    if err.code == "idempotent_creation_conflict":
+        return _error(409, err.message, "invalid_state", err.code, {"conflicting_resource_id": err.param})
+    if err.status == 409:
+        return _error(409, err.message, "invalid_state", err.code or "conflict")
+    type_ = "gocardless" if err.status >= 500 else "invalid_api_usage"
+    return _error(err.status, err.message, type_, err.code or "error")
+
+
+@route(r"/payments", "POST")
+def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
+    try:
+        body = ex.json()
+    except ValueError:
+        body = None
+    params = body.get("payments") if isinstance(body, dict) else None
+    if not isinstance(params, dict) or "amount" not in params or "currency" not in params:
+        ex.reply(
+            *_error(
+                422,
+                "Validation failed: amount and currency are required",
+                "validation_failed",
+                "validation_failed",
+            )
+        )
+        return
+    payment = {**params, "status": "pending_submission"}
+    key = ex.header("Idempotency-Key")
+    ex.finish(
+        ex.execute("gocardless", "payment", key, params, creates("gocardless", "PM", payment), RULES), _render
+    )
+
+
+@route(r"/payments/(?P<id>[A-Za-z0-9_]+)", "GET")
+def get_payment(ex: Exchange, m: re.Match[str]) -> None:
+    payment = ex.fakes().ledger.effect("gocardless", m.group("id"))
+    if payment is None:
+        ex.reply(*_error(404, "Resource not found", "invalid_api_usage", "resource_not_found"))
+        return
+    ex.reply(200, {"payments": payment})

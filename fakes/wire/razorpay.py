@@ -1,0 +1,121 @@
+"""RazorpayX payouts, as the payout idempotency documentation describes them.
+
+Base URL ``$KILLDRILL_FAKES_URL/razorpay``: ``POST /v1/payouts`` (JSON, recorded as
+``razorpay.payout``) and ``GET /v1/payouts/{id}``.  The rules (razorpay.com/docs/api/x/
+payout-idempotency), one test each in ``tests/test_wire_providers.py``:
+
+- ``X-Payout-Idempotency`` is mandatory (since 15 March 2025): missing, 400 ``BAD_REQUEST_ERROR``;
+- the key is 4-36 characters of letters, digits, hyphens, underscores and spaces, else 400;
+- the response to the first request is saved and returned for the same key (failures too);
+- another request body under the same key is rejected as ``BAD_REQUEST_ERROR`` (400);
+- a key is valid for 7 days (on the harness clock);
+- a key whose first request is still processing: 500 ``SERVER_ERROR`` (reason
+  ``idempotency_key_in_use``).  The documentation does not say what this answer is; this is
+  the fake's assumption, a retryable server error.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from killdrill.fakes import Answer, FakeProviderError, KeyRules
+from killdrill.fakes.wire import Exchange, Reply, creates, route
+from killdrill.ledger import KeyState
+
+__all__ = ["KEY_HEADER", "RULES"]
+
+KEY_HEADER = "X-Payout-Idempotency"
+_KEY_RE = re.compile(r"[A-Za-z0-9 _-]{4,36}")
+
+
+def _in_flight(key: str) -> FakeProviderError:
+    return FakeProviderError(
+        f"A request with idempotency key {key!r} is still being processed",
+        status=500,
+        code="idempotency_key_in_use",
+    )
+
+
+def _mismatch(key: str, state: KeyState) -> FakeProviderError:
+    return FakeProviderError(
+        f"Different request body sent for the same idempotency key {key!r}", code="idempotency_key_reused"
+    )
+
+
+RULES = KeyRules(in_flight=_in_flight, mismatch=_mismatch, ttl=7 * 24 * 3600.0)
+
+
+def _error(status: int, description: str, reason: str | None = None, field: str | None = None) -> Reply:
+    code = "BAD_REQUEST_ERROR" if status < 500 else "SERVER_ERROR"
+    body = {
+        "error": {
+            "code": code,
+            "description": description,
+            "source": "business" if status < 500 else "internal",
+            "step": None,
+            "reason": reason or "NA",
+            "metadata": {},
+            "field": field,
+        }
+    }
+    return status, body, {}
+
+
+def _render(answer: Answer) -> Reply:
+    if answer.error is not None:
+        err = answer.error
+        return _error(err.status, err.message, err.code, err.param)
+    return 200, answer.body, {}
+
+
+def _validated(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise FakeProviderError("The request body must be a JSON object")
+    for name in ("account_number", "fund_account_id", "amount", "currency", "mode", "purpose"):
+        if name not in body:
+            raise FakeProviderError(f"The {name} field is required.", param=name)
+    if not isinstance(body["amount"], int) or body["amount"] < 100:
+        raise FakeProviderError("The amount must be at least 100.", param="amount")
+    return body
+
+
+@route(r"/razorpay/v1/payouts", "POST")
+def create_payout(ex: Exchange, _m: re.Match[str]) -> None:
+    key = ex.header(KEY_HEADER)
+    if key is None:
+        ex.reply(
+            *_error(
+                400,
+                "Idempotency key is missing. Include idempotency header and key in the request.",
+                field=KEY_HEADER,
+            )
+        )
+        return
+    if not _KEY_RE.fullmatch(key):
+        ex.reply(
+            *_error(
+                400,
+                "The idempotency key must be 4-36 characters of letters, digits, '-', '_' or space.",
+                field=KEY_HEADER,
+            )
+        )
+        return
+    try:
+        payload = _validated(ex.json())
+    except (ValueError, FakeProviderError) as exc:
+        ex.reply(*_error(400, str(exc)))
+        return
+    payout = {"entity": "payout", **payload, "status": "processing", "fees": 0, "tax": 0}
+    ex.finish(
+        ex.execute("razorpay", "payout", key, payload, creates("razorpay", "pout", payout), RULES), _render
+    )
+
+
+@route(r"/razorpay/v1/payouts/(?P<id>[A-Za-z0-9_]+)", "GET")
+def fetch_payout(ex: Exchange, m: re.Match[str]) -> None:
+    payout = ex.fakes().ledger.effect("razorpay", m.group("id"))
+    if payout is None:
+        ex.reply(*_error(400, "The id provided does not exist", field="id"))
+        return
+    ex.reply(200, payout)

@@ -1,0 +1,183 @@
+"""A real SMTP server on 127.0.0.1 (aiosmtpd): every message is a ``mailbox.send`` effect.
+
+An agent that sends mail with plain ``smtplib`` is drilled unmodified: ``--smtp-fake`` starts this
+server and exports ``KILLDRILL_SMTP=host:port``; the agent reads it as it reads any SMTP host.
+
+A message is recorded with payload ``{"to", "from", "subject", "body_sha256"}`` (recipients from
+the envelope, sorted; the digest covers the decoded content of every part, so a regenerated MIME
+boundary or ``Date`` header is not a different email) and as its key the first header whose name
+contains ``Idempotency`` (``Idempotency-Key``, ``X-Idempotency-Key``), else its ``Message-ID``.
+The ``Message-ID`` is also the message's reference: ``fakes.mailbox.lookup(message_id)`` finds it,
+the reconciliation a gated sender needs after a kill.
+
+Order, as for every fake: the message and its record are committed, then ``during:mailbox.send``
+is announced, then the server answers ``250``.  When the supervisor kills the sender at that
+point the server closes the connection unanswered: the mail went out, the sender never heard.
+Email dedupes nothing: a second message is a second email, whatever its key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import email.policy
+import hashlib
+import re
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from aiosmtpd.smtp import SMTP, Envelope, Session
+
+from killdrill.agent import ControlChannelError, ControlClient
+from killdrill.fakes.wire import record_effect
+from killdrill.ledger import Ledger
+
+__all__ = ["SmtpFake", "message_record"]
+
+_KEY_HEADER = re.compile(r"idempotency", re.IGNORECASE)
+
+
+def message_record(
+    raw: bytes, mail_from: str, rcpt_tos: list[str], thread: str | None = None
+) -> tuple[dict[str, Any], str | None, str | None]:
+    """``(payload, key, message_id)`` of one message as the ledger records it.
+
+    The digest reads the drill's ``thread`` id as ``{thread}``, as the verdict reads payloads, so
+    a body that names the thread (an order id derived from it) is the same email in every case."""
+    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    digest = hashlib.sha256()
+    for part in msg.walk():
+        if not part.is_multipart():
+            content = part.get_payload(decode=True) or b""
+            if thread:
+                content = content.replace(thread.encode(), b"{thread}")
+            digest.update(content)
+    message_id = str(msg["Message-ID"]).strip() if msg["Message-ID"] else None
+    key = next((str(v).strip() for k, v in msg.items() if _KEY_HEADER.search(k)), None) or message_id
+    payload = {
+        "to": ", ".join(sorted(rcpt_tos)),
+        "from": mail_from,
+        "subject": str(msg["Subject"] or ""),
+        "body_sha256": digest.hexdigest(),
+    }
+    return payload, key, message_id
+
+
+@dataclass(frozen=True)
+class _Binding:
+    url: str
+    thread: str
+    attempt: int
+    control: ControlClient | None
+
+
+class _Handler:
+    """aiosmtpd's handler: records, announces, and answers 250 or hangs up."""
+
+    def __init__(self, fake: SmtpFake) -> None:
+        self.fake = fake
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        loop = asyncio.get_running_loop()
+        raw = envelope.original_content or b""
+        heard = await loop.run_in_executor(
+            None, self.fake.deliver, raw, envelope.mail_from or "", list(envelope.rcpt_tos)
+        )
+        if not heard:
+            if server.transport is not None:
+                server.transport.abort()
+            return "421 closing"
+        return "250 OK"
+
+
+class SmtpFake:
+    """The SMTP fake on 127.0.0.1 (a free port), recording to ``ledger`` (a path or URL)."""
+
+    def __init__(self, ledger: str, *, thread: str = "default", attempt: int = 1, port: int = 0) -> None:
+        self.ledger_url = ledger
+        self.port = port
+        self.binding = _Binding(ledger, thread, attempt, None)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: threading.Thread | None = None
+        self.address: str | None = None
+
+    def start(self) -> str:
+        """Listen and serve in a background thread; returns ``host:port`` (``KILLDRILL_SMTP``)."""
+        if self.address is not None:
+            return self.address
+        Ledger(self.ledger_url, self.binding.thread)  # fail now, in one line, if the ledger is unusable
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        loop = asyncio.new_event_loop()
+        handler = _Handler(self)
+        self._server = loop.run_until_complete(
+            loop.create_server(lambda: SMTP(handler, hostname="killdrill-smtp-fake"), sock=sock)
+        )
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="killdrill-fakes-smtp", daemon=True)
+        self._thread.start()
+        self.address = f"127.0.0.1:{sock.getsockname()[1]}"
+        return self.address
+
+    def bind(
+        self, thread: str, attempt: int, control_address: str | None = None, control_token: str | None = None
+    ) -> None:
+        """Record the next messages under ``thread``/``attempt``; announce ``during:`` on that channel."""
+        control = ControlClient(control_address, control_token or "") if control_address else None
+        self.binding = _Binding(self.ledger_url, thread, attempt, control)
+
+    def deliver(self, raw: bytes, mail_from: str, rcpt_tos: list[str]) -> bool:
+        """Commit the message, announce ``during:mailbox.send``; False: nobody is left to answer."""
+        binding = self.binding
+        payload, key, message_id = message_record(raw, mail_from, rcpt_tos, binding.thread)
+        result = {**payload, "message_id": message_id, "delivered": True}
+        record_effect(
+            Ledger(binding.url, binding.thread),
+            "mailbox",
+            "send",
+            key,
+            payload,
+            result,
+            prefix="msg",
+            ref=message_id,
+            attempt=binding.attempt,
+            pid=0,
+        )
+        if binding.control is not None:
+            try:
+                binding.control.send("during:mailbox.send")
+            except ControlChannelError:
+                return False
+        return True
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket."""
+        loop, server, thread = self._loop, self._server, self._thread
+        self._loop = self._server = self._thread = None
+        self.address = None
+        if loop is None or server is None:
+            return
+
+        async def shutdown() -> None:
+            server.close()
+            await server.wait_closed()
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
+        except Exception:
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=5)
+        loop.close()
+
+    def __enter__(self) -> SmtpFake:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

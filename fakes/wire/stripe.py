@@ -1,0 +1,142 @@
+"""Stripe, as its idempotency documentation describes it (docs.stripe.com/api/idempotent_requests).
+
+Served: ``POST /v1/payment_intents`` (recorded as ``payments.charge``), ``GET
+/v1/payment_intents/{id}`` and ``POST /v1/refunds`` (``payments.refund``), form-encoded as the SDK
+sends them.  The rules, one test each in ``tests/test_wire_stripe.py``:
+
+- ``Idempotency-Key`` up to 255 characters (longer: 400, nothing happens);
+- a key is remembered 24 h on the harness clock (:func:`killdrill.fakes.advance_clock`);
+- same key, other parameters: 400 ``idempotency_error``; key still executing: 409
+  ``idempotency_key_in_use`` (with ``Stripe-Should-Retry: true``);
+- the response is saved once execution began, 500s included, but not a 429 or a validation error;
+- a replay carries ``Idempotent-Replayed: true``; errors carry ``Stripe-Should-Retry``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from killdrill.fakes import Answer, FakeProviderError
+from killdrill.fakes.http import _Answered
+from killdrill.fakes.wire import Exchange, Reply, route
+
+__all__ = ["MAX_KEY_LENGTH", "decode_form", "payment_intent"]
+
+MAX_KEY_LENGTH = 255
+_INT_FIELDS = {"amount", "application_fee_amount"}
+
+
+def decode_form(body: str) -> dict[str, Any]:
+    """Stripe's form encoding (``metadata[order]=7``, ``payment_method_types[0]=card``) to JSON values."""
+    out: dict[str, Any] = {}
+    for name, value in parse_qsl(body, keep_blank_values=True):
+        parts = [name.split("[", 1)[0], *re.findall(r"\[([^\]]*)\]", name)]
+        node = out
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if part == "":  # "expand[]": append
+                part = str(sum(1 for k in node if k.isdigit()))
+            if last:
+                node[part] = int(value) if part in _INT_FIELDS and value.lstrip("-").isdigit() else value
+            else:
+                node = node.setdefault(part, {})
+    return _lists(out)
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        value = {k: _lists(v) for k, v in value.items()}
+        if value and all(k.isdigit() for k in value):
+            return [value[k] for k in sorted(value, key=int)]
+    return value
+
+
+def payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
+    """Render a charge the fake made as a Stripe PaymentIntent (the SDK needs ``object``)."""
+    body = {k: v for k, v in charge.items() if k not in ("object", "refunded", "refund")}
+    body.update(
+        object="payment_intent",
+        id=charge["id"],
+        status="succeeded",
+        livemode=False,
+        amount_received=charge.get("amount"),
+    )
+    body.setdefault("created", int(time.time()))
+    body.setdefault("metadata", {})
+    return body
+
+
+def _error(status: int, message: str, code: str | None = None, type_: str = "invalid_request_error") -> Reply:
+    body = {"error": {"type": type_, "message": message, "code": code, "param": None}}
+    return status, body, {"Stripe-Should-Retry": "true" if status in (409, 429, 503) else "false"}
+
+
+def _key(ex: Exchange) -> str | None:
+    return ex.header("Idempotency-Key")
+
+
+def _render(ex: Exchange, resource: Any) -> Any:
+    def render(answer: Answer) -> Reply:
+        headers = {"Idempotent-Replayed": "true" if answer.replayed else "false"}
+        key = _key(ex)
+        if key:
+            headers["Idempotency-Key"] = key
+        if answer.error is not None or answer.status >= 400:
+            headers["Stripe-Should-Retry"] = "true" if answer.should_retry else "false"
+            return answer.status, answer.body, headers
+        return answer.status, resource(answer.body), headers
+
+    return render
+
+
+def _refused(ex: Exchange) -> bool:
+    key = _key(ex)
+    if key is not None and len(key) > MAX_KEY_LENGTH:
+        ex.reply(*_error(400, f"Idempotency-Key must be at most {MAX_KEY_LENGTH} characters long."))
+        return True
+    return False
+
+
+def _call(ex: Exchange, resource: Callable[[dict[str, Any]], Any], method: Callable[[], Any]) -> None:
+    """Run one of the Payments fake's operations as the server runs it (Stripe's key rules)."""
+    try:
+        method()
+    except _Answered as done:
+        ex.finish(done.answer, _render(ex, resource))
+    except (TypeError, FakeProviderError) as exc:
+        ex.reply(*_error(400, str(exc)))
+
+
+@route(r"/v1/payment_intents", "POST")
+def create_payment_intent(ex: Exchange, _m: re.Match[str]) -> None:
+    if not _refused(ex):
+        params = decode_form(ex.raw.decode("utf-8", "replace"))
+        payments = ex.fakes().payments
+        _call(ex, payment_intent, lambda: payments.charge(idempotency_key=_key(ex), **params))
+
+
+@route(r"/v1/payment_intents/(?P<id>[A-Za-z0-9_]+)", "GET")
+def retrieve_payment_intent(ex: Exchange, m: re.Match[str]) -> None:
+    charge = ex.fakes().payments.get(m.group("id"))
+    if charge is None or charge.get("object") != "charge":
+        ex.reply(*_error(404, f"No such payment_intent: '{m.group('id')}'", code="resource_missing"))
+        return
+    ex.reply(200, payment_intent(charge))
+
+
+@route(r"/v1/refunds", "POST")
+def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
+    if _refused(ex):
+        return
+    params = decode_form(ex.raw.decode("utf-8", "replace"))
+    target = params.get("payment_intent") or params.get("charge")
+    if not isinstance(target, str):
+        ex.reply(*_error(400, "Missing required param: payment_intent."))
+        return
+    amount = params.get("amount") if isinstance(params.get("amount"), int) else None
+    payments = ex.fakes().payments
+    _call(ex, dict, lambda: payments.refund(target, idempotency_key=_key(ex), amount=amount))
