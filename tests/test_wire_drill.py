@@ -82,7 +82,7 @@ def test_cli_reproduction_line_carries_the_smtp_fake(tmp_path: Path) -> None:
     assert "--http-fakes --smtp-fake" in out.stdout
 
 
-def test_pytest_marker_keyword_and_ini_key_start_the_smtp_fake(pytester: pytest.Pytester) -> None:
+def test_pytest_marker_keyword_starts_the_smtp_fake(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_http_fakes = true\n")
     agent = [*AGENT, "--bug", "mail-ungated"]
     pytester.makepyfile(
@@ -93,19 +93,23 @@ def test_pytest_marker_keyword_and_ini_key_start_the_smtp_fake(pytester: pytest.
         @pytest.mark.killdrill(points=["during:mailbox.send"], smtp_fake=True)
         def test_marker(killdrill, kill_point):
             assert killdrill.run(AGENT, kill_point).kinds == ("duplicate_effect",)
-
-        @pytest.mark.killdrill(points=["during:mailbox.send"])
-        def test_ini(killdrill, kill_point):
-            assert killdrill.run(AGENT, kill_point).kinds == ("duplicate_effect",)
         """
     )
-    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "marker")
-    res.assert_outcomes(passed=1)
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_ini_keys_of_the_wire_fakes(pytester: pytest.Pytester) -> None:
+    from killdrill.pytest_plugin import _ini_options
+
     pytester.makeini(
-        "[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_http_fakes = true\nkilldrill_smtp_fake = true\n"
+        "[pytest]\nkilldrill_smtp_fake = true\nkilldrill_hooks =\n    /notify*=naive\n    /tickets=keyed\n"
+        "killdrill_hook_key_header = X-Request-Id\n"
     )
-    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "ini")
-    res.assert_outcomes(passed=1)
+    options = _ini_options(pytester.parseconfig())
+    assert options["smtp_fake"] is True
+    assert options["hooks"] == {"/notify*": "naive", "/tickets": "keyed"}
+    assert options["hook_key_header"] == "X-Request-Id"
+    DrillOptions(**options)  # every ini key is a DrillOptions field
 
 
 def test_a_receiver_that_ignores_keys_catches_an_ungated_webhook(tmp_path: Path) -> None:

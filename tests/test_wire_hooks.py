@@ -40,7 +40,7 @@ def test_records_method_path_json_body_and_key(base: str, ledger_file: str) -> N
 
 
 def test_any_method(base: str, ledger_file: str) -> None:
-    for method in ("POST", "PUT", "PATCH", "DELETE"):
+    for method in ("POST", "PUT", "PATCH", "DELETE"):  # GET is safe: see below
         assert requests.request(method, f"{base}/x", json={"m": method}).status_code == 200
     assert [c.op for c in Ledger(ledger_file, THREAD).calls("hooks")] == ["post", "put", "patch", "delete"]
 
@@ -109,3 +109,12 @@ def test_a_bad_route_mode_is_a_one_line_error(ledger_file: str) -> None:
     with serve(ledger_file, routes={"/x": "sometimes"}) as srv:
         r = httpx.post(f"{srv.url}/hooks/x", json={}, headers={"Idempotency-Key": "k"})
     assert r.status_code == 500 and "keyed or naive" in r.json()["error"]["message"]
+
+
+def test_get_is_not_an_effect_and_reads_a_created_resource(base: str, ledger_file: str) -> None:
+    created = httpx.post(f"{base}/tickets", json={"title": "refund"}, headers={"Idempotency-Key": "g"}).json()
+    for _ in range(2):  # a resumed agent polls again: not a duplicate
+        r = httpx.get(f"{base}/tickets/{created['id']}")
+        assert r.status_code == 200 and r.json()["body"] == {"title": "refund"}
+    assert httpx.get(f"{base}/tickets/hk_9999").status_code == 404
+    assert [c.op for c in Ledger(ledger_file, THREAD).calls("hooks")] == ["post"]

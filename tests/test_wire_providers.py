@@ -3,6 +3,7 @@ each provider's documented idempotency rules, one test per rule."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,31 @@ def test_checkout_keys_expire_after_24_hours(base: str, ledger_file: str) -> Non
     first = cko(base, "c-4").json()["id"]
     advance_clock(Ledger(ledger_file, THREAD), 24 * 3600 + 1)
     assert cko(base, "c-4").json()["id"] != first
+
+
+def test_checkout_sdk_request_payment_replays_under_its_key(base: str, ledger_file: str) -> None:
+    sdk_module = pytest.importorskip("checkout_sdk.checkout_sdk")
+    from checkout_sdk.environment import Environment
+    from checkout_sdk.payments.payments import PaymentRequest
+
+    root = f"{base}/checkout/"
+    env = Environment(
+        base_uri=root,
+        authorization_uri=root + "connect/token",
+        files_uri=root,
+        transfers_uri=root,
+        balances_uri=root,
+        forward_uri=root,
+        identity_uri=root,
+        is_sandbox=True,
+    )
+    with warnings.catch_warnings():  # the merchant subdomain is for the real host, not 127.0.0.1
+        warnings.simplefilter("ignore", DeprecationWarning)
+        builder = sdk_module.CheckoutSdk.builder().secret_key("sk_sbox_m73dzbpy7cf3gfd46xr4yj5xo4e")
+        api = builder.environment(env).use_legacy_domain().build()
+    request = PaymentRequest()
+    request.amount, request.currency, request.reference = 2500, "GBP", "ORD-5"
+    first = api.payments.request_payment(request, "ck-sdk")
+    again = api.payments.request_payment(request, "ck-sdk")
+    assert first.id == again.id and first.http_metadata.status_code == 201
+    assert outcomes(ledger_file, "checkout") == ["created", "replayed"]

@@ -109,3 +109,12 @@ def test_killdrill_and_the_http_fakes_do_not_import_the_wire_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_agent_that_logs_in_is_served_as_it_is(smtp: SmtpFake, ledger_file: str) -> None:
+    assert smtp.address is not None
+    host, port = smtp.address.split(":")
+    with smtplib.SMTP(host, int(port), timeout=10) as client:
+        client.login("apikey", "SG.production-secret")
+        client.send_message(message(Message_ID="<r-5@shop>"))
+    assert [c.key for c in Ledger(ledger_file, THREAD).calls()] == ["<r-5@shop>"]

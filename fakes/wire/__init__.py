@@ -3,7 +3,8 @@
 A family (``hooks``, a payment provider's profile) is one module that calls :func:`route` for
 the path prefixes it serves; ``killdrill.fakes.http`` asks :func:`dispatch` before its own routes,
 so a family inherits whatever the central handler does (body limits, authentication, quiet
-errors) and a new fake provider is one new file plus its name in :data:`FAMILIES`.
+errors).  Every module of this package is a family, loaded on the first request: a new fake
+provider is one new file.
 
 A handler gets an :class:`Exchange`: the request (method, path, headers, body), the ledger handle
 of the attempt, and :meth:`Exchange.finish`, which announces ``during:PROVIDER.OP`` after the
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import pkgutil
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from killdrill.fakes.http import _Binding, _ServerFakes
 
 __all__ = [
-    "FAMILIES",
+    "NOT_ROUTES",
     "Exchange",
     "Reply",
     "Route",
@@ -41,8 +44,8 @@ __all__ = [
     "routes",
 ]
 
-FAMILIES = ("hooks", "stripe", "razorpay", "gocardless", "checkout")
-"""Modules of this package that register routes, loaded on the first request."""
+NOT_ROUTES = frozenset({"smtp"})
+"""Modules of this package that are not route families (the SMTP server needs the extra)."""
 
 Reply = tuple[int, Any, Mapping[str, str]]
 """What a profile renders: HTTP status, JSON body, extra headers."""
@@ -72,6 +75,7 @@ class Route:
 
 _ROUTES: list[Route] = []
 _loaded = False
+_load_lock = threading.Lock()  # the server is threaded: the first requests may arrive together
 
 
 def route(
@@ -89,11 +93,13 @@ def route(
 def routes() -> list[Route]:
     """Every registered route, the built-in families loaded."""
     global _loaded
-    if not _loaded:
-        for name in FAMILIES:
-            importlib.import_module(f"{__name__}.{name}")
-        _loaded = True
-    return list(_ROUTES)
+    with _load_lock:
+        if not _loaded:
+            for info in pkgutil.iter_modules(__path__):
+                if not info.name.startswith("_") and info.name not in NOT_ROUTES:
+                    importlib.import_module(f"{__name__}.{info.name}")
+            _loaded = True
+        return list(_ROUTES)
 
 
 def dispatch(handler: _Handler, method: str) -> bool:

@@ -6,11 +6,15 @@ when there is one) and the key from the ``Idempotency-Key`` header (another head
 
 - ``keyed``: a repeated key replays the stored response (``Idempotent-Replayed: true``); another
   body under the same key is refused (400), a key still executing gets a 409 (Stripe's rules);
-- ``naive``: every request creates, whatever its key (the key is still recorded).
+- ``naive``: every request creates, whatever its key (the key is still recorded); the fault
+  settings (``error_first``, ``latency``, ...) apply to keyed requests only.
 
 ``wire={"hooks": {"routes": {"/tickets*": "keyed", "/notify": "naive"}}}`` chooses per route
 (shell-style patterns on the path after ``/hooks``, first match wins); with no match a request
 is keyed when it carries the key header and naive otherwise.  A created resource gets an ``id``.
+
+``GET`` is safe, not an effect: ``GET /hooks/.../{id}`` answers the resource that id names (a
+ticket API's status check), unrecorded, so a resumed agent that polls again is not a duplicate.
 """
 
 from __future__ import annotations
@@ -52,7 +56,17 @@ def _render(answer: Any) -> Reply:
     return answer.status, answer.body, headers
 
 
-@route(r"/hooks(?P<path>/.*)?")
+@route(r"/hooks(?P<path>/.*)?", "GET")
+def read(ex: Exchange, m: re.Match[str]) -> None:
+    last = (m.group("path") or "/").rstrip("/").rsplit("/", 1)[-1]
+    resource = ex.fakes().ledger.effect("hooks", last) if last else None
+    if resource is None:
+        ex.reply(404, {"error": {"type": "invalid_request_error", "message": f"no resource {last!r}"}})
+        return
+    ex.reply(200, resource)
+
+
+@route(r"/hooks(?P<path>/.*)?", "POST PUT PATCH DELETE")
 def sink(ex: Exchange, m: re.Match[str]) -> None:
     config = ex.config.get("hooks") or {}
     path = m.group("path") or "/"

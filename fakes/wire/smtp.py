@@ -2,6 +2,7 @@
 
 An agent that sends mail with plain ``smtplib`` is drilled unmodified: ``--smtp-fake`` starts this
 server and exports ``KILLDRILL_SMTP=host:port``; the agent reads it as it reads any SMTP host.
+``login()`` accepts any credentials (PLAIN, LOGIN); there is no TLS (``starttls()`` fails).
 
 A message is recorded with payload ``{"to", "from", "subject", "body_sha256"}`` (recipients from
 the envelope, sorted; the digest covers the decoded content of every part, so a regenerated MIME
@@ -28,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
 from killdrill.agent import ControlChannelError, ControlClient
 from killdrill.fakes.wire import record_effect
@@ -73,6 +74,11 @@ class _Binding:
     control: ControlClient | None
 
 
+def _any_login(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
+    """Accept any credentials: the agent logs in as it does in production, nothing is checked."""
+    return AuthResult(success=True)
+
+
 class _Handler:
     """aiosmtpd's handler: records, announces, and answers 250 or hangs up."""
 
@@ -115,7 +121,16 @@ class SmtpFake:
         loop = asyncio.new_event_loop()
         handler = _Handler(self)
         self._server = loop.run_until_complete(
-            loop.create_server(lambda: SMTP(handler, hostname="killdrill-smtp-fake"), sock=sock)
+            loop.create_server(
+                lambda: SMTP(
+                    handler,
+                    hostname="killdrill-smtp-fake",
+                    enable_SMTPUTF8=True,
+                    auth_require_tls=False,  # loopback only; an agent's smtp.login() must just work
+                    authenticator=_any_login,
+                ),
+                sock=sock,
+            )
         )
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="killdrill-fakes-smtp", daemon=True)

@@ -18,41 +18,14 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl
 
 from killdrill.fakes import Answer, FakeProviderError
-from killdrill.fakes.http import _Answered
+from killdrill.fakes.http import _Answered, decode_form
 from killdrill.fakes.wire import Exchange, Reply, route
 
-__all__ = ["MAX_KEY_LENGTH", "decode_form", "payment_intent"]
+__all__ = ["MAX_KEY_LENGTH", "payment_intent"]
 
 MAX_KEY_LENGTH = 255
-_INT_FIELDS = {"amount", "application_fee_amount"}
-
-
-def decode_form(body: str) -> dict[str, Any]:
-    """Stripe's form encoding (``metadata[order]=7``, ``payment_method_types[0]=card``) to JSON values."""
-    out: dict[str, Any] = {}
-    for name, value in parse_qsl(body, keep_blank_values=True):
-        parts = [name.split("[", 1)[0], *re.findall(r"\[([^\]]*)\]", name)]
-        node = out
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if part == "":  # "expand[]": append
-                part = str(sum(1 for k in node if k.isdigit()))
-            if last:
-                node[part] = int(value) if part in _INT_FIELDS and value.lstrip("-").isdigit() else value
-            else:
-                node = node.setdefault(part, {})
-    return _lists(out)
-
-
-def _lists(value: Any) -> Any:
-    if isinstance(value, dict):
-        value = {k: _lists(v) for k, v in value.items()}
-        if value and all(k.isdigit() for k in value):
-            return [value[k] for k in sorted(value, key=int)]
-    return value
 
 
 def payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
