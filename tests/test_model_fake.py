@@ -257,3 +257,31 @@ def test_env_values_name_harness_variables(tmp_path: Path) -> None:
         Drill(
             ["python", str(agent)], DrillOptions(root=tmp_path, env={"HOOK": "{KILLDRILL_FAKES_URL}"})
         ).discover()
+
+
+def test_ini_keys_of_the_model_fake(pytester: pytest.Pytester) -> None:
+    from killdrill.pytest_plugin import _ini_options
+
+    pytester.makeini(f"[pytest]\nkilldrill_model_script = {LOOP_SCRIPT}\nkilldrill_model_variance = 3\n")
+    options = _ini_options(pytester.parseconfig())
+    assert options == {"model_script": str(LOOP_SCRIPT), "model_variance": 3}
+    DrillOptions(**options)  # every ini key is a DrillOptions field
+
+
+def test_pytest_marker_keywords_drill_with_the_model(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\n")
+    agent = [*LOOP, "--key", "tool-call", "--checkpoint", "turn"]
+    pytester.makepyfile(
+        test_inner_model=f"""
+        import pytest
+        AGENT = {agent!r}
+
+        @pytest.mark.killdrill(points=["during:payments.charge"], model_script={str(LOOP_SCRIPT)!r},
+                               model_variance=0)
+        def test_marker(killdrill, kill_point):
+            result = killdrill.run(AGENT, kill_point)
+            assert result.kinds == ("duplicate_effect", "key_changed")
+            assert result.model["respent_calls"] == 1
+        """
+    )
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)

@@ -82,15 +82,15 @@ def test_variance_catches_a_tool_call_id_key_when_the_model_is_asked_again(tmp_p
 
 
 @pytest.mark.slow
-def test_twenty_times(tmp_path: Path) -> None:
+@pytest.mark.parametrize("repetition", range(20))
+def test_twenty_times(tmp_path: Path, repetition: int) -> None:
     """20 repetitions: the correct agent passes every point under variance, every time; the naive
     one is caught every time at its receipt and, under variance with a slow checkpointer, its charge."""
-    for i in range(20):
-        with drill(tmp_path / f"correct-{i}", variance=i) as d:
-            result = d.run_all()
-            assert result.ok, result.text()
-        with drill(tmp_path / f"naive-{i}", "--naive") as d:
-            for point in ("during:mailbox.send", "after:tools#2"):
-                assert ("duplicate_effect", "mailbox") in _kinds(d.run_case(point))
-        with drill(tmp_path / f"naive-var-{i}", "--naive", variance=i, env=SLOW_CHECKPOINTER) as d:
-            assert ("key_changed", "payments") in _kinds(d.run_case("during:payments.charge"))
+    with drill(tmp_path / "correct", variance=repetition) as d:
+        result = d.run_all()
+        assert result.ok, result.text()
+    with drill(tmp_path / "naive", "--naive") as d:
+        for point in ("during:mailbox.send", "after:tools#2"):
+            assert ("duplicate_effect", "mailbox") in _kinds(d.run_case(point))
+    with drill(tmp_path / "naive-var", "--naive", variance=repetition, env=SLOW_CHECKPOINTER) as d:
+        assert ("key_changed", "payments") in _kinds(d.run_case("during:payments.charge"))
