@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from killdrill.model_work import render_model_work, sum_model_work
+from killdrill.model_work import model_work, render_model_work, sum_model_work
 from killdrill.records import (
     DRAINED,
     EXITED,
@@ -315,6 +315,11 @@ def render_catalogue(discovery: Discovery) -> str:
             effects[name] = effects.get(name, 0) + 1
     if effects:
         lines.append("Baseline effects: " + ", ".join(f"{k} x{v}" for k, v in effects.items()))
+    work = model_work(discovery.baseline, discovery.baseline)
+    if work:
+        lines.append(
+            f"Baseline model work: {work['calls']} calls, {work['tokens']} tokens (calls, never effects)"
+        )
     if discovery.baseline.state:
         lines.append(f"Baseline kv state: {format_identity(discovery.baseline.state)}")
     lines.extend(_volatile_lines(discovery.volatile))

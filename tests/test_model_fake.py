@@ -203,6 +203,7 @@ def test_correct_loop_passes_every_point_under_variance_and_counts_respent_work(
     assert charge["calls_by_attempt"] == {"1": 1, "2": 2}
     text = result.text()
     assert "Model over all cases:" in text and "re-spent by resumes:" in text
+    assert "Baseline model work: 2 calls" in text and "Baseline effects: payments.charge x1" in text
     data = result.to_dict()
     assert data["summary"]["model"]["respent_calls"] == sum(c.model["respent_calls"] for c in result.cases)
     assert data["cases"][1]["model"] == charge
