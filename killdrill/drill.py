@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from killdrill.intervals import resolve_schedule
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label, parse_schedule
 from killdrill.records import (
     EXITED,
@@ -363,9 +364,7 @@ class Drill:
                 server.stop()
 
     # ---- discovery ------------------------------------------------------------------------
-    def _clean_run(
-        self, thread: str, label: str, *, private: bool = False
-    ) -> tuple[Attempt, LedgerSnapshot]:
+    def _clean_run(self, thread: str, label: str, *, private: bool = False) -> tuple[Attempt, LedgerSnapshot]:
         """One unarmed, traced run under ``thread`` in a fresh workdir (with its own SQLite ledger
         when ``private``, so a shared ``ledger_url`` never sees two runs of one thread)."""
         workdir = self._new_workdir(label)
@@ -529,6 +528,7 @@ class Drill:
         discovery = self.discover()
         if check:
             self.check_schedule(sched)
+        sched = resolve_schedule(sched, discovery)  # percentage kills -> this discovery's ms
         text = str(sched)
         clean = discovery.run_for(_first_label(sched))
         if clean is not None:  # the work depends on the thread: run under a clean run's thread
@@ -638,9 +638,7 @@ class Drill:
             violations.extend(judged)
             from killdrill.verdict import summarize
 
-            summary = summarize(
-                baseline, ledger, identity=self.options.identity, volatile=discovery.volatile
-            )
+            summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
             from killdrill.model_work import model_work
 
             model = model_work(baseline, ledger)

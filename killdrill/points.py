@@ -22,11 +22,15 @@ the caller hears the response."""
 
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-/\[\]]*"
 _DUR = r"(?P<{g}>\d+(?:\.\d+)?)(?P<{g}_unit>us|ms|s)"
+_PCT = r"(?P<pct>\d{1,2}(?:\.\d{1,4})?)%"
+"""A position inside an interval, in percent of its clean-run length: 0 <= F < 100, at most
+four decimals, so the printed text parses back to the very same number."""
 _POINT_RE = re.compile(
     rf"^(?P<kind>{'|'.join(KINDS)}):(?P<name>{_NAME})(?:#(?P<occ>\d+))?"
-    rf"(?:(?P<op>[+~]){_DUR.format(g='dur')})?$"
+    rf"(?:(?P<op>[+~])(?:{_DUR.format(g='dur')}|{_PCT}))?$"
 )
 _OFFSET_RE = re.compile(rf"^offset:{_DUR.format(g='off')}$")
+_START_RE = re.compile(rf"^start\+{_PCT}$")
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
@@ -43,6 +47,10 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms:g}ms"
 
 
+def _fmt_pct(pct: float) -> str:
+    return f"{pct:.4f}".rstrip("0").rstrip(".") + "%"
+
+
 @dataclass(frozen=True)
 class Kill:
     """What to do to one attempt.
@@ -51,6 +59,11 @@ class Kill:
     ``delay_ms`` (``POINT+Xms``) releases the agent at the point and kills it X ms
     later; ``hold_ms`` (``POINT~Xs``) holds the agent at the point, then lets it go
     (no kill: a hung call, for per-node timeouts).
+
+    ``pct`` is the timing-free form: ``POINT+F%`` kills F percent of the way from POINT
+    to the next boundary, ``start+F%`` F percent of the way from spawn to the first
+    boundary (``point`` None), lengths as the clean run measured them.  The text keeps
+    the percentage; resolving against a discovery fills ``delay_ms`` / ``offset_ms``.
     """
 
     point: str | None = None
@@ -58,6 +71,12 @@ class Kill:
     delay_ms: float | None = None
     hold_ms: float | None = None
     offset_ms: float | None = None
+    pct: float | None = None
+
+    @property
+    def is_resolved(self) -> bool:
+        """False for a percentage kill whose milliseconds are not known yet."""
+        return self.pct is None or (self.delay_ms if self.point else self.offset_ms) is not None
 
     @property
     def is_kill(self) -> bool:
@@ -67,7 +86,7 @@ class Kill:
     @property
     def is_named(self) -> bool:
         """A kill exactly at a named point (no delay, no offset): deterministic."""
-        return self.point is not None and self.delay_ms is None and self.hold_ms is None
+        return self.point is not None and self.delay_ms is None and self.hold_ms is None and self.pct is None
 
     @property
     def kind(self) -> str | None:
@@ -75,9 +94,13 @@ class Kill:
 
     def __str__(self) -> str:
         if self.point is None:
+            if self.pct is not None:
+                return f"start+{_fmt_pct(self.pct)}"
             return f"offset:{_fmt_ms(self.offset_ms or 0.0)}"
         text = self.point if self.occurrence == 1 else f"{self.point}#{self.occurrence}"
-        if self.delay_ms is not None:
+        if self.pct is not None:
+            text += f"+{_fmt_pct(self.pct)}"
+        elif self.delay_ms is not None:
             text += f"+{_fmt_ms(self.delay_ms)}"
         if self.hold_ms is not None:
             text += f"~{_fmt_ms(self.hold_ms)}"
@@ -90,7 +113,7 @@ class Kill:
 
 def parse_kill(text: str) -> Kill:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
-    ``before:x~5s``, ``offset:137ms``."""
+    ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``."""
     raw = text
     text = text.strip()
     if not text:
@@ -98,29 +121,38 @@ def parse_kill(text: str) -> Kill:
     m = _OFFSET_RE.match(text)
     if m:
         return Kill(offset_ms=float(m["off"]) * _UNITS_MS[m["off_unit"]])
+    m = _START_RE.match(text)
+    if m:
+        return Kill(pct=float(m["pct"]))
     m = _POINT_RE.match(text)
     if not m:
         kind = text.split(":", 1)[0]
-        if ":" not in text:
+        if text.startswith("start"):
+            why = "expected start+F% with 0 <= F < 100 (at most 4 decimals), e.g. start+12.5%"
+        elif ":" not in text:
             why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms)"
         elif kind not in (*KINDS, "offset"):
             why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} or offset"
         elif kind == "offset":
             why = "expected offset:<number><us|ms|s>, e.g. offset:137ms"
         else:
-            why = "expected KIND:NAME[#N][+Xms|~Xs], e.g. before:charge_customer#2+3.5ms"
+            why = "expected KIND:NAME[#N][+Xms|+F%|~Xs], e.g. before:charge_customer#2+3.5ms"
         raise ScheduleError(raw, why)
     occ = int(m["occ"]) if m["occ"] else 1
     if occ < 1:
         raise ScheduleError(raw, "occurrences count from 1")
-    delay = hold = None
-    if m["op"]:
+    delay = hold = pct = None
+    if m["pct"] is not None:
+        if m["op"] == "~":
+            raise ScheduleError(raw, "a hold needs a duration (POINT~Xs), not a percentage")
+        pct = float(m["pct"])
+    elif m["op"]:
         ms = float(m["dur"]) * _UNITS_MS[m["dur_unit"]]
         if m["op"] == "+":
             delay = ms
         else:
             hold = ms
-    return Kill(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold)
+    return Kill(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold, pct=pct)
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,38 @@
-"""Random kill schedules over a discovered run, as Hypothesis strategies and a seeded sampler.
+"""Random kill schedules over a discovered run, as Hypothesis strategies and a seeded planner.
 
 Fixed kill points prove the boundaries someone thought of; random kills find the rest.
-Two kinds of random kill cover a run:
-
-- ``offset:Xms``, X uniform over the clean run's duration: wherever the process is;
-- ``POINT+Xms``, X uniform inside the interval from POINT to the next boundary: every
-  interval is picked equally often, so a 0.2 ms window between an effect and its
-  checkpoint is hit as often as the 800 ms the interpreter spends importing.
+A random kill aims at one boundary interval (``start``: spawn to the first boundary, or a
+boundary label: from it to the next) at a position given as a percentage of that interval
+(``after:charge_customer+37.5%``, ``start+12%``): timing-free coordinates, so the seed
+alone fixes the text of every schedule whatever the machine measured, and a 0.2 ms window
+between an effect and its checkpoint is aimed at as often as the 800 ms of imports.
 
 The Hypothesis strategies are for users' own property tests::
 
     from hypothesis import given
     from killdrill.strategies import schedules
 
-    @given(schedules(discovery, max_kills=3))
+    @given(schedules(discovery, max_kills=3, named=False))  # named kills may not be reached on resume
     def test_exactly_once(schedule):
         chaos_case(drill, schedule).assert_exactly_once()
 
-They shrink towards fewer kills and towards named boundaries (``one_of`` tries its
-first branch first, floats shrink to 0), so a failing random millisecond is reported
-at the boundary that explains it.  :func:`random_schedule` draws from the same space
-with a plain ``random.Random``: ``killdrill chaos`` needs "run *i* of seed *S*" to be one
-fixed schedule whatever the other runs did (shards, parallel workers, a budget), which
-Hypothesis's adaptive engine does not promise; the engine does the shrinking there.
+They shrink towards fewer kills and towards named boundaries (``one_of`` tries its first
+branch first, numbers shrink to 0).  :func:`stratified_schedule` is the planner ``killdrill
+chaos`` uses: run *i* of seed *S* is one fixed schedule whatever the other runs did (shards,
+workers, a budget), and kills are dealt round-robin over the intervals (each round a fresh
+random permutation), so every interval gets a kill before any gets a second.
 """
 
 from __future__ import annotations
 
+import functools
 import random
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
+from killdrill.intervals import START, Interval, intervals, strata
 from killdrill.points import Kill, Schedule, parse_kill
 from killdrill.records import DRAINED, KILLED, Attempt, Discovery
 
@@ -47,33 +48,10 @@ __all__ = [
     "random_kill",
     "random_schedule",
     "schedules",
+    "start_kills",
+    "strata",
+    "stratified_schedule",
 ]
-
-START = "(start)"
-"""Name of the interval from spawn to the first boundary (imports, startup)."""
-
-OFFSET_SHARE = 1 / 3
-"""Share of random kills that are ``offset:`` kills; the rest are ``POINT+Xms``."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    """From a boundary (``label``, reached ``start_ms`` after spawn) to the next one."""
-
-    label: str
-    start_ms: float
-    length_ms: float
-
-
-def intervals(discovery: Discovery) -> list[Interval]:
-    """The clean run's boundary intervals in order; the last one ends when the process exits."""
-    cat = discovery.catalogue
-    end = max(discovery.duration_ms, cat[-1].t_ms if cat else 0.0)
-    out = []
-    for i, entry in enumerate(cat):
-        nxt = cat[i + 1].t_ms if i + 1 < len(cat) else end
-        out.append(Interval(entry.label, entry.t_ms, max(0.0, nxt - entry.t_ms)))
-    return out
 
 
 def _round_ms(ms: float) -> float:
@@ -81,8 +59,17 @@ def _round_ms(ms: float) -> float:
     return round(ms, 3)
 
 
-def _delayed(label: str, ms: float) -> Kill:
-    return parse_kill(f"{label}+{_round_ms(ms):g}ms")
+def _pct(x: float) -> float:
+    """A fraction in [0, 1) as a percentage with two decimals, strictly below 100."""
+    return min(round(x * 100.0, 2), 99.99)
+
+
+def aim(stratum: str, pct: float) -> Kill:
+    """The kill ``pct`` percent into ``stratum`` (``START`` or a boundary label)."""
+    if stratum == START:
+        return Kill(pct=pct)
+    point = parse_kill(stratum)
+    return Kill(point=point.point, occurrence=point.occurrence, pct=pct)
 
 
 def _duration(discovery: Discovery) -> float:
@@ -95,25 +82,29 @@ def named_kills(discovery: Discovery) -> st.SearchStrategy[Kill]:
     return st.sampled_from(discovery.labels()).map(parse_kill)
 
 
+def _percentages() -> st.SearchStrategy[float]:
+    return st.integers(0, 9999).map(lambda n: n / 100.0)
+
+
 def interval_kills(discovery: Discovery) -> st.SearchStrategy[Kill]:
-    """``POINT+Xms`` with the interval picked uniformly and X uniform inside it."""
-    ivs = intervals(discovery)
-    return st.sampled_from(ivs).flatmap(
-        lambda iv: st.floats(0.0, iv.length_ms, exclude_max=iv.length_ms > 0).map(
-            lambda x: _delayed(iv.label, x)
-        )
-    )
+    """``POINT+F%``: a boundary interval picked uniformly, a position inside it."""
+    return st.tuples(st.sampled_from(discovery.labels()), _percentages()).map(lambda t: aim(*t))
+
+
+def start_kills() -> st.SearchStrategy[Kill]:
+    """``start+F%``: between spawn and the first boundary (imports, startup)."""
+    return _percentages().map(lambda p: Kill(pct=p))
 
 
 def offset_kills(discovery: Discovery) -> st.SearchStrategy[Kill]:
-    """``offset:Xms`` with X uniform over the clean run's duration."""
+    """``offset:Xms`` with X uniform over the clean run's duration (depends on its timing)."""
     total = _duration(discovery)
     return st.floats(0.0, total).map(lambda x: Kill(offset_ms=_round_ms(x)))
 
 
 def kills(discovery: Discovery, *, named: bool = True) -> st.SearchStrategy[Kill]:
     """Any kill; named points come first so shrinking moves a kill onto a boundary."""
-    parts = [interval_kills(discovery), offset_kills(discovery)]
+    parts = [interval_kills(discovery), start_kills()]
     if named:
         parts.insert(0, named_kills(discovery))
     return st.one_of(parts)
@@ -132,25 +123,92 @@ def schedules(
     )
 
 
-# ---- the seeded sampler killdrill chaos uses ---------------------------------------------
+# ---- seeded sampling -----------------------------------------------------------------------
 def random_kill(discovery: Discovery, rng: random.Random) -> Kill:
-    """One random kill: an offset (a third of the time) or a delay inside a random interval."""
-    # Three draws whatever the branch, each a fraction: the same seed picks the same
-    # interval and the same relative position on any machine's timings.
-    offset, which, where = rng.random() < OFFSET_SHARE, rng.random(), rng.random()
-    if offset:
-        return Kill(offset_ms=_round_ms(where * _duration(discovery)))
-    ivs = intervals(discovery)
-    iv = ivs[min(int(which * len(ivs)), len(ivs) - 1)]
-    return _delayed(iv.label, where * iv.length_ms)
+    """One random kill in any interval (``start`` included), drawn only from ``rng``."""
+    options = strata(discovery)
+    which, where = rng.random(), rng.random()
+    return aim(options[min(int(which * len(options)), len(options) - 1)], _pct(where))
 
 
 def random_schedule(
     discovery: Discovery, rng: random.Random, *, min_kills: int = 1, max_kills: int = 3
 ) -> Schedule:
-    """``min_kills..max_kills`` random kills, drawn only from ``rng``."""
+    """``min_kills..max_kills`` random kills, drawn only from ``rng`` (not stratified)."""
     n = rng.randint(min_kills, max_kills)
     return Schedule(tuple(random_kill(discovery, rng) for _ in range(n)))
+
+
+@dataclass
+class _Deal:
+    """How many kills runs 0..n-1 of one seed have, and, per attempt slot, each run's rank
+    among the runs that have a kill in that slot: run i's k-th kill is the rank-th card
+    dealt in slot k."""
+
+    seed: int
+    min_kills: int
+    max_kills: int
+    counts: list[int] = field(default_factory=list)
+    ranks: list[list[int]] = field(default_factory=list)  # ranks[k][i], -1 when run i has no k-th kill
+    dealt: list[int] = field(default_factory=list)  # cards dealt so far per slot
+
+    def extend_to(self, index: int) -> None:
+        if not self.dealt:
+            self.dealt = [0] * self.max_kills
+            self.ranks = [[] for _ in range(self.max_kills)]
+        while len(self.counts) <= index:
+            i = len(self.counts)
+            n = random.Random(f"killdrill-chaos:{self.seed}:{i}:kills").randint(
+                self.min_kills, self.max_kills
+            )
+            self.counts.append(n)
+            for k in range(self.max_kills):
+                if k < n:
+                    self.ranks[k].append(self.dealt[k])
+                    self.dealt[k] += 1
+                else:
+                    self.ranks[k].append(-1)
+
+
+_DEAL_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=16)
+def _deal(seed: int, min_kills: int, max_kills: int) -> _Deal:
+    return _Deal(seed, min_kills, max_kills)
+
+
+@functools.lru_cache(maxsize=4096)
+def _round(seed: int, slot: int, round_no: int, strata_key: tuple[str, ...]) -> tuple[str, ...]:
+    order = list(strata_key)
+    random.Random(f"killdrill-chaos:{seed}:slot{slot}:round{round_no}").shuffle(order)
+    return tuple(order)
+
+
+def stratified_schedule(
+    discovery: Discovery, seed: int, index: int, *, min_kills: int = 1, max_kills: int = 3
+) -> Schedule:
+    """Run ``index`` of ``seed``: a function of these, the bounds and the catalogue's labels.
+
+    Kills of each attempt slot (first kills, second kills, ...) are dealt round-robin over
+    ``strata(discovery)``, a fresh permutation per round, so the first ``len(strata)`` runs
+    aim their first kill at every interval once.  The position inside the interval is a
+    percentage drawn from the seed: no measured length enters the text.
+    """
+    if not 1 <= min_kills <= max_kills:
+        raise ValueError(f"need 1 <= min_kills <= max_kills, got {min_kills}..{max_kills}")
+    key = tuple(strata(discovery))
+    with _DEAL_LOCK:
+        deal = _deal(seed, min_kills, max_kills)
+        deal.extend_to(index)
+    out = []
+    for slot in range(deal.counts[index]):
+        rank = deal.ranks[slot][index]
+        round_no, pos = divmod(rank, len(key))
+        stratum = _round(seed, slot, round_no, key)[pos]
+        where = random.Random(f"killdrill-chaos:{seed}:slot{slot}:card{rank}").random()
+        out.append(aim(stratum, _pct(where)))
+    return Schedule(tuple(out))
 
 
 def interval_of(attempt: Attempt) -> str | None:

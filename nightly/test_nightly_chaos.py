@@ -84,5 +84,7 @@ def test_property_any_schedule_is_exactly_once(
 ) -> None:
     drill = Drill(AGENT, OPTS, root=str(out / "property"))
     drill.use_discovery(clean_discovery)
-    schedule = data.draw(schedules(clean_discovery, max_kills=3))
+    # Percentage kills only: a named point for attempt 2+ that the resume never reaches is a
+    # point_not_reached by design (named kills are promises), not an exactly-once failure.
+    schedule = data.draw(schedules(clean_discovery, max_kills=3, named=False))
     chaos_case(drill, schedule).assert_exactly_once()

@@ -8,9 +8,13 @@ kept small: one seed per planted bug and 12 clean runs here; several seeds per b
 from __future__ import annotations
 
 import json
+import random
+import shlex
 import subprocess
 import sys
 import time
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -29,7 +33,8 @@ from killdrill.chaos import (
 )
 from killdrill.drill import Drill, DrillOptions
 from killdrill.examples import SETTLEMENT
-from killdrill.points import parse_schedule
+from killdrill.intervals import START, resolve_schedule, strata
+from killdrill.points import Kill, ScheduleError, occurrence_label, parse_kill, parse_schedule
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 from killdrill.strategies import intervals, schedules
 
@@ -71,24 +76,76 @@ def _no_agents_left() -> None:
 
 
 # ---- schedules: pure and fast --------------------------------------------------------------
-def test_same_seed_same_schedules_and_both_kinds_of_kill() -> None:
+def _timed(d: Discovery, scale: float, shuffle: int | None = None) -> Discovery:
+    """The same labels as ``d`` at other timings (and, with ``shuffle``, reached in another order)."""
+    cat = [replace(e, t_ms=e.t_ms * scale + 7.0) for e in d.catalogue]
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(cat)
+    return replace(d, catalogue=tuple(cat), duration_ms=d.duration_ms * scale + 9.0)
+
+
+def test_same_seed_same_schedule_text_whatever_the_timings() -> None:
     d = _fake_discovery()
     a = [str(plan_schedule(d, 7, i)) for i in range(200)]
-    assert a == [str(plan_schedule(d, 7, i)) for i in range(200)]
+    # A slower machine, and parallel branches reaching the same boundaries in another order.
+    assert a == [str(plan_schedule(_timed(d, 3.7), 7, i)) for i in range(200)]
+    assert a == [str(plan_schedule(_timed(d, 0.4, shuffle=1), 7, i)) for i in range(200)]
+    assert a == [str(plan_schedule(d, 7, i)) for i in reversed(range(200))][::-1]  # order of asking
     assert a != [str(plan_schedule(d, 8, i)) for i in range(200)]
-    kills = [k for s in a for k in parse_schedule(s)]
     assert {len(parse_schedule(s)) for s in a} == {1, 2, 3}
-    offsets = [k for k in kills if k.offset_ms is not None]
-    delayed = [k for k in kills if k.delay_ms is not None]
-    assert offsets and delayed and len(offsets) + len(delayed) == len(kills)
-    assert all(0 <= k.offset_ms <= 150.0 for k in offsets)  # type: ignore[operator]
-    # every interval is hit, the 3 ms windows as often as the long last one, within noise
-    per = {iv.label: 0 for iv in intervals(d)}
-    for k in delayed:
-        per[str(k.point)] += 1
-        iv = next(iv for iv in intervals(d) if iv.label == k.point)
-        assert 0 <= k.delay_ms <= iv.length_ms  # type: ignore[operator]
-    assert min(per.values()) > 0.5 * len(delayed) / len(per)
+    for text in a:
+        sched = parse_schedule(text)
+        assert str(sched) == text  # round-trips through the grammar
+        assert all(k.pct is not None and 0 <= k.pct < 100 and not k.is_named for k in sched)
+    # Resolving against a discovery gives milliseconds inside the aimed interval; the text stays.
+    lengths = {iv.label: iv.length_ms for iv in intervals(d)}
+    for text in a[:50]:
+        resolved = resolve_schedule(parse_schedule(text), d)
+        assert str(resolved) == text
+        for k in resolved:
+            if k.point is None:
+                assert 0 <= k.offset_ms <= d.catalogue[0].t_ms  # type: ignore[operator]
+            else:
+                assert 0 <= k.delay_ms <= lengths[occurrence_label(k.point, k.occurrence)]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("text", "kill"),
+    [
+        ("after:x+37.5%", Kill(point="after:x", pct=37.5)),
+        ("before:x#2+0%", Kill(point="before:x", occurrence=2, pct=0.0)),
+        ("during:payments.charge+99.9999%", Kill(point="during:payments.charge", pct=99.9999)),
+        ("start+12%", Kill(pct=12.0)),
+    ],
+)
+def test_percentage_kills_parse_and_print_back(text: str, kill: Kill) -> None:
+    assert parse_kill(text) == kill and str(kill) == text and not kill.is_named
+
+
+@pytest.mark.parametrize(
+    "bad", ["start+100%", "after:x+100%", "after:x+1.00001%", "after:x~5%", "start", "start+-1%", "offset:5%"]
+)
+def test_bad_percentages_are_one_line_errors(bad: str) -> None:
+    with pytest.raises(ScheduleError) as err:
+        parse_kill(bad)
+    assert err.value.text == bad and "\n" not in str(err.value)
+
+
+def test_every_interval_gets_a_kill_before_any_gets_a_second() -> None:
+    d = _fake_discovery()
+    every = strata(d)
+    assert every[0] == START and len(every) == len(d.catalogue) + 1
+    plans = [parse_schedule(str(plan_schedule(d, 3, i))) for i in range(10 * len(every))]
+
+    def aimed(k: Kill) -> str:
+        return START if k.point is None else occurrence_label(k.point, k.occurrence)
+
+    for slot in range(3):  # first kills, second kills, third kills: each dealt round-robin
+        dealt = [aimed(p.kills[slot]) for p in plans if len(p) > slot]
+        for r in range(len(dealt) // len(every)):
+            assert sorted(dealt[r * len(every) : (r + 1) * len(every)]) == sorted(every), (slot, r)
+    first = Counter(aimed(p.kills[0]) for p in plans)
+    assert set(first.values()) == {10}  # the start interval no more than any other
 
 
 def test_shards_are_disjoint_and_cover_the_runs() -> None:
@@ -96,6 +153,11 @@ def test_shards_are_disjoint_and_cover_the_runs() -> None:
     flat = [i for p in parts for i in p]
     assert sorted(flat) == list(range(100)) and len(flat) == len(set(flat))
     assert list(shard_indices((2, 3), 7)) == [1, 4]
+    # Each shard plans the same schedule for a run as the whole job does.
+    d = _fake_discovery()
+    whole = {i: str(plan_schedule(d, 9, i)) for i in range(30)}
+    for k in (1, 2, 3):
+        assert {i: str(plan_schedule(d, 9, i)) for i in shard_indices((k, 3), 30)}.items() <= whole.items()
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -248,3 +310,136 @@ def test_budget_expiring_mid_run_ends_cleanly(tmp_path: Path) -> None:
     assert (tmp_path / "r" / "junit.xml").exists() and (tmp_path / "r" / "report.html").exists()
     assert time.monotonic() - start < 60
     _no_agents_left()
+
+
+# ---- files shared between jobs, and files a killed job leaves behind ---------------------------
+_UPDATER = """
+import sys, time
+from pathlib import Path
+from killdrill.chaos import Shrunk, update_corpus
+path, who, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+while not go.exists():
+    time.sleep(0.001)
+for i in range(n):
+    update_corpus(path, ["agent", who], [Shrunk(f"before:step{i}", ("duplicate_effect",), "x", i, "r", 1)], 1)
+"""
+
+
+def test_two_concurrent_jobs_lose_no_corpus_entry(tmp_path: Path) -> None:
+    """Two real processes append 150 entries each to one corpus at the same time: 300 remain."""
+    corpus, go = tmp_path / "corpus.json", tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _UPDATER, str(corpus), who, "150", str(go)], text=True)
+        for who in ("a", "b")
+    ]
+    time.sleep(0.5)  # both started and waiting
+    go.touch()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    entries = json.loads(corpus.read_text())["regressions"]
+    assert len(entries) == 300
+    assert {tuple(e["command"]) for e in entries} == {("agent", "a"), ("agent", "b")}
+
+
+_REPORTER = """
+import json, sys
+from pathlib import Path
+from killdrill.chaos import write_junit, write_reports
+data = json.loads(open(sys.argv[1]).read())
+write_reports(sys.argv[2], data)
+while True:  # junit.xml is the slowest to write: the widest window for a kill
+    write_junit(Path(sys.argv[2]) / "junit.xml", data)
+"""
+
+
+def _big_report() -> dict:
+    from killdrill.chaos import RunRecord, report_dict
+    from killdrill.records import CaseResult
+
+    d = _fake_discovery()
+    cases = [
+        CaseResult(("agent",), f"before:a+{i / 10:g}%", f"t{i}", f"/w{i}", notes=("x" * 2000,), reproduce="r")
+        for i in range(300)
+    ]
+    runs = [RunRecord(i, c.schedule, "clean", (), ("before:a",), 0, 0.1, "r") for i, c in enumerate(cases)]
+    return report_dict({"seed": 1, "shard": "1/1", "command": ["agent"]}, d, runs, cases, [])
+
+
+def test_reports_of_a_killed_job_are_whole(tmp_path: Path) -> None:
+    """SIGKILL a process that rewrites report.json / junit.xml / report.html in a loop: each file
+    is always the old or the new one, never empty or cut short."""
+    from xml.etree import ElementTree as ET
+
+    src = tmp_path / "data.json"
+    src.write_text(json.dumps(_big_report()))
+    out = tmp_path / "out"
+    rng = random.Random(2)
+    for _ in range(8):
+        proc = subprocess.Popen([sys.executable, "-c", _REPORTER, str(src), str(out)])
+        deadline = time.monotonic() + 60
+        while not (out / "junit.xml").exists() and time.monotonic() < deadline:  # first round only
+            time.sleep(0.01)
+        time.sleep(0.3 + rng.random() * 0.6)  # into the rewrite loop, at a random moment
+        proc.kill()
+        proc.wait()
+        assert ET.parse(out / "junit.xml").getroot().find("testsuite").get("tests") == "300"  # type: ignore[union-attr]
+        assert len(json.loads((out / "report.json").read_text())["runs"]) == 300
+        assert (out / "report.html").read_text().rstrip().endswith("</html>")
+
+
+def test_check_options_apply_to_chaos_cases(tmp_path: Path) -> None:
+    """A saga that undoes its steps in the wrong order lands every effect once: only
+    ``--check compensation_order`` sees it, and it must see it in chaos cases too (here a
+    kill that misses, which chaos re-judges)."""
+    agents = Path(__file__).resolve().parent / "detection" / "agents"
+    cmd = [
+        sys.executable,
+        str(agents / "compensation_wrong_order.py"),
+        "--thread",
+        "{thread}",
+        "--workdir",
+        "{workdir}",
+    ]
+    plain = Drill(cmd, DrillOptions(timeout=30.0, root=str(tmp_path / "plain")))
+    checked = Drill(cmd, DrillOptions(timeout=30.0, checks=("compensation_order",), root=str(tmp_path / "c")))
+    checked.use_discovery(plain.discover())
+    missed = "start+0%,offset:600000ms"  # the second kill runs past the end: a miss
+    assert chaos_case(plain, missed).ok
+    case = chaos_case(checked, missed)
+    assert "compensation_order" in case.kinds, case.text()
+    assert any(n.startswith("kill missed:") for n in case.notes)
+    # and in a case whose kills land, on a percentage kill
+    assert "compensation_order" in chaos_case(checked, "start+50%").kinds
+
+
+def test_same_seed_same_schedules_across_jobs_shards_and_workers(tmp_path: Path) -> None:
+    """Three real jobs, each with its own discovery (its own timings): one process, and two shards
+    on two workers each.  The planned schedules are byte-identical, and every run's report carries
+    the command that reproduces it."""
+    steps = Path(__file__).resolve().parent / "agents" / "steps.py"
+    agent = [sys.executable, str(steps), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
+
+    def job(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "killdrill", "chaos", "--runs", "4", "--seed", "5", "--no-shrink"]
+        cmd += ["--report", str(tmp_path / name), "--launcher", "fork", *extra, "--", *agent]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    jobs = {"one": job("one", "--workers", "1")}
+    jobs["s1"] = job("s1", "--workers", "2", "--shard", "1/2")
+    jobs["s2"] = job("s2", "--workers", "2", "--shard", "2/2")
+    for name, proc in jobs.items():
+        assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
+
+    def plans(name: str) -> dict[int, str]:
+        lines = (tmp_path / name / "plans.jsonl").read_text().splitlines()
+        return {json.loads(x)["index"]: json.loads(x)["schedule"] for x in lines}
+
+    one = plans("one")
+    assert sorted(one) == list(range(4))
+    assert {**plans("s1"), **plans("s2")} == one
+    assert all("%" in s for s in one.values())  # timing-free text
+    report = json.loads((tmp_path / "one" / "report.json").read_text())
+    for run in report["runs"]:
+        assert run["reproduce"].startswith(f"killdrill run --schedule {shlex.quote(run['schedule'])} ")
+        assert run["reproduce"] in jobs["one"].stdout  # printed for every run
+    junit = (tmp_path / "one" / "junit.xml").read_text()
+    assert junit.count("reproduce: killdrill run --schedule") == 4
