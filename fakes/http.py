@@ -7,6 +7,8 @@ for the checks every request passes first; register new routes there with ``rout
                                  ``configure`` work the same way.  Answers JSON.
 Any method, any path a wire family registered (``killdrill.fakes.wire``): ``/hooks/...``, the
 Stripe subset (``/v1/payment_intents``, ``/v1/refunds``), Razorpay, GoCardless, Checkout.com.
+``POST /v1/chat/completions``    the model fake (OpenAI and Anthropic APIs), answered from a
+``POST /v1/messages``            script and recorded as calls, never effects: ``fakes/model.py``.
 
 Unlike the in-process fakes, a keyed request here is two transactions: the key is claimed (in
 flight: a concurrent request with it gets a 409), the optional ``latency`` passes, then the effect
@@ -39,6 +41,7 @@ from killdrill.fakes import (
     process,
     wire,
 )
+from killdrill.fakes import model as _model
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
 from killdrill.ledger import Ledger, LedgerError
 
@@ -61,6 +64,7 @@ _OPS = {
     "inventory": ("reserve", "release", "get"),
 }
 _INT_FIELDS = {"amount", "application_fee_amount"}
+# POST routes other modules serve on this server (path -> route(handler, raw body)).
 
 
 class _Answered(Exception):
@@ -249,8 +253,18 @@ def _generic(h: _Handler, req: Request) -> None:
     h.send_json(200, {"result": result})  # a read or configure: not recorded, not announced
 
 
+def _model_route(path: str, serve: Callable[[Any, bytes], None]) -> None:
+    """The model fake's endpoints (:mod:`killdrill.fakes.model`), behind the same guard."""
+    route("POST", re.escape(path))(lambda handler, request: serve(handler, request.body))
+
+
+for _path, _serve_model in _model.ROUTES.items():
+    _model_route(_path, _serve_model)
+
+
 class _Server(GuardedServer):
     binding: _Binding
+    model: _model.ModelFake | None = None
     wire: Mapping[str, Any]  # configuration of the wire fakes, e.g. {"hooks": {...}}
 
 
@@ -268,6 +282,7 @@ class FakesServer:
         thread: str = "default",
         attempt: int = 1,
         port: int = 0,
+        model: _model.ModelFake | None = None,
         wire: Mapping[str, Any] | None = None,
         secret: str | None = None,
     ):
@@ -275,6 +290,7 @@ class FakesServer:
         self.wire = dict(wire or {})
         self.port = port
         self.secret = secret or secrets.token_urlsafe(18)
+        self.model = model
         self._initial = _Binding(self.ledger_url, thread, attempt, None)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -288,6 +304,7 @@ class FakesServer:
         Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
         server = _Server(("127.0.0.1", self.port), _Handler, self.secret)
         server.binding = self._initial
+        server.model = self.model
         server.wire = self.wire
         self._server = server
         # A short poll interval: stop() (once per attempt in a drill) returns in ~20 ms, not 500.
@@ -338,11 +355,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ledger", required=True, help="ledger file path or SQLAlchemy URL")
     parser.add_argument("--thread", default="default")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model-script", help="answer /v1/chat/completions and /v1/messages from FILE")
+    parser.add_argument("--model-variance", type=int, metavar="SEED", help="vary the model's replies")
     args = parser.parse_args(argv)
     try:
-        server = FakesServer(args.ledger, thread=args.thread, port=args.port)
+        model = None
+        if args.model_script:
+            from killdrill.fakes.model_script import load_script
+
+            model = _model.ModelFake(load_script(args.model_script), args.model_variance)
+        server = FakesServer(args.ledger, thread=args.thread, port=args.port, model=model)
         url = server.start()
-    except (LedgerError, OSError) as exc:
+    except (LedgerError, OSError, ValueError) as exc:
         print(f"killdrill: {exc}", file=sys.stderr)
         return 2
     print(f"KILLDRILL_FAKES_URL={url}", flush=True)

@@ -143,6 +143,20 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
         choices=["compensation_order"],
         help="opt-in verdict check: compensation_order (undo operations in reverse order of their actions)",
     )
+    g.add_argument(
+        "--model-script",
+        metavar="FILE",
+        help="serve a scripted model (OpenAI /v1/chat/completions, Anthropic /v1/messages) on the HTTP "
+        "fakes; sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",
+    )
+    g.add_argument(
+        "--model-variance",
+        type=int,
+        nargs="?",
+        const=0,
+        metavar="SEED",
+        help="each attempt gets other wording, tool-call ids and $vary values (seeded; default seed 0)",
+    )
 
 
 def drill_options(args: argparse.Namespace) -> Any:
@@ -191,6 +205,8 @@ def drill_options(args: argparse.Namespace) -> Any:
         launcher=args.launcher,
         preload=tuple(args.preload),
         checks=tuple(args.check),
+        model_script=args.model_script,
+        model_variance=args.model_variance,
     )
 
 

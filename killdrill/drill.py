@@ -112,6 +112,8 @@ class DrillOptions:
     launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.launcher)
     preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
+    model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
+    model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
 
 
 def _slug(text: str) -> str:
@@ -164,6 +166,7 @@ class Drill:
             raise HarnessError(f"unknown check {unknown[0]!r}: expected one of {', '.join(CHECKS)}")
         if self.options.launcher not in ("spawn", "fork"):
             raise HarnessError(f"unknown launcher {self.options.launcher!r}: expected spawn or fork")
+        self._model = self._load_model()
         if self.options.launcher == "fork":
             from killdrill.launcher import python_target
 
@@ -171,6 +174,21 @@ class Drill:
                 raise HarnessError(
                     "--launcher fork needs a `python -m MODULE ...` or `python SCRIPT ...` command"
                 )
+
+    def _load_model(self) -> Any:
+        """The model fake of this drill, its script read and checked now (one line if it is wrong)."""
+        if self.options.model_script is None:
+            if self.options.model_variance is not None:
+                raise HarnessError("--model-variance needs --model-script FILE (the model fake's script)")
+            return None
+        from killdrill.fakes.model import ModelFake
+        from killdrill.fakes.model_script import ScriptError, load_script
+
+        try:
+            script = load_script(os.path.abspath(self.options.model_script))
+        except ScriptError as exc:
+            raise HarnessError(str(exc)) from None
+        return ModelFake(script, self.options.model_variance)
 
     def _get_launcher(self) -> Any:
         """The fork template, started on first use and closed with the drill (or at exit)."""
@@ -319,15 +337,17 @@ class Drill:
     def _launch(self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Any = None) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
         servers: list[Any] = []
-        if self.options.http_fakes:
+        if self.options.http_fakes or self._model is not None:
             from killdrill.fakes.http import FakesServer
 
             wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
-            http = FakesServer(self._ledger_url(workdir), wire=wire)
+            http = FakesServer(self._ledger_url(workdir), wire=wire, model=self._model)
             servers.append(http)
             url = http.start()
             for spec in specs:
                 spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url}
+                if self._model is not None:
+                    spec.env.update(_model_env(url))
         if self.options.smtp_fake:
             from killdrill.fakes.wire.smtp import SmtpFake
 
@@ -343,6 +363,8 @@ class Drill:
                 for server in servers:
                     server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
 
+        for spec in specs:
+            spec.env = _expand_env(spec.env, self.options.env)
         supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
         if hook is not None and hasattr(hook, "bind"):
             hook.bind(supervisor)
@@ -501,6 +523,10 @@ class Drill:
             args += ["--preload", name]
         for name in o.checks:
             args += ["--check", name]
+        if o.model_script:
+            args += ["--model-script", o.model_script]
+        if o.model_variance is not None:
+            args += ["--model-variance", str(o.model_variance)]
         for k, v in sorted(o.env.items()):
             args += ["--env", f"{k}={v}"]
         return shlex.join([*args, "--", *self.command])
@@ -595,6 +621,7 @@ class Drill:
 
         ledger: LedgerSnapshot | None = None
         summary: dict[str, dict[str, int]] = {}
+        model: dict[str, Any] = {}
         try:
             ledger = self._snapshot(workdir, thread)
         except Exception as exc:  # a broken ledger is the harness's problem, said in one line
@@ -623,6 +650,9 @@ class Drill:
             from killdrill.verdict import summarize
 
             summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
+            from killdrill.model_work import model_work
+
+            model = model_work(baseline, ledger)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self._resume_notes(catalogue, attempts, ledger))
         result = CaseResult(
@@ -637,6 +667,7 @@ class Drill:
             summary=summary,
             ledger=ledger,
             seed=seed,
+            model=model,
             baseline=baseline_note,
         )
         (workdir / STATE_DIR / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
@@ -857,6 +888,47 @@ class Drill:
             for i in range(len(todo)):
                 one(i)
         return DrillResult(discovery=discovery, cases=tuple(r for r in results if r is not None))
+
+
+def _model_env(url: str) -> dict[str, str]:
+    """Point the OpenAI and Anthropic SDKs (and what is built on them) at the model fake.
+
+    The keys are dummies on purpose: a drill must never reach, or bill, a real model.
+    """
+    return {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": "sk-killdrill-fake",
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "sk-ant-killdrill-fake",
+    }
+
+
+_HARNESS_VAR = re.compile(r"\{(KILLDRILL_[A-Z0-9_]+)\}")
+
+
+def _expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str]:
+    """``--env`` values may name the harness's variables: ``STRIPE_API_BASE={KILLDRILL_FAKES_URL}``
+    is filled per attempt (the fakes' port changes), so an app reads its usual variable."""
+    out = dict(env)
+    for name in user:
+        value = out.get(name)
+        if value is None or "{KILLDRILL_" not in value:
+            continue
+
+        def fill(m: re.Match[str], name: str = name) -> str:
+            if m.group(1) not in out:
+                raise HarnessError(
+                    f"--env {name}: {{{m.group(1)}}} is not set for the agent"
+                    + (
+                        " (the HTTP fakes are off: add --http-fakes)"
+                        if m.group(1) == "KILLDRILL_FAKES_URL"
+                        else ""
+                    )
+                )
+            return out[m.group(1)]
+
+        out[name] = _HARNESS_VAR.sub(fill, value)
+    return out
 
 
 def _replace_all(value: Any, subs: Mapping[str, str]) -> Any:

@@ -44,7 +44,11 @@ REPLAYED = "replayed"  # same key, same payload: the stored result was returned,
 REJECTED = "rejected"  # same key, other payload: idempotency error, nothing happened
 CONFLICT = "conflict"  # the key's first request is still in flight: 409, nothing happened
 FAILED = "failed"  # an injected fault before the effect: nothing happened
-CALL_OUTCOMES = (CREATED, REPLAYED, REJECTED, CONFLICT, FAILED)
+ANSWERED = "answered"  # a model call the model fake answered: work, never an effect
+CALL_OUTCOMES = (CREATED, REPLAYED, REJECTED, CONFLICT, FAILED, ANSWERED)
+CALL_ONLY_PROVIDERS = frozenset({"model"})
+"""Providers whose calls are recorded (and counted as work) but are never effects: the verdict
+leaves them out of every exactly-once check."""
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,7 @@ class CaseResult:
     ledger: LedgerSnapshot | None = None
     seed: int | None = None
     extra_reproduce: tuple[str, ...] = ()  # e.g. the pytest node id with --killdrill-point
+    model: dict[str, Any] = field(default_factory=dict)  # model calls/tokens, re-spent (model_work.py)
     baseline: str = ""  # which clean run judged it, and why (the baseline mode)
 
     @property
@@ -276,6 +281,7 @@ class CaseResult:
             "summary": self.summary,
             "ledger": self.ledger.to_dict() if self.ledger else None,
             "seed": self.seed,
+            "model": self.model,
             "baseline": self.baseline,
         }
 
@@ -294,6 +300,7 @@ class CaseResult:
             ledger=LedgerSnapshot.from_dict(d["ledger"]) if d.get("ledger") else None,
             seed=d.get("seed"),
             extra_reproduce=tuple(d.get("extra_reproduce", ())),
+            model=dict(d.get("model") or {}),
             baseline=d.get("baseline", ""),
         )
 

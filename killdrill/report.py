@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from killdrill.model_work import model_work, render_model_work, sum_model_work
 from killdrill.records import (
     DRAINED,
     EXITED,
@@ -186,6 +187,8 @@ def render_case(result: CaseResult) -> str:
     if result.summary:
         lines.append("")
         lines.append(f"Effects: {_effects_line(result.summary)}")
+    if result.model:
+        lines.append(("" if result.summary else "\n") + f"Model: {render_model_work(result.model)}")
     if result.attempts:
         lines.append("")
         lines.append(f"Attempts (thread {result.thread}):")
@@ -232,13 +235,17 @@ def summarize_cases(cases: Iterable[CaseResult]) -> dict[str, Any]:
             for k, n in counts.items():
                 into[k] = into.get(k, 0) + n
     ok = sum(c.ok for c in cases)
-    return {
+    out: dict[str, Any] = {
         "cases": len(cases),
         "ok": ok,
         "violated": len(cases) - ok,
         "by_kind": dict(sorted(by_kind.items())),
         "providers": dict(sorted(providers.items())),
     }
+    model = sum_model_work(c.model for c in cases)
+    if model:
+        out["model"] = model
+    return out
 
 
 def _summary_line(summary: Mapping[str, Any]) -> str:
@@ -279,6 +286,8 @@ def render_cases(cases: Sequence[CaseResult]) -> str:
     lines.append(_summary_line(summary))
     if summary["providers"]:
         lines.append(f"Effects over all cases: {_effects_line(summary['providers'])}")
+    if summary.get("model"):
+        lines.append(f"Model over all cases: {render_model_work(summary['model'])}")
     for case in cases:
         if not case.ok:
             lines.append("")
@@ -309,6 +318,11 @@ def render_catalogue(discovery: Discovery) -> str:
             effects[name] = effects.get(name, 0) + 1
     if effects:
         lines.append("Baseline effects: " + ", ".join(f"{k} x{v}" for k, v in effects.items()))
+    work = model_work(discovery.baseline, discovery.baseline)
+    if work:
+        lines.append(
+            f"Baseline model work: {work['calls']} calls, {work['tokens']} tokens (calls, never effects)"
+        )
     if discovery.baseline.state:
         lines.append(f"Baseline kv state: {format_identity(discovery.baseline.state)}")
     lines.extend(_volatile_lines(discovery.volatile))

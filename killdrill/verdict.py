@@ -24,6 +24,7 @@ from typing import Any
 
 from killdrill.points import ScheduleError, parse_kill
 from killdrill.records import (
+    CALL_ONLY_PROVIDERS,
     COMPENSATION_ORDER,
     DUPLICATE_EFFECT,
     KEY_CHANGED,
@@ -45,6 +46,7 @@ __all__ = [
     "EffectKey",
     "canonical",
     "compensation_order",
+    "effect_calls",
     "effect_identity",
     "effect_key",
     "format_identity",
@@ -111,6 +113,11 @@ def effect_key(
     return (call.provider, call.op, canonical(ident))
 
 
+def effect_calls(calls: Iterable[Call]) -> list[Call]:
+    """The calls that can be effects: a model's answers are work, never judged for exactly-once."""
+    return [c for c in calls if c.provider not in CALL_ONLY_PROVIDERS]
+
+
 def group_effects(
     calls: Iterable[Call],
     *,
@@ -119,7 +126,7 @@ def group_effects(
 ) -> dict[EffectKey, list[Call]]:
     """Calls grouped by logical effect, groups in order of first call, calls in ledger order."""
     out: dict[EffectKey, list[Call]] = {}
-    for call in sorted(calls, key=lambda c: c.seq):
+    for call in sorted(effect_calls(calls), key=lambda c: c.seq):
         out.setdefault(effect_key(call, identity=identity, volatile=volatile), []).append(call)
     return out
 
@@ -137,7 +144,7 @@ def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]
 
     by_op: dict[str, tuple[list[Call], list[Call]]] = {}
     for side, snap in enumerate((a, b)):
-        for call in snap.calls:
+        for call in effect_calls(snap.calls):
             by_op.setdefault(_op_name(call.provider, call.op), ([], []))[side].append(call)
     out: dict[str, list[str]] = {}
     for name, (left, right) in by_op.items():
@@ -392,7 +399,7 @@ def _key_reuse(
     under one key within a run (a provider refuses it; a re-stamped ``sent_at`` is a bug), and a
     configured identity does not hide an amount recomputed on replay either."""
     by_key: dict[tuple[str, str], list[Call]] = {}
-    for call in sorted(case.calls, key=lambda c: c.seq):
+    for call in sorted(effect_calls(case.calls), key=lambda c: c.seq):
         if call.key is not None:
             by_key.setdefault((call.provider, call.key), []).append(call)
     out: list[Violation] = []

@@ -58,6 +58,8 @@ _INI: dict[str, tuple[str, str, str]] = {
     "killdrill_ledger_url": ("ledger_url", "string", "shared SQLAlchemy URL for the ledger"),
     "killdrill_resumers": ("resumers", "string", "concurrent resumers after the first kill (1)"),
     "killdrill_barrier": ("barrier", "string", "with resumers: the only barrier point"),
+    "killdrill_model_script": ("model_script", "string", "serve a scripted model on the HTTP fakes (FILE)"),
+    "killdrill_model_variance": ("model_variance", "string", "seed: vary the model's replies per attempt"),
 }
 _CONVERT: dict[str, Any] = {
     "timeout": float,
@@ -65,6 +67,7 @@ _CONVERT: dict[str, Any] = {
     "max_attempts": int,
     "discovery_runs": int,
     "resumers": int,
+    "model_variance": int,
 }
 OPTION_NAMES = frozenset(
     {

@@ -37,6 +37,8 @@ _DISCOVERY_OPTIONS = (
     "cwd",
     "discovery_runs",
     "ledger_url",
+    "model_script",
+    "model_variance",
 )
 _MAX_FILES = 5000
 
@@ -110,6 +112,8 @@ def discovery_key(command: Sequence[str], options: Mapping[str, Any]) -> Key:
         "killdrill": __version__,
         "files": agent_files(command, options.get("cwd")),
     }
+    if options.get("model_script"):  # editing the model's script changes what a clean run does
+        data["files"] += _stat_files(iter([Path(options.get("cwd") or os.getcwd(), options["model_script"])]))
     text = json.dumps(data, sort_keys=True, default=str)
     # the key data is compared after a JSON round trip, so keep its JSON form
     return Key(hashlib.sha256(text.encode()).hexdigest()[:24], json.loads(text))

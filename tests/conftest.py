@@ -63,3 +63,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with admin.begin() as conn:
         conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
     admin.dispose()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.slow`` (repetitions, measurements) runs only when asked: ``pytest -m slow``."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)

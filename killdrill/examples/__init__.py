@@ -4,6 +4,8 @@
 (``python`` there means the interpreter running killdrill).
 """
 
+import os
+
 SETTLEMENT = (
     "python",
     "-m",
@@ -13,3 +15,35 @@ SETTLEMENT = (
     "--db",
     "{workdir}/ckpt.sqlite",
 )
+
+ORDER_AGENT = (
+    "python",
+    "-m",
+    "killdrill.examples.order_agent",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+)
+"""The LangGraph order agent (``ChatOpenAI`` + ``ToolNode``; stripe, httpx, smtplib): drill it with
+``--langgraph --smtp-fake --model-script ORDER_AGENT_SCRIPT`` and ``ORDER_AGENT_ENV``."""
+
+ORDER_AGENT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "order_agent.yaml")
+"""The scripted model the order agent talks to (``--model-script``)."""
+
+ORDER_AGENT_ENV = {
+    "STRIPE_API_BASE": "{KILLDRILL_FAKES_URL}",
+    "ORDER_WEBHOOK_URL": "{KILLDRILL_FAKES_URL}/hooks/orders",
+    "SMTP_HOST": "{KILLDRILL_SMTP}",
+    "MAIL_LOOKUP_URL": "{KILLDRILL_FAKES_URL}/fakes/mailbox/lookup",
+}
+"""How the order agent's own settings point at the fakes (``--env NAME=VALUE``, filled per attempt)."""
+
+ORDER_AGENT_PRELOAD = (
+    "langchain_openai",
+    "langgraph.prebuilt",
+    "langgraph.checkpoint.sqlite",
+    "stripe",
+    "httpx",
+)
+"""Modules the fork launcher imports once for the order agent (``--launcher fork --preload ...``)."""

@@ -1,0 +1,350 @@
+"""The model fake on the HTTP fakes: OpenAI ``/v1/chat/completions`` and Anthropic ``/v1/messages``.
+
+An agent that calls a model cannot run in a drill without one, and a real model is neither
+free nor repeatable.  This fake answers from the user's script (``fakes/model_script.py``): the
+reply is a function of the conversation (and, under ``--model-variance``, of the seed and the
+attempt), so a resumed process asking the same question hears the same answer, and a process
+that keys an effect on the model's wording or tool-call ids is caught when variance changes them.
+
+Each answered request is recorded in the ledger as a call of provider ``model`` (op ``chat`` or
+``messages``) with outcome ``answered``: a call, never an effect (the verdict ignores it), whose
+tokens the report adds up to show how much model work a resume re-spent.  As for any recorded
+call, ``during:model.chat`` / ``during:model.messages`` is announced after the record is
+committed and before the answer is sent.  Both APIs stream (``"stream": true``) as server-sent
+events built from the same reply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from killdrill.agent import ControlChannelError
+from killdrill.fakes.model_script import (
+    Conversation,
+    Reply,
+    Script,
+    ScriptError,
+    Turn,
+    tool_schemas_text,
+)
+from killdrill.records import ANSWERED
+
+if TYPE_CHECKING:
+    from killdrill.fakes.http import _Handler
+
+__all__ = ["MODEL_PROVIDER", "ROUTES", "ModelFake", "anthropic_conversation", "openai_conversation"]
+
+MODEL_PROVIDER = "model"
+
+
+@dataclass(frozen=True)
+class ModelFake:
+    """What the HTTP fakes answer model requests with: a script and an optional variance seed."""
+
+    script: Script | None = None
+    variance: int | None = None
+
+
+# ---- requests into conversations ---------------------------------------------------------------
+def _parts_text(content: Any) -> str:
+    """A message's text: a string, or the text of its parts/blocks (images and the like skipped)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif isinstance(part, Mapping) and part.get("type") == "tool_result":
+                texts.append(_parts_text(part.get("content")))
+        return "\n".join(texts)
+    return json.dumps(content, sort_keys=True)
+
+
+def openai_conversation(body: Mapping[str, Any]) -> Conversation:
+    """Chat Completions messages (system/developer, user, assistant with tool_calls, tool)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ScriptError("messages: expected a non-empty list")
+    names: dict[str, str] = {}
+    turns: list[Turn] = []
+    for m in messages:
+        if not isinstance(m, Mapping):
+            raise ScriptError("messages: every message must be an object")
+        role = str(m.get("role") or "")
+        text = _parts_text(m.get("content"))
+        if role == "assistant":
+            called = []
+            for c in m.get("tool_calls") or ():
+                fn = c.get("function") or {}
+                names[str(c.get("id"))] = str(fn.get("name"))
+                called.append(str(fn.get("name")))
+            turns.append(Turn("assistant", text, tool_calls=tuple(called)))
+        elif role in ("tool", "function"):
+            tool = names.get(str(m.get("tool_call_id"))) or m.get("name")
+            turns.append(Turn("tool", text, tool=str(tool) if tool else None))
+        else:
+            turns.append(Turn("system" if role == "developer" else role, text))
+    return Conversation(tuple(turns), tool_schemas_text(body.get("tools")))
+
+
+def anthropic_conversation(body: Mapping[str, Any]) -> Conversation:
+    """Messages API: ``system`` apart, tool_use blocks in assistant turns, tool_result in user turns."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ScriptError("messages: expected a non-empty list")
+    turns: list[Turn] = []
+    if body.get("system"):
+        turns.append(Turn("system", _parts_text(body["system"])))
+    names: dict[str, str] = {}
+    for m in messages:
+        if not isinstance(m, Mapping):
+            raise ScriptError("messages: every message must be an object")
+        role, content = str(m.get("role") or ""), m.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+        if role == "assistant":
+            called = []
+            for b in blocks:
+                if isinstance(b, Mapping) and b.get("type") == "tool_use":
+                    names[str(b.get("id"))] = str(b.get("name"))
+                    called.append(str(b.get("name")))
+            texts = [b for b in blocks if not (isinstance(b, Mapping) and b.get("type") == "tool_use")]
+            turns.append(Turn("assistant", _parts_text(texts), tool_calls=tuple(called)))
+            continue
+        results = [b for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_result"]
+        for b in results:
+            tool = names.get(str(b.get("tool_use_id")))
+            turns.append(Turn("tool", _parts_text(b.get("content")), tool=tool))
+        rest = [b for b in blocks if b not in results]
+        if rest or not results:
+            turns.append(Turn(role, _parts_text(rest)))
+    return Conversation(tuple(turns), tool_schemas_text(body.get("tools")))
+
+
+# ---- replies into responses --------------------------------------------------------------------
+def _reply_id(prefix: str, reply: Reply, salt: str) -> str:
+    seed = json.dumps([reply.digest, [c.id for c in reply.tool_calls], reply.content, salt])
+    return prefix + hashlib.sha256(seed.encode()).hexdigest()[:24]
+
+
+def _openai_body(reply: Reply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None, "refusal": None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{c.id}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for c in reply.tool_calls
+        ]
+    return {
+        "id": _reply_id("chatcmpl-", reply, "openai"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": _openai_usage(reply),
+        "system_fingerprint": None,
+    }
+
+
+def _openai_usage(reply: Reply) -> dict[str, int]:
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+
+
+def _openai_stream(reply: Reply, model: str, usage: bool) -> bytes:
+    """The same reply as Chat Completions chunks: role, text, each tool call, finish, usage, [DONE]."""
+    full = _openai_body(reply, model)
+    head = {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"], "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    if reply.content:
+        events.append(chunk({"content": reply.content}))
+    for i, call in enumerate(full["choices"][0]["message"].get("tool_calls") or ()):
+        fn = call["function"]
+        start = {
+            "index": i,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": fn["name"], "arguments": ""},
+        }
+        events.append(chunk({"tool_calls": [start]}))
+        events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": fn["arguments"]}}]}))
+    events.append(chunk({}, full["choices"][0]["finish_reason"]))
+    if usage:
+        events.append({**head, "choices": [], "usage": full["usage"]})
+    return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+
+
+def _anthropic_body(reply: Reply, model: str) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if reply.content:
+        content.append({"type": "text", "text": reply.content})
+    content.extend(
+        {"type": "tool_use", "id": f"toolu_{c.id}", "name": c.name, "input": c.arguments}
+        for c in reply.tool_calls
+    )
+    return {
+        "id": _reply_id("msg_", reply, "anthropic"),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens},
+    }
+
+
+def _anthropic_stream(reply: Reply, model: str) -> bytes:
+    """The same reply as Messages API events: message_start, each block's start/delta/stop, the end."""
+    full = _anthropic_body(reply, model)
+    start = {**full, "content": [], "stop_reason": None, "usage": {**full["usage"], "output_tokens": 1}}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for i, block in enumerate(full["content"]):
+        if block["type"] == "text":
+            opened = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            opened = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events.append(
+            ("content_block_start", {"type": "content_block_start", "index": i, "content_block": opened})
+        )
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": full["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": full["usage"]["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
+
+
+# ---- the routes --------------------------------------------------------------------------------
+def _send_bytes(handler: _Handler, status: int, content_type: str, data: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def _openai_error(handler: _Handler, status: int, message: str) -> None:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+    _send_bytes(handler, status, "application/json", json.dumps(body).encode())
+
+
+def _anthropic_error(handler: _Handler, status: int, message: str) -> None:
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    _send_bytes(handler, status, "application/json", json.dumps(body).encode())
+
+
+def _serve(
+    handler: _Handler,
+    raw: bytes,
+    op: str,
+    parse: Callable[[Mapping[str, Any]], Conversation],
+    error: Callable[[_Handler, int, str], None],
+) -> Reply | None:
+    """Parse, answer from the script, record the call, announce ``during:``; None if answered already."""
+    fake: ModelFake | None = getattr(handler.server, "model", None)
+    if fake is None or fake.script is None:
+        error(handler, 404, "killdrill: the model fake has no script: pass --model-script FILE")
+        return None
+    try:
+        body = json.loads(raw or b"{}")
+        if not isinstance(body, Mapping):
+            raise ValueError("not an object")
+    except ValueError:
+        error(handler, 400, "the body must be a JSON object")
+        return None
+    fakes, binding = handler.fakes()
+    try:
+        reply = fake.script.answer(parse(body), variance=fake.variance, attempt=fakes.attempt)
+    except ScriptError as exc:
+        error(handler, 400, f"killdrill: {exc}")
+        return None
+    payload = {
+        "model": str(body.get("model") or fake.script.model),
+        "rule": reply.rule,
+        "digest": reply.digest,
+        "messages": len(body.get("messages") or ()),
+        "tool_calls": [c.name for c in reply.tool_calls],
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "stream": bool(body.get("stream")),
+    }
+    with fakes.ledger.transaction() as tx:
+        tx.record(MODEL_PROVIDER, op, None, payload, ANSWERED, None, fakes.attempt, fakes.pid)
+    if binding.control is not None:
+        try:
+            binding.control.send(f"during:{MODEL_PROVIDER}.{op}")
+        except ControlChannelError:
+            handler.hang_up()  # the supervisor killed the caller: nobody is left to answer
+            return None
+    return reply
+
+
+def _chat_completions(handler: _Handler, raw: bytes) -> None:
+    reply = _serve(handler, raw, "chat", openai_conversation, _openai_error)
+    if reply is None:
+        return
+    body = json.loads(raw)
+    model = str(body.get("model") or handler.server.model.script.model)  # type: ignore[union-attr]
+    if body.get("stream"):
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        _send_bytes(handler, 200, "text/event-stream", _openai_stream(reply, model, usage))
+    else:
+        _send_bytes(handler, 200, "application/json", json.dumps(_openai_body(reply, model)).encode())
+
+
+def _messages(handler: _Handler, raw: bytes) -> None:
+    reply = _serve(handler, raw, "messages", anthropic_conversation, _anthropic_error)
+    if reply is None:
+        return
+    body = json.loads(raw)
+    model = str(body.get("model") or handler.server.model.script.model)  # type: ignore[union-attr]
+    if body.get("stream"):
+        _send_bytes(handler, 200, "text/event-stream", _anthropic_stream(reply, model))
+    else:
+        _send_bytes(handler, 200, "application/json", json.dumps(_anthropic_body(reply, model)).encode())
+
+
+ROUTES: dict[str, Callable[[_Handler, bytes], None]] = {
+    "/v1/chat/completions": _chat_completions,
+    "/v1/messages": _messages,
+}
+"""POST routes the HTTP fakes serve for the model (registered in ``fakes/http.py``)."""
