@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import warnings
 from collections.abc import Sequence
@@ -291,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("killdrill: interrupted; every agent process was killed", file=sys.stderr)
         return 130
+    except SystemExit as exc:
+        if exc.code == 128 + signal.SIGTERM:  # the supervisor's SIGTERM unwinding (killdrill.supervisor)
+            print("killdrill: terminated (SIGTERM); every agent process was killed", file=sys.stderr)
+        raise
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -118,3 +120,23 @@ def test_no_langgraph_warning_for_an_agent_without_it(tmp_path: Path) -> None:
         warnings.simplefilter("always")
         killdrill.discover(STEPS, root=tmp_path, discovery_runs=1)
     assert [str(w.message) for w in caught if issubclass(w.category, SetupWarning)] == []
+
+
+def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
+    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence."""
+    pids = tmp_path / "pids"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    agent = ["python", str(AGENTS / "sleeper.py"), str(pids)]
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "killdrill", "points", "--root", str(tmp_path / "r"), "--", *agent],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    harness.send_signal(signal.SIGTERM)
+    _, err = harness.communicate(timeout=60)
+    assert harness.returncode == 128 + signal.SIGTERM
+    assert "killdrill: terminated (SIGTERM); every agent process was killed" in err
