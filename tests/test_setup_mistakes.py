@@ -140,3 +140,20 @@ def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
     _, err = harness.communicate(timeout=60)
     assert harness.returncode == 128 + signal.SIGTERM
     assert "killdrill: terminated (SIGTERM); every agent process was killed" in err
+
+
+def test_setup_warnings_reach_pytests_warnings_summary(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", str(tmp_path / "c.json")]
+    pytester.makeini("[pytest]\nkilldrill_timeout = 30\nkilldrill_discovery_runs = 1\n")
+    pytester.makepyfile(
+        test_fixed=f"""
+        import pytest
+        AGENT = {fixed!r}
+
+        @pytest.mark.killdrill(points=["before:charge"])
+        def test_drill(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point)
+        """
+    )
+    res = pytester.runpytest_subprocess("-W", "always")
+    res.stdout.fnmatch_lines(["*SetupWarning: the command has no {workdir} or {thread}*"])
