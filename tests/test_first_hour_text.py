@@ -82,4 +82,5 @@ def test_report_files_have_one_mode(tmp_path: Path) -> None:
     assert set(modes.values()) == {0o666 & ~umask}, modes
     text = proc.stdout
     assert "kills missed (the attempt exited 0 before its random kill time: not a failure)" in text
+    assert "kill(s) missed (the run ended first: not a failure)" in proc.stderr  # the progress line
     json.loads((out / "report.json").read_text())
