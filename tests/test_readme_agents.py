@@ -92,6 +92,7 @@ def test_langgraph_agent_command_as_written(tmp_path: Path) -> None:
     proc = bash(line, folder)
     assert proc.returncode == 0 and "16 cases: 16 exactly-once" in proc.stdout, proc.stdout + proc.stderr
     assert "committed:checkpoint" in proc.stdout and "committed:charge" in proc.stdout
+    assert "warning" not in proc.stderr, proc.stderr
 
 
 def test_langgraph_resume_on_next_alone_misses_effects(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_langgraph_agent_without_the_flag_is_warned(tmp_path: Path) -> None:
     pytest.importorskip("langgraph.checkpoint.sqlite")
     folder = write(tmp_path, "graph_agent.py", agent_source("graph_agent.py"))
     (line,) = commands("graph_agent.py")
-    proc = bash(line.replace("killdrill drill --langgraph", "killdrill points"), folder)
+    proc = bash(line.replace("killdrill drill --langgraph", "killdrill points --discovery-runs 1"), folder)
     assert proc.returncode == 0, proc.stderr
     assert (
         "killdrill: warning: the agent imports langgraph but the langgraph integration is off" in proc.stderr

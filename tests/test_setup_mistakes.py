@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import killdrill
+from killdrill.cli import build_parser
 from killdrill.setup_checks import SetupWarning
 
 AGENTS = Path(__file__).parent / "agents"
@@ -57,10 +59,10 @@ def test_forgotten_separator_says_where_the_command_goes(tmp_path: Path) -> None
     assert "unrecognized arguments python agent.py --thread t: put the agent's command after --" in lines[0]
 
 
-def test_usage_shows_the_command_after_the_separator(tmp_path: Path) -> None:
-    for sub in ("points", "run", "drill", "chaos"):
-        proc = cli(tmp_path, sub, "--help")
-        assert f"usage: killdrill {sub} [options] -- COMMAND..." in proc.stdout
+def test_usage_shows_the_command_after_the_separator() -> None:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("points", "run", "drill", "chaos"):
+        assert sub.choices[name].format_usage() == f"usage: killdrill {name} [options] -- COMMAND...\n"
 
 
 @pytest.mark.parametrize(
@@ -104,14 +106,6 @@ def test_forgotten_langgraph_flag_is_named(tmp_path: Path, launcher: str) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert any("imports langgraph" in w and "add --langgraph" in w for w in warnings_of(proc)), proc.stderr
-
-
-def test_no_langgraph_warning_with_the_integration(tmp_path: Path) -> None:
-    proc = cli(
-        tmp_path, "points", "--discovery-runs", "1", "--langgraph", "--root", str(tmp_path), "--", *LANGGRAPH
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert warnings_of(proc) == [] and "committed:charge_customer" in proc.stdout
 
 
 def test_no_langgraph_warning_for_an_agent_without_it(tmp_path: Path) -> None:
