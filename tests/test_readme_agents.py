@@ -101,8 +101,14 @@ def test_langgraph_resume_on_next_alone_misses_effects(tmp_path: Path) -> None:
     assert "if snap.next or snap.tasks:" in source
     folder = write(tmp_path, "graph_agent.py", source.replace("if snap.next or snap.tasks:", "if snap.next:"))
     (line,) = commands("graph_agent.py")
-    proc = bash(line.replace("killdrill drill", "killdrill run --schedule committed:checkpoint"), folder)
-    assert proc.returncode == 1 and "missing_effect" in proc.stdout.splitlines()[0], proc.stdout
+    proc = bash(line, folder)
+    # which checkpoint leaves only the __start__ task pending varies with LangGraph's background
+    # writes (langgraph#8039); the drill as written must catch it at one of them at least
+    assert proc.returncode == 1, proc.stdout
+    cases = [ln.split() for ln in proc.stdout.split("Cases:")[1].splitlines()[2:18]]
+    missing = [c[0] for c in cases if c[1] == "VIOLATED" and "missing_effect" in c[2]]
+    assert any("checkpoint" in c for c in missing), proc.stdout
+    assert {c[1] for c in cases} <= {"VIOLATED", "exactly-once"} and len(cases) == 16
 
 
 def test_langgraph_agent_without_the_flag_is_warned(tmp_path: Path) -> None:
