@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -118,7 +119,7 @@ def chaos_case(drill: Any, schedule: str | Schedule, *, seed: int | None = None)
         discovery = drill.discover()
         violations.extend(
             judge(
-                discovery.baseline,
+                drill.baseline_for(case.schedule),
                 case.ledger,
                 case.attempts,
                 identity=drill.options.identity,
@@ -916,6 +917,11 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             discovery = Discovery.from_dict(saved.get("discovery", saved))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"--discovery {args.discovery}: not a saved discovery: {exc}") from exc
+        if list(discovery.command) != list(command):
+            raise UsageError(
+                f"--discovery {args.discovery} was recorded from another command"
+                f" ({shlex.join(discovery.command)}), not {shlex.join(command)}"
+            )
     result = run_chaos(command, drill_options(args), options, discovery=discovery)
     data = result.to_dict()
     print(render_text(data))

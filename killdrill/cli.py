@@ -23,6 +23,17 @@ class UsageError(Exception):
     """Bad usage: printed as one line, exit 2."""
 
 
+class Terminated(BaseException):
+    """SIGTERM reached the harness: unwind like Ctrl-C (every attempt killed), exit 143."""
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # The first signal unwinds; more of them must not interrupt the unwinding (kills, reaping).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """Everything after the first ``--`` is the agent's command, untouched by argparse."""
     argv = list(argv)
@@ -274,6 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_ERROR
     args = parser.parse_args(own)
     args.command = command
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, _on_signal)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always")
@@ -290,12 +304,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(rest, file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("killdrill: interrupted; every agent process was killed", file=sys.stderr)
-        return 130
-    except SystemExit as exc:
-        if exc.code == 128 + signal.SIGTERM:  # the supervisor's SIGTERM unwinding (killdrill.supervisor)
-            print("killdrill: terminated (SIGTERM); every agent process was killed", file=sys.stderr)
-        raise
+        print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
+        return _interrupted(128 + signal.SIGINT, as_program=argv is None)
+    except Terminated:
+        print("killdrill: terminated (SIGTERM); every agent process was killed", file=sys.stderr)
+        return _interrupted(128 + signal.SIGTERM, as_program=argv is None)
+
+
+def _interrupted(code: int, *, as_program: bool) -> int:
+    """As the program, exit now: the launchers' exit handlers run, the interpreter's teardown
+    (seconds on a loaded machine, nothing left to save) does not."""
+    if not as_program:
+        return code
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -35,13 +35,18 @@ from killdrill.records import (
     HARNESS_ERROR,
     HARNESS_FAILED,
     KILLED,
+    MISSING_EFFECT,
     NOT_REACHED,
+    PER_THREAD_BASELINE,
     POINT_NOT_REACHED,
     RESUME_FAILED,
+    SHARED_BASELINE,
     TIMED_OUT,
+    UNEXPECTED_EFFECT,
     Attempt,
     CaseResult,
     CatalogueEntry,
+    CleanRun,
     Discovery,
     DrillResult,
     ExactlyOnceViolation,
@@ -159,6 +164,8 @@ class Drill:
         self._counter = 0
         self._lock = threading.Lock()
         self._launcher: Any = None
+        self._private_ledgers: set[str] = set()  # workdirs whose ledger stays their own SQLite file
+        self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
         from killdrill.verdict import CHECKS
 
         unknown = [c for c in self.options.checks if c not in CHECKS]
@@ -230,7 +237,7 @@ class Drill:
         return wd
 
     def _ledger_url(self, workdir: Path) -> str:
-        if self.options.ledger_url:
+        if self.options.ledger_url and str(workdir) not in self._private_ledgers:
             return self.options.ledger_url
         return str(workdir / STATE_DIR / "ledger.sqlite")
 
@@ -247,9 +254,32 @@ class Drill:
         try:
             snap = ledger.snapshot()
         finally:
-            if not self.options.ledger_url:
+            if self._ledger_url(workdir) != self.options.ledger_url:
                 ledger.close()  # one SQLite file per case: keep no file open once it is read
         return _normalize(snap, {thread: "{thread}", str(workdir): "{workdir}"})
+
+    def _mark_ledger(self, workdir: Path, thread: str, mark: str) -> None:
+        """Write the case's marker into its ledger before attempt 1 (see :func:`ledger_break`)."""
+        from killdrill.baselines import LEDGER_MARKER
+        from killdrill.ledger import Ledger
+
+        ledger = Ledger(self._ledger_url(workdir), thread)
+        try:
+            ledger.configure(LEDGER_MARKER, mark=mark)
+        finally:
+            if self._ledger_url(workdir) != self.options.ledger_url:
+                ledger.close()
+
+    def _ledger_marked(self, workdir: Path, thread: str, mark: str) -> bool:
+        from killdrill.baselines import LEDGER_MARKER
+        from killdrill.ledger import Ledger
+
+        ledger = Ledger(self._ledger_url(workdir), thread)
+        try:
+            return ledger.settings(LEDGER_MARKER).get("mark") == mark
+        finally:
+            if self._ledger_url(workdir) != self.options.ledger_url:
+                ledger.close()
 
     # ---- launching ------------------------------------------------------------------------
     def _env(self, workdir: Path, thread: str) -> dict[str, str]:
@@ -318,17 +348,15 @@ class Drill:
                 server.stop()
 
     # ---- discovery ------------------------------------------------------------------------
-    def discover(self, *, force: bool = False) -> Discovery:
-        """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline."""
-        if self._discovery is not None and not force:
-            return self._discovery
-        runs: list[tuple[Attempt, LedgerSnapshot]] = []
-        imported: set[str] = set()
-        for i in range(max(1, self.options.discovery_runs)):
-            thread = f"kd-discovery-{uuid.uuid4().hex[:10]}"
-            workdir = self._new_workdir(f"discovery-{i + 1}")
+    def _clean_run(self, thread: str, label: str, *, private: bool = False) -> tuple[Attempt, LedgerSnapshot]:
+        """One unarmed, traced run under ``thread`` in a fresh workdir (with its own SQLite ledger
+        when ``private``, so a shared ``ledger_url`` never sees two runs of one thread)."""
+        workdir = self._new_workdir(label)
+        if private:
+            self._private_ledgers.add(str(workdir))
+        try:
             attempt = self._launch(workdir, thread, [self._spec(workdir, thread, 1, None, detect=True)])[0]
-            imported |= imported_modules(workdir / STATE_DIR)
+            self._imported |= imported_modules(workdir / STATE_DIR)
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
@@ -336,42 +364,90 @@ class Drill:
                     else f"exited {attempt.returncode}"
                 )
                 err = attempt.stderr_tail.strip() or "(no stderr)"
-                warn(integration_hint(imported, self.options.integrations))
+                warn(integration_hint(self._imported, self.options.integrations))
                 raise DiscoveryError(
                     f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
                     f"--- stderr (tail) ---\n{err}"
                 )
-            runs.append((attempt, self._snapshot(workdir, thread)))
-            if not self.options.keep:
-                shutil.rmtree(workdir, ignore_errors=True)
-        first = runs[0][0]
-        warn(integration_hint(imported, self.options.integrations))
+            snap = self._snapshot(workdir, thread)
+        finally:
+            self._private_ledgers.discard(str(workdir))
+        if not self.options.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return attempt, snap
+
+    def discover(self, *, force: bool = False) -> Discovery:
+        """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.
+
+        Two clean runs under two threads tell volatile fields apart.  When they did different
+        work (effect counts, points reached) the work depends on the thread: a third clean run,
+        under the first run's thread, names the volatile fields instead (one extra run, only
+        then), and each case runs under the thread of a clean run that reached its point.
+        """
+        if self._discovery is not None and not force:
+            return self._discovery
+        from killdrill.baselines import workload_difference
+        from killdrill.verdict import volatile_fields
+
+        runs: list[tuple[str, Attempt, LedgerSnapshot]] = []
+        for i in range(max(1, self.options.discovery_runs)):
+            thread = f"kd-discovery-{uuid.uuid4().hex[:10]}"
+            attempt, snap = self._clean_run(thread, f"discovery-{i + 1}")
+            runs.append((thread, attempt, snap))
+        first = runs[0][1]
+        warn(integration_hint(self._imported, self.options.integrations))
         warn(placeholder_hint(self.command))
         if not first.trace:
-            shared = placeholder_hint(self.command)
+            shared = " (or it found a finished run: the command has no {workdir} or {thread})"
             raise DiscoveryError(
                 f"the clean run of {shlex.join(self.command)} reached no kill point: mark its steps with "
                 "killdrill.node(...) / killdrill.boundary(...), use the fakes, or enable an integration"
-                + (
-                    " (or it found a finished run: the command has no {workdir} or {thread})"
-                    if shared
-                    else ""
-                )
+                + (shared if placeholder_hint(self.command) else "")
             )
         if len(runs) > 1:
-            warn(diverged_hint(self.command, len(first.trace), len(runs[1][0].trace)))
+            warn(diverged_hint(self.command, len(first.trace), len(runs[1][1].trace)))
+
+        def labels(a: Attempt) -> list[str]:
+            return [e.label for e in a.trace]
+
         catalogue = tuple(CatalogueEntry(e.label, e.point, e.occurrence, e.t_ms) for e in first.trace)
         volatile: dict[str, list[str]] = {}
-        if len(runs) > 1:
-            from killdrill.verdict import volatile_fields
-
-            volatile = volatile_fields(runs[0][1], runs[1][1])
+        mode, reason = SHARED_BASELINE, ""
+        differ = ""
+        for _, other, snap in runs[1:]:
+            differ = differ or workload_difference(labels(first), runs[0][2], labels(other), snap)
+        if len(runs) == 1:
+            reason = "one clean run: thread dependence not checked"
+        elif not differ:
+            reason = f"{len(runs)} clean runs under different threads did the same work"
+            volatile = volatile_fields(runs[0][2], runs[1][2])
+        else:
+            if self.options.ledger_url:
+                raise DiscoveryError(
+                    f"the work of {shlex.join(self.command)} depends on its thread ({differ}): each case "
+                    "must run under a clean run's thread, which a shared --ledger-url cannot hold twice"
+                )
+            mode = PER_THREAD_BASELINE
+            reason = f"the clean runs under two threads did different work: {differ}"
+            same_thread, same = self._clean_run(runs[0][0], "discovery-same-thread")
+            volatile = volatile_fields(runs[0][2], same)
+            again = workload_difference(labels(first), runs[0][2], labels(same_thread), same)
+            if again:
+                reason += f"; two runs of one thread differ too ({again}): the agent is not deterministic"
         self._discovery = Discovery(
             command=self.command,
             catalogue=catalogue,
-            baseline=runs[0][1],
+            baseline=runs[0][2],
             volatile=volatile,
             duration_ms=first.duration_ms,
+            mode=mode,
+            mode_reason=reason,
+            runs=tuple(
+                CleanRun(t, tuple(CatalogueEntry(e.label, e.point, e.occurrence, e.t_ms) for e in a.trace), b)
+                for t, a, b in runs
+            )
+            if mode == PER_THREAD_BASELINE
+            else (),
         )
         return self._discovery
 
@@ -435,9 +511,20 @@ class Drill:
         if check:
             self.check_schedule(sched)
         text = str(sched)
-        thread = f"kd-{uuid.uuid4().hex[:12]}"
+        clean = discovery.run_for(_first_label(sched))
+        if clean is not None:  # the work depends on the thread: run under a clean run's thread
+            thread, baseline = clean.thread, clean.baseline
+            baseline_note = (
+                f"{PER_THREAD_BASELINE}: judged against the clean run of its own thread {thread}"
+                f" ({discovery.mode_reason})"
+            )
+        else:
+            thread, baseline = f"kd-{uuid.uuid4().hex[:12]}", discovery.baseline
+            baseline_note = f"{SHARED_BASELINE}: judged against the first clean run ({discovery.mode_reason})"
         workdir = self._new_workdir(text)
         reproduce = self.reproduce_line(text)
+        mark = uuid.uuid4().hex
+        self._mark_ledger(workdir, thread, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
         plan = {
             "command": list(self.command),
@@ -456,6 +543,7 @@ class Drill:
         completed = False
         number = 0
         resumers_used = False
+        seen: LedgerSnapshot | None = None
         while number < max_attempts:
             number += 1
             if number > 1 and self.options.between:
@@ -470,6 +558,10 @@ class Drill:
             else:
                 batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])
             attempts.extend(batch)
+            seen, broken = self._check_ledger(workdir, thread, mark, seen, number)
+            if broken is not None:
+                violations.append(broken)
+                break
             stop = False
             for a in batch:
                 v = self._attempt_violation(a, text)
@@ -504,23 +596,31 @@ class Drill:
         except Exception as exc:  # a broken ledger is the harness's problem, said in one line
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
-            from killdrill.verdict import judge, summarize
+            judged = self._judge(baseline, ledger, attempts, violations, completed)
+            if clean is None and _workload_shaped([*violations, *judged], sched):
+                # A missing or unexpected effect may be this thread's own work: a clean run of
+                # the case's thread says whether the shared baseline was the wrong yardstick.
+                own = self._own_thread_baseline(thread, baseline, sched)
+                if own is not None:
+                    baseline, why = own
+                    baseline_note = f"{PER_THREAD_BASELINE}: judged against a clean run of its own thread"
+                    baseline_note += f" ({why})"
+                    violations = [
+                        v
+                        for v in violations
+                        if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
+                    ]
+                    if len(attempts) == 1 and attempts[0].outcome == NOT_REACHED:
+                        notes.append(
+                            f"not applicable: this thread's clean run never reaches {sched.kills[0]}"
+                        )
+                    judged = self._judge(baseline, ledger, attempts, violations, True)
+            violations.extend(judged)
+            from killdrill.verdict import summarize
 
-            if completed or not any(v.kind in (HANG, POINT_NOT_REACHED) for v in violations):
-                violations.extend(
-                    judge(
-                        discovery.baseline,
-                        ledger,
-                        attempts,
-                        identity=self.options.identity,
-                        volatile=discovery.volatile,
-                        checks=self.options.checks,
-                    )
-                )
-            summary = summarize(
-                discovery.baseline, ledger, identity=self.options.identity, volatile=discovery.volatile
-            )
-        notes.extend(self._resume_notes(discovery, attempts))
+            summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
+        catalogue = clean.catalogue if clean is not None else discovery.catalogue
+        notes.extend(self._resume_notes(catalogue, attempts, ledger))
         result = CaseResult(
             command=self.command,
             schedule=text,
@@ -533,11 +633,79 @@ class Drill:
             summary=summary,
             ledger=ledger,
             seed=seed,
+            baseline=baseline_note,
         )
         (workdir / STATE_DIR / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
         if result.ok and not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return result
+
+    def _judge(
+        self,
+        baseline: LedgerSnapshot,
+        ledger: LedgerSnapshot,
+        attempts: Sequence[Attempt],
+        violations: Sequence[Violation],
+        completed: bool,
+    ) -> list[Violation]:
+        """The effect verdict, unless the case never got going (a hang, a kill that missed)."""
+        from killdrill.verdict import judge
+
+        if not completed and any(v.kind in (HANG, POINT_NOT_REACHED) for v in violations):
+            return []
+        return judge(
+            baseline,
+            ledger,
+            attempts,
+            identity=self.options.identity,
+            volatile=self.discover().volatile,
+            checks=self.options.checks,
+        )
+
+    def _own_thread_baseline(
+        self, thread: str, baseline: LedgerSnapshot, sched: Schedule
+    ) -> tuple[LedgerSnapshot, str] | None:
+        """A clean run under ``thread`` (own workdir and ledger), if it did other work than the
+        shared baseline; None when it did the same (the violations stand) or could not run."""
+        from killdrill.baselines import workload_difference
+
+        try:
+            attempt, snap = self._clean_run(thread, f"own-thread-{_slug(str(sched))}", private=True)
+        except HarnessError:
+            return None
+        discovery = self.discover()
+        differ = workload_difference(discovery.labels(), baseline, [e.label for e in attempt.trace], snap)
+        if not differ:
+            return None
+        return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run"
+
+    def _check_ledger(
+        self, workdir: Path, thread: str, mark: str, seen: LedgerSnapshot | None, number: int
+    ) -> tuple[LedgerSnapshot | None, Violation | None]:
+        """After each attempt: the ledger still holds every call recorded before, and the marker."""
+        from killdrill.baselines import ledger_break
+
+        try:
+            now = self._snapshot(workdir, thread)
+            marked = self._ledger_marked(workdir, thread, mark)
+        except Exception as exc:
+            return seen, Violation(HARNESS_ERROR, f"cannot read the ledger after attempt {number}: {exc}")
+        why = ledger_break(seen, now, marked)
+        if why:
+            return now, Violation(
+                HARNESS_ERROR,
+                f"the ledger changed under the case during attempt {number}: {why}; the calls it"
+                " lost cannot be counted, so no verdict can be trusted (does the agent delete files"
+                " in its workdir?)",
+                detail={"attempt": number, "why": why},
+            )
+        return now, None
+
+    def baseline_for(self, schedule: str | Schedule) -> LedgerSnapshot:
+        """The clean ledger a case of ``schedule`` is judged against (per-thread mode aware)."""
+        discovery = self.discover()
+        clean = discovery.run_for(_first_label(parse_schedule(schedule)))
+        return clean.baseline if clean is not None else discovery.baseline
 
     def _attempt_violation(self, a: Attempt, schedule: str) -> Violation | None:
         if a.outcome == NOT_REACHED:
@@ -600,29 +768,52 @@ class Drill:
         return self._launch(workdir, thread, specs, hook=Barrier(self.options.barrier))
 
     @staticmethod
-    def _resume_notes(discovery: Discovery, attempts: Sequence[Attempt]) -> list[str]:
-        """Flag a resume that restarted from scratch although a step had been committed.
+    def _resume_notes(
+        catalogue: Sequence[CatalogueEntry], attempts: Sequence[Attempt], ledger: LedgerSnapshot | None
+    ) -> list[str]:
+        """Flag a resume that restarted from scratch and re-did work a checkpoint held.
 
-        A step counts as committed at its ``committed:`` point, or, for agents that emit
-        none, when the next step began (``before:`` after an ``after:``): a kill at
+        Agents legitimately re-enter at their first boundary (a functional API entrypoint, a
+        tool loop's first node) and skip what is done, so re-entry alone says nothing.  The
+        note needs repeated work: a step committed more often over the case's attempts than
+        in a clean run.  A step counts as committed at its ``committed:`` point, or, for agents
+        that emit none, when the next step began (``before:`` after an ``after:``): a kill at
         ``after:X`` alone is before X's checkpoint, and re-running X is then correct.
         """
+        from collections import Counter
+
+        from killdrill.baselines import repeated_calls
+
+        clean = Counter(_committed_steps(e.point for e in catalogue))
+        done: Counter[str] = Counter()
+        if attempts:
+            done.update(_committed_steps(e.point for e in attempts[0].trace))
         notes = []
-        first = _first_step(e.label for e in discovery.catalogue)
-        progressed = False
+        first = _first_step(e.label for e in catalogue)
         for prev, nxt in itertools.pairwise(attempts):
-            progressed = progressed or _committed_a_step(prev)
-            if (
+            done.update(_committed_steps(e.point for e in nxt.trace))
+            redone = sorted(step for step in done if done[step] > clean[step])
+            if not (
                 prev.outcome == KILLED
-                and progressed
+                and redone
                 and first
                 and _first_step(e.label for e in nxt.trace) == first
             ):
-                notes.append(
-                    f"resumed_from_start: attempt {nxt.number} re-entered at {first} although attempt "
-                    f"{prev.number} had committed steps before its kill at {prev.killed_at} (is the input "
-                    "re-submitted instead of resuming from the checkpoint?)"
-                )
+                continue
+            again = repeated_calls(ledger, nxt.number) if ledger is not None else []
+            calls = (
+                f", repeating {len(again)} earlier call(s)"
+                f" ({', '.join(dict.fromkeys(f'{c.provider}.{c.op}' for c in again))})"
+                if again
+                else ""
+            )
+            notes.append(
+                f"resumed_from_start: attempt {nxt.number} re-entered at {first} after attempt "
+                f"{prev.number} was killed at {prev.killed_at}, and re-did committed steps"
+                f" ({', '.join(redone[:3])}: more often than in a clean run){calls}: is the input"
+                " re-submitted instead of resuming from the checkpoint?"
+            )
+            break  # one note says it; later attempts repeat the same story
         return notes
 
     def run_all(
@@ -644,9 +835,20 @@ class Drill:
                 on_case(results[i])  # type: ignore[arg-type]
 
         if self.options.workers > 1:
-            with ThreadPoolExecutor(self.options.workers) as pool:
+            pool = ThreadPoolExecutor(self.options.workers)
+            try:
                 for f in [pool.submit(one, i) for i in range(len(todo))]:
                     f.result()
+            except BaseException:
+                # Ctrl-C, SIGTERM or a failed case: queued cases never start, running attempts die now.
+                from killdrill.supervisor import clear_interrupt, interrupt_all
+
+                pool.shutdown(wait=False, cancel_futures=True)
+                interrupt_all()
+                pool.shutdown(wait=True)
+                clear_interrupt()
+                raise
+            pool.shutdown()
         else:
             for i in range(len(todo)):
                 one(i)
@@ -673,6 +875,25 @@ def _normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
     return LedgerSnapshot(calls=calls, state=_replace_all(snap.state, subs), in_flight=in_flight)
 
 
+def _first_label(sched: Schedule) -> str | None:
+    """The label of the schedule's first kill when it names a point (``before:x#2``), else None."""
+    if not sched.kills or sched.kills[0].point is None:
+        return None
+    first = sched.kills[0]
+    return occurrence_label(first.point, first.occurrence)  # type: ignore[arg-type]
+
+
+def _workload_shaped(violations: Sequence[Violation], sched: Schedule) -> bool:
+    """Violations another thread's work could explain: an effect missing or unasked, or a first
+    kill at a named point that never landed (a random offset that missed says nothing)."""
+    named = _first_label(sched) is not None
+    return any(
+        v.kind in (MISSING_EFFECT, UNEXPECTED_EFFECT)
+        or (named and v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
+        for v in violations
+    )
+
+
 def _first_step(labels: Iterable[str]) -> str | None:
     """The first ``before:`` of a step (checkpointer points such as ``before:checkpoint`` aside)."""
     return next(
@@ -680,16 +901,22 @@ def _first_step(labels: Iterable[str]) -> str | None:
     )
 
 
-def _committed_a_step(a: Attempt) -> bool:
-    seen_after = False
-    for e in a.trace:
-        kind, name = e.point.split(":", 1)
-        if name == "checkpoint":  # the checkpointer's own points are not steps
-            continue
-        if kind == "committed" or (kind == "before" and seen_after):
-            return True
-        seen_after = seen_after or kind == "after"
-    return False
+def _committed_steps(points: Iterable[str]) -> list[str]:
+    """The steps one attempt (or a clean run) committed, in order: ``committed:X`` points, or for
+    agents that emit none, an ``after:X`` followed by the next step's ``before:``."""
+    points = [p for p in points if p.split(":", 1)[1] != "checkpoint"]  # the checkpointer's own
+    if any(p.startswith("committed:") for p in points):
+        return [p.split(":", 1)[1] for p in points if p.startswith("committed:")]
+    out: list[str] = []
+    pending: str | None = None
+    for p in points:
+        kind, name = p.split(":", 1)
+        if kind == "after":
+            pending = name
+        elif kind == "before" and pending is not None:
+            out.append(pending)
+            pending = None
+    return out
 
 
 def _how_ended(a: Attempt) -> str:

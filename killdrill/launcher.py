@@ -1,20 +1,25 @@
-"""Pre-forking launcher: import the agent's heavy modules once, fork one child per attempt.
+"""Launcher templates: every attempt starts under its own keeper, forked from a small template.
 
-Drilling a LangGraph agent is dominated by its import time (langgraph, langchain_core,
-SQLAlchemy): every attempt pays it again.  A *template* process imports those modules
-once; each attempt is then a ``fork()`` of the template, set up as a fresh process would
-be: its own session and process group, its own environment, argv, working directory,
-stdio files, reseeded randomness, and ``PR_SET_PDEATHSIG`` so it dies with the template.
-The template dies with the harness (it exits when its control socket closes).
+Two kinds of template, one protocol.  The *warden* (``warden()``, one per harness process)
+imports nothing of the agent and execs each spawned command.  A pre-forking template
+(``Launcher(python, preload=...)``, ``--launcher fork``) imports the agent's heavy modules
+once (langgraph, langchain_core, SQLAlchemy: the import time dominates a LangGraph drill) and
+each attempt runs as a ``fork()`` of it, set up as a fresh process would be: its own session
+and process group, environment, argv, working directory, stdio files, reseeded randomness.
+Either way the template forks a keeper per attempt (killdrill.containment), which forks the
+agent and owns everything the agent starts; the template is a subreaper too, and when the
+harness goes away (its socket closes, even on SIGKILL) it has every keeper clean up and exits.
 
-When forking is unsafe, keep the default (plain spawn): the template must be
-single-threaded when it forks (a preloaded module that starts threads or opens
-connections at import breaks the children), and state created at import (random
-generators other than ``random``, caches keyed by pid, open files) is shared by copy.
+When forking is unsafe, keep plain spawn: the template must be single-threaded when it forks
+(a preloaded module that starts threads or opens connections at import breaks the children),
+and state created at import (random generators other than ``random``, caches keyed by pid,
+open files) is shared by copy.
 
-Protocol (JSON lines over a socketpair): the harness sends ``{"spawn": {...}}``; the
-template answers ``{"pid": N}`` (or ``{"error": ...}``) and later ``{"exit": N, "code": C}``
-(``C`` negative for a signal, as in ``subprocess``).
+The template process itself is killdrill.template.  Protocol (JSON lines over a socketpair):
+the harness sends ``{"spawn": {...}}``; the template
+answers ``{"pid": N, "keeper": K}`` (or ``{"error": ...}``) and later ``{"exit": N, "code": C}``
+(``C`` negative for a signal, as in ``subprocess``) once the keeper is done: nothing of the
+attempt runs any more.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from killdrill import containment
 
 DEFAULT_PRELOAD = ("killdrill", "killdrill.fakes", "killdrill.effects")
 
@@ -47,12 +54,16 @@ def python_target(argv: Sequence[str]) -> bool:
     return (argv[1] == "-m" and len(argv) > 2) or not argv[1].startswith("-")
 
 
+_templates: weakref.WeakSet[Launcher] = weakref.WeakSet()
+
+
 class ForkedProcess:
     """The part of ``subprocess.Popen`` the supervisor uses, for a child of the template."""
 
-    def __init__(self, launcher: Launcher, pid: int) -> None:
+    def __init__(self, launcher: Launcher, pid: int, keeper: int) -> None:
         self.launcher = launcher
         self.pid = pid
+        self.keeper = keeper  # the attempt's subreaper: it exits once nothing of the attempt is left
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -93,12 +104,15 @@ class Launcher:
         self._cond = threading.Condition()
         self._replies: list[dict[str, Any]] = []
         self._exits: dict[int, int] = {}
+        self._live: dict[int, int] = {}  # agent pid -> keeper pid, until the exit arrives
         self._dead = False
+        self.owner = os.getpid()
 
     def start(self) -> Launcher:
+        _templates.add(self)
         parent, child = socket.socketpair()
         self._proc = subprocess.Popen(
-            [self.python, "-m", "killdrill.launcher", str(child.fileno())],
+            [self.python, "-m", "killdrill.template", str(child.fileno())],
             pass_fds=[child.fileno()],
             env=self.env,
             cwd=self.cwd,
@@ -126,6 +140,7 @@ class Launcher:
                 with self._cond:
                     if "exit" in msg:
                         self._exits[msg["exit"]] = msg["code"]
+                        self._live.pop(msg["exit"], None)
                     else:
                         self._replies.append(msg)
                     self._cond.notify_all()
@@ -143,9 +158,17 @@ class Launcher:
                 self._sock.sendall(json.dumps(msg).encode() + b"\n")
             except OSError:
                 return None
-            with self._cond:
-                self._cond.wait_for(lambda: self._replies or self._dead)
-                return self._replies.pop(0) if self._replies else None
+            try:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._replies or self._dead)
+                    return self._replies.pop(0) if self._replies else None
+            except BaseException:
+                # Interrupted before the reply (Ctrl-C): its attempt would run untracked and the
+                # next request would read this reply.  Hang up: the template kills every attempt.
+                self._dead = True
+                with contextlib.suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                raise
 
     def _stderr(self) -> str:
         if self._proc is None or self._proc.stderr is None:
@@ -155,16 +178,39 @@ class Launcher:
             return self._proc.stderr.read().decode("utf-8", "replace").strip()[-2000:]
         return ""
 
+    @property
+    def dead(self) -> bool:
+        return self._dead or self._sock is None
+
     def spawn(
-        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, stdout: str, stderr: str
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | None,
+        stdout: str,
+        stderr: str,
+        exec_: bool = False,
     ) -> ForkedProcess:
+        """Start one attempt under its own keeper: exec ``argv`` or (``exec_`` False) run it forked."""
         spec = {"argv": list(argv), "env": dict(env), "cwd": cwd, "stdout": stdout, "stderr": stderr}
+        spec["exec"] = exec_
         reply = self._request({"spawn": spec})
         if reply is None:
-            raise LaunchError(f"the pre-forking template died: {self._stderr()}")
+            raise LaunchError(f"the launcher template died: {self._stderr()}")
         if "error" in reply:
             raise LaunchError(reply["error"])
-        return ForkedProcess(self, reply["pid"])
+        with self._cond:
+            if reply["pid"] not in self._exits:
+                self._live[reply["pid"]] = reply["keeper"]
+        return ForkedProcess(self, reply["pid"], reply["keeper"])
+
+    def kill_all(self) -> None:
+        """Kill every attempt still running (an interrupted harness): each keeper cleans its tree."""
+        with self._cond:
+            live = list(self._live.items())
+        for agent, keeper in live:
+            containment.kill_attempt(agent, keeper, scan=False)
 
     def exit_code(self, pid: int, *, timeout: float | None = None) -> int | None:
         """The child's exit code (negative: killed by that signal); None if not exited in time."""
@@ -200,132 +246,33 @@ class Launcher:
         self.close()
 
 
-# ---- the template process ----------------------------------------------------------------------
+_warden: Launcher | None = None
+_warden_lock = threading.Lock()
 
 
-def _child(spec: dict[str, Any], sock: socket.socket) -> None:
-    """In the forked child: become a fresh process running ``spec["argv"]``; never returns."""
-    code = 1
-    try:
-        sock.close()
-        os.setsid()
-        from killdrill.supervisor import _child_setup
+def warden() -> Launcher:
+    """The process-wide launcher that execs spawned attempts, each under its own keeper.
 
-        _child_setup()  # PR_SET_PDEATHSIG: die with the template
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        for fd, path in ((1, spec["stdout"]), (2, spec["stderr"])):
-            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(out, fd)
-            os.close(out)
-        if spec.get("cwd"):
-            os.chdir(spec["cwd"])
-        os.environ.clear()
-        os.environ.update(spec["env"])
-        import random
-
-        random.seed()
-        argv = spec["argv"][1:]
-        import runpy
-
-        if argv[0] == "-m":
-            sys.argv = [argv[1], *argv[2:]]
-            sys.path[0] = os.getcwd()
-            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = list(argv)
-            sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-            runpy.run_path(argv[0], run_name="__main__")
-        code = 0
-    except SystemExit as exc:
-        if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    finally:
-        with contextlib.suppress(BaseException):
+    Started on first use (one small interpreter, ~20 ms once), restarted if it died or if this
+    process is a fork of the one that started it; it stops when this process exits, even by
+    SIGKILL (its socket closes), and kills every attempt still running then.
+    """
+    global _warden
+    with _warden_lock:
+        if _warden is None or _warden.dead or _warden.owner != os.getpid():
             import atexit
 
-            atexit._run_exitfuncs()
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+            # The template must import this killdrill, even one found through a sys.path edit.
+            here = os.path.dirname(os.path.dirname(os.path.abspath(containment.__file__)))
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+            _warden = Launcher(sys.executable, preload=(), env=env).start()
+            atexit.register(_warden.close)
+        return _warden
 
 
-def _template(fd: int) -> None:
-    import importlib
-    import selectors
-
-    sock = socket.socket(fileno=fd)
-    reader = sock.makefile("rb")
-
-    def send(msg: dict[str, Any]) -> None:
-        sock.sendall(json.dumps(msg).encode() + b"\n")
-
-    hello = json.loads(reader.readline() or "{}")
-    for name in hello.get("preload", ()):
-        try:
-            importlib.import_module(name)
-        except BaseException as exc:
-            send({"error": f"cannot preload {name}: {exc.__class__.__name__}: {exc}"})
-            return
-    if threading.active_count() > 1:
-        send({"error": f"preloading started {threading.active_count() - 1} thread(s): forking is unsafe"})
-        return
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    send({"ready": True})
-    children: set[int] = set()
-    sel = selectors.DefaultSelector()
-    sel.register(sock, selectors.EVENT_READ)
-    sel.register(wake_r, selectors.EVENT_READ)
-    buffer = b""
-    try:
-        while True:
-            for key, _ in sel.select():
-                if key.fileobj == wake_r:
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(wake_r, 4096)
-                    continue
-                data = sock.recv(65536)
-                if not data:
-                    return
-                buffer += data
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    spec = json.loads(line)["spawn"]
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(spec, sock)
-                    children.add(pid)
-                    send({"pid": pid})
-            while children:
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid == 0:
-                    break
-                children.discard(pid)
-                send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
-    finally:
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-
-
-if __name__ == "__main__":
-    _template(int(sys.argv[1]))
+def live_launchers() -> list[Launcher]:
+    """The launchers of this process that may have attempts running (for interrupts)."""
+    with _warden_lock:
+        found = [_warden] if _warden is not None and _warden.owner == os.getpid() else []
+    return found + [la for la in list(_templates) if la.owner == os.getpid()]

@@ -239,6 +239,7 @@ class CaseResult:
     ledger: LedgerSnapshot | None = None
     seed: int | None = None
     extra_reproduce: tuple[str, ...] = ()  # e.g. the pytest node id with --killdrill-point
+    baseline: str = ""  # which clean run judged it, and why (the baseline mode)
 
     @property
     def ok(self) -> bool:
@@ -275,6 +276,7 @@ class CaseResult:
             "summary": self.summary,
             "ledger": self.ledger.to_dict() if self.ledger else None,
             "seed": self.seed,
+            "baseline": self.baseline,
         }
 
     @classmethod
@@ -292,6 +294,7 @@ class CaseResult:
             ledger=LedgerSnapshot.from_dict(d["ledger"]) if d.get("ledger") else None,
             seed=d.get("seed"),
             extra_reproduce=tuple(d.get("extra_reproduce", ())),
+            baseline=d.get("baseline", ""),
         )
 
 
@@ -320,12 +323,48 @@ class CatalogueEntry:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
+SHARED_BASELINE = "shared"
+"""Baseline mode: every case (each under a fresh thread) is judged against the first clean run."""
+PER_THREAD_BASELINE = "per-thread"
+"""Baseline mode: the clean runs did different work under different threads, so each case runs
+under the thread of a clean run that reached its point and is judged against that run."""
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    """One clean discovery run kept as a baseline: its thread, the points it reached, its ledger."""
+
+    thread: str
+    catalogue: tuple[CatalogueEntry, ...]
+    baseline: LedgerSnapshot
+
+    def labels(self) -> list[str]:
+        return [e.label for e in self.catalogue]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread": self.thread,
+            "catalogue": [e.to_dict() for e in self.catalogue],
+            "baseline": self.baseline.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CleanRun:
+        return cls(
+            thread=d["thread"],
+            catalogue=tuple(CatalogueEntry.from_dict(e) for e in d["catalogue"]),
+            baseline=LedgerSnapshot.from_dict(d["baseline"]),
+        )
+
+
 @dataclass(frozen=True)
 class Discovery:
     """What clean runs of a command showed: the kill-point catalogue and the baseline ledger.
 
     ``volatile`` names, per ``provider.op``, payload fields that differed between two clean
-    runs (a model's wording, a timestamp): they are left out of the default identity.
+    runs of the same work (a model's wording, a timestamp): left out of the default identity.
+    ``mode`` is :data:`SHARED_BASELINE` or :data:`PER_THREAD_BASELINE` (the work depends on the
+    thread: ``runs`` holds each clean run, ``mode_reason`` says what differed).
     """
 
     command: tuple[str, ...]
@@ -333,9 +372,28 @@ class Discovery:
     baseline: LedgerSnapshot
     volatile: dict[str, list[str]] = field(default_factory=dict)
     duration_ms: float = 0.0
+    mode: str = SHARED_BASELINE
+    mode_reason: str = ""
+    runs: tuple[CleanRun, ...] = ()
 
     def labels(self) -> list[str]:
-        return [e.label for e in self.catalogue]
+        """Every point a clean run reached: the first run's in order, then any only others reached."""
+        labels = [e.label for e in self.catalogue]
+        if self.mode == PER_THREAD_BASELINE:
+            for run in self.runs:
+                labels.extend(lb for lb in run.labels() if lb not in labels)
+        return labels
+
+    def run_for(self, label: str | None) -> CleanRun | None:
+        """Per-thread mode: the clean run whose thread reached ``label`` (the first one if none
+        is named or none did); None in the shared mode."""
+        if self.mode != PER_THREAD_BASELINE or not self.runs:
+            return None
+        if label is not None:
+            for run in self.runs:
+                if label in run.labels():
+                    return run
+        return self.runs[0]
 
     def counts(self) -> dict[str, int]:
         """Point (without occurrence) -> how many times a clean run reached it."""
@@ -351,6 +409,9 @@ class Discovery:
             "baseline": self.baseline.to_dict(),
             "volatile": self.volatile,
             "duration_ms": self.duration_ms,
+            "mode": self.mode,
+            "mode_reason": self.mode_reason,
+            "runs": [r.to_dict() for r in self.runs],
         }
 
     @classmethod
@@ -361,6 +422,9 @@ class Discovery:
             baseline=LedgerSnapshot.from_dict(d["baseline"]),
             volatile={k: list(v) for k, v in d.get("volatile", {}).items()},
             duration_ms=d.get("duration_ms", 0.0),
+            mode=d.get("mode", SHARED_BASELINE),
+            mode_reason=d.get("mode_reason", ""),
+            runs=tuple(CleanRun.from_dict(r) for r in d.get("runs", ())),
         )
 
 

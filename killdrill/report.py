@@ -191,6 +191,9 @@ def render_case(result: CaseResult) -> str:
         lines.append(f"Attempts (thread {result.thread}):")
         for a in result.attempts:
             lines.extend(_render_attempt(a))
+    if result.baseline:
+        lines.append("")
+        lines.append(f"Baseline: {result.baseline}")
     if result.notes:
         lines.append("")
         lines.append("Notes:")
@@ -324,6 +327,11 @@ def render_catalogue(discovery: Discovery) -> str:
     if discovery.baseline.state:
         lines.append(f"Baseline kv state: {format_identity(discovery.baseline.state)}")
     lines.extend(_volatile_lines(discovery.volatile))
+    if discovery.mode_reason:
+        lines.append(f"Baseline mode: {discovery.mode} ({discovery.mode_reason})")
+    others = [lb for lb in discovery.labels() if lb not in {e.label for e in discovery.catalogue}]
+    if others:
+        lines.append("Reached only under another thread: " + ", ".join(others))
     return "\n".join(lines)
 
 

@@ -6,26 +6,21 @@ the kernel has it) and timers (offset kills, delayed kills, holds, the per-attem
 timeout).  No thread races decide where a kill lands: a named kill is decided while the
 agent is blocked at the boundary waiting for our answer.
 
-Killing is of the whole tree: the process group is frozen (SIGSTOP) so nothing forks
-away while we look, descendants that left the group are found with psutil, everything
-gets SIGKILL.  Children also die if the harness itself is SIGKILLed
-(``PR_SET_PDEATHSIG``), and every process an attempt started carries the attempt's
-token in its environment, so a final sweep finds even daemonized escapees.
+Killing is of the whole tree, however it detached: each attempt runs under a keeper, a
+child subreaper that owns every process the attempt starts and exits only once none is
+left (killdrill.containment); the harness freezes and kills the tree it sees at once, the
+keeper makes sure.  When the harness dies, even by SIGKILL, the launcher template has
+every keeper clean up.  ``interrupt_all`` stops every running supervisor (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import heapq
 import itertools
 import os
 import selectors
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -33,8 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
-
+from killdrill.containment import kill_attempt
 from killdrill.control import BoundaryMessage, Connection, ControlListener, ProtocolError
 from killdrill.points import Kill
 from killdrill.records import (
@@ -52,35 +46,6 @@ DRAINED_EXIT_CODE = 75
 """Exit status an agent uses to say "I drained on SIGTERM, my checkpoint is committed"."""
 
 _TAIL_BYTES = 4000
-_PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl  # type: ignore[no-any-return]
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
-
-# util-linux's setpriv sets the same parent-death signal and execs the command, which lets
-# subprocess keep its fast vfork path: a preexec_fn forces a full fork() of the harness, whose
-# cost grows with the harness's memory (5 ms and more under pytest with LangGraph loaded).
-_SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-
-
-def _child_setup() -> None:
-    """Runs in the child between fork and exec: die with the harness.
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked us exits; the supervisor
-    always launches from the thread that then waits for the attempt, so that is fine.
-    """
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class HarnessError(Exception):
@@ -101,37 +66,15 @@ def tail(path: str, limit: int = _TAIL_BYTES) -> str:
     return ("..." + text) if size > limit else text
 
 
-def descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return []
-
-
-def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Send ``sig`` to the process group led by ``pid`` and to every descendant.
-
-    For SIGKILL the group is stopped first, so nothing forks out of reach while the
-    descendants are listed.  Safe on a process that is already gone.
-    """
-    freeze = sig == signal.SIGKILL
-    if freeze:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGSTOP)
-    found = descendants(pid)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
-    for proc in found:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
+def kill_tree(pid: int, sig: int = signal.SIGKILL, keeper: int | None = None) -> None:
+    """Signal the attempt led by ``pid`` (and, with its keeper, everything the keeper owns)."""
+    kill_attempt(pid, keeper, sig)
 
 
 def sweep(token: str) -> list[int]:
     """SIGKILL every process whose environment carries this attempt token; return their pids.
 
-    Catches what escaped both the group and the tree (double-forked daemons).
+    Only where attempts cannot have a keeper (no prctl): catches the daemons that kept it.
     """
     killed = []
     me = os.getpid()
@@ -149,6 +92,38 @@ def sweep(token: str) -> list[int]:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed.append(int(entry.name))
     return killed
+
+
+class Interrupted(BaseException):
+    """The harness was interrupted (``interrupt_all``): this supervisor's attempts were killed."""
+
+
+_active: set[Supervisor] = set()
+_active_lock = threading.Lock()
+_interrupted = threading.Event()
+
+
+def interrupt_all() -> None:
+    """Kill every attempt of every supervisor of this process now; their loops raise Interrupted.
+
+    Called from the main thread on Ctrl-C / SIGTERM while worker threads run cases: no new
+    attempt starts until ``clear_interrupt()``.
+    """
+    _interrupted.set()
+    with _active_lock:
+        supervisors = list(_active)
+    from killdrill.launcher import live_launchers
+
+    for launcher in live_launchers():
+        launcher.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
+    for sup in supervisors:
+        for run in list(sup.running):
+            if run.alive and getattr(run.popen, "keeper", None) is None:
+                kill_tree(run.popen.pid)
+
+
+def clear_interrupt() -> None:
+    _interrupted.clear()
 
 
 @dataclass
@@ -201,6 +176,11 @@ class Running:
     def alive(self) -> bool:
         return self.returncode is None
 
+    @property
+    def tree_root(self) -> int:
+        """The pid every process of this attempt descends from: its keeper (or the agent, without)."""
+        return getattr(self.popen, "keeper", None) or int(self.popen.pid)
+
     def elapsed_ms(self) -> float:
         return (time.monotonic() - self.started) * 1000.0
 
@@ -234,15 +214,19 @@ class Supervisor:
         self._selector = selectors.DefaultSelector()
         self._timers = []
         self._running = []
+        with _active_lock:
+            _active.add(self)
         try:
             with _terminate_as_exception():
                 for spec in specs:
                     self._running.append(self._start(spec))
                 self._loop()
         finally:
+            with _active_lock:
+                _active.discard(self)
             for run in self._running:
                 if run.alive:
-                    kill_tree(run.popen.pid)
+                    self._kill_tree(run)
                     self._reap(run, block=True)
                 self._cleanup(run)
             self._selector.close()
@@ -263,7 +247,7 @@ class Supervisor:
         if run.spec.signal_name == "TERM" and outcome == KILLED:
             run.sent_signal = "SIGTERM"
             run.term_sent = True
-            kill_tree(run.popen.pid, signal.SIGTERM)
+            self._kill_tree(run, signal.SIGTERM)
             # An agent parked at a boundary cannot drain until it is let go.
             for conn in list(run.listener.connections.values()):
                 if conn.waiting is not None:
@@ -271,44 +255,56 @@ class Supervisor:
             self.at(run.spec.grace_s, lambda: self._after_grace(run))
             return
         run.sent_signal = "SIGKILL"
-        kill_tree(run.popen.pid)
+        self._kill_tree(run)
         # Anyone else blocked on this channel (an HTTP fake holding a response) sees EOF now.
         run.listener.close_all_connections()
 
     # ---- internals ----------------------------------------------------------------------
+    def _kill_tree(self, run: Running, sig: int = signal.SIGKILL) -> None:
+        kill_tree(run.popen.pid, sig, keeper=getattr(run.popen, "keeper", None))
+
     def _start(self, spec: LaunchSpec) -> Running:
         assert self._selector is not None
+        if _interrupted.is_set():
+            raise Interrupted()
         listener = ControlListener(spec.control_dir, self._selector).open()
         env = dict(spec.env)
         env["KILLDRILL_CONTROL"] = listener.address
         env["KILLDRILL_CONTROL_TOKEN"] = listener.token
         env["KILLDRILL_ATTEMPT"] = str(spec.number)
-        if spec.launcher is not None:
-            from killdrill.launcher import LaunchError
+        from killdrill import containment
+        from killdrill.launcher import LaunchError, warden
 
-            try:
-                forked = spec.launcher.spawn(
-                    spec.argv, env=env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path
-                )
-            except LaunchError as exc:
-                listener.close()
-                raise HarnessError(str(exc)) from exc
-            return self._track(spec, listener, forked, None, None)
+        launcher, exec_ = spec.launcher, False
+        try:
+            if launcher is None and containment.supported():
+                launcher, exec_ = warden(), True
+            if launcher is not None:
+                forked = launcher.spawn(
+                    spec.argv, env=env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path,
+                    exec_=exec_,
+                )  # fmt: skip
+                return self._track(spec, listener, forked, None, None)
+        except LaunchError as exc:
+            listener.close()
+            raise HarnessError(str(exc)) from exc
+        return self._popen(spec, listener, env)
+
+    def _popen(self, spec: LaunchSpec, listener: ControlListener, env: dict[str, str]) -> Running:
+        """Without keepers (no prctl: not Linux): a plain child in its own session."""
+        import subprocess
+
         stdout = open(spec.stdout_path, "wb")  # noqa: SIM115 - closed in _cleanup
         stderr = open(spec.stderr_path, "wb")  # noqa: SIM115
         try:
-            argv = list(spec.argv)
-            if _SETPRIV:
-                argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
             popen = subprocess.Popen(
-                argv,
+                list(spec.argv),
                 env=env,
                 cwd=spec.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,
-                preexec_fn=None if _SETPRIV else _child_setup,
                 close_fds=True,
             )
         except OSError as exc:
@@ -324,7 +320,8 @@ class Supervisor:
         assert self._selector is not None
         run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
         try:
-            run.pidfd = os.pidfd_open(popen.pid)  # type: ignore[attr-defined]
+            # With a keeper, the attempt is over when the keeper exits: nothing of it is left then.
+            run.pidfd = os.pidfd_open(getattr(popen, "keeper", None) or popen.pid)
             self._selector.register(run.pidfd, selectors.EVENT_READ, (None, run))
         except (AttributeError, OSError):
             run.pidfd = None
@@ -344,6 +341,8 @@ class Supervisor:
     def _loop(self) -> None:
         assert self._selector is not None
         while any(run.alive for run in self._running):
+            if _interrupted.is_set():
+                raise Interrupted()
             now = time.monotonic()
             while self._timers and self._timers[0][0] <= now:
                 _, _, action = heapq.heappop(self._timers)
@@ -420,20 +419,28 @@ class Supervisor:
         if run.alive:
             run.notes.append(f"ignored SIGTERM: killed after the {run.spec.grace_s:g}s grace period")
             run.sent_signal = "SIGTERM+SIGKILL"
-            kill_tree(run.popen.pid)
+            self._kill_tree(run)
             run.listener.close_all_connections()
 
     def _reap(self, run: Running, *, block: bool) -> None:
         if run.returncode is not None:
             return
-        rc = run.popen.wait() if block else run.popen.poll()
+        from killdrill.launcher import LaunchError
+
+        try:
+            rc = run.popen.wait() if block else run.popen.poll()
+        except LaunchError:
+            # Its keeper killed the whole attempt when the template died (or was killed by it).
+            run.errors.append("the launcher template died during the attempt; every process of it was killed")
+            rc = -signal.SIGKILL
         if rc is None:
             return
         run.returncode = rc
         run.ended = time.monotonic()
-        # Leave nothing behind: stray members of the group and descendants that outlived the leader.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(run.popen.pid, signal.SIGKILL)
+        if getattr(run.popen, "keeper", None) is None:
+            # Leave nothing behind: stray members of the group (a keeper has seen to everything).
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(run.popen.pid, signal.SIGKILL)
         if run.pidfd is not None and self._selector is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(run.pidfd)
@@ -454,7 +461,7 @@ class Supervisor:
             if f is not None:
                 with contextlib.suppress(OSError):
                     f.close()  # type: ignore[attr-defined]
-        escaped = sweep(run.listener.token)
+        escaped = sweep(run.listener.token) if getattr(run.popen, "keeper", None) is None else []
         if escaped:
             run.notes.append(f"killed {len(escaped)} process(es) that escaped the tree: {escaped}")
 

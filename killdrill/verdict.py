@@ -3,7 +3,8 @@
 Delivery cannot be exactly-once, so the verdict never counts calls: it counts *effects*.
 A logical effect is ``(provider, op, identity)``; the identity is the canonical payload
 without the fields that legitimately vary between two clean runs (a model's wording, a
-timestamp), or the fields a user pins per op (``{"payments.charge": ["account_id",
+timestamp: found by matching the two runs' calls by content, never by ledger order, see
+:mod:`killdrill.matching`), or the fields a user pins per op (``{"payments.charge": ["account_id",
 "billing_cycle"]}``).  An effect "landed" when a call's outcome is ``created``; replays,
 rejections and conflicts are evidence about keys, not effects.
 
@@ -127,17 +128,22 @@ def group_effects(
 def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]]:
     """Per ``provider.op``, the payload fields whose values differ between two clean runs.
 
-    Calls of each ``provider.op`` are paired in ledger order; a field present in only one of
-    a pair also counts.  Final-state keys that differ are named under :data:`STATE_VOLATILE`.
+    The calls of each op are *matched* by content (:func:`killdrill.matching.match_calls`),
+    never paired by ledger order: three parallel payouts that land in another order are still
+    three payees, and ``account`` is not volatile because of it.  A field is volatile only if it
+    differs within a matched pair; a call with no counterpart (unequal counts) says nothing.
+    Final-state keys that differ are named under :data:`STATE_VOLATILE`.
     """
+    from killdrill.matching import match_calls
+
     by_op: dict[str, tuple[list[Call], list[Call]]] = {}
     for side, snap in enumerate((a, b)):
-        for call in sorted(snap.calls, key=lambda c: c.seq):
+        for call in snap.calls:
             by_op.setdefault(_op_name(call.provider, call.op), ([], []))[side].append(call)
     out: dict[str, list[str]] = {}
     for name, (left, right) in by_op.items():
         fields: set[str] = set()
-        for x, y in zip(left, right, strict=False):  # unequal counts: pair what both have
+        for x, y in match_calls(left, right):
             fields.update(_differing(x.payload, y.payload))
         if fields:
             out[name] = sorted(fields)
@@ -381,9 +387,11 @@ def _key_reuse(
     identity: Mapping[str, Sequence[str]] | None,
     volatile: Mapping[str, Sequence[str]] | None,
 ) -> list[Violation]:
-    """One key under different payloads (volatile fields aside): keys are scoped per provider,
-    so the op is part of what must not change.  Checked on the stable payload, not the
-    configured identity, so an amount recomputed under a pinned identity is still caught."""
+    """One key under different payloads: keys are scoped per provider, so the op is part of what
+    must not change.  Checked on the payload as sent, volatile fields included: a field that
+    legitimately differs between two runs (a timestamp, a model's wording) must still not change
+    under one key within a run (a provider refuses it; a re-stamped ``sent_at`` is a bug), and a
+    configured identity does not hide an amount recomputed on replay either."""
     by_key: dict[tuple[str, str], list[Call]] = {}
     for call in sorted(case.calls, key=lambda c: c.seq):
         if call.key is not None:
@@ -392,8 +400,7 @@ def _key_reuse(
     for (provider, key), calls in by_key.items():
         forms: dict[str, dict[str, Any]] = {}
         for c in calls:
-            stable = effect_identity(c.provider, c.op, c.payload, volatile=volatile)
-            forms.setdefault(canonical([c.op, stable]), {"op": c.op, **stable})
+            forms.setdefault(canonical([c.op, c.payload]), {"op": c.op, **c.payload})
         if len(forms) < 2:
             continue
         variants = list(forms.values())
@@ -404,6 +411,12 @@ def _key_reuse(
         )
         rejected = any(c.outcome == "rejected" for c in calls)
         why = "the payload changed under the same key" + (" (recomputed on replay?)" if rejected else "")
+        drifting = [f for f in differs if f in set((volatile or {}).get(_op_name(provider, calls[0].op), ()))]
+        if drifting:
+            why += (
+                f"; {', '.join(drifting)} varies between clean runs: compute it once, checkpoint it"
+                " and send the same value on replay"
+            )
         ident = effect_identity(
             calls[0].provider, calls[0].op, calls[0].payload, identity=identity, volatile=volatile
         )

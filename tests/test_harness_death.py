@@ -46,8 +46,6 @@ def test_agents_die_with_the_harness(tmp_path: Path, sig: signal.Signals) -> Non
     while not (gone(agent) and gone(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(agent), f"the agent outlived the harness ({sig.name})"
-    if sig != signal.SIGKILL:  # an orderly unwind kills the whole tree, grandchildren included
-        assert gone(grandchild), f"the agent's child outlived the harness ({sig.name})"
-    elif not gone(grandchild):
-        # Known limit: PR_SET_PDEATHSIG reaches the agent, not the processes the agent started.
-        psutil.Process(grandchild).kill()
+    # Even after a SIGKILL of the harness: the launcher template sees its socket close and
+    # has the attempt's keeper kill the whole tree.
+    assert gone(grandchild), f"the agent's child outlived the harness ({sig.name})"

@@ -121,15 +121,19 @@ def test_conflict_while_in_flight_then_replay_is_clean() -> None:
     assert judge(BASELINE, case, TWO_ATTEMPTS) == []
 
 
-def test_rejected_on_volatile_field_then_correct_is_clean_only_with_volatile() -> None:
-    """A model-written description differs on replay: the fake rejects, the agent reconciles."""
+def test_volatile_field_changed_under_one_key_is_key_reused() -> None:
+    """A model-written description differs on replay: the fake rejects it.  The field varies
+    between clean runs, but under one key within a run it must not (issue 11: a re-stamped
+    ``sent_at`` was hidden this way): ``key_reused``, and nothing else when it is volatile."""
     base = snap(call(key="b1", payload={**CHARGE, "description": "May usage"}))
     case = snap(
         call(key="k1", payload={**CHARGE, "description": "Usage for May"}, attempt=1),
         call(key="k1", payload={**CHARGE, "description": "May usage, thanks"}, outcome=REJECTED, attempt=2),
     )
     volatile = {"payments.charge": ["description"]}
-    assert judge(base, case, TWO_ATTEMPTS, volatile=volatile) == []
+    found = judge(base, case, TWO_ATTEMPTS, volatile=volatile)
+    assert kinds(found) == [KEY_REUSED]
+    assert "varies between clean runs" in found[0].message
     # the same ledgers without the volatile knowledge are a real key reuse, and a changed effect
     assert set(kinds(judge(base, case, TWO_ATTEMPTS))) == {KEY_REUSED, UNEXPECTED_EFFECT, MISSING_EFFECT}
 

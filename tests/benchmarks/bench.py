@@ -7,6 +7,9 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``boundary_armed_median_us`` / ``_p99_us``: one armed round trip (agent -> supervisor -> agent).
 - ``supervisor_overhead_ms``: per attempt (spawn, channel, kill, reap, ledger read) beyond the
   same attempt launched bare (``subprocess.run``, self-kill at the same point).
+- ``containment_cost_ratio``: the same supervised attempt with its keeper (killdrill.containment)
+  over without one (plain spawn through ``setpriv --pdeathsig``, then the environment sweep:
+  the launch before keepers), interleaved.
 - ``harness_overhead_ratio``: a full drill of the example vs the naive hand-written drill doing
   the same launches (``subprocess.run`` loop, self-kill flag, no trace, no verdict).
 - ``parallel_speedup``: the same drill with 1 and 2 workers.
@@ -152,6 +155,44 @@ def bench_supervisor(root: Path, reps: int) -> dict[str, float]:
     }
 
 
+def bench_containment(root: Path, reps: int) -> dict[str, float]:
+    """Per attempt, interleaved: under a keeper vs the uncontained launch it replaced."""
+    import shutil as sh
+
+    from killdrill import containment
+    from killdrill.launcher import warden
+    from killdrill.supervisor import Supervisor
+
+    setpriv = sh.which("setpriv")
+    if not containment.supported() or setpriv is None:
+        return {"containment_cost_ratio": "n/a: no keepers (or no setpriv) here"}  # type: ignore[dict-item]
+    warden()  # started once per harness process: not part of an attempt
+    argv = [PY, "-c", _ATTEMPT_AGENT]
+    kept, bare = [], []
+    supported = containment.supported
+    for i in range(reps):
+        t = time.perf_counter()
+        a = Supervisor().run(_spec(root / f"kept-{i}", argv, "before:stop"))
+        kept.append(time.perf_counter() - t)
+        assert a.killed_at == "before:stop", a
+        containment.supported = lambda: False  # type: ignore[assignment]
+        try:
+            t = time.perf_counter()
+            a = Supervisor().run(
+                _spec(root / f"unkept-{i}", [setpriv, "--pdeathsig", "KILL", "--", *argv], "before:stop")
+            )
+            bare.append(time.perf_counter() - t)
+        finally:
+            containment.supported = supported  # type: ignore[assignment]
+        assert a.killed_at == "before:stop", a
+    k, b = statistics.median(kept), statistics.median(bare)
+    return {
+        "contained_attempt_ms": k * 1000,
+        "uncontained_attempt_ms": b * 1000,
+        "containment_cost_ratio": k / b,
+    }
+
+
 def _drill(workers: int, root: Path, command: Sequence[str] = SETTLEMENT, **kw: Any) -> tuple[float, Any]:
     from killdrill.drill import Drill, DrillOptions
 
@@ -226,6 +267,7 @@ def run(quick: bool) -> dict[str, Any]:
         out.update(bench_boundary(200_000 if quick else 2_000_000))
         out.update(bench_armed(root, 500 if quick else 5000))
         out.update(bench_supervisor(root, 5 if quick else 15))
+        out.update(bench_containment(root, 5 if quick else 15))
         t1, r1 = _drill(1, root / "drill-1")
         assert r1.ok, r1.text()
         attempts = [len(c.attempts) for c in r1.cases]
@@ -252,6 +294,7 @@ GOALS: dict[str, Callable[[float], bool]] = {
     "boundary_unarmed_ns": lambda v: v < 100,
     "boundary_armed_median_us": lambda v: v < 100,
     "supervisor_overhead_ms": lambda v: v < 10,
+    "containment_cost_ratio": lambda v: v <= 1.10,
     "harness_overhead_ratio": lambda v: v <= 1.10,
     "parallel_speedup": lambda v: v >= 1.7,
     "prefork_speedup": lambda v: v >= 5,

@@ -17,6 +17,7 @@ from killdrill.examples import SETTLEMENT
 from killdrill.records import (
     COMPENSATION_ORDER,
     DUPLICATE_EFFECT,
+    HARNESS_ERROR,
     KEY_CHANGED,
     KEY_REUSED,
     MISSING_EFFECT,
@@ -50,6 +51,92 @@ def _script(name: str) -> tuple[str, ...]:
 
 def _defect(name: str, defect: str, expect: tuple[str, ...], catch: tuple[str, ...], **kw: Any) -> Agent:
     return Agent(name, defect, expect, catch, _script(name), **kw)
+
+
+_LG = {"integrations": ("langgraph",)}
+
+
+def _shape(script: str, bug: str | None) -> tuple[str, ...]:
+    """A shape agent of issue 11 (one script, a correct mode and a planted-bug mode)."""
+    return _script(script) + (("--bug", bug) if bug else ())
+
+
+# Issue 11: agents that are correct but not deterministic (parallel branches, thread-dependent
+# work, volatile fields) and the bug each hides from a verdict that pairs calls by ledger order.
+SHAPE_DEFECTS: tuple[Agent, ...] = (
+    Agent(
+        "send_payouts_uuid_key",
+        "Send fan-out: per-branch key from uuid4",
+        (DUPLICATE_EFFECT, KEY_CHANGED),
+        ("during:payments.charge#2", "committed:pay"),
+        _shape("lg_send_payouts", "uuid_key"),
+        _LG,
+    ),
+    Agent(
+        "superstep_clock_key",
+        "two nodes in one superstep: fee key from the clock",
+        (DUPLICATE_EFFECT, KEY_CHANGED),
+        ("after:charge_fee",),
+        _shape("lg_superstep", "clock_key"),
+        _LG,
+    ),
+    Agent(
+        "thread_workload_uuid_key",
+        "thread-dependent work: notification key from uuid4",
+        (DUPLICATE_EFFECT, KEY_CHANGED),
+        ("during:webhooks.post", "after:notify_0"),
+        _shape("thread_workload", "uuid_key"),
+    ),
+    Agent(
+        "restamp_sent_at",
+        "sequential: sent_at re-stamped under a stable key",
+        (KEY_REUSED,),
+        ("during:payments.charge", "after:send_acct_north"),
+        _shape("restamp", "restamp"),
+    ),
+    Agent(
+        "wipe_ledger",
+        "restart wipes every SQLite file, the ledger too",
+        (HARNESS_ERROR,),
+        ("during:payments.charge", "after:charge"),
+        _shape("wipe_ledger", "wipe_all"),
+    ),
+)
+
+SHAPE_CORRECT: tuple[Agent, ...] = (
+    Agent(
+        "send_payouts",
+        None,
+        catch=("during:payments.charge#2", "committed:pay"),
+        command=_shape("lg_send_payouts", None),
+        options=_LG,
+    ),
+    Agent(
+        "superstep",
+        None,
+        catch=("after:charge_fee", "during:payments.charge#2"),
+        command=_shape("lg_superstep", None),
+        options=_LG,
+    ),
+    Agent(
+        "thread_workload",
+        None,
+        catch=("during:webhooks.post", "committed:notify_0"),
+        command=_shape("thread_workload", None),
+    ),
+    Agent(
+        "restamp",
+        None,
+        catch=("during:payments.charge", "during:payments.charge#2"),
+        command=_shape("restamp", None),
+    ),
+    Agent(
+        "wipe_ledger_scratch",
+        None,
+        catch=("during:payments.charge", "after:charge"),
+        command=_shape("wipe_ledger", None),
+    ),
+)
 
 
 DEFECTS: tuple[Agent, ...] = (
@@ -141,6 +228,7 @@ DEFECTS: tuple[Agent, ...] = (
         (DUPLICATE_EFFECT,),
         ("during:counter.increment",),
     ),
+    *SHAPE_DEFECTS,
 )
 
 _LANGGRAPH = (
@@ -189,6 +277,7 @@ CORRECT: tuple[Agent, ...] = (
         command=_LANGGRAPH,
         options={"cwd": str(REPO), "integrations": ("langgraph",)},
     ),
+    *SHAPE_CORRECT,
 )
 
 CORPUS: tuple[Agent, ...] = DEFECTS + CORRECT

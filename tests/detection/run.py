@@ -1,9 +1,11 @@
 """The detection table: does a named-point drill catch every planted defect, with no false alarm?
 
-    python -m tests.detection [--drills 100] [--chaos 30] [--seed 1] [--workers 2] [--json FILE]
+    python -m tests.detection [--drills 100] [--repeat 1] [--chaos 30] [--seed 1] [--workers 2]
+                              [--only NAME ...] [--json FILE]
 
-For each defect agent: one full named-point drill (every catalogue point, one case each): the
-points whose case reported an expected kind, and the kinds; then random chaos runs (a seeded
+For each defect agent: ``--repeat`` full named-point drills (every catalogue point, one case
+each; the detection rate is the share of drills in which some case reported an expected kind):
+the points whose case reported one, and the kinds; then random chaos runs (a seeded
 ``offset:Xms`` kill, uniform over the clean run's duration) until the first catch, where a kill
 that did not land counts as a miss, never a catch.  For each correct agent: ``--drills`` full
 drills and ``--chaos`` random runs, counting false alarms.  A defect the drill cannot catch is
@@ -47,9 +49,10 @@ def catches(agent: Agent, case: CaseResult) -> bool:
     return bool(kinds - NOT_A_CATCH)
 
 
-def false_alarm(case: CaseResult) -> bool:
-    """A correct agent's case that reported a violation (a kill that did not land is no alarm)."""
-    return bool(set(case.kinds) - {POINT_NOT_REACHED})
+def false_alarm(case: CaseResult, *, named: bool = False) -> bool:
+    """A correct agent's case that reported a violation.  A random kill that did not land is no
+    alarm; a named point a clean run reached that the case's own run did not reach is one."""
+    return bool(set(case.kinds) - (set() if named else {POINT_NOT_REACHED}))
 
 
 LAUNCHER = {"name": "spawn"}  # --launcher; forked attempts make 100 full drills per agent affordable
@@ -79,6 +82,8 @@ class Row:
     false_alarm_drills: int = 0
     false_alarm_cases: list[str] = field(default_factory=list)
     chaos_false_alarms: int = 0
+    detect_drills: int = 0  # full named drills of a defect agent
+    detect_caught: int = 0  # of which some case reported an expected kind
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -104,21 +109,26 @@ def landed(case: CaseResult) -> bool:
     return any(a.killed_at is not None for a in case.attempts)
 
 
-def detect(agent: Agent, drill: Drill, chaos: int, seed: int) -> Row:
-    """A defect agent: one named-point drill, then chaos runs until the first catch."""
+def detect(agent: Agent, drill: Drill, chaos: int, seed: int, repeat: int = 1) -> Row:
+    """A defect agent: ``repeat`` named-point drills, then chaos runs until the first catch."""
     t0 = time.monotonic()
     row = Row(agent.name, agent.defect, list(agent.expect))
-    result = drill.run_all()
-    row.points = len(result.cases)
     kinds: dict[str, None] = {}
-    for case in result.cases:
-        if catches(agent, case):
-            row.caught_at.append(case.schedule)
+    for _ in range(max(1, repeat)):
+        result = drill.run_all()
+        row.points = len(result.cases)
+        row.detect_drills += 1
+        caught = [case for case in result.cases if catches(agent, case)]
+        row.detect_caught += bool(caught)
+        for case in caught:
+            if case.schedule not in row.caught_at:
+                row.caught_at.append(case.schedule)
             kinds.update(dict.fromkeys(case.kinds))
-        elif set(case.kinds) & NOT_A_CATCH:
-            row.notes.append(f"{case.schedule}: {', '.join(case.kinds)}")
+        for case in result.cases:
+            if case not in caught and set(case.kinds) & NOT_A_CATCH:
+                row.notes.append(f"{case.schedule}: {', '.join(case.kinds)}")
     row.kinds = list(kinds)
-    row.named_caught = bool(row.caught_at)
+    row.named_caught = row.detect_caught == row.detect_drills
     if agent.known_miss and not row.named_caught:
         row.notes.append(f"finding: {agent.known_miss}")
     for i, schedule in enumerate(chaos_schedules(drill, seed, chaos), 1):
@@ -148,7 +158,7 @@ def false_alarms(agent: Agent, drill: Drill, drills: int, chaos: int, seed: int,
         for cases in pool.map(one_drill, range(drills)):
             row.drills += 1
             row.drill_cases += len(cases)
-            bad = [c for c in cases if false_alarm(c)]
+            bad = [c for c in cases if false_alarm(c, named=True)]
             row.false_alarm_drills += bool(bad)
             row.false_alarm_cases += [f"{c.schedule}: {', '.join(c.kinds)} ({c.workdir})" for c in bad]
         schedules = chaos_schedules(drill, seed, chaos)
@@ -164,7 +174,14 @@ def false_alarms(agent: Agent, drill: Drill, drills: int, chaos: int, seed: int,
 
 
 def render(rows: Sequence[Row], *, drills: int, chaos: int, seed: int) -> str:
-    head = ("agent", "defect", "named drill", "caught at (points)", "violation kinds", f"chaos (≤{chaos})")
+    head = (
+        "agent",
+        "defect",
+        "named drill",
+        "caught at (points)",
+        "violation kinds",
+        f"chaos (≤{chaos})",
+    )
     body: list[tuple[str, ...]] = []
     for r in rows:
         if r.defect is not None:
@@ -178,7 +195,8 @@ def render(rows: Sequence[Row], *, drills: int, chaos: int, seed: int) -> str:
                 (
                     r.agent,
                     r.defect,
-                    "yes" if r.named_caught else "MISSED",
+                    ("yes" if r.named_caught else "MISSED")
+                    + (f" {r.detect_caught}/{r.detect_drills}" if r.detect_drills > 1 else ""),
                     f"{len(r.caught_at)}/{r.points}: {at}" if r.caught_at else f"0/{r.points}",
                     ", ".join(r.kinds) or "-",
                     first,
@@ -208,9 +226,16 @@ def render(rows: Sequence[Row], *, drills: int, chaos: int, seed: int) -> str:
         f"defects caught by the named-point drill: {caught}/{len(defects)}"
         f" ({100 * caught / max(1, len(defects)):.0f}%)"
     )
+    drills_run = sum(r.detect_drills for r in defects)
+    drills_caught = sum(r.detect_caught for r in defects)
     lines.append(
-        "false alarms of correct agents: "
-        f"{sum(r.false_alarm_drills for r in correct)} of {sum(r.drills for r in correct)} full drills, "
+        f"detection rate: {drills_caught}/{drills_run} named drills of defect agents caught their defect"
+        f" with an expected kind ({100 * drills_caught / max(1, drills_run):.1f}%)"
+    )
+    alarmed, full = sum(r.false_alarm_drills for r in correct), sum(r.drills for r in correct)
+    lines.append(
+        f"false alarms of correct agents: {alarmed} of {full} full drills"
+        f" ({100 * alarmed / max(1, full):.1f} per 100 drills), "
         f"{sum(r.chaos_false_alarms for r in correct)} of {sum(r.chaos_runs for r in correct)} chaos runs"
     )
     how = "killdrill.chaos plans (1..3 kills)" if CHAOS is not None else "seeded offset: kills"
@@ -224,6 +249,7 @@ def render(rows: Sequence[Row], *, drills: int, chaos: int, seed: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.detection", description=__doc__.split("\n")[0])
     parser.add_argument("--drills", type=int, default=100, help="full drills per correct agent")
+    parser.add_argument("--repeat", type=int, default=1, help="full named drills per defect agent")
     parser.add_argument("--chaos", type=int, default=30, help="random runs per agent (cap, for defects)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
@@ -247,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if agent.correct:
                 row = false_alarms(agent, drill, args.drills, args.chaos, args.seed, args.workers)
             else:
-                row = detect(agent, drill, args.chaos, args.seed)
+                row = detect(agent, drill, args.chaos, args.seed, args.repeat)
             with lock:
                 rows[agent.name] = row
                 print(f"  done {agent.name} in {row.seconds:.0f}s", file=sys.stderr, flush=True)

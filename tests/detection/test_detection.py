@@ -11,12 +11,21 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
-from tests.detection.corpus import CORRECT, DEFECTS, Agent, langgraph_available
+from tests.detection.corpus import (
+    CORRECT,
+    DEFECTS,
+    SHAPE_CORRECT,
+    SHAPE_DEFECTS,
+    Agent,
+    langgraph_available,
+)
 from tests.detection.run import catches, false_alarm
 
 
 def _drill(agent: Agent, root: Path) -> Drill:
-    return Drill(agent.command, DrillOptions(root=root, **agent.options))
+    # issue 11's shapes fork their attempts from a warm template (LangGraph imports once)
+    launcher = "fork" if agent in SHAPE_DEFECTS + SHAPE_CORRECT else "spawn"
+    return Drill(agent.command, DrillOptions(root=root, launcher=launcher, **agent.options))
 
 
 def _defect_params() -> list[object]:
@@ -29,6 +38,8 @@ def _defect_params() -> list[object]:
 
 @pytest.mark.parametrize("agent", _defect_params())
 def test_defect_is_caught_at_its_point(agent: Agent, tmp_path: Path) -> None:
+    if "langgraph" in agent.options.get("integrations", ()) and not langgraph_available():
+        pytest.skip("langgraph is not installed")
     drill = _drill(agent, tmp_path)
     assert agent.catch[0] in drill.points(), f"{agent.catch[0]} not in {drill.points()}"
     case = drill.run_case(agent.catch[0])

@@ -1,0 +1,98 @@
+"""What a case is judged against, and whether its evidence survived.
+
+Three questions a verdict must settle before it counts effects:
+
+- does the work depend on the thread?  Two clean runs under two threads that reach different
+  points or land a different number of effects mean it does; each case is then judged against
+  a clean run of its own thread (:func:`workload_difference`);
+- is the case's ledger still the one it started with?  An agent that deletes, truncates or
+  recreates it erases the very calls a verdict needs, and a repeated charge then looks like the
+  first one (:func:`ledger_break`);
+- did a resumed attempt repeat an earlier attempt's calls (the only time re-entering at the
+  first step is worth a note, :func:`repeated_calls`)?
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from killdrill.records import Call, LedgerSnapshot
+
+__all__ = ["LEDGER_MARKER", "landed_counts", "ledger_break", "repeated_calls", "workload_difference"]
+
+LEDGER_MARKER = "killdrill.case"
+"""Settings entry the harness writes into a case's ledger before attempt 1; a ledger without it
+at the end was recreated under the case."""
+
+
+def landed_counts(snap: LedgerSnapshot) -> Counter[str]:
+    """``provider.op`` -> effects landed (created calls)."""
+    return Counter(f"{c.provider}.{c.op}" for c in snap.calls if c.landed)
+
+
+def workload_difference(
+    a_labels: Sequence[str], a: LedgerSnapshot, b_labels: Sequence[str], b: LedgerSnapshot
+) -> str:
+    """How two clean runs did different work (effect counts per op, points reached), or ``""``."""
+    parts: list[str] = []
+    ca, cb = landed_counts(a), landed_counts(b)
+    for op in sorted(set(ca) | set(cb)):
+        if ca[op] != cb[op]:
+            parts.append(f"{op} landed {ca[op]} vs {cb[op]} times")
+    only_a = [lb for lb in a_labels if lb not in set(b_labels)]
+    only_b = [lb for lb in b_labels if lb not in set(a_labels)]
+    for name, only in (("first", only_a), ("second", only_b)):
+        if only:
+            shown = ", ".join(only[:4]) + (f" +{len(only) - 4}" if len(only) > 4 else "")
+            parts.append(f"only the {name} reached {shown}")
+    return "; ".join(parts)
+
+
+def _call_id(c: Call) -> tuple[int, str, str, str | None, int]:
+    return (c.seq, c.provider, c.op, c.key, c.attempt)
+
+
+def ledger_break(before: LedgerSnapshot | None, after: LedgerSnapshot, marked: bool) -> str:
+    """Why the ledger read after an attempt cannot be the one read before it, or ``""``.
+
+    Calls are only ever appended: every call seen before must still be there, unchanged, and the
+    harness's marker too.  Anything else means the ledger was deleted, truncated or recreated.
+    """
+    if not marked:
+        return "the harness's marker is gone: the ledger was deleted or recreated"
+    if before is None:
+        return ""
+    now = {_call_id(c) for c in after.calls}
+    lost = [c for c in before.calls if _call_id(c) not in now]
+    if lost:
+        first = lost[0]
+        return (
+            f"{len(lost)} call(s) recorded earlier are gone (first: #{first.seq} {first.provider}.{first.op}"
+            f" of attempt {first.attempt}): the ledger was deleted, truncated or recreated"
+        )
+    return ""
+
+
+def repeated_calls(snap: LedgerSnapshot, attempt: int) -> list[Call]:
+    """Calls of ``attempt`` that repeat a call an earlier attempt made (same provider, op and
+    payload, or same key): a resumed attempt that re-did work instead of skipping it."""
+    from killdrill.verdict import CONVERGENT_PROVIDERS, canonical
+
+    earlier_keys: set[tuple[str, str]] = set()
+    earlier_payloads: set[tuple[str, str, str]] = set()
+    calls = [c for c in snap.calls if c.provider not in CONVERGENT_PROVIDERS]  # a repeated set converges
+    for c in calls:
+        if c.attempt < attempt:
+            if c.key is not None:
+                earlier_keys.add((c.provider, c.key))
+            earlier_payloads.add((c.provider, c.op, canonical(c.payload)))
+    return [
+        c
+        for c in calls
+        if c.attempt == attempt
+        and (
+            (c.key is not None and (c.provider, c.key) in earlier_keys)
+            or (c.provider, c.op, canonical(c.payload)) in earlier_payloads
+        )
+    ]
