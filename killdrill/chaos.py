@@ -259,7 +259,8 @@ class _Progress:
             print(
                 f"killdrill chaos: {self.done}{of} runs, {elapsed:.0f}s, "
                 f"{self.done / max(elapsed, 1e-9):.2f} runs/s, "
-                f"{self.failed} failure(s), {self.missed} kill(s) missed",
+                f"{self.failed} failure(s), "
+                f"{self.missed} kill(s) missed (the run ended first: not a failure)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -251,7 +251,7 @@ def render_text(data: Mapping[str, Any]) -> str:
         f"({s['runs_clean']} exactly-once, {s['runs_violated']} violated, "
         f"{s['runs_without_kill']} without a kill landed, {s['runs_harness_error']} harness error), "
         f"{s['kills_landed']} kills landed, "
-        f"{s['kills_missed']} kills missed"
+        f"{s['kills_missed']} kills missed (the attempt exited 0 before its random kill time: not a failure)"
         + (f"; stopped by {h['stopped']}" if h.get("stopped") not in (None, "runs") else ""),
         "",
         "Kill spread (interval from this boundary to the next: kills aimed, landed, in violated runs):",

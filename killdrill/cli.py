@@ -11,6 +11,7 @@ import math
 import shlex
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -282,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
         "comma-separated list, one kill per attempt. "
         "Exit codes: 0 exactly-once, 1 violation, 2 usage or harness error.",
     )
+    from killdrill import __version__
+
+    parser.add_argument("--version", action="version", version=f"killdrill {__version__}")
     sub = parser.add_subparsers(dest="subcommand", metavar="{points,run,drill,chaos,report,audit}")
     sub.required = True
 
@@ -305,7 +309,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in ("killdrill.chaos", "killdrill.report", "killdrill.audit"):
         _add_command(sub, module)
+    for name in TAKES_COMMAND:
+        sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
     return parser
+
+
+TAKES_COMMAND = ("points", "run", "drill", "chaos")
+"""Subcommands whose agent command follows ``--``."""
+
+
+def _forgot_separator(parser: argparse.ArgumentParser, own: list[str]) -> str | None:
+    """``killdrill drill python agent.py``: say where the command goes, not argparse's usage."""
+    if not own or own[0] not in TAKES_COMMAND:
+        return None
+    _, extra = parser.parse_known_args(own)
+    if not extra:
+        return None
+    return (
+        f"unrecognized arguments {shlex.join(extra)}: put the agent's command after --, "
+        f"e.g. killdrill {own[0]} [options] -- python agent.py --thread '{{thread}}'"
+    )
+
+
+def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+    """Setup warnings as one line each (``killdrill: warning: ...``), others as Python prints them."""
+    from killdrill.setup_checks import SetupWarning
+
+    if issubclass(category, SetupWarning):
+        print(f"killdrill: warning: {message}", file=sys.stderr, flush=True)
+    else:
+        _python_showwarning(message, category, *args, **kwargs)
+
+
+_python_showwarning = warnings.showwarning
 
 
 def _add_command(sub: Any, module: str) -> None:
@@ -320,13 +356,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if not command:
+        forgot = _forgot_separator(parser, own)
+        if forgot:
+            print(f"killdrill: error: {forgot}", file=sys.stderr)
+            return EXIT_ERROR
     args = parser.parse_args(own)
     args.command = command
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(sig, _on_signal)
     try:
-        return int(args.func(args))
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = _print_warning
+            return int(args.func(args))
     except (UsageError, ScheduleError) as exc:
         print(f"killdrill: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -54,6 +54,14 @@ from killdrill.records import (
     LedgerSnapshot,
     Violation,
 )
+from killdrill.setup_checks import (
+    detection_env,
+    diverged_hint,
+    imported_modules,
+    integration_hint,
+    placeholder_hint,
+    warn,
+)
 from killdrill.supervisor import HarnessError, LaunchSpec, Running, Supervisor
 
 __all__ = [
@@ -81,8 +89,12 @@ class UnknownPointError(HarnessError, ScheduleError):
     """A scheduled point that the clean run never reached; the message lists the catalogue."""
 
     def __init__(self, text: str, catalogue: Sequence[str]) -> None:
+        import difflib
+
         shown = ", ".join(catalogue[:40]) + (" ..." if len(catalogue) > 40 else "")
-        ScheduleError.__init__(self, text, f"not reached by a clean run; the catalogue is: {shown}")
+        close = difflib.get_close_matches(text.split("+")[0].split("~")[0], catalogue, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        ScheduleError.__init__(self, text, f"not reached by a clean run; {hint}the catalogue is: {shown}")
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,7 @@ class Drill:
         self._lock = threading.Lock()
         self._launcher: Any = None
         self._private_ledgers: set[str] = set()  # workdirs whose ledger stays their own SQLite file
+        self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
         from killdrill.verdict import CHECKS
 
         unknown = [c for c in self.options.checks if c not in CHECKS]
@@ -203,7 +216,9 @@ class Drill:
                 preload = [*DEFAULT_PRELOAD, *self.options.preload]
                 if "langgraph" in self.options.integrations:
                     preload.append("langgraph.graph")
-                env = self._env(self.root, "kd-template")
+                env = detection_env(
+                    self._env(self.root, "kd-template"), self.options.integrations, _bootstrap_dir()
+                )
                 self._launcher = Launcher(
                     self._argv[0], preload=preload, env=env, cwd=self.options.cwd
                 ).start()
@@ -316,12 +331,19 @@ class Drill:
         return env
 
     def _spec(
-        self, workdir: Path, thread: str, number: int, kill: Kill | None, suffix: str = ""
+        self,
+        workdir: Path,
+        thread: str,
+        number: int,
+        kill: Kill | None,
+        suffix: str = "",
+        detect: bool = False,
     ) -> LaunchSpec:
         state = workdir / STATE_DIR
+        env = self._env(workdir, thread)
         return LaunchSpec(
             argv=_fill(self._argv, thread, str(workdir)),
-            env=self._env(workdir, thread),
+            env=detection_env(env, self.options.integrations, _bootstrap_dir()) if detect else env,
             cwd=self.options.cwd,
             stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),
             stderr_path=str(state / f"attempt-{number}{suffix}.stderr"),
@@ -382,7 +404,8 @@ class Drill:
         if private:
             self._private_ledgers.add(str(workdir))
         try:
-            attempt = self._launch(workdir, thread, [self._spec(workdir, thread, 1, None)])[0]
+            attempt = self._launch(workdir, thread, [self._spec(workdir, thread, 1, None, detect=True)])[0]
+            self._imported |= imported_modules(workdir / STATE_DIR)
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
@@ -390,6 +413,7 @@ class Drill:
                     else f"exited {attempt.returncode}"
                 )
                 err = attempt.stderr_tail.strip() or "(no stderr)"
+                warn(integration_hint(self._imported, self.options.integrations))
                 raise DiscoveryError(
                     f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
                     f"--- stderr (tail) ---\n{err}"
@@ -420,11 +444,17 @@ class Drill:
             attempt, snap = self._clean_run(thread, f"discovery-{i + 1}")
             runs.append((thread, attempt, snap))
         first = runs[0][1]
+        warn(integration_hint(self._imported, self.options.integrations))
+        warn(placeholder_hint(self.command))
         if not first.trace:
+            shared = " (or it found a finished run: the command has no {workdir} or {thread})"
             raise DiscoveryError(
                 f"the clean run of {shlex.join(self.command)} reached no kill point: mark its steps with "
                 "killdrill.node(...) / killdrill.boundary(...), use the fakes, or enable an integration"
+                + (shared if placeholder_hint(self.command) else "")
             )
+        if len(runs) > 1:
+            warn(diverged_hint(self.command, len(first.trace), len(runs[1][1].trace)))
 
         def labels(a: Attempt) -> list[str]:
             return [e.label for e in a.trace]

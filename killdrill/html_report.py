@@ -7,11 +7,12 @@ report of several shards renders the same way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from killdrill.records import DUPLICATE_EFFECT, CaseResult
+from killdrill.records import DUPLICATE_EFFECT, Attempt, CaseResult
 
 __all__ = ["render_html"]
 
@@ -40,6 +41,8 @@ background:#2e7d32;margin-right:6px}
 .tag.harness_error{background:#ef6c00}
 .legend span{margin-right:16px}
 svg text{font:10px ui-monospace,Menlo,Consolas,monospace;fill:#5b6572}
+svg text.tick{fill:#3d5a80}svg text.outcome{fill:#1d232b}
+details.clean>summary{cursor:pointer;color:#5b6572;margin:10px 0}
 """
 
 
@@ -128,21 +131,27 @@ def _matrix(spread: Mapping[str, Mapping[str, int]], runs: Sequence[Mapping[str,
 
 
 def _timelines(runs: Sequence[Mapping[str, Any]], cases: Sequence[CaseResult]) -> str:
+    """Violated and errored runs drawn open; clean runs folded in a <details> (no script needed)."""
     pairs = list(zip(runs, cases, strict=True))
     bad = [p for p in pairs if p[0]["outcome"] in ("violated", "harness_error")]
-    good = [p for p in pairs if p[0]["outcome"] not in ("violated", "harness_error")][
-        : max(0, MAX_TIMELINES - len(bad))
-    ]
+    good = [p for p in pairs if p[0]["outcome"] not in ("violated", "harness_error")]
+    drawn = good[: max(0, MAX_TIMELINES - len(bad))]
     out = [
         "<h2>Runs</h2>",
-        "<p class='legend sub'><span>▏ boundary</span><span style='color:#c62828'>✕ kill</span>"
+        "<p class='legend sub'><span>▏ boundary (hover for its name)</span>"
+        "<span style='color:#c62828'>✕ kill</span>"
         "<span>● effect landed</span><span>○ replayed / refused</span>"
         "<span style='color:#c62828'>● duplicate</span></p>",
     ]
-    if len(good) + len(bad) < len(pairs):
-        out.append(f"<p class='sub'>{len(pairs) - len(good) - len(bad)} clean run(s) not drawn.</p>")
-    for run, case in bad + good:
-        out.append(_timeline(case, run))
+    out.extend(_timeline(case, run) for run, case in bad)
+    if good:
+        hidden = len(good) - len(drawn)
+        more = f"; {hidden} more not drawn" if hidden else ""
+        out.append(
+            f"<details class='clean'><summary>{len(good)} run(s) without a violation{more}</summary>"
+            + "".join(_timeline(case, run) for run, case in drawn)
+            + "</details>"
+        )
     return "\n".join(out)
 
 
@@ -156,37 +165,108 @@ def _duplicates(case: CaseResult) -> set[int]:
     return dup
 
 
+WIDTH, LEFT, RIGHT, LANE, AXIS = 1000, 70, 210, 44, 40
+"""SVG geometry: attempt names left, outcome labels in their own right column (never clipped),
+a lane per attempt with room for boundary labels above its line, the time axis below."""
+_CHAR_PX = 6.1  # width of one character of the 10 px monospace labels
+
+
+def _nice_step(span_ms: float, ticks: int = 6) -> float:
+    raw = span_ms / ticks
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+
+
+def _fmt_ms(ms: float, step: float) -> str:
+    return f"{ms / 1000:g} s" if step >= 100 and ms >= 1000 else f"{ms:g} ms"
+
+
+class _Scale:
+    """Milliseconds to x.  The start-up before the first boundary (imports, often 90% of an
+    attempt) is cut when it dominates, so the boundaries get the width."""
+
+    def __init__(self, attempts: Sequence[Attempt]) -> None:
+        self.span = max([a.duration_ms for a in attempts] + [1.0])
+        firsts = [a.trace[0].t_ms for a in attempts if a.trace]
+        first = min(firsts) if firsts else 0.0
+        self.t0 = first - 0.05 * (self.span - first) if first > 0.3 * self.span else 0.0
+        self.per_ms = (WIDTH - LEFT - RIGHT) / max(self.span - self.t0, 1e-6)
+
+    def x(self, t_ms: float) -> float:
+        return LEFT + max(0.0, t_ms - self.t0) * self.per_ms
+
+
+def _tick_labels(a: Attempt, scale: _Scale, y: float) -> list[str]:
+    """Names of the boundaries, placed greedily where they do not overlap (the kill's last
+    boundary first); every tick keeps its full name as a hover title."""
+    order = list(range(len(a.trace)))
+    if a.outcome in ("killed", "drained") and a.trace:
+        order = [len(a.trace) - 1, *order[:-1]]
+    taken: list[tuple[float, float]] = []
+    out = []
+    plot_end = WIDTH - RIGHT
+    for i in order:
+        e = a.trace[i]
+        x = scale.x(e.t_ms)
+        w = len(e.label) * _CHAR_PX
+        x0 = min(max(LEFT, x - w / 2), plot_end - w)
+        if any(x0 < b + 6 and a0 < x0 + w + 6 for a0, b in taken):
+            continue
+        taken.append((x0, x0 + w))
+        out.append(f"<text class='tick' x='{x0:.1f}' y='{y - 11}'>{escape(e.label)}</text>")
+    return out
+
+
+def _axis(scale: _Scale, y: float) -> list[str]:
+    step = _nice_step(scale.span - scale.t0)
+    out = [f"<line x1='{LEFT}' y1='{y}' x2='{WIDTH - RIGHT}' y2='{y}' stroke='#c3cad3'/>"]
+    t = math.ceil(scale.t0 / step) * step
+    while t <= scale.span + 1e-9:
+        x = scale.x(t)
+        label = _fmt_ms(round(t, 6), step)
+        anchor = "end" if x + len(label) * _CHAR_PX / 2 > WIDTH - RIGHT else "middle"
+        out.append(f"<line x1='{x:.1f}' y1='{y}' x2='{x:.1f}' y2='{y + 4}' stroke='#c3cad3'/>")
+        out.append(f"<text x='{x:.1f}' y='{y + 15}' text-anchor='{anchor}'>{label}</text>")
+        t += step
+    since = "time since each attempt started"
+    if scale.t0 > 0:
+        since += f"; its first {scale.t0:.0f} ms (start-up, before any boundary) are cut"
+    out.append(f"<text x='{LEFT}' y='{y + 30}'>{since}</text>")
+    return out
+
+
 def _timeline(case: CaseResult, run: Mapping[str, Any]) -> str:
-    """Attempts as lanes; boundaries as ticks; the kill as a red cross; effects as dots."""
-    width, left, lane = 1000, 70, 30
-    span = max([a.duration_ms for a in case.attempts] + [1.0])
-    scale = (width - left - 20) / span
+    """Attempts as lanes; boundaries as labelled ticks; the kill as a red cross; effects as dots."""
+    scale = _Scale(case.attempts)
     dups = _duplicates(case)
     calls = list(case.ledger.calls) if case.ledger else []
-    svg = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{lane * len(case.attempts) + 22}' "
-        "role='img'>"
-    ]
+    height = LANE * len(case.attempts) + AXIS
+    svg = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}' role='img'>"]
     for row, a in enumerate(case.attempts):
-        y = row * lane + 16
-        x_end = left + a.duration_ms * scale
+        y = row * LANE + 30
+        x_end = scale.x(a.duration_ms)
         svg.append(f"<text x='0' y='{y + 4}'>attempt {a.number}</text>")
+        dash = " stroke-dasharray='2 3'" if scale.t0 > 0 else ""
         svg.append(
-            f"<line x1='{left}' y1='{y}' x2='{x_end:.1f}' y2='{y}' stroke='#9aa5b1' stroke-width='2'/>"
+            f"<line x1='{LEFT}' y1='{y}' x2='{min(x_end, LEFT + 8):.1f}' y2='{y}' stroke='#9aa5b1' "
+            f"stroke-width='2'{dash}/>"
+            f"<line x1='{min(x_end, LEFT + 8):.1f}' y1='{y}' x2='{x_end:.1f}' y2='{y}' stroke='#9aa5b1' "
+            "stroke-width='2'/>"
         )
         for e in a.trace:
-            x = left + e.t_ms * scale
+            x = scale.x(e.t_ms)
             svg.append(
                 f"<line x1='{x:.1f}' y1='{y - 7}' x2='{x:.1f}' y2='{y + 7}' stroke='#3d5a80'>"
                 f"<title>{escape(e.label)} at {e.t_ms:.1f} ms</title></line>"
             )
+        svg.extend(_tick_labels(a, scale, y))
         mine = [c for c in calls if c.attempt == a.number]
         during = [e for e in a.trace if e.point.startswith("during:")]
         for c in mine:
             match = next((e for e in during if e.point == f"during:{c.provider}.{c.op}"), None)
             if match is not None:
                 during.remove(match)
-            x = left + (match.t_ms if match is not None else a.duration_ms) * scale
+            x = scale.x(match.t_ms if match is not None else a.duration_ms)
             color = "#c62828" if c.seq in dups else "#2e7d32"
             fill = color if c.landed else "#fff"
             svg.append(
@@ -202,7 +282,12 @@ def _timeline(case: CaseResult, run: Mapping[str, Any]) -> str:
                 f"<title>killed at {escape(str(a.kill))} (last boundary: "
                 f"{escape(a.trace[-1].label if a.trace else 'none')})</title></g>"
             )
-        svg.append(f"<text x='{x_end + 10:.1f}' y='{y + 4}'>{escape(_ended(a.outcome, a.returncode))}</text>")
+        label = _ended(a)
+        svg.append(
+            f"<text class='outcome' x='{WIDTH - RIGHT + 14}' y='{y + 4}'>{escape(label)}"
+            f"<title>{escape(label)}, {a.duration_ms:.1f} ms</title></text>"
+        )
+    svg.extend(_axis(scale, LANE * len(case.attempts) + 4))
     svg.append("</svg>")
     outcome = str(run.get("outcome", "clean"))
     kinds = ", ".join(case.kinds)
@@ -214,5 +299,17 @@ def _timeline(case: CaseResult, run: Mapping[str, Any]) -> str:
     return f"<div class='run'>{head}{''.join(svg)}</div>"
 
 
-def _ended(outcome: str, rc: int | None) -> str:
-    return f"{outcome}" + (f" rc {rc}" if rc is not None and outcome != "killed" else "")
+def _ended(a: Attempt) -> str:
+    """How an attempt ended, in words: never a violation's name for a run that had none."""
+    rc = a.returncode
+    if a.outcome == "killed":
+        return "killed"
+    if a.outcome == "exited":
+        return "exited 0" if rc == 0 else f"crashed (exit {rc})"
+    if a.outcome == "point_not_reached":
+        return "ran to the end: kill missed" if rc == 0 else f"exited {rc} before its kill"
+    if a.outcome == "drained":
+        return f"drained (exit {rc})"
+    if a.outcome == "hang":
+        return "hung: killed by timeout"
+    return f"{a.outcome.replace('_', ' ')}" + (f" (exit {rc})" if rc is not None else "")

@@ -11,6 +11,7 @@ CLI and the pytest plugin can report them as usage errors in one line.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -152,6 +153,9 @@ def parse_kill(text: str) -> Kill:
             why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms)"
         elif kind not in (*KINDS, "offset"):
             why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} or offset"
+            close = difflib.get_close_matches(kind, (*KINDS, "offset"), n=1)
+            if close:
+                why += f" (did you mean {close[0]}:{text.split(':', 1)[1]}?)"
         elif kind == "offset":
             why = "expected offset:<number><us|ms|s>, e.g. offset:137ms"
         else:

@@ -202,13 +202,27 @@ def render_case(result: CaseResult) -> str:
         lines.append("Notes:")
         lines.extend(f"  - {_gloss(n)}" for n in result.notes)
     lines.append("")
-    if result.workdir:
-        lines.append(f"Workdir: {result.workdir}")
+    lines.extend(_workdir_lines(result))
     if result.seed is not None:
         lines.append(f"Seed: {result.seed}")
     lines.append("Reproduce:")
     lines.extend(f"  {line}" for line in _reproduce(result))
     return "\n".join(lines)
+
+
+def _workdir_lines(result: CaseResult) -> list[str]:
+    """Where the evidence is, if it is still there (a passing case's workdir is removed)."""
+    if not result.workdir:
+        return []
+    state = Path(result.workdir) / ".killdrill"
+    if not state.is_dir():
+        if result.ok:
+            return ["Workdir: removed (the case passed; --keep keeps passing workdirs)"]
+        return [f"Workdir: {result.workdir} (no longer on disk)"]
+    return [
+        f"Workdir: {result.workdir}",
+        f"  evidence in {state}/: plan.json, result.json, ledger.sqlite, attempt-N.stdout / .stderr",
+    ]
 
 
 def _lost(violations: Iterable[Violation]) -> dict[int, str]:
@@ -306,7 +320,8 @@ def render_catalogue(discovery: Discovery) -> str:
     lines = [f"{head} of: {_command(discovery.command)}"]
     totals = discovery.counts()
     if discovery.catalogue:
-        rows = [
+        rows = [("#", "point", "occurrence", "reached at")]
+        rows += [
             (str(i), e.label, f"{e.occurrence} of {totals.get(e.point, 1)}", f"{e.t_ms:.1f} ms")
             for i, e in enumerate(discovery.catalogue, 1)
         ]
@@ -347,6 +362,7 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a report is as readable as any file
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
             fh.write("\n")
@@ -355,6 +371,17 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` sets it, racing other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[CaseResult]]:

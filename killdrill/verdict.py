@@ -38,6 +38,7 @@ from killdrill.records import (
     LedgerSnapshot,
     Violation,
 )
+from killdrill.value_diff import value_diff
 
 __all__ = [
     "CHECKS",
@@ -465,7 +466,7 @@ def _state_divergence(
         elif want is missing:
             msg = f"kv {k!r} ended as {_short(got)} but the baseline never set it"
         else:
-            msg = f"kv {k!r} ended as {_short(got)} (baseline {_short(want)})"
+            msg = f"kv {k!r} ended as {value_diff(want, got)}"
         writes = tuple(
             c for c in case.calls if c.provider in CONVERGENT_PROVIDERS and c.payload.get("key") == k
         )

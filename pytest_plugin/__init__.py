@@ -120,6 +120,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "DrillOptions fields (timeout, http_fakes, identity, between, env, ...)",
     )
     config.stash[_STATE] = _State.from_config(config)
+    from killdrill.pytest_plugin import _summary
+
+    config.pluginmanager.register(_summary, "killdrill-summary")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "killdrill-xdist")
 
@@ -370,6 +373,28 @@ class _Broken:
     message: str
 
 
+@dataclass(frozen=True)
+class _Regression:
+    """A corpus schedule for a ``points=`` test, whose command is only known when it runs:
+    ``KilldrillFixture.run`` replays it for a recorded command and skips it for any other."""
+
+    schedule: str
+    commands: tuple[tuple[str, ...], ...]
+
+    def __str__(self) -> str:
+        return self.schedule
+
+
+def _unmatched_regressions(
+    regressions: Sequence[tuple[tuple[str, ...], str]], have: Sequence[Any]
+) -> list[Any]:
+    by_schedule: dict[str, list[tuple[str, ...]]] = {}
+    for command, schedule in regressions:
+        if schedule not in have:
+            by_schedule.setdefault(schedule, []).append(command)
+    return [_Regression(s, tuple(cs)) for s, cs in by_schedule.items()]
+
+
 def _marker_spec(
     markers: Sequence[pytest.Mark],
 ) -> tuple[list[str] | None, tuple[str, ...] | None, tuple[str, ...] | None, dict[str, Any]]:
@@ -457,6 +482,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 params += [x for x in discovery.labels() if x not in params]
             if command is not None:
                 params += [s for c, s in state.regressions if _same_command(c, command) and s not in params]
+            elif points is not None:
+                params += _unmatched_regressions(state.regressions, params)
             if state.random and discovery is not None:
                 rng = random.Random(f"{state.seed}:{metafunc.definition.nodeid}")
                 params += random_schedules(discovery, state.random, rng, exclude=params)
@@ -468,7 +495,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if not isinstance(exc, HarnessError):
             raise
         params = [_Broken(f"killdrill discovery failed: {exc}")]
-    ids = ["killdrill-error" if isinstance(p, _Broken) else p for p in params]
+    ids = ["killdrill-error" if isinstance(p, _Broken) else str(p) for p in params]
     metafunc.parametrize("kill_point", params, ids=ids, indirect=True)
 
 
@@ -578,6 +605,7 @@ class KilldrillFixture:
         from killdrill.drill import HarnessError
         from killdrill.points import ScheduleError
 
+        self._skip_foreign_regression(command, schedule)
         drill = self.drill(command, **overrides)
         error: Exception | None = None
         try:
@@ -596,6 +624,17 @@ class KilldrillFixture:
         props.append(("killdrill_kinds", ",".join(result.kinds)))
         props.append(("killdrill_reproduce", result.reproduce))
         return result
+
+    def _skip_foreign_regression(self, command: Sequence[str], schedule: str) -> None:
+        """A corpus case given to a ``points=`` test runs only if it was recorded for this command."""
+        callspec = getattr(self._request.node, "callspec", None)
+        param = callspec.params.get("kill_point") if callspec is not None else None
+        if not isinstance(param, _Regression) or param.schedule != str(schedule):
+            return
+        if not any(_same_command(c, command) for c in param.commands):
+            pytest.skip(
+                f"regression {schedule} was recorded for another command: {shlex.join(param.commands[0])}"
+            )
 
     def _harness_failure(self, schedule: str | None, exc: Exception) -> NoReturn:
         __tracebackhide__ = True

@@ -127,9 +127,12 @@ def test_failing_drill_message_reproduction_and_junit(inner: pytest.Pytester) ->
             killdrill.run(AGENT, kill_point).assert_exactly_once()
         """
     )
-    res = inner.runpytest("--junitxml=junit.xml")
+    res = inner.runpytest("--junitxml=junit.xml", "-rf")
     res.assert_outcomes(passed=1, failed=1)
     out = res.stdout.str()
+    # the short summary names the violation, not the exception's module path
+    res.stdout.fnmatch_lines(["FAILED test_fail.py::test_charge?during:payments.charge? - duplicate_effect*"])
+    assert "killdrill.records" not in out.split("short test summary info")[1]
     assert "test_charge[during:payments.charge]" in out
     assert "duplicate_effect: payments.charge" in out
     assert "killdrill run --schedule during:payments.charge --timeout 30 -- python" in out
@@ -195,7 +198,7 @@ def test_harness_errors_are_clear_test_errors(inner: pytest.Pytester) -> None:
     res.stdout.fnmatch_lines(
         [
             "*killdrill harness error: bad kill point 'before:nowhere': not reached by a clean run; "
-            "the catalogue is: before:plan, after:plan, before:act*",
+            "*the catalogue is: before:plan, after:plan, before:act*",
             "*killdrill harness error: command not found: no-such-agent-kd4*",
         ]
     )
@@ -269,14 +272,20 @@ def test_regression_corpus_replays_matching_command(inner: pytest.Pytester) -> N
             killdrill.run(AGENT, kill_point).assert_exactly_once()
         """
     )
-    res = inner.runpytest("-v", "--killdrill-regressions=corpus.json")
-    res.assert_outcomes(passed=4)
+    res = inner.runpytest("-v", "-rs", "--killdrill-regressions=corpus.json")
+    # a points= test learns its command when it runs: the corpus entries of other commands skip
+    res.assert_outcomes(passed=6, skipped=1)
     assert passed_ids(res.stdout.str()) == {
         "test_reg.py::test_drill[before:plan]",
         "test_reg.py::test_drill[after:act,before:report]",
         "test_reg.py::test_drill[after:plan]",
         "test_reg.py::test_no_command[before:plan]",
+        "test_reg.py::test_no_command[after:act,before:report]",
+        "test_reg.py::test_no_command[after:plan]",
     }
+    res.stdout.fnmatch_lines(
+        ["SKIPPED*regression before:act was recorded for another command: python other.py*"]
+    )
     assert "killdrill: 4 regression(s) from corpus.json" in res.stdout.str()
     (inner.path / "bad.json").write_text('{"regressions": [{"schedule": "before:plan"}]}')
     res = inner.runpytest("--killdrill-regressions=bad.json")

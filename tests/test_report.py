@@ -220,7 +220,8 @@ def test_drill_summary_line_when_all_pass() -> None:
 
 def test_catalogue_lists_points_in_order_with_counts_and_offsets() -> None:
     text = render_catalogue(DISCOVERY)
-    rows = [line.split() for line in text.splitlines()[1:5]]
+    rows = [line.split() for line in text.splitlines()[2:6]]
+    assert text.splitlines()[1].split() == ["#", "point", "occurrence", "reached", "at"]
     assert rows == [
         ["1", "before:charge_customer", "1", "of", "1", "3.2", "ms"],
         ["2", "during:payments.charge", "1", "of", "1", "4.5", "ms"],

@@ -59,6 +59,25 @@ def _chain_load() -> None:
     spec.loader.exec_module(module)
 
 
+class _ImportWatch:
+    """Leaves ``imported-NAME`` in the workdir's state dir when the agent imports a watched
+    module (``KILLDRILL_DETECT``, discovery runs only): how a drill notices LangGraph in an agent
+    drilled without its integration.  Read at lookup time: forked attempts bring their own env."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if "." not in name and name in os.environ.get("KILLDRILL_DETECT", "").split(","):
+            workdir = os.environ.get("KILLDRILL_WORKDIR")
+            if workdir:
+                try:
+                    open(os.path.join(workdir, ".killdrill", "imported-" + name), "a").close()
+                except OSError:
+                    pass
+        return None
+
+
+if os.environ.get("KILLDRILL_DETECT"):
+    sys.meta_path.insert(0, _ImportWatch())  # type: ignore[arg-type]
+
 _names = os.environ.get("KILLDRILL_INTEGRATIONS")
 if _names:
     _activate_integrations(_names)

@@ -1,0 +1,108 @@
+"""Setup mistakes a drill would otherwise pass silently, each said in one line.
+
+- The agent imports LangGraph but the LangGraph integration is off: only the fakes'
+  ``during:`` points get drilled.  Discovery runs carry ``KILLDRILL_DETECT`` and the bootstrap
+  on ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the
+  agent imports a module that has an integration.
+- The command has neither ``{workdir}`` nor ``{thread}``: unless the agent reads
+  ``KILLDRILL_WORKDIR``/``KILLDRILL_THREAD``, every case shares one checkpoint and resumes the
+  previous case's finished run (every case then reads ``point_not_reached``).
+- The second clean run of discovery reached fewer points than the first: the state is shared
+  between runs (the same mistake, proven rather than guessed).
+
+They are :class:`SetupWarning` warnings: the CLI prints them as ``killdrill: warning: ...``,
+pytest lists them in its warnings summary.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = [
+    "DETECT_ENV",
+    "WATCHED",
+    "SetupWarning",
+    "detection_env",
+    "diverged_hint",
+    "imported_modules",
+    "integration_hint",
+    "placeholder_hint",
+    "warn",
+]
+
+DETECT_ENV = "KILLDRILL_DETECT"
+"""Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
+
+WATCHED = ("langgraph",)
+"""Modules with an integration: importing one without it is worth a warning."""
+
+MARKER_PREFIX = "imported-"
+_FLAG = {"langgraph": "--langgraph"}
+
+
+class SetupWarning(UserWarning):
+    """A likely setup mistake: the drill runs, but may test less than the user thinks."""
+
+
+def detection_env(env: Mapping[str, str], integrations: Iterable[str], bootstrap: str) -> dict[str, str]:
+    """``env`` plus the import watch for every watched module whose integration is off."""
+    active = set(integrations)
+    watch = [m for m in WATCHED if m not in active]
+    out = dict(env)
+    if not watch:
+        return out
+    out[DETECT_ENV] = ",".join(watch)
+    path = out.get("PYTHONPATH", "")
+    if bootstrap not in path.split(os.pathsep):
+        out["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap, path]))
+    return out
+
+
+def imported_modules(state_dir: str | os.PathLike[str]) -> set[str]:
+    """Watched modules the agent imported during a run (markers left by the bootstrap)."""
+    try:
+        names = os.listdir(state_dir)
+    except OSError:
+        return set()
+    return {n[len(MARKER_PREFIX) :] for n in names if n.startswith(MARKER_PREFIX)}
+
+
+def integration_hint(imported: Iterable[str], integrations: Iterable[str]) -> str | None:
+    missing = sorted(set(imported) - set(integrations))
+    if not missing:
+        return None
+    name = missing[0]
+    return (
+        f"the agent imports {name} but the {name} integration is off, so only the fakes' during: points "
+        f"are drilled: add {_FLAG.get(name, f'--integration {name}')} (pytest: killdrill_integrations = "
+        f"{name}) to kill it at every node and checkpoint"
+    )
+
+
+def placeholder_hint(command: Sequence[str]) -> str | None:
+    if any("{workdir}" in a or "{thread}" in a for a in command):
+        return None
+    return (
+        "the command has no {workdir} or {thread}: unless the agent reads KILLDRILL_WORKDIR and "
+        "KILLDRILL_THREAD, every case shares one checkpoint and resumes the last case's finished run; "
+        "e.g. add --thread '{thread}' --db '{workdir}/ckpt.sqlite'"
+    )
+
+
+def diverged_hint(command: Sequence[str], first: int, second: int) -> str | None:
+    """Two clean runs of a fresh workdir each should reach the same number of points."""
+    if second >= first:
+        return None
+    return (
+        f"the second clean run of {shlex.join(command)} reached {second} kill point(s), the first {first}: "
+        "the runs share state outside their workdir (a fixed checkpoint path?); give each case its own "
+        "with {workdir} and {thread} in the command"
+    )
+
+
+def warn(message: str | None) -> None:
+    if message:
+        warnings.warn(SetupWarning(message), stacklevel=3)
