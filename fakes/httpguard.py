@@ -224,6 +224,12 @@ class GuardedHandler(BaseHTTPRequestHandler):
         header = self.headers.get(SECRET_HEADER, "")
         if header and secrets.compare_digest(header.encode("utf-8", "replace"), secret):
             return path
+        # SDKs that drop the base URL's path (gocardless_pro joins "/payments" onto the host) carry
+        # the secret as their access token: KILLDRILL_FAKES_SECRET as the API key.
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        bearer = token.strip().encode("utf-8", "replace")
+        if scheme.lower() == "bearer" and secrets.compare_digest(bearer, secret):
+            return path
         return None
 
     def _read_body(self) -> bytes | None:

@@ -5,10 +5,8 @@ and the merge of one seed's shards.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from xml.etree import ElementTree as ET
 
 from killdrill.points import occurrence_label, parse_schedule
 from killdrill.records import HARNESS_ERROR, CaseResult, Discovery
+from killdrill.report import atomic_write_text
 from killdrill.shrink import Shrunk
 from killdrill.strategies import START, interval_of
 
@@ -171,25 +170,6 @@ def write_reports(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> No
     write_json(out / "report.json", dict(data))
     write_junit(out / "junit.xml", data)
     atomic_write_text(out / "report.html", render_html(data))
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write a temporary file next to ``path``, fsync it, rename it over ``path``: a reader (or
-    a job killed mid-write) sees the old file or the new one, never a truncated one."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):  # keep the mode of the file it replaces
-            os.chmod(tmp, target.stat().st_mode & 0o777)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_junit(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:

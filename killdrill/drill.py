@@ -367,7 +367,7 @@ class Drill:
             servers.append(http)
             url = http.start()
             for spec in specs:
-                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url}
+                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": http.secret}
                 if self._model is not None:
                     spec.env.update(_model_env(url))
         if self.options.smtp_fake:

@@ -358,14 +358,22 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write ``obj`` (a dict, or anything with ``to_dict``) as indented JSON, atomically, so a
     reader (CI artifact upload, ``killdrill report``) never sees half a file."""
     data = obj.to_dict() if hasattr(obj, "to_dict") else obj
+    return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write a temporary file next to ``path``, fsync it, rename it over ``path``: a reader (or a
+    job killed mid-write) sees the old file or the new one, never a truncated one.  Every report
+    file gets the umask's mode (mkstemp alone would make some 0600 beside others 0644)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a report is as readable as any file
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
-            fh.write("\n")
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -95,7 +95,8 @@ def test_razorpay_key_in_progress_is_a_retryable_server_error(base: str, ledger_
 
 # -- GoCardless ----------------------------------------------------------------------------------
 def gc(base: str, **kw: Any) -> Any:
-    return gocardless_pro.Client(access_token="sandbox_x", base_url=base, **kw)
+    # the SDK joins "/payments" onto the host, dropping the secret path: the secret is its token
+    return gocardless_pro.Client(access_token=base.rsplit("/", 1)[1], base_url=base, **kw)
 
 
 def test_gocardless_a_used_key_is_a_409_conflict_naming_the_resource(base: str, ledger_file: str) -> None:

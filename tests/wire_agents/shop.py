@@ -61,7 +61,7 @@ if "charge" not in state:
     save()
 
 if "mandate_payment" not in state:
-    gc = gocardless_pro.Client(access_token="sandbox_x", base_url=BASE)
+    gc = gocardless_pro.Client(access_token=os.environ["KILLDRILL_FAKES_SECRET"], base_url=BASE)
     headers = {} if args.bug == "gocardless-auto-key" else {"Idempotency-Key": key("gc")}
     payment = gc.payments.create(
         params={"amount": 4200, "currency": "GBP", "links": {"mandate": "MD0001"}}, headers=headers
