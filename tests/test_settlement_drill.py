@@ -81,6 +81,7 @@ def test_resubmitted_input_is_reported_as_restart(tmp_path: Path) -> None:
     assert any(n.startswith("resumed_from_start") for n in case.notes), case.text()
 
 
+@pytest.mark.slow  # a repetition: the drill once is test_correct_example_passes_every_point
 def test_whole_drill_passes_repeatedly_with_forked_attempts(tmp_path: Path) -> None:
     """No flake: the whole drill, three times (20 in a row: nightly/test_nightly_drills.py)."""
     with Drill(CMD, DrillOptions(root=tmp_path, workers=2, launcher="fork")) as drill:
