@@ -47,7 +47,22 @@ def test_defect_is_caught_at_its_point(agent: Agent, tmp_path: Path) -> None:
     assert catches(agent, case), f"{agent.name}: expected {agent.expect}, got {case.kinds}\n{case.text()}"
 
 
-@pytest.mark.parametrize("agent", [pytest.param(a, id=a.name.split()[0]) for a in CORRECT])
+# The two settlement examples are drilled at every point per push by test_settlement_drill.py and
+# test_langgraph.py; here they run under -m slow only.
+_COVERED_ELSEWHERE = {"settlement", "settlement_langgraph"}
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        pytest.param(
+            a,
+            id=a.name.split()[0],
+            marks=[pytest.mark.slow] if a.name.split()[0] in _COVERED_ELSEWHERE else [],
+        )
+        for a in CORRECT
+    ],
+)
 def test_correct_agent_has_no_false_alarm(agent: Agent, tmp_path: Path) -> None:
     if "langgraph" in agent.options.get("integrations", ()) and not langgraph_available():
         pytest.skip("langgraph or killdrill.examples.settlement_langgraph is not installed")
