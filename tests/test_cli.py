@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.cli_support import run_cli as killdrill
+
 AGENTS = Path(__file__).parent / "agents"
 STEPS = ["--", "python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
 
-def killdrill(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
-    return subprocess.run(
-        [sys.executable, "-m", "killdrill", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

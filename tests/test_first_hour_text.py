@@ -5,27 +5,16 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 from killdrill.drill import Drill
 from killdrill.report import render_case
+from tests.cli_support import run_cli as cli
 
 AGENTS = Path(__file__).parent / "agents"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
 
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
-    return subprocess.run(
-        [sys.executable, "-m", "killdrill", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=180,
-    )
 
 
 def test_state_diverged_names_the_differing_field_of_a_long_value(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 import killdrill
 from killdrill.cli import build_parser
 from killdrill.setup_checks import SetupWarning
+from tests.cli_support import run_cli as cli
 
 AGENTS = Path(__file__).parent / "agents"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
@@ -30,16 +31,6 @@ LANGGRAPH = [
 ]
 
 
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
-    return subprocess.run(
-        [sys.executable, "-m", "killdrill", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=180,
-    )
 
 
 def warnings_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
