@@ -26,12 +26,12 @@ import hashlib
 import re
 import socket
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
 from killdrill.agent import ControlChannelError, ControlClient
+from killdrill.fakes.http import _Binding  # one binding type for the HTTP and SMTP fakes
 from killdrill.fakes.wire import record_effect
 from killdrill.ledger import Ledger
 
@@ -64,14 +64,6 @@ def message_record(
         "body_sha256": digest.hexdigest(),
     }
     return payload, key, message_id
-
-
-@dataclass(frozen=True)
-class _Binding:
-    url: str
-    thread: str
-    attempt: int
-    control: ControlClient | None
 
 
 def _any_login(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
