@@ -64,7 +64,6 @@ _OPS = {
     "inventory": ("reserve", "release", "get"),
 }
 _INT_FIELDS = {"amount", "application_fee_amount"}
-# POST routes other modules serve on this server (path -> route(handler, raw body)).
 
 
 class _Answered(Exception):
@@ -137,9 +136,11 @@ class _Handler(GuardedHandler):
 
     def dispatch(self, handler: Route, request: Request) -> None:
         try:
-            super().dispatch(handler, request)
+            handler(self, request)
         except LedgerError as exc:  # the ledger is unusable: the caller learns it in one line
             self.stripe_error(500, str(exc), type_="api_error")
+        except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
+            self.stripe_error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
 
     def serve_family(self, path: str, query: str, body: bytes) -> bool:
         """Hooks and provider profiles (:mod:`killdrill.fakes.wire`), behind the same guard."""

@@ -126,8 +126,11 @@ class Exchange:
         self.raw = body
 
     def json(self) -> Any:
-        """The body as JSON (None when empty); ValueError when it is not JSON."""
-        return json.loads(self.raw) if self.raw.strip() else None
+        """The body as JSON (None when empty); ValueError when it is not JSON (or nested too deep)."""
+        try:
+            return json.loads(self.raw) if self.raw.strip() else None
+        except RecursionError:
+            raise ValueError("the JSON body is nested too deeply") from None
 
     def header(self, name: str) -> str | None:
         value = self.headers.get(name)

@@ -32,6 +32,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
 from killdrill.agent import ControlChannelError, ControlClient
 from killdrill.fakes.http import _Binding  # one binding type for the HTTP and SMTP fakes
+from killdrill.fakes.httpguard import MAX_BODY, REQUEST_DEADLINE_S
 from killdrill.fakes.wire import record_effect
 from killdrill.ledger import Ledger
 
@@ -77,6 +78,10 @@ class _Handler:
     def __init__(self, fake: SmtpFake) -> None:
         self.fake = fake
 
+    async def handle_exception(self, error: Exception) -> str:
+        """A fake's failure (an unusable ledger) is one SMTP reply, never a traceback on stderr."""
+        return f"451 killdrill smtp fake: {type(error).__name__}: {error}"
+
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         loop = asyncio.get_running_loop()
         raw = envelope.original_content or b""
@@ -120,6 +125,8 @@ class SmtpFake:
                     enable_SMTPUTF8=True,
                     auth_require_tls=False,  # loopback only; an agent's smtp.login() must just work
                     authenticator=_any_login,
+                    data_size_limit=MAX_BODY,  # bounded like the HTTP fakes
+                    timeout=REQUEST_DEADLINE_S,
                 ),
                 sock=sock,
             )
