@@ -290,6 +290,8 @@ def _parse(path: str) -> Any:
             text = f.read()
     except OSError as exc:
         raise ScriptError(f"model script {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScriptError(f"model script {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if path.endswith(".json"):
         try:
             return json.loads(text)

@@ -90,7 +90,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         try:
             saved = json.loads(Path(args.discovery).read_text(encoding="utf-8"))
             discovery = Discovery.from_dict(saved.get("discovery", saved))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # any other JSON shape
             raise UsageError(f"--discovery {args.discovery}: not a saved discovery: {exc}") from exc
         if list(discovery.command) != list(command):
             raise UsageError(

@@ -352,6 +352,7 @@ def _add_command(sub: Any, module: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from killdrill.ledger import LedgerError
     from killdrill.supervisor import HarnessError
 
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
@@ -374,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ScheduleError) as exc:
         print(f"killdrill: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except HarnessError as exc:
+    except (HarnessError, LedgerError) as exc:  # an unusable ledger is the harness's, said in one line
         text = str(exc)
         first, _, rest = text.partition("\n")
         print(f"killdrill: error: {first}", file=sys.stderr)

@@ -321,10 +321,10 @@ class Supervisor:
         run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
         # From now on the channel hears only this attempt's tree (its keeper's, when it has one:
         # orphans are re-parented to the keeper) and the harness.
-        listener.attach(getattr(popen, "keeper", None) or popen.pid)
+        listener.attach(run.tree_root)
         try:
             # With a keeper, the attempt is over when the keeper exits: nothing of it is left then.
-            run.pidfd = os.pidfd_open(getattr(popen, "keeper", None) or popen.pid)
+            run.pidfd = os.pidfd_open(run.tree_root)
             self._selector.register(run.pidfd, selectors.EVENT_READ, (None, run))
         except (AttributeError, OSError):
             run.pidfd = None
