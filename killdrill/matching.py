@@ -10,23 +10,22 @@ ledger order breaking what is left, so the result is deterministic.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from killdrill.records import Call
 
-__all__ = ["assignment", "differing", "match_calls", "payload_distance"]
-
-T = TypeVar("T")
+__all__ = ["assignment", "canonical", "differing", "match_calls", "payload_distance"]
 
 
-def _canonical(value: Any) -> str:
+def canonical(value: Any) -> str:
+    """Sorted-key compact JSON: two payloads are equal iff their canonical forms are."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
     """Fields present in only one mapping, or with canonically different values."""
-    return {f for f in set(a) | set(b) if f not in a or f not in b or _canonical(a[f]) != _canonical(b[f])}
+    return {f for f in set(a) | set(b) if f not in a or f not in b or canonical(a[f]) != canonical(b[f])}
 
 
 def assignment(cost: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
@@ -89,7 +88,6 @@ def payload_distance(a: Call, b: Call, *, weight: int) -> int:
 def match_calls(
     left: Sequence[Call],
     right: Sequence[Call],
-    distance: Callable[[Call, Call, int], int] | None = None,
 ) -> list[tuple[Call, Call]]:
     """Pairs of calls (one from each side, each used at most once) that are most alike overall.
 
@@ -99,6 +97,5 @@ def match_calls(
     left = sorted(left, key=lambda c: c.seq)
     right = sorted(right, key=lambda c: c.seq)
     weight = len(left) + len(right) + 1  # keys never outweigh one differing field
-    measure = distance or (lambda a, b, w: payload_distance(a, b, weight=w))
-    cost = [[measure(a, b, weight) for b in right] for a in left]
+    cost = [[payload_distance(a, b, weight=weight) for b in right] for a in left]
     return [(left[i], right[j]) for i, j in assignment(cost)]

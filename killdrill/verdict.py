@@ -17,11 +17,12 @@ marks it ("response lost") because that is where a retry with a fresh key goes w
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from killdrill.matching import canonical  # one canonical form for the verdict and the matching
+from killdrill.matching import differing as _differing
 from killdrill.points import ScheduleError, parse_kill
 from killdrill.records import (
     CALL_ONLY_PROVIDERS,
@@ -70,16 +71,6 @@ STATE_VOLATILE = "kv.state"
 two clean runs; those keys are left out of the state comparison."""
 
 _SUMMARY_FIELDS = ("exactly_once", "duplicated", "lost", "unexpected")
-
-
-def canonical(payload: Any) -> str:
-    """Sorted-key compact JSON: two payloads are equal iff their canonical forms are."""
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
-    """Fields present in only one mapping, or with canonically different values."""
-    return {f for f in set(a) | set(b) if f not in a or f not in b or canonical(a[f]) != canonical(b[f])}
 
 
 def _op_name(provider: str, op: str) -> str:
