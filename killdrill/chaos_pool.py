@@ -17,7 +17,6 @@ reusable by any harness that runs cases in worker processes.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import pickle
 import signal
@@ -31,9 +30,10 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from killdrill.containment import PR_SET_PDEATHSIG, prctl
+
 __all__ = ["Interrupted", "WorkerPool", "as_interrupted", "interruptible"]
 
-PR_SET_PDEATHSIG = 1
 
 
 class Interrupted(KeyboardInterrupt):
@@ -218,8 +218,7 @@ def _stop(signum: int, frame: object) -> None:
 
 def _die_with(parent: int) -> None:
     """SIGTERM this process when the harness dies, however it dies (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # the harness died before the line above took effect
         os._exit(143)
 
