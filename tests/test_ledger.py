@@ -180,7 +180,7 @@ def _race_writers(url: str, thread: str, procs: int = 4, n: int = 10) -> None:
 
 def test_concurrent_writers_sqlite_including_schema_creation(tmp_path: Path) -> None:
     # The file does not exist yet: the four processes also race to create the schema.
-    _race_writers(str(tmp_path / "fresh" / "l.sqlite"), "t")
+    _race_writers(str(tmp_path / "fresh" / "l.sqlite"), "t", procs=8)
 
 
 @pytest.mark.postgres
