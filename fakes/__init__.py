@@ -29,6 +29,15 @@ they survive the caller's restarts; each budget counts down as requests consume 
 ``latency=S``     HTTP only: hold a request S seconds between claiming its key and executing;
 ``key_ttl=S``     how long a completed key is remembered (default: the provider's, 24 h for Stripe).
 
+Fencing tokens (``fence=``, on ``payments.charge``, ``counter.increment`` and ``kv.set``): the
+fake keeps the highest token it has accepted per resource (the idempotency key of a charge, the
+counter's name, the kv key) and refuses a request carrying a lower one (``StaleFence``, a 409,
+recorded ``rejected``: nothing happened), the storage-side check of a lease's fencing token
+(killdrill.fencing).  Real providers that offer it: conditional writes (DynamoDB condition
+expressions, etcd/ZooKeeper compare-and-set, GCS generation preconditions), Kafka's producer
+epochs; Stripe offers none, so on the Stripe wire route ``fence`` does not exist: there the
+idempotency key is the defence.  Without ``fence`` every fake behaves as before.
+
 Key expiry runs on a harness clock: real time plus an offset persisted in the ledger, which
 :func:`advance_clock` moves forward (a test proves the 24 h rule without waiting a day).
 How a repeated key is answered is a :class:`KeyRules` per provider; the default is Stripe's.
@@ -68,6 +77,7 @@ __all__ = [
     "Mailbox",
     "Payments",
     "Provider",
+    "StaleFence",
     "Tickets",
     "Webhooks",
     "advance_clock",
@@ -140,6 +150,13 @@ class InjectedFault(FakeProviderError):
     status = 500
     type = "api_error"
     code = "injected_fault"
+
+
+class StaleFence(FakeProviderError):
+    """A write carrying a fencing token lower than one the provider already accepted."""
+
+    status = 409
+    code = "stale_fence"
 
 
 class IndeterminateError(FakeProviderError):
@@ -259,15 +276,22 @@ def process(
     pid: int,
     split: bool = False,
     rules: KeyRules = STRIPE_RULES,
+    fence: tuple[str, int] | None = None,
 ) -> Answer:
     """Decide, perform and record one request.
 
     In-process (``split=False``) it is one transaction.  The HTTP server passes ``split=True``:
     a keyed request first claims its key (committed: a concurrent request now gets a 409), waits
     the configured latency, then executes and stores its response in a second transaction.
+    ``fence`` (resource, token): refused before anything else when the resource saw a higher token.
     """
     with ledger.transaction() as tx:
         settings = tx.settings(provider)
+        if fence is not None:
+            refused = _check_fence(tx, provider, fence)
+            if refused is not None:
+                call = tx.record(provider, op, key, payload, REJECTED, None, attempt, pid)
+                return Answer(call, refused.status, refused.to_body(), error=refused, store=False)
         if key is not None:
             ttl = float(settings.get("key_ttl") or rules.ttl)
             state = tx.key_state(provider, key, ttl, now=harness_now(tx))
@@ -315,6 +339,26 @@ def process(
         threading.Event().wait(latency)
     with ledger.transaction() as tx:
         return _execute(tx, provider, op, key, payload, perform, tx.settings(provider), attempt, pid, rules)
+
+
+def _check_fence(tx: Tx, provider: str, fence: tuple[str, int]) -> FakeProviderError | None:
+    """Refuse a token below the highest this resource accepted; remember an accepted one."""
+    resource, token = fence
+    if isinstance(token, bool) or not isinstance(token, int):
+        return FakeProviderError(f"fence must be an integer token, not {token!r}", param="fence")
+    row = f"{provider}.fences"
+    seen = tx.settings(row)
+    highest = int(seen.get(resource, 0))
+    if token < highest:
+        return StaleFence(
+            f"{provider}: fencing token {token} for {resource!r} is stale: token {highest} was already"
+            " used; this writer lost its lease",
+            param="fence",
+        )
+    if token > highest:
+        seen[resource] = token
+        tx.set_settings(row, seen)
+    return None
 
 
 def _execute(
@@ -378,8 +422,15 @@ class Provider:
         """This provider's recorded calls, in order."""
         return self.ledger.calls(self.name, op)
 
-    def _invoke(self, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> dict[str, Any]:
-        return self.fakes._run(self.name, op, key, payload, perform)
+    def _invoke(
+        self,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        fence: tuple[str, int] | None = None,
+    ) -> dict[str, Any]:
+        return self.fakes._run(self.name, op, key, payload, perform, fence)
 
     def _create(self, prefix: str, data: dict[str, Any], ref: str | None = None) -> Perform:
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
@@ -396,9 +447,17 @@ class Payments(Provider):
 
     name = "payments"
 
-    def charge(self, idempotency_key: str | None = None, **payload: Any) -> dict[str, Any]:
+    def charge(
+        self, idempotency_key: str | None = None, *, fence: int | None = None, **payload: Any
+    ) -> dict[str, Any]:
+        """``fence``: a fencing token for the idempotency key (not part of the payload; see above)."""
+        if fence is not None and idempotency_key is None:
+            raise TypeError("payments.charge(fence=...) fences an idempotency key: pass one")
         data = {**payload, "object": "charge", "status": "succeeded", "refunded": False}
-        return self._invoke("charge", idempotency_key, payload, self._create("ch", data, ref=idempotency_key))
+        fenced = (idempotency_key, fence) if fence is not None and idempotency_key is not None else None
+        return self._invoke(
+            "charge", idempotency_key, payload, self._create("ch", data, ref=idempotency_key), fenced
+        )
 
     def refund(
         self, charge_id: str, idempotency_key: str | None = None, amount: int | None = None
@@ -470,13 +529,18 @@ class Counter(Provider):
 
     name = "counter"
 
-    def increment(self, name: str, by: int = 1, idempotency_key: str | None = None) -> dict[str, Any]:
+    def increment(
+        self, name: str, by: int = 1, idempotency_key: str | None = None, *, fence: int | None = None
+    ) -> dict[str, Any]:
+        """``fence``: a fencing token for this counter (a conditional update, as DynamoDB's)."""
+
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
             value = tx.counter(name, by)
             effect_id = tx.next_id("inc")
             return effect_id, {"id": effect_id, "name": name, "by": by, "value": value}
 
-        return self._invoke("increment", idempotency_key, {"name": name, "by": by}, perform)
+        fenced = (name, fence) if fence is not None else None
+        return self._invoke("increment", idempotency_key, {"name": name, "by": by}, perform, fenced)
 
     def get(self, name: str) -> int:
         return self.ledger.counter_value(name)
@@ -487,12 +551,15 @@ class KV(Provider):
 
     name = "kv"
 
-    def set(self, key: str, value: Any) -> dict[str, Any]:
+    def set(self, key: str, value: Any, *, fence: int | None = None) -> dict[str, Any]:
+        """``fence``: a fencing token for this key (a compare-and-set, as etcd's or ZooKeeper's)."""
+
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
             tx.kv_set(key, value)
             return key, {"key": key, "value": value}
 
-        return self._invoke("set", None, {"key": key, "value": value}, perform)
+        fenced = (key, fence) if fence is not None else None
+        return self._invoke("set", None, {"key": key, "value": value}, perform, fenced)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.ledger.kv_get(key, default)
@@ -568,11 +635,20 @@ class Fakes:
             raise KeyError(name)
         return fake
 
-    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
+    def _run(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        fence: tuple[str, int] | None = None,
+    ) -> Any:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
         answer = process(
-            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid()
-        )
+            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid(),
+            fence=fence,
+        )  # fmt: skip
         boundary(f"during:{provider}.{op}")
         if answer.fault is not None:
             raise IndeterminateError(

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from killdrill import fleet
 from killdrill.intervals import resolve_schedule
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label, parse_schedule
 from killdrill.records import (
@@ -126,6 +127,7 @@ class DrillOptions:
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
+    resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (killdrill.fleet)
 
 
 def _slug(text: str) -> str:
@@ -165,6 +167,7 @@ class Drill:
         self.command = tuple(command)
         self.options = replace(options or DrillOptions(), **overrides)
         self._argv = _resolve(self.command)
+        self._resume_argv = _resolve(self.options.resume_with) if self.options.resume_with else None
         self._discovery: Discovery | None = None
         self._root: Path | None = None
         self._counter = 0
@@ -342,7 +345,7 @@ class Drill:
         state = workdir / STATE_DIR
         env = self._env(workdir, thread)
         return LaunchSpec(
-            argv=_fill(self._argv, thread, str(workdir)),
+            argv=_fill(fleet.resume_argv(self._argv, self._resume_argv, number), thread, str(workdir)),
             env=detection_env(env, self.options.integrations, _bootstrap_dir()) if detect else env,
             cwd=self.options.cwd,
             stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),
@@ -559,13 +562,15 @@ class Drill:
             args += ["--model-variance", str(o.model_variance)]
         for k, v in sorted(o.env.items()):
             args += ["--env", f"{k}={v}"]
-        return shlex.join([*args, "--", *self.command])
+        upgrade = ["--resume-with", "--", *o.resume_with] if o.resume_with else []
+        return shlex.join([*args, "--", *self.command, *upgrade])
 
     def run_case(
         self, schedule: str | Schedule | Sequence[str], *, seed: int | None = None, check: bool = True
     ) -> CaseResult:
         """Run one case.  ``check=False`` skips the catalogue check (random chaos schedules)."""
         sched = parse_schedule(schedule)
+        fleet.check_schedule(sched)
         discovery = self.discover()
         if check:
             self.check_schedule(sched)
@@ -615,6 +620,9 @@ class Drill:
             if number == 2 and self.options.resumers > 1 and not resumers_used:
                 resumers_used = True
                 batch = self._concurrent(workdir, thread, number, kill)
+            elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
+                batch = fleet.run_paused(self, workdir, thread, number, kill, sched.for_attempt(number + 1))
+                number += len(batch) - 1
             else:
                 batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])
             attempts.extend(batch)

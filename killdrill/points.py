@@ -3,7 +3,8 @@
 A *point* is a named boundary an agent reaches (``before:charge_customer``,
 ``during:payments.charge``).  A *kill* says what to do to one attempt (kill at the
 N-th occurrence of a point, a few milliseconds after it, at an offset from spawn, or
-hold the agent there for a while).  A *schedule* is one kill per attempt.
+hold the agent there for a while, or pause it: the zombie worker of killdrill.fleet).  A
+*schedule* is one kill per attempt.
 
 Parsing errors are :class:`ScheduleError` carrying the exact offending text, so the
 CLI and the pytest plugin can report them as usage errors in one line.
@@ -32,6 +33,10 @@ _POINT_RE = re.compile(
     rf"^(?P<kind>{'|'.join(KINDS)}):(?P<name>{_NAME})(?:#(?P<occ>\d+))?"
     rf"(?:(?P<op>[+~])(?:{_DUR.format(g='dur')}|{_PCT}))?$"
 )
+_LABEL = rf"(?:{'|'.join(KINDS)}):{_NAME}(?:#\d+)?"
+_PAUSE_RE = re.compile(rf"^pause:(?P<point>{_LABEL})(?:@(?P<until>{_LABEL}))?$")
+"""``pause:POINT[#N][@OTHER[#M]]``: SIGSTOP the attempt's tree at POINT and start the resumer;
+continue the paused attempt when the resumer exits, or (``@OTHER``) when it reaches OTHER."""
 _OFFSET_RE = re.compile(rf"^offset:{_DUR.format(g='off')}$")
 _START_RE = re.compile(rf"^start\+{_PCT}$")
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -92,6 +97,8 @@ class Kill:
     hold_ms: float | None = None
     offset_ms: float | None = None
     pct: float | None = None
+    pause: bool = False
+    until: str | None = None  # with pause: the resumer's point (label, ``#M`` kept) that wakes it
 
     @property
     def is_resolved(self) -> bool:
@@ -100,13 +107,19 @@ class Kill:
 
     @property
     def is_kill(self) -> bool:
-        """False for a pure hold (``POINT~Xs``): the attempt is not meant to die."""
-        return self.hold_ms is None
+        """False for a pure hold (``POINT~Xs``) or a pause: the attempt is not meant to die."""
+        return self.hold_ms is None and not self.pause
 
     @property
     def is_named(self) -> bool:
         """A kill exactly at a named point (no delay, no offset): deterministic."""
-        return self.point is not None and self.delay_ms is None and self.hold_ms is None and self.pct is None
+        return (
+            self.point is not None
+            and self.delay_ms is None
+            and self.hold_ms is None
+            and self.pct is None
+            and not self.pause
+        )
 
     @property
     def kind(self) -> str | None:
@@ -118,6 +131,8 @@ class Kill:
                 return f"start+{_fmt_pct(self.pct)}"
             return f"offset:{_fmt_ms(self.offset_ms or 0.0)}"
         text = self.point if self.occurrence == 1 else f"{self.point}#{self.occurrence}"
+        if self.pause:
+            return f"pause:{text}" + (f"@{self.until}" if self.until else "")
         if self.pct is not None:
             text += f"+{_fmt_pct(self.pct)}"
         elif self.delay_ms is not None:
@@ -133,11 +148,13 @@ class Kill:
 
 def parse_kill(text: str) -> Kill:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
-    ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``."""
+    ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``."""
     raw = text
     text = text.strip()
     if not text:
         raise ScheduleError(raw, "empty kill point")
+    if text.startswith("pause:"):
+        return _parse_pause(raw, text)
     m = _OFFSET_RE.match(text)
     if m:
         return Kill(offset_ms=_duration_ms(raw, m["off"], m["off_unit"]))
@@ -150,10 +167,10 @@ def parse_kill(text: str) -> Kill:
         if text.startswith("start"):
             why = "expected start+F% with 0 <= F < 100 (at most 4 decimals), e.g. start+12.5%"
         elif ":" not in text:
-            why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms)"
+            why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms, pause:POINT)"
         elif kind not in (*KINDS, "offset"):
-            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} or offset"
-            close = difflib.get_close_matches(kind, (*KINDS, "offset"), n=1)
+            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}, offset or pause"
+            close = difflib.get_close_matches(kind, (*KINDS, "offset", "pause"), n=1)
             if close:
                 why += f" (did you mean {close[0]}:{text.split(':', 1)[1]}?)"
         elif kind == "offset":
@@ -176,6 +193,23 @@ def parse_kill(text: str) -> Kill:
         else:
             hold = ms
     return Kill(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold, pct=pct)
+
+
+def _parse_pause(raw: str, text: str) -> Kill:
+    m = _PAUSE_RE.match(text)
+    if not m:
+        raise ScheduleError(
+            raw,
+            "expected pause:KIND:NAME[#N][@KIND:NAME[#M]] (no delay, hold or percentage),"
+            " e.g. pause:after:effects.lease or pause:after:effects.lease@during:tickets.create",
+        )
+    point = parse_kill(m["point"])
+    until = None
+    if m["until"]:
+        other = parse_kill(m["until"])
+        assert other.point is not None
+        until = occurrence_label(other.point, other.occurrence)
+    return Kill(point=point.point, occurrence=point.occurrence, pause=True, until=until)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""Reserve stock for an order once, under a lease: the zombie worker's agent (killdrill.fleet).
+
+A worker that stalls past its lease (``pause:after:effects.lease``) wakes up and writes anyway.
+Without ``--fenced`` the write carries no fencing token and lands twice (a lease alone is no
+guard); with it the stock ledger refuses the stale token and the zombie adopts the new
+holder's result.
+"""
+
+import argparse
+
+import killdrill
+from killdrill.fakes import connect
+from killdrill.fencing import FencedStore, fenced_effect
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--thread", required=True)
+parser.add_argument("--db", required=True)  # the lease store, one per case (under {workdir})
+parser.add_argument("--fenced", action="store_true", help="send the lease's fencing token with the write")
+args = parser.parse_args()
+
+fakes = connect()
+leases = FencedStore(args.db, lease_s=0.3)  # short, so a drill's resumer takes over quickly
+
+
+def reserve(token: int) -> dict:
+    fence = token if args.fenced else None  # without it, the stock ledger cannot tell a zombie
+    return fakes.counter.increment("units_reserved", by=3, fence=fence)
+
+
+with killdrill.node("reserve"):
+    reservation = fenced_effect(leases, f"{args.thread}:reserve", reserve, wait_s=10)
+with killdrill.node("confirm"):
+    fakes.kv.set(f"{args.thread}:status", "reserved")  # idempotent: converges however often
