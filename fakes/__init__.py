@@ -30,13 +30,15 @@ they survive the caller's restarts; each budget counts down as requests consume 
 ``key_ttl=S``     how long a completed key is remembered (default: the provider's, 24 h for Stripe).
 
 Fencing tokens (``fence=``, on ``payments.charge``, ``counter.increment`` and ``kv.set``): the
-fake keeps the highest token it has accepted per resource (the idempotency key of a charge, the
+fake keeps the highest token presented per resource (the idempotency key of a charge, the
 counter's name, the kv key) and refuses a request carrying a lower one (``StaleFence``, a 409,
 recorded ``rejected``: nothing happened), the storage-side check of a lease's fencing token
-(killdrill.fencing).  Real providers that offer it: conditional writes (DynamoDB condition
-expressions, etcd/ZooKeeper compare-and-set, GCS generation preconditions), Kafka's producer
-epochs; Stripe offers none, so on the Stripe wire route ``fence`` does not exist: there the
-idempotency key is the defence.  Without ``fence`` every fake behaves as before.
+(killdrill.fencing).  ``provider.fence(resource, token)`` presents a new holder's token before
+it writes and answers the highest token that already wrote.  Fences are kept per drill thread.
+Real providers that offer it: conditional writes (DynamoDB condition expressions, etcd or
+ZooKeeper compare-and-set, GCS generation preconditions) and Kafka's producer epochs.  Stripe
+offers none, so the Stripe wire route has no ``fence``: there the idempotency key is the defence.
+Without ``fence`` every fake behaves as before.
 
 Key expiry runs on a harness clock: real time plus an offset persisted in the ledger, which
 :func:`advance_clock` moves forward (a test proves the 24 h rule without waiting a day).
@@ -341,23 +343,25 @@ def process(
         return _execute(tx, provider, op, key, payload, perform, tx.settings(provider), attempt, pid, rules)
 
 
-def _check_fence(tx: Tx, provider: str, fence: tuple[str, int]) -> FakeProviderError | None:
-    """Refuse a token below the highest this resource accepted; remember an accepted one."""
+def _check_fence(
+    tx: Tx, provider: str, fence: tuple[str, int], *, write: bool = True
+) -> FakeProviderError | None:
+    """Refuse a token below the highest this resource has seen; remember a newer one (and, for a
+    write, that this token wrote)."""
     resource, token = fence
     if isinstance(token, bool) or not isinstance(token, int):
         return FakeProviderError(f"fence must be an integer token, not {token!r}", param="fence")
     row = f"{provider}.fences"
-    seen = tx.settings(row)
-    highest = int(seen.get(resource, 0))
-    if token < highest:
+    fences = tx.settings(row)
+    seen = fences.get(resource) or {"seen": 0, "wrote": 0}
+    if token < seen["seen"]:
         return StaleFence(
-            f"{provider}: fencing token {token} for {resource!r} is stale: token {highest} was already"
-            " used; this writer lost its lease",
+            f"{provider}: fencing token {token} for {resource!r} is stale: token {seen['seen']} was"
+            " already presented; this writer lost its lease",
             param="fence",
         )
-    if token > highest:
-        seen[resource] = token
-        tx.set_settings(row, seen)
+    fences[resource] = {"seen": token, "wrote": token if write else seen["wrote"]}
+    tx.set_settings(row, fences)
     return None
 
 
@@ -417,6 +421,18 @@ class Provider:
         if unknown:
             raise TypeError(f"unknown fault setting(s) {sorted(unknown)}; expected {FAULT_SETTINGS}")
         return self.ledger.configure(self.name, **settings)
+
+    def fence(self, resource: str, token: int) -> int:
+        """Present a new lease holder's fencing token before it writes (Kafka's producer-epoch
+        bump, a ZooKeeper/etcd compare-and-set): from now on a lower token is refused.  Returns
+        the highest token that had already *written* to ``resource`` (0: none), so the new holder
+        can tell that its predecessor's write landed.  Not a call of the effect: not recorded."""
+        with self.ledger.transaction() as tx:
+            wrote = int((tx.settings(f"{self.name}.fences").get(resource) or {}).get("wrote", 0))
+            refused = _check_fence(tx, self.name, (resource, token), write=False)
+        if refused is not None:
+            raise refused
+        return wrote
 
     def calls(self, op: str | None = None) -> list[Call]:
         """This provider's recorded calls, in order."""

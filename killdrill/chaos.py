@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from killdrill import fleet
 from killdrill.chaos_pool import Interrupted, WorkerPool, as_interrupted, interruptible
 from killdrill.chaos_report import (
     CLEAN,
@@ -183,6 +184,7 @@ class ChaosOptions:
     shrink_runs: int = 24
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
+    faults: tuple[str, ...] = ("kill",)  # also "pause" (drawn) and "upgrade" (killdrill.fleet)
 
 
 @dataclass
@@ -329,11 +331,10 @@ def _run_chaos(
     failures = 0
 
     def plan(index: int) -> str:
-        text = str(
-            plan_schedule(
-                discovery, options.seed, index, min_kills=options.min_kills, max_kills=options.max_kills
-            )
+        planned = plan_schedule(
+            discovery, options.seed, index, min_kills=options.min_kills, max_kills=options.max_kills
         )
+        text = str(fleet.draw_faults(planned, discovery.labels(), options.seed, index, options.faults))
         if plans is not None:  # before the run starts: a crash still leaves the reproduction
             line = {
                 "index": index,

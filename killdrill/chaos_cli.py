@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from killdrill import fleet
 from killdrill.chaos import ChaosOptions, ChaosResult, Interrupted, render_text, run_chaos
 from killdrill.records import Discovery
 
@@ -61,6 +62,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         budget = parse_budget(args.budget) if args.budget else None
         kills = parse_kills(args.kills)
         shard = parse_shard(args.shard)
+        faults = fleet.parse_faults(args.faults)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     runs = args.runs if args.runs is not None else (None if budget is not None else 100)
@@ -80,7 +82,10 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         shrink=not args.no_shrink,
         shrink_runs=args.shrink_runs,
         max_failures=args.max_failures,
+        faults=faults,
     )
+    if ("upgrade" in faults) != bool(args.resume_with):
+        raise UsageError("--faults ...,upgrade and --resume-with -- CMD go together (the upgrade's command)")
     print(
         f"killdrill chaos: seed {seed} (reproduce with --seed {seed}), shard {shard[0]}/{shard[1]}",
         file=sys.stderr,
@@ -149,6 +154,12 @@ def add_parser(sub: Any) -> None:
         "--budget",
         metavar="TIME",
         help="stop starting runs this long after discovery, e.g. 20m (runs in flight finish)",
+    )
+    g.add_argument(
+        "--faults",
+        default="kill",
+        metavar="LIST",
+        help="faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with)",
     )
     g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
     g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")

@@ -72,6 +72,18 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def split_upgrade(command: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """``OLD... --resume-with -- NEW...``: the first command, and the upgrade's (killdrill.fleet)."""
+    command = list(command)
+    for i in range(len(command) - 1):
+        if command[i] == "--resume-with" and command[i + 1] == "--":
+            new = command[i + 2 :]
+            if not new:
+                raise UsageError("--resume-with -- needs the new version's command after it")
+            return command[:i], new
+    return command, None
+
+
 def add_drill_options(p: argparse.ArgumentParser) -> None:
     """The supervisor options shared by points, run, drill and chaos (DrillOptions fields)."""
     g = p.add_argument_group("supervisor")
@@ -208,6 +220,7 @@ def drill_options(args: argparse.Namespace) -> Any:
         checks=tuple(args.check),
         model_script=args.model_script,
         model_variance=args.model_variance,
+        resume_with=getattr(args, "resume_with", None),
     )
 
 
@@ -356,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from killdrill.supervisor import HarnessError
 
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
+    try:
+        command, resume_with = split_upgrade(command)
+    except UsageError as exc:
+        print(f"killdrill: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     parser = build_parser()
     if not command:
         forgot = _forgot_separator(parser, own)
@@ -363,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"killdrill: error: {forgot}", file=sys.stderr)
             return EXIT_ERROR
     args = parser.parse_args(own)
-    args.command = command
+    args.command, args.resume_with = command, resume_with
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(sig, _on_signal)

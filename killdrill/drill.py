@@ -693,6 +693,7 @@ class Drill:
             model = model_work(baseline, ledger)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self._resume_notes(catalogue, attempts, ledger))
+        notes.extend(fleet.upgrade_notes(self.command, self.options.resume_with, attempts))
         result = CaseResult(
             command=self.command,
             schedule=text,

@@ -182,13 +182,26 @@ class FencedStore:
 
 
 def fenced_effect(
-    store: FencedStore, key: str, perform: Callable[[int], T], *, wait_s: float = 60.0, poll_s: float = 0.05
+    store: FencedStore,
+    key: str,
+    perform: Callable[[int], T],
+    *,
+    present: Callable[[int], int] | None = None,
+    wait_s: float = 60.0,
+    poll_s: float = 0.05,
 ) -> T | Any:
     """Perform ``key``'s effect under a fenced lease; ``perform(token)`` must send the token.
 
-    Done before (by anyone): the stored result.  Our write refused (the provider saw a newer
-    token: we are the zombie) or failed after the lease was taken over: wait for the new
-    holder's result and return it.  Any other failure is re-raised with the lease left to expire.
+    ``present(token)`` shows the token to the provider before anything is sent (e.g.
+    ``lambda t: fakes.counter.fence(name, t)``: from then on an older holder is refused) and
+    answers the highest token that already wrote: non-zero means an earlier holder's write
+    landed and it died before storing the result, which is then adopted, not redone.  Without
+    ``present`` a holder that died after its write makes the next one write again: only a
+    provider-side idempotency key can save that.
+
+    Done before (by anyone): the stored result.  Our write refused (a newer token exists: we
+    are the zombie) or our result refused by the store: wait for the new holder's result and
+    return it.  Any other failure is re-raised with the lease left to expire.
     """
     from killdrill.agent import boundary
 
@@ -196,13 +209,18 @@ def fenced_effect(
         lease = store.acquire(key, wait_s=wait_s, poll_s=poll_s)
         if lease.done:
             return lease.result
-        # The lease is ours, the request not sent: where a stalled worker's lease runs out.
-        boundary("after:effects.lease")
         try:
-            result = perform(lease.token)
+            wrote = present(lease.token) if present is not None else 0
+            # The lease is ours (its token presented), the request not sent: where a stalled
+            # worker's lease runs out.
+            boundary("after:effects.lease")
+            result: Any = {"reconciled": True, "token": wrote} if wrote else perform(lease.token)
         except Exception:
             if (store.current_token(key) or 0) <= lease.token:
                 raise
             continue  # lost the lease: the newer holder's outcome is the effect's (acquire waits for it)
-        store.complete(lease, result)
+        try:
+            store.complete(lease, result)
+        except LeaseLost:
+            continue  # a newer holder took over meanwhile: its stored result is the effect's
         return result

@@ -46,6 +46,48 @@ FAULTS = ("kill", "pause", "upgrade")
 """What chaos may draw (``--faults``): kills always; pauses and upgrades when asked."""
 
 
+def parse_faults(text: str) -> tuple[str, ...]:
+    """``kill,pause,upgrade`` (chaos's ``--faults``): kills are always drawn."""
+    faults = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown:
+        expected = ", ".join(FAULTS)
+        raise ValueError(f"--faults {text!r}: unknown fault {unknown[0]!r}; expected some of {expected}")
+    return tuple(dict.fromkeys(("kill", *faults)))
+
+
+def draw_faults(
+    schedule: Schedule, labels: Sequence[str], seed: int, index: int, faults: Sequence[str]
+) -> Schedule:
+    """Chaos run ``index`` with pauses drawn in (a function of the seed, the index and the labels).
+
+    Half the runs turn their first kill into a pause at the boundary it aims at (the first
+    boundary for a kill before any), half of those continue the zombie at a random point of
+    the resumer instead of its exit.  Upgrades are not drawn here: with ``upgrade`` every run
+    resumes with ``--resume-with``'s command.
+    """
+    if "pause" not in faults or not schedule.kills or not labels:
+        return schedule
+    import random
+
+    rng = random.Random(f"killdrill-chaos:{seed}:{index}:pause")
+    paused, until, other = rng.random() < 0.5, rng.random() < 0.5, rng.choice(list(labels))
+    if not paused:
+        return schedule
+    first = schedule.kills[0]
+    aim = (first.point, first.occurrence) if first.point is not None else _split_label(labels[0])
+    pause = Kill(point=aim[0], occurrence=aim[1], pause=True, until=other if until else None)
+    rest = schedule.kills[1:]
+    if rest and rest[0].pause:
+        rest = rest[1:]
+    return Schedule((pause, *rest))
+
+
+def _split_label(label: str) -> tuple[str, int]:
+    point, _, occ = label.partition("#")
+    return point, int(occ) if occ else 1
+
+
 def check_schedule(schedule: Schedule) -> None:
     """A pause's resumer runs the next item: it may be a kill, not another pause."""
     for first, second in zip(schedule.kills, schedule.kills[1:], strict=False):
@@ -189,6 +231,21 @@ def run_paused(
     resumer.deferred = True
     attempts: list[Attempt] = drill._launch(workdir, thread, [zombie, resumer], hook=Pause(kill, resumer))
     return attempts
+
+
+def upgrade_notes(
+    first: Sequence[str], resume_with: Sequence[str] | None, attempts: Sequence[Attempt]
+) -> list[str]:
+    """Say which attempts ran the upgrade, and that the yardstick is the first command's."""
+    later = [a.number for a in attempts if a.number > 1]
+    if not resume_with or not later:
+        return []
+    import shlex
+
+    return [
+        f"upgrade: attempt(s) {', '.join(map(str, sorted(set(later))))} ran {shlex.join(resume_with)};"
+        f" judged against the clean run of {shlex.join(first)}"
+    ]
 
 
 def resume_argv(first: Sequence[str], resume_with: Sequence[str] | None, number: int) -> Sequence[str]:

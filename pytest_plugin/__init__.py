@@ -60,6 +60,7 @@ _INI: dict[str, tuple[str, str, str]] = {
     "killdrill_barrier": ("barrier", "string", "with resumers: the only barrier point"),
     "killdrill_model_script": ("model_script", "string", "serve a scripted model on the HTTP fakes (FILE)"),
     "killdrill_model_variance": ("model_variance", "string", "seed: vary the model's replies per attempt"),
+    "killdrill_resume_with": ("resume_with", "args", "the upgrade: attempts 2..k run this command"),
 }
 _CONVERT: dict[str, Any] = {
     "timeout": float,

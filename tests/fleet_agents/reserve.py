@@ -2,8 +2,9 @@
 
 A worker that stalls past its lease (``pause:after:effects.lease``) wakes up and writes anyway.
 Without ``--fenced`` the write carries no fencing token and lands twice (a lease alone is no
-guard); with it the stock ledger refuses the stale token and the zombie adopts the new
-holder's result.
+guard).  With it, each new holder first presents its token to the stock ledger (older tokens
+are refused from then on, and it learns whether a predecessor's write already landed), then
+writes with it: the zombie's late write is refused and it adopts the new holder's result.
 """
 
 import argparse
@@ -27,7 +28,12 @@ def reserve(token: int) -> dict:
     return fakes.counter.increment("units_reserved", by=3, fence=fence)
 
 
+def present(token: int) -> int:
+    return fakes.counter.fence("units_reserved", token)  # the highest token that already wrote
+
+
 with killdrill.node("reserve"):
-    reservation = fenced_effect(leases, f"{args.thread}:reserve", reserve, wait_s=10)
+    key = f"{args.thread}:reserve"
+    reservation = fenced_effect(leases, key, reserve, present=present if args.fenced else None, wait_s=10)
 with killdrill.node("confirm"):
     fakes.kv.set(f"{args.thread}:status", "reserved")  # idempotent: converges however often
