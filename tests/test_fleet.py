@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -306,3 +307,50 @@ def test_chaos_with_pauses_finds_the_zombie_and_shrinks_to_a_pause(tmp_path: Pat
 def test_chaos_cli_upgrade_needs_resume_with(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "chaos", "--runs", "1", "--faults", "kill,upgrade", "--", *checkout("v1"))
     assert done.returncode == 2 and "--resume-with" in done.stderr
+
+
+# ---- the README's lines, as written -------------------------------------------------------------
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_lines() -> list[tuple[str, int]]:
+    """The Fleet faults section's killdrill commands (continuations joined), with the exit code
+    their trailing comment promises (1 for a violation kind, 0 for exactly-once)."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Fleet faults", 1)[1].split("\n## ", 1)[0]
+    joined = section.replace("\\\n", " ")
+    out = []
+    for line in joined.splitlines():
+        if line.startswith("killdrill ") and "#" in line:
+            command, _, promise = line.partition("  #")
+            out.append((command.strip(), 0 if "exactly-once" in promise else 1))
+    return out
+
+
+def run_readme_line(command: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    script = f"A=tests/fleet_agents\n{command}"
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=README.parent)
+
+
+def test_readme_lists_the_four_examples() -> None:
+    lines = readme_lines()
+    assert [(c.split()[1], code) for c, code in lines] == [("run", 1), ("run", 0), ("drill", 1), ("drill", 0)]
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_readme_zombie_lines_as_written(index: int) -> None:
+    command, code = readme_lines()[index]
+    done = run_readme_line(command)
+    assert done.returncode == code, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", [2, 3])
+def test_readme_upgrade_lines_as_written(index: int) -> None:
+    command, code = readme_lines()[index]
+    done = run_readme_line(command)
+    assert done.returncode == code, done.stdout + done.stderr
+    if code == 0:
+        assert "8 cases: 8 exactly-once" in done.stdout
