@@ -224,7 +224,8 @@ class _State:
         """The session's discovery of ``command`` (cached); raises HarnessError when it fails."""
         from killdrill.drill import Drill, HarnessError
 
-        opts = {k: v for k, v in options.items() if k != "root"}
+        # The upgrade does not change discovery (a clean run of the first command): one cache entry.
+        opts = {k: v for k, v in options.items() if k not in ("root", "resume_with")}
         key = discovery_key(command, opts)
         if key.digest in self.errors:
             raise HarnessError(self.errors[key.digest])

@@ -354,3 +354,33 @@ def test_readme_upgrade_lines_as_written(index: int) -> None:
     assert done.returncode == code, done.stdout + done.stderr
     if code == 0:
         assert "8 cases: 8 exactly-once" in done.stdout
+
+
+# ---- the pytest marker and fixture ----------------------------------------------------------------
+def test_pytest_marker_and_keyword_take_resume_with_and_pauses(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 30\n")
+    pytester.makepyfile(
+        test_inner_fleet=f"""
+        import pytest
+        V1, RENAMED, SAFE = {checkout("v1")!r}, {checkout("v2_renamed")!r}, {checkout("v2_safe")!r}
+        RESERVE = {reserve(False)!r}
+
+        @pytest.mark.killdrill(points=["committed:charge"], resume_with=RENAMED)
+        def test_unsafe_upgrade(killdrill, kill_point):
+            result = killdrill.run(V1, kill_point)
+            assert set(result.kinds) == {{"duplicate_effect", "key_changed"}}
+            assert "--resume-with --" in result.reproduce
+
+        @pytest.mark.killdrill(points=["committed:charge"])
+        def test_safe_upgrade(killdrill, kill_point):
+            killdrill.run(V1, kill_point, resume_with=SAFE).assert_exactly_once()
+
+        @pytest.mark.killdrill(points=["pause:after:effects.lease"])
+        def test_zombie(killdrill, kill_point):
+            killdrill.run(RESERVE + ["--fenced"], kill_point).assert_exactly_once()
+            assert killdrill.run(RESERVE, kill_point).kinds == ("duplicate_effect",)
+        """
+    )
+    res = pytester.runpytest_subprocess("-p", "no:xdist", "-v")
+    res.assert_outcomes(passed=3)
+    assert "test_zombie[pause:after:effects.lease] PASSED" in res.stdout.str()
