@@ -222,6 +222,28 @@ def test_zombie_and_upgrade_verdicts_hold_over_20_runs(tmp_path: Path) -> None:
     assert verdicts == {"v2_renamed": {("duplicate_effect", "key_changed")}, "v2_safe": {()}}
 
 
+@pytest.mark.parametrize(("fenced", "kinds"), [(False, ("duplicate_effect",)), (True, ())])
+def test_langgraph_zombie_caught_without_fencing_passes_with_it(
+    tmp_path: Path, fenced: bool, kinds: tuple[str, ...]
+) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    cmd = [
+        sys.executable,
+        str(AGENTS / "reserve_graph.py"),
+        "--thread",
+        "{thread}",
+        "--db",
+        "{workdir}/ckpt.sqlite",
+    ]
+    with Drill(
+        [*cmd, *(["--fenced"] if fenced else [])], options(tmp_path, integrations=("langgraph",))
+    ) as drill:
+        case = drill.run_case("pause:after:effects.lease")
+    assert case.kinds == kinds, case.text()
+    assert case.ledger is not None
+    assert all(_gone(c.pid) for c in case.ledger.calls)
+
+
 # ---- the upgrade -----------------------------------------------------------------------------
 @pytest.mark.parametrize("point", ["during:payments.charge", "committed:charge", "committed:send_receipt"])
 def test_upgrade_that_renames_a_node_is_caught(tmp_path: Path, point: str) -> None:
