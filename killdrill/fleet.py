@@ -162,6 +162,8 @@ class Pause:
         ):
             self._pause(run, event, conn)
             return True
+        if self.state == "paused" and (self.zombie is None or not self.zombie.alive):
+            self.state = "continued"  # killed while paused (its timeout): nothing to wake, no one to hold for
         if run is self.resumer_run and self.state == "paused" and self.kill.until == event.label:
             own = run.spec.kill
             if own is not None and not run.fired and own.at(event.point, event.occurrence):
@@ -178,6 +180,7 @@ class Pause:
         if run is self.resumer_run and self.state == "paused":
             self._continue(f"attempt {run.spec.number} exited")
         elif run is self.zombie:
+            self.state = "continued"
             self._let_resumer_go()
 
     @property
