@@ -84,7 +84,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         max_failures=args.max_failures,
         faults=faults,
     )
-    if ("upgrade" in faults) != bool(args.resume_with):
+    if ("upgrade" in faults) != bool(getattr(args, "resume_with", None)):
         raise UsageError("--faults ...,upgrade and --resume-with -- CMD go together (the upgrade's command)")
     print(
         f"killdrill chaos: seed {seed} (reproduce with --seed {seed}), shard {shard[0]}/{shard[1]}",
