@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
-from killdrill.drill import Drill, DrillOptions  # noqa: E402
-from killdrill.records import CREATED, REPLAYED  # noqa: E402
+from killdrill.drill import Drill, DrillOptions
+from killdrill.records import CREATED, REPLAYED
 
 AGENT = Path(__file__).parent / "agents" / "approval.py"
 POINT = "before:deliver_approval"

@@ -56,14 +56,16 @@ def build_graph(fakes: Fakes, thread: str) -> Any:
         return {"amount": 1999 if state["order"].endswith("7") else 4999}
 
     def refund(state: Refund) -> Refund:
-        decision = interrupt({"question": "refund this order?", "order": state["order"], "amount": state["amount"]})
+        question = {"question": "refund this order?", "order": state["order"], "amount": state["amount"]}
+        decision = interrupt(question)
         if decision != "approved":
             return {"decision": str(decision)}
         charge = fakes.payments.charge(
             idempotency_key=f"refund:{thread}:{state['order']}", amount=-state["amount"], order=state["order"]
         )
         mail = fakes.mailbox.send(
-            to=state["email"], subject=f"Your refund for {state['order']} is on its way",
+            to=state["email"],
+            subject=f"Your refund for {state['order']} is on its way",
             body=f"We refunded {state['amount'] / 100:.2f}.",
             ref=f"refund:{thread}",
         )
@@ -107,9 +109,8 @@ class Approvals:
     def claim(self, thread: str, interrupt_id: str, me: str) -> bool:
         """True for exactly one caller per interrupt, however many deliver it at once."""
         mark = "%s" if self.postgres else "?"
-        ignore = "ON CONFLICT DO NOTHING"
         self.conn.execute(
-            f"INSERT INTO approvals (thread, interrupt_id, consumed_by) VALUES ({mark}, {mark}, NULL) {ignore}",
+            f"INSERT INTO approvals (thread, interrupt_id) VALUES ({mark}, {mark}) ON CONFLICT DO NOTHING",
             (thread, interrupt_id),
         )
         cur = self.conn.execute(
