@@ -64,11 +64,11 @@ def charge_with_stripe(base: str, key_mode: str) -> dict[str, Any]:
     params: Any = {"amount": 4200, "currency": "usd", "metadata": {"order": "ord_7"}}
     if key_mode == "stable":
         client = stripe.StripeClient("sk_test_x", base_addresses={"api": base}, max_network_retries=2)
-        return dict(client.v1.payment_intents.create(params=params))
+        return client.v1.payment_intents.create(params=params).to_dict()
     client = stripe.StripeClient("sk_test_x", base_addresses={"api": base}, max_network_retries=0)
     for _ in range(TRIES):
         try:
-            return dict(client.v1.payment_intents.create(params=params))
+            return client.v1.payment_intents.create(params=params).to_dict()
         except stripe.APIConnectionError as exc:
             print(f"stripe connection error ({exc.user_message}), retrying", file=sys.stderr)
     raise SystemExit(f"gave up after {TRIES} tries")
