@@ -11,6 +11,7 @@ is safe (no false alarm), and the ledger shows one charge.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -141,7 +142,7 @@ def test_pytest_marker(pytester: pytest.Pytester) -> None:
     )
     res = pytester.runpytest_subprocess("-p", "no:xdist", "-rf")
     res.assert_outcomes(passed=3, failed=1)
-    res.stdout.fnmatch_lines(["FAILED test_inner.py::test_charge?drop:payments.charge-none? - duplicate_eff*"])
+    res.stdout.fnmatch_lines(["FAILED test_inner.py::test_charge?drop:payments.charge-none? - duplicate*"])
 
 
 @pytest.mark.slow
@@ -152,3 +153,22 @@ def test_verdicts_identical_over_20_runs(tmp_path: Path) -> None:
     print(f"20+20 runs in {time.monotonic() - started:.1f}s")
     assert [c[:2] for c in caught] == [(("duplicate_effect",), [CREATED, CREATED])] * 20
     assert [c[:2] for c in passed] == [((), [CREATED, REPLAYED])] * 20
+
+
+def test_chaos_draws_connection_faults_when_asked(tmp_path: Path) -> None:
+    def chaos(key: str, *extra: str) -> tuple[int, list[str]]:
+        report = tmp_path / key / "-".join(extra or ("plain",))
+        proc = subprocess.run(
+            [sys.executable, "-W", "ignore", "-m", "killdrill", "chaos", "--http-fakes", "--launcher", "fork",
+             "--discovery-runs", "1", "--runs", "6", "--seed", "3", "--workers", "2", "--no-shrink",
+             "--report", str(report), *extra, "--", *client("--key", key)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        plans = [json.loads(line)["schedule"] for line in (report / "plans.jsonl").read_text().splitlines()]
+        return proc.returncode, plans
+
+    rc, plans = chaos("stable", "--net-faults")
+    faulted = [p for p in plans if p.startswith(("drop:", "reset:"))]
+    assert rc == 0 and faulted and {p.split(":")[0] for p in faulted} == {"drop", "reset"}, plans
+    assert chaos("none", "--net-faults")[0] == 1
+    assert not any(p.startswith(("drop:", "reset:")) for p in chaos("stable")[1])  # only when asked
