@@ -130,11 +130,12 @@ def checkpointer(db: str | None, postgres: str | None) -> Iterator[Any]:
         from langgraph.checkpoint.postgres import PostgresSaver
 
         with PostgresSaver.from_conn_string(_libpq(postgres)) as saver:
-            saver.conn.execute("SELECT pg_advisory_lock(7262014)")  # resumers set up at once
+            conn: Any = saver.conn  # one connection (from_conn_string), not a pool
+            conn.execute("SELECT pg_advisory_lock(7262014)")  # resumers set up at once
             try:
                 saver.setup()
             finally:
-                saver.conn.execute("SELECT pg_advisory_unlock(7262014)")
+                conn.execute("SELECT pg_advisory_unlock(7262014)")
             yield saver
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
