@@ -185,6 +185,7 @@ class ChaosOptions:
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
     faults: tuple[str, ...] = ("kill",)  # also "pause" (drawn) and "upgrade" (killdrill.fleet)
+    net_faults: bool = False  # also draw drop:/reset: connection faults (killdrill.netfaults)
 
 
 @dataclass
@@ -331,10 +332,15 @@ def _run_chaos(
     failures = 0
 
     def plan(index: int) -> str:
-        planned = plan_schedule(
+        sched = plan_schedule(
             discovery, options.seed, index, min_kills=options.min_kills, max_kills=options.max_kills
         )
-        text = str(fleet.draw_faults(planned, discovery.labels(), options.seed, index, options.faults))
+        sched = fleet.draw_faults(sched, discovery.labels(), options.seed, index, options.faults)
+        if options.net_faults:
+            from killdrill.netfaults import with_net_fault
+
+            sched = with_net_fault(sched, discovery, options.seed, index)
+        text = str(sched)
         if plans is not None:  # before the run starts: a crash still leaves the reproduction
             line = {
                 "index": index,

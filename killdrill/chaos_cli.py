@@ -83,6 +83,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         shrink_runs=args.shrink_runs,
         max_failures=args.max_failures,
         faults=faults,
+        net_faults=args.net_faults,
     )
     if ("upgrade" in faults) != bool(getattr(args, "resume_with", None)):
         raise UsageError("--faults ...,upgrade and --resume-with -- CMD go together (the upgrade's command)")
@@ -179,5 +180,10 @@ def add_parser(sub: Any) -> None:
         "its catalogue and interval lengths (the schedules' text is the seed's either way)",
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
+    g.add_argument(
+        "--net-faults",
+        action="store_true",
+        help="also draw drop:/reset: connection faults toward the HTTP fakes (one run in two)",
+    )
     add_drill_options(p)
     p.set_defaults(func=_cmd_chaos)
