@@ -135,6 +135,7 @@ class _ServerFakes(Fakes):
         payload: dict[str, Any],
         perform: Perform,
         rules: KeyRules = STRIPE_RULES,
+        fence: tuple[str, int] | None = None,
     ) -> Answer:
         """Process one request over HTTP (claim, latency, execute), under the armed connection fault."""
         fault = self.faults.take(provider, op) if self.faults is not None else None
@@ -151,6 +152,7 @@ class _ServerFakes(Fakes):
             pid=self.pid,
             split=True,
             rules=rules,
+            fence=fence,
         )
         if fault == "drop":
             assert self.faults is not None
@@ -158,8 +160,16 @@ class _ServerFakes(Fakes):
             answer = replace(answer, fault="drop")
         return answer
 
-    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
-        raise _Answered(self.execute(provider, op, key, payload, perform))
+    def _run(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        fence: tuple[str, int] | None = None,
+    ) -> Any:
+        raise _Answered(self.execute(provider, op, key, payload, perform, fence=fence))
 
 
 @dataclass(frozen=True)
