@@ -446,7 +446,9 @@ class Provider:
         perform: Perform,
         fence: tuple[str, int] | None = None,
     ) -> dict[str, Any]:
-        return self.fakes._run(self.name, op, key, payload, perform, fence)
+        if fence is None:  # the signature a Fakes subclass may still override
+            return self.fakes._run(self.name, op, key, payload, perform)
+        return self.fakes._run(self.name, op, key, payload, perform, fence=fence)
 
     def _create(self, prefix: str, data: dict[str, Any], ref: str | None = None) -> Perform:
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
