@@ -25,14 +25,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killdrill.chaos_case import chaos_case, plan_schedule, shard_indices
 from killdrill.chaos_pool import Interrupted, WorkerPool, as_interrupted, interruptible
 from killdrill.chaos_report import (
     CLEAN,
@@ -50,18 +50,14 @@ from killdrill.chaos_report import (
     write_reports,
 )
 from killdrill.corpus import CORPUS_VERSION, update_corpus
-from killdrill.points import Schedule, parse_schedule
+from killdrill.drill import Drill, DrillOptions
+from killdrill.errors import ExitCode
 from killdrill.records import (
-    HARNESS_ERROR,
-    NOT_REACHED,
-    POINT_NOT_REACHED,
-    RESUME_FAILED,
     CaseResult,
     Discovery,
-    Violation,
 )
+from killdrill.report import write_json
 from killdrill.shrink import Shrunk, shrink
-from killdrill.strategies import stratified_schedule
 
 __all__ = [
     "CLEAN",
@@ -74,7 +70,6 @@ __all__ = [
     "Interrupted",
     "RunRecord",
     "Shrunk",
-    "add_parser",
     "chaos_case",
     "chaos_counts",
     "is_chaos_report",
@@ -89,80 +84,6 @@ __all__ = [
     "write_junit",
     "write_reports",
 ]
-
-
-# ---- schedules ---------------------------------------------------------------------------
-def plan_schedule(
-    discovery: Discovery, seed: int, index: int, *, min_kills: int = 1, max_kills: int = 3
-) -> Schedule:
-    """Run ``index`` of ``seed``: a function of these and the catalogue's labels alone, whatever
-    other runs did and whatever the clean run's timings were (see ``stratified_schedule``)."""
-    return stratified_schedule(discovery, seed, index, min_kills=min_kills, max_kills=max_kills)
-
-
-def shard_indices(shard: tuple[int, int], runs: int | None) -> Iterator[int]:
-    """Shard K/N takes runs K-1, K-1+N, ...: disjoint, and the N shards cover every run."""
-    k, n = shard
-    i = k - 1
-    while runs is None or i < runs:
-        yield i
-        i += n
-
-
-# ---- one random case -----------------------------------------------------------------------
-def chaos_case(drill: Any, schedule: str | Schedule, *, seed: int | None = None) -> CaseResult:
-    """Run one random case and judge it the chaos way: a kill that never landed is a miss.
-
-    ``Drill.run_case`` rightly fails a named point that is not reached; a random offset past
-    the end of a run is only a miss, and the run it left is judged like any completed run.
-    An attempt that exits non-zero before its kill landed crashed on its own: resume_failed.
-    """
-    from killdrill.verdict import judge
-
-    case = drill.run_case(schedule, seed=seed, check=False)
-    sched = parse_schedule(case.schedule)
-    missed = [
-        v
-        for v in case.violations
-        if v.kind == POINT_NOT_REACHED and not _is_named(sched, int(v.detail.get("attempt", 0)))
-    ]
-    if not missed:
-        return case
-    violations = [v for v in case.violations if v not in missed]
-    notes = list(case.notes)
-    for v in missed:
-        a = case.attempts[int(v.detail["attempt"]) - 1]
-        if a.outcome == NOT_REACHED and a.returncode == 0:
-            notes.append(f"kill missed: attempt {a.number} exited 0 before {a.kill} could land")
-        else:
-            violations.append(
-                Violation(
-                    RESUME_FAILED,
-                    f"attempt {a.number} exited {a.returncode} on its own before its kill {a.kill} landed",
-                    detail={"attempt": a.number, "returncode": a.returncode},
-                )
-            )
-    if case.ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
-        discovery = drill.discover()
-        violations.extend(
-            judge(
-                drill.baseline_for(case.schedule),
-                case.ledger,
-                case.attempts,
-                identity=drill.options.identity,
-                volatile=discovery.volatile,
-                checks=drill.options.checks,
-            )
-        )
-    result = replace(case, violations=tuple(violations), notes=tuple(notes))
-    if result.ok and not drill.options.keep:
-        shutil.rmtree(result.workdir, ignore_errors=True)
-    return result
-
-
-def _is_named(sched: Schedule, attempt: int) -> bool:
-    kill = sched.for_attempt(attempt)
-    return kill is not None and kill.is_named
 
 
 # ---- the job -----------------------------------------------------------------------------
@@ -207,7 +128,7 @@ class ChaosResult:
         return any(r.outcome == ERRORED for r in self.runs)
 
     def exit_code(self) -> int:
-        return 1 if self.violated else 2 if self.errored else 0
+        return ExitCode.VIOLATION if self.violated else ExitCode.ERROR if self.errored else ExitCode.OK
 
     def to_dict(self) -> dict[str, Any]:
         o = self.options
@@ -272,7 +193,7 @@ class _Progress:
 
 def run_chaos(
     command: Sequence[str],
-    drill_options: Any,
+    drill_options: DrillOptions,
     options: ChaosOptions,
     *,
     discovery: Discovery | None = None,
@@ -297,15 +218,12 @@ def run_chaos(
 
 def _run_chaos(
     command: Sequence[str],
-    drill_options: Any,
+    drill_options: DrillOptions,
     options: ChaosOptions,
     *,
     discovery: Discovery | None,
     log: Callable[[str], None],
 ) -> ChaosResult:
-    from killdrill.drill import Drill
-    from killdrill.report import write_json
-
     started = time.monotonic()
     drill = Drill(command, drill_options)
     if discovery is not None:
@@ -448,7 +366,7 @@ def _header(command: Sequence[str], options: ChaosOptions) -> dict[str, Any]:
 
 
 def _shrink_all(
-    drill: Any, result: ChaosResult, options: ChaosOptions, log: Callable[[str], None]
+    drill: Drill, result: ChaosResult, options: ChaosOptions, log: Callable[[str], None]
 ) -> list[Shrunk]:
     """Shrink the first run of each distinct set of kinds; identical minimal results are one failure."""
     seen_kinds: set[tuple[str, ...]] = set()
@@ -462,11 +380,3 @@ def _shrink_all(
         log(f"killdrill chaos:   -> [{s.schedule}] after {s.runs} case(s)")
         out.setdefault((s.schedule, s.kinds), s)
     return list(out.values())
-
-
-# ---- CLI ---------------------------------------------------------------------------------
-def add_parser(sub: Any) -> None:
-    """Register ``killdrill chaos`` with the CLI (called by ``killdrill.cli``)."""
-    from killdrill.chaos_cli import add_parser as add
-
-    add(sub)

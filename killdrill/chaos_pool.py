@@ -30,7 +30,12 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from killdrill.chaos_case import chaos_case
 from killdrill.containment import PR_SET_PDEATHSIG, prctl
+from killdrill.drill import Drill, DrillOptions
+from killdrill.records import Discovery
+from killdrill.supervisor import Interrupted as SupervisorInterrupted
+from killdrill.supervisor import clear_interrupt, interrupt_all
 
 __all__ = ["Interrupted", "WorkerPool", "as_interrupted", "interruptible"]
 
@@ -57,8 +62,6 @@ def _raise_interrupted(signum: int, frame: object) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     _received.append(signum)
-    from killdrill.supervisor import interrupt_all
-
     interrupt_all()  # attempts die now, even if a library swallows the exception below
     raise Interrupted(signum)
 
@@ -68,8 +71,6 @@ def as_interrupted(exc: BaseException) -> Interrupted | None:
     library swallowed ours, the supervisor loop raises its own at its next step)."""
     if isinstance(exc, Interrupted):
         return exc
-    from killdrill.supervisor import Interrupted as SupervisorInterrupted
-
     if isinstance(exc, SupervisorInterrupted) and _received:
         return Interrupted(_received[-1])
     return None
@@ -90,8 +91,6 @@ def interruptible() -> Iterator[None]:
         yield
     finally:
         if _received:
-            from killdrill.supervisor import clear_interrupt
-
             clear_interrupt()
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
@@ -111,7 +110,9 @@ class _Worker:
 class WorkerPool:
     """``n`` worker processes, each with its own Drill over the parent's discovery."""
 
-    def __init__(self, n: int, command: Sequence[str], drill_options: Any, discovery: dict[str, Any]) -> None:
+    def __init__(
+        self, n: int, command: Sequence[str], drill_options: DrillOptions, discovery: dict[str, Any]
+    ) -> None:
         self.workers: list[_Worker] = []
         try:
             for _ in range(n):
@@ -208,8 +209,6 @@ def _stop(signum: int, frame: object) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     try:
-        from killdrill.supervisor import interrupt_all
-
         interrupt_all()
     finally:
         sys.stderr.flush()
@@ -224,10 +223,6 @@ def _die_with(parent: int) -> None:
 
 
 def _serve(conn: Connection) -> None:
-    from killdrill.chaos import chaos_case
-    from killdrill.drill import Drill
-    from killdrill.records import Discovery
-
     command, options, discovery = conn.recv()
     if options.root is not None:
         options = replace(options, root=os.path.join(str(options.root), f"worker-{os.getpid()}"))

@@ -15,20 +15,18 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from killdrill.points import KINDS, ScheduleError
-
-EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad usage: printed as one line, exit 2."""
+from killdrill import audit, chaos_cli, report_cli
+from killdrill.chaos_cli import DrillFlags
+from killdrill.drill import DrillOptions
+from killdrill.errors import ExitCode, HarnessError, UsageError
+from killdrill.points import KINDS
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage in one line (exit 2), like every other killdrill error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(ExitCode.ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _number(kind: type[int] | type[float], minimum: float, what: str) -> Callable[[str], Any]:
@@ -160,9 +158,7 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def drill_options(args: argparse.Namespace) -> Any:
-    from killdrill.drill import DrillOptions
-
+def drill_options(args: argparse.Namespace) -> DrillOptions:
     identity: dict[str, list[str]] = {}
     for item in args.identity:
         op, sep, fields = item.partition("=")
@@ -234,7 +230,7 @@ def cmd_points(args: argparse.Namespace) -> int:
     discovery = drill.discover()
     print(render_catalogue(discovery))
     _write_json(args.json, discovery.to_dict())
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -244,7 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = drill.run_case(args.schedule)
     print(result.text())
     _write_json(args.json, {"cases": [result.to_dict()], "summary": _summary([result])})
-    return EXIT_OK if result.ok else EXIT_VIOLATION
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
 def _summary(cases: Sequence[Any]) -> dict[str, Any]:
@@ -272,7 +268,7 @@ def cmd_drill(args: argparse.Namespace) -> int:
     result = drill.run_all(schedules, on_case=progress)
     print(result.text())
     _write_json(args.json, result.to_dict())
-    return EXIT_OK if result.ok else EXIT_VIOLATION
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,8 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
     p.set_defaults(func=cmd_drill)
 
-    for module in ("killdrill.chaos", "killdrill.report", "killdrill.audit"):
-        _add_command(sub, module)
+    # commands defined next to what they drive register themselves; chaos shares the drill flags
+    flags = DrillFlags(
+        add=add_drill_options, options=drill_options, command=_need_command, positive_int=positive_int
+    )
+    chaos_cli.add_parser(sub, flags)
+    report_cli.add_parser(sub)
+    audit.add_parser(sub)
     for name in TAKES_COMMAND:
         sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
     return parser
@@ -344,24 +345,14 @@ def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> No
 _python_showwarning = warnings.showwarning
 
 
-def _add_command(sub: Any, module: str) -> None:
-    """Commands defined next to what they drive (chaos, report, audit) register themselves."""
-    import importlib
-
-    importlib.import_module(module).add_parser(sub)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from killdrill.ledger import LedgerError
-    from killdrill.supervisor import HarnessError
-
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not command:
         forgot = _forgot_separator(parser, own)
         if forgot:
             print(f"killdrill: error: {forgot}", file=sys.stderr)
-            return EXIT_ERROR
+            return ExitCode.ERROR
     args = parser.parse_args(own)
     args.command = command
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -372,16 +363,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
             return int(args.func(args))
-    except (UsageError, ScheduleError) as exc:
+    except UsageError as exc:
         print(f"killdrill: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except (HarnessError, LedgerError) as exc:  # an unusable ledger is the harness's, said in one line
+        return ExitCode.ERROR
+    except HarnessError as exc:  # an unusable ledger (LedgerError) too, said in one line
         text = str(exc)
         first, _, rest = text.partition("\n")
         print(f"killdrill: error: {first}", file=sys.stderr)
         if rest:
             print(rest, file=sys.stderr)
-        return EXIT_ERROR
+        return ExitCode.ERROR
     except KeyboardInterrupt:
         print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
         return _interrupted(128 + signal.SIGINT, as_program=argv is None)

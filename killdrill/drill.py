@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import killdrill.report  # noqa: F401  (installs how results render: CaseResult.text())
+from killdrill.errors import HarnessError
 from killdrill.intervals import resolve_schedule
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label, parse_schedule
 from killdrill.records import (
@@ -62,7 +64,7 @@ from killdrill.setup_checks import (
     placeholder_hint,
     warn,
 )
-from killdrill.supervisor import HarnessError, LaunchSpec, Running, Supervisor
+from killdrill.supervisor import LaunchSpec, Running, Supervisor
 
 __all__ = [
     "CaseResult",
