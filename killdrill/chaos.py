@@ -323,7 +323,7 @@ def _run_chaos(
         result.elapsed_s = time.monotonic() - started
         if report is not None:
             write_reports(report, result.to_dict())
-        stop.result = result  # type: ignore[attr-defined]
+        stop.result = result
         raise stop from None
     finally:
         if pool is not None:
@@ -343,7 +343,7 @@ def _run_chaos(
             result.elapsed_s = time.monotonic() - started
             if report is not None:
                 write_reports(report, result.to_dict())
-            stop.result = result  # type: ignore[attr-defined]
+            stop.result = result
             raise stop from None
     result.elapsed_s = time.monotonic() - started
     if options.regressions and result.failures:

@@ -115,7 +115,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     try:
         result = run_chaos(command, flags.options(args), options, discovery=discovery)
     except Interrupted as stop:
-        partial: ChaosResult | None = getattr(stop, "result", None)
+        partial: ChaosResult | None = stop.result
         done = f" after {len(partial.runs)} run(s)" if partial is not None else ""
         where = f"; reports in {options.report_dir}" if options.report_dir and partial is not None else ""
         print(
@@ -123,25 +123,13 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
             f"{where} (seed {seed})",
             file=sys.stderr,
         )
-        _exit_now(stop.code)
+        stop.reported = True
+        raise
     data = result.to_dict()
     print(render_text(data))
     if args.json:
         write_json(args.json, data)
     return result.exit_code()
-
-
-def _exit_now(code: int) -> None:
-    """Leave at once: every attempt and worker this job started is stopped, its reports are on disk.
-
-    The interpreter's teardown (freeing every module) and a fork template's graceful exit
-    (an atexit finalizer waits for it) are seconds of CPU on a loaded CI machine; an
-    interrupted job skips both to stop within the second it promises.  The template sees
-    its socket close and exits by itself.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def add_parser(sub: Any, flags: DrillFlags) -> None:

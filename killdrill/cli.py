@@ -19,6 +19,7 @@ from killdrill import audit, chaos_cli, report_cli
 from killdrill.chaos_cli import DrillFlags
 from killdrill.drill import DrillOptions
 from killdrill.errors import ExitCode, HarnessError, UsageError
+from killdrill.interrupts import Interrupted, signals_raise
 from killdrill.points import KINDS
 
 
@@ -48,17 +49,6 @@ def _number(kind: type[int] | type[float], minimum: float, what: str) -> Callabl
 positive_seconds = _number(float, 1e-3, "a number of seconds > 0")
 non_negative_seconds = _number(float, 0.0, "a number of seconds >= 0")
 positive_int = _number(int, 1, "a whole number >= 1")
-
-
-class Terminated(BaseException):
-    """SIGTERM reached the harness: unwind like Ctrl-C (every attempt killed), exit 143."""
-
-
-def _on_signal(signum: int, frame: object) -> None:
-    # The first signal unwinds; more of them must not interrupt the unwinding (kills, reaping).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
 
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -355,11 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ExitCode.ERROR
     args = parser.parse_args(own)
     args.command = command
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(sig, _on_signal)
     try:
-        with warnings.catch_warnings():
+        with signals_raise(only_default=True), warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
             return int(args.func(args))
@@ -373,23 +360,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             print(rest, file=sys.stderr)
         return ExitCode.ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # SIGINT while someone else's handler was installed
         print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
         return _interrupted(128 + signal.SIGINT, as_program=argv is None)
-    except Terminated:
-        print("killdrill: terminated (SIGTERM); every agent process was killed", file=sys.stderr)
-        return _interrupted(128 + signal.SIGTERM, as_program=argv is None)
+    except Interrupted as stop:
+        if not stop.reported:
+            how = "interrupted" if stop.signum == signal.SIGINT else "terminated"
+            print(f"killdrill: {how} ({stop.name}); every agent process was killed", file=sys.stderr)
+        # a chaos job (it reports its own stop) stopped every worker and attempt itself; its fork
+        # templates exit when their socket closes, so it skips the exit handlers' graceful wait
+        return _interrupted(stop.code, as_program=argv is None, exit_handlers=not stop.reported)
 
 
-def _interrupted(code: int, *, as_program: bool) -> int:
-    """As the program, exit now: the launchers' exit handlers run, the interpreter's teardown
-    (seconds on a loaded machine, nothing left to save) does not."""
+def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> int:
+    """As the program, exit now: the launchers' exit handlers run (unless ``exit_handlers`` is
+    False), the interpreter's teardown (seconds on a loaded machine, nothing left to save) does not."""
     if not as_program:
         return code
     import atexit
     import os
 
-    atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
+    if exit_handlers:
+        atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

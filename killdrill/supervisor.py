@@ -32,6 +32,8 @@ from killdrill import containment
 from killdrill.containment import kill_attempt
 from killdrill.control import BoundaryMessage, Connection, ControlListener, ProtocolError
 from killdrill.errors import HarnessError
+from killdrill.interrupts import Interrupted as StopSignal
+from killdrill.interrupts import signals_raise
 from killdrill.launcher import Launcher, LaunchError, live_launchers, warden
 from killdrill.points import Kill
 from killdrill.records import (
@@ -507,32 +509,13 @@ class Supervisor:
         )
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived at the harness: unwind so every attempt's tree is killed."""
-
-
 @contextlib.contextmanager
 def _terminate_as_exception() -> Iterator[None]:
-    """While attempts run, turn a default-handled SIGTERM into an exception (finally blocks run).
-
-    Only from the main thread and only when nobody installed their own handler.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        yield
-        return
-
-    def _raise(signum: int, frame: object) -> None:
-        raise _Terminated()
-
-    signal.signal(signal.SIGTERM, _raise)
+    """While attempts run, turn a default-handled SIGTERM into SystemExit(143) raised here, so
+    every ``finally`` (killing the attempts' trees) runs.  Only from the main thread and only when
+    nobody installed their own handler (the CLI and the chaos job do)."""
     try:
-        yield
-    except _Terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise SystemExit(128 + signal.SIGTERM) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        with signals_raise(signals=(signal.SIGTERM,), only_default=True):
+            yield
+    except StopSignal as stop:
+        raise SystemExit(stop.code) from None
