@@ -35,11 +35,8 @@ from killdrill.verdict import CHECKS
 
 
 class DrillBase:
-    """Drills one command.  ``discover()`` once, then ``run_case(schedule)`` per case.
-
-    The command is a list (never run through a shell); ``{thread}`` and ``{workdir}`` are
-    filled in each argument.
-    """
+    """What every part of a drill builds on: the command and options, the workdirs, the fork
+    template and model fake, the reproduction line, and how attempts are launched."""
 
     def __init__(self, command: Sequence[str], options: DrillOptions | None = None, **overrides: Any) -> None:
         self.command = tuple(command)
