@@ -21,6 +21,7 @@ from killdrill.drill import DrillOptions
 from killdrill.errors import ExitCode, HarnessError, UsageError
 from killdrill.interrupts import Interrupted, signals_raise
 from killdrill.points import KINDS
+from killdrill.report import render_case, render_drill
 
 
 class _Parser(argparse.ArgumentParser):
@@ -228,7 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     drill = Drill(_need_command(args), drill_options(args))
     result = drill.run_case(args.schedule)
-    print(result.text())
+    print(render_case(result))
     _write_json(args.json, {"cases": [result.to_dict()], "summary": _summary([result])})
     return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
@@ -256,7 +257,7 @@ def cmd_drill(args: argparse.Namespace) -> int:
         print(f"  [{done}/{total}] {case.schedule:<40} {verdict}", file=sys.stderr, flush=True)
 
     result = drill.run_all(schedules, on_case=progress)
-    print(result.text())
+    print(render_drill(result))
     _write_json(args.json, result.to_dict())
     return ExitCode.OK if result.ok else ExitCode.VIOLATION
 

@@ -463,8 +463,8 @@ class Presenter:
 
     Records are plain data at the bottom of the package; the rendering (:mod:`killdrill.report`)
     sits above the verdict it quotes.  ``report`` installs itself here when imported (and
-    ``import killdrill`` imports it), so ``CaseResult.text()`` stays the one-call convenience
-    it has always been without records importing upward.
+    :mod:`killdrill.drill`, which makes every result, imports it), so ``CaseResult.text()`` stays
+    the one-call convenience it has always been without records importing upward.
     """
 
     case: Callable[[CaseResult], str]
