@@ -59,14 +59,15 @@ def signals_raise(
     *,
     signals: Sequence[signal.Signals] = STOP_SIGNALS,
     only_default: bool = False,
-) -> Iterator[None]:
+) -> Iterator[bool]:
     """While inside, ``signals`` run ``on_signal`` then raise :class:`Interrupted` in the main thread.
 
     Elsewhere a no-op (signals can only be handled there).  ``only_default``: leave a signal alone
-    when someone installed their own handler.  The previous handlers come back on exit.
+    when someone installed their own handler.  The previous handlers come back on exit.  Yields
+    whether it installed any handler (an outer block's Interrupted is not this block's).
     """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield False
         return
     previous = {sig: signal.getsignal(sig) for sig in signals}
     ours = [sig for sig in signals if not only_default or _is_default(previous[sig])]
@@ -84,7 +85,7 @@ def signals_raise(
     if ours:  # a nested block that installs nothing keeps the outer block's record
         _received.clear()
     try:
-        yield
+        yield bool(ours)
     finally:
         for sig in ours:
             handler = previous[sig]

@@ -514,8 +514,10 @@ def _terminate_as_exception() -> Iterator[None]:
     """While attempts run, turn a default-handled SIGTERM into SystemExit(143) raised here, so
     every ``finally`` (killing the attempts' trees) runs.  Only from the main thread and only when
     nobody installed their own handler (the CLI and the chaos job do)."""
-    try:
-        with signals_raise(signals=(signal.SIGTERM,), only_default=True):
+    with signals_raise(signals=(signal.SIGTERM,), only_default=True) as ours:
+        try:
             yield
-    except StopSignal as stop:
-        raise SystemExit(stop.code) from None
+        except StopSignal as stop:
+            if not ours:  # the CLI's or the chaos job's: theirs to handle
+                raise
+            raise SystemExit(stop.code) from None
