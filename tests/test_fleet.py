@@ -406,3 +406,13 @@ def test_pytest_marker_and_keyword_take_resume_with_and_pauses(pytester: pytest.
     res = pytester.runpytest_subprocess("-p", "no:xdist", "-v")
     res.assert_outcomes(passed=3)
     assert "test_zombie[pause:after:effects.lease] PASSED" in res.stdout.str()
+
+
+def test_the_generic_http_route_checks_fences_too(tmp_path: Path) -> None:
+    from killdrill.fakes.http import FakesServer
+    from tests.test_http_fakes import request
+
+    with FakesServer(str(tmp_path / "ledger.sqlite"), thread="t", attempt=1) as server:
+        assert request(server, "POST", "/fakes/counter/increment", {"name": "n", "fence": 2})[0] == 200
+        status, _, body = request(server, "POST", "/fakes/counter/increment", {"name": "n", "fence": 1})
+    assert status == 409 and body["error"]["code"] == "stale_fence"
