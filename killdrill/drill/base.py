@@ -61,6 +61,8 @@ class DrillBase:
             raise HarnessError(
                 "--launcher fork needs a `python -m MODULE ...` or `python SCRIPT ...` command"
             )
+        if self.options.launcher == "fork" and self._resume_argv and not python_target(self._resume_argv):
+            raise HarnessError("--launcher fork needs the --resume-with command to be a python one too")
 
     def _load_model(self) -> ModelFake | None:
         """The model fake of this drill, its script read and checked now (one line if it is wrong)."""
