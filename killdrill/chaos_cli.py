@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.chaos import ChaosOptions, ChaosResult, Interrupted, render_text, run_chaos
+from killdrill.errors import UsageError
 from killdrill.records import Discovery
 
 __all__ = ["add_parser", "parse_budget", "parse_kills", "parse_shard"]
@@ -53,10 +54,40 @@ def parse_shard(text: str) -> tuple[int, int]:
     return a, b
 
 
+def check_corpus(path: str) -> None:
+    """``--regressions PATH`` is read and rewritten after the job: a file there that is not a
+    corpus, or a folder that cannot be written, is said now, not after every run is spent."""
+    from killdrill.cli import check_output_file
+    from killdrill.corpus import CORPUS_VERSION
+
+    check_output_file(path, "--regressions")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--regressions {path}: cannot read it: {exc}") from None
+    if not text.strip():
+        return
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--regressions {path}: not JSON ({exc})") from None
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != CORPUS_VERSION
+        or not isinstance(data.get("regressions"), list)
+    ):
+        raise UsageError(
+            f"--regressions {path}: not a killdrill regression corpus (version {CORPUS_VERSION})"
+        )
+
+
 def _cmd_chaos(args: argparse.Namespace) -> int:
-    from killdrill.cli import UsageError, _need_command, drill_options
+    from killdrill.cli import _need_command, check_drill_inputs, check_output_dir, drill_options
 
     command = _need_command(args)
+    drill = drill_options(args)
     try:
         budget = parse_budget(args.budget) if args.budget else None
         kills = parse_kills(args.kills)
@@ -64,8 +95,11 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     runs = args.runs if args.runs is not None else (None if budget is not None else 100)
-    if runs is not None and runs < 1:
-        raise UsageError("--runs must be at least 1")
+    check_drill_inputs(args)  # --json, --root, --ledger-url
+    if args.report:
+        check_output_dir(args.report, f"--report {args.report}")
+    if args.regressions:
+        check_corpus(args.regressions)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     options = ChaosOptions(
         seed=seed,
@@ -98,7 +132,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
                 f" ({shlex.join(discovery.command)}), not {shlex.join(command)}"
             )
     try:
-        result = run_chaos(command, drill_options(args), options, discovery=discovery)
+        result = run_chaos(command, drill, options, discovery=discovery)
     except Interrupted as stop:
         partial: ChaosResult | None = getattr(stop, "result", None)
         done = f" after {len(partial.runs)} run(s)" if partial is not None else ""
@@ -112,9 +146,9 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     data = result.to_dict()
     print(render_text(data))
     if args.json:
-        from killdrill.report import write_json
+        from killdrill.cli import _write_json
 
-        write_json(args.json, data)
+        _write_json(args.json, data)
     return result.exit_code()
 
 
@@ -143,7 +177,9 @@ def add_parser(sub: Any) -> None:
     )
     g = p.add_argument_group("chaos")
     g.add_argument(
-        "--runs", type=int, help="random runs in total over all shards (default 100; none with --budget)"
+        "--runs",
+        type=positive_int,
+        help="random runs in total over all shards (default 100; none with --budget)",
     )
     g.add_argument(
         "--budget",
@@ -159,8 +195,10 @@ def add_parser(sub: Any) -> None:
     )
     g.add_argument("--regressions", metavar="PATH", help="append each distinct shrunk failure to this corpus")
     g.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk")
-    g.add_argument("--shrink-runs", type=int, default=24, help="cases each shrink may run (24)")
-    g.add_argument("--max-failures", type=int, help="stop starting runs after this many violated runs")
+    g.add_argument("--shrink-runs", type=positive_int, default=24, help="cases each shrink may run (24)")
+    g.add_argument(
+        "--max-failures", type=positive_int, help="stop starting runs after this many violated runs"
+    )
     g.add_argument(
         "--discovery",
         metavar="FILE",
@@ -168,5 +206,5 @@ def add_parser(sub: Any) -> None:
         "its catalogue and interval lengths (the schedules' text is the seed's either way)",
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
-    add_drill_options(p)
+    add_drill_options(p, skip=("workers",))  # chaos's --workers are its worker processes
     p.set_defaults(func=_cmd_chaos)

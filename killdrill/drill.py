@@ -24,11 +24,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from killdrill.intervals import resolve_schedule
+from killdrill.options import DrillOptions, reproduce_args  # the one table of drill options
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label, parse_schedule
 from killdrill.records import (
     EXITED,
@@ -95,37 +96,6 @@ class UnknownPointError(HarnessError, ScheduleError):
         close = difflib.get_close_matches(text.split("+")[0].split("~")[0], catalogue, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}? " if close else ""
         ScheduleError.__init__(self, text, f"not reached by a clean run; {hint}the catalogue is: {shown}")
-
-
-@dataclass(frozen=True)
-class DrillOptions:
-    """How cases are run.  Every field has a CLI flag and a pytest ini key of the same name."""
-
-    root: str | os.PathLike[str] | None = None  # where workdirs go (default: a new temp dir)
-    timeout: float = 60.0  # seconds per attempt; a hang is a verdict
-    max_attempts: int | None = None  # default: kills in the schedule + 3
-    identity: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "payments.charge": [fields]
-    http_fakes: bool = False
-    smtp_fake: bool = False  # an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): messages are mailbox.send
-    hooks: Mapping[str, str] = field(default_factory=dict)  # /hooks route pattern -> "keyed" | "naive"
-    hook_key_header: str = "Idempotency-Key"  # where the /hooks sink reads a request's key
-    between: Sequence[str] | None = None  # command run between attempts (reconciliation)
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    keep: bool = False  # keep passing workdirs too
-    signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
-    grace: float = 5.0
-    integrations: tuple[str, ...] = ()  # e.g. ("langgraph",)
-    discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
-    ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
-    resumers: int = 1  # concurrent resumers after the first kill
-    barrier: str | None = None  # with resumers: only this point is a barrier (default: all)
-    workers: int = 1  # cases run in parallel by run_all
-    launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.launcher)
-    preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
-    checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
-    model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
-    model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
 
 
 def _slug(text: str) -> str:
@@ -521,44 +491,8 @@ class Drill:
                 raise UnknownPointError(str(first), catalogue)
 
     def reproduce_line(self, schedule: str, *, thread: str | None = None) -> str:
-        o, d = self.options, DrillOptions()
-        args = ["killdrill", "run", "--schedule", schedule]
-        if o.timeout != d.timeout:
-            args += ["--timeout", f"{o.timeout:g}"]
-        if o.max_attempts is not None:
-            args += ["--max-attempts", str(o.max_attempts)]
-        if o.http_fakes:
-            args.append("--http-fakes")
-        if o.smtp_fake:
-            args.append("--smtp-fake")
-        for pattern, mode in sorted(o.hooks.items()):
-            args += ["--hook", f"{pattern}={mode}"]
-        if o.hook_key_header != d.hook_key_header:
-            args += ["--hook-key-header", o.hook_key_header]
-        for op, fields in sorted(o.identity.items()):
-            args += ["--identity", f"{op}={','.join(fields)}"]
-        if o.between:
-            args += ["--between", shlex.join(o.between)]
-        if o.signal != d.signal:
-            args += ["--signal", o.signal, "--grace", f"{o.grace:g}"]
-        for name in o.integrations:
-            args += ["--integration", name]
-        if o.resumers != 1:
-            args += ["--resumers", str(o.resumers)]
-        if o.barrier:
-            args += ["--barrier", o.barrier]
-        if o.launcher != d.launcher:
-            args += ["--launcher", o.launcher]
-        for name in o.preload:
-            args += ["--preload", name]
-        for name in o.checks:
-            args += ["--check", name]
-        if o.model_script:
-            args += ["--model-script", o.model_script]
-        if o.model_variance is not None:
-            args += ["--model-variance", str(o.model_variance)]
-        for k, v in sorted(o.env.items()):
-            args += ["--env", f"{k}={v}"]
+        """``killdrill run`` of this case: the options that differ from the defaults, from the table."""
+        args = ["killdrill", "run", "--schedule", schedule, *reproduce_args(self.options)]
         return shlex.join([*args, "--", *self.command])
 
     def run_case(
