@@ -491,7 +491,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "model_script",
-        Text(metavar="FILE"),
+        Text(metavar="FILE", paths=True),
         None,
         "serve a scripted model (OpenAI /v1/chat/completions, Anthropic /v1/messages) on the HTTP "
         "fakes; sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",

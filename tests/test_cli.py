@@ -75,7 +75,7 @@ def test_drill_runs_every_point_and_summarises(tmp_path: Path) -> None:
         (["run", "-s", "before:work", "--", "python", str(AGENTS / "exits.py"), "1"], "exited 1"),
         (
             ["drill", "--identity", "charge", *STEPS],
-            "--identity 'charge': expected PROVIDER.OP=FIELD1,FIELD2",
+            "argument --identity: 'charge': expected PROVIDER.OP=FIELD1,FIELD2",
         ),
     ],
 )

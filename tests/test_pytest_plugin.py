@@ -135,7 +135,7 @@ def test_failing_drill_message_reproduction_and_junit(inner: pytest.Pytester) ->
     assert "killdrill.records" not in out.split("short test summary info")[1]
     assert "test_charge[during:payments.charge]" in out
     assert "duplicate_effect: payments.charge" in out
-    assert "killdrill run --schedule during:payments.charge --timeout 30 -- python" in out
+    assert "killdrill run --schedule during:payments.charge --timeout 30 --discovery-runs 1 -- python" in out
     assert "pytest test_fail.py::test_charge --killdrill-point=during:payments.charge" in out
     # the verdict, not killdrill's internals
     assert "records.py:" not in out and "drill.py:" not in out
