@@ -81,7 +81,7 @@ def test_drill_runs_every_point_and_summarises(tmp_path: Path) -> None:
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     line = one_line_error(killdrill(tmp_path, args[0], "--root", str(tmp_path / "runs"), *args[1:]))
-    assert line.startswith("killdrill: error:") and message in line
+    assert line.startswith(("killdrill: error:", f"killdrill {args[0]}: error:")) and message in line
     leftovers = []  # agents of this test only: their KILLDRILL_WORKDIR lies under tmp_path
     for p in psutil.process_iter():
         try:

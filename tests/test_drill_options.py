@@ -1,11 +1,21 @@
-"""Supervisor options on real drills: between-attempts command, a shared ledger, a single barrier."""
+"""Drill options: the one table every front end derives from (field coverage, round trips, one-line
+errors), and options on real drills: between-attempts command, a shared ledger, a single barrier."""
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from killdrill.cli import build_parser, drill_options
 from killdrill.drill import Drill, DrillOptions
+from killdrill.options import OPTIONS, OptionError, by_field, convert
+from killdrill.pytest_plugin import _INI, OPTION_NAMES
+from killdrill.pytest_plugin._cache import _DISCOVERY_OPTIONS
 
 AGENTS = Path(__file__).parent / "agents"
 PY = sys.executable
@@ -55,3 +65,128 @@ def test_a_single_barrier_point_still_catches_the_racy_claim(tmp_path: Path) -> 
     with Drill(cmd, options) as drill:
         result = drill.run_all(["before:notify"] * 3)
     assert all("duplicate_effect" in c.kinds for c in result.cases), result.text()
+
+
+# ---- the one option table (killdrill.options): every front end derived from it ----------------
+
+
+# Every reproduced field away from its default, as a user types it (odd whitespace included).
+NON_DEFAULT_FLAGS = [
+    "--timeout", "2.5",
+    "--max-attempts", "4",
+    "--http-fakes",
+    "--smtp-fake",
+    "--hook", " /hooks/pay* = naive ",
+    "--hook-key-header", "X-Key",
+    "--identity", " payments.charge = account , cycle ",
+    "--between", "python reconcile.py --all",
+    "--env", " A =x y ",
+    "--cwd", "/tmp/agent",
+    "--signal", "TERM",
+    "--grace", "0",
+    "--integration", "langgraph",
+    "--discovery-runs", "3",
+    "--resumers", "2",
+    "--barrier", "after:effects.claim",
+    "--launcher", "fork",
+    "--preload", "json",
+    "--check", "compensation_order",
+    "--model-script", "script.json",
+    "--model-variance", "7",
+]  # fmt: skip
+
+
+def parse_cli(args: list[str]) -> object:
+    return drill_options(build_parser().parse_args(["run", "-s", "before:x", *args]))
+
+
+def test_every_field_has_one_row_and_the_same_default() -> None:
+    fields = {f.name: f for f in dataclasses.fields(DrillOptions)}
+    assert [r.field for r in OPTIONS] == list(dict.fromkeys(r.field for r in OPTIONS))  # no row twice
+    assert set(fields) == {r.field for r in OPTIONS}
+    defaults = DrillOptions()
+    for row in OPTIONS:
+        assert getattr(defaults, row.field) == row.default, row.field
+    # Each front end has every field: a CLI flag, an ini key, a marker keyword.
+    dests = {a.dest for a in build_parser()._subparsers._group_actions[0].choices["drill"]._actions}
+    assert set(fields) <= dests
+    assert {row.field for row in _INI.values()} == set(fields) == set(OPTION_NAMES)
+    assert set(_DISCOVERY_OPTIONS) == {r.field for r in OPTIONS if r.discovery}
+
+
+def test_cli_flags_reproduce_line_round_trip() -> None:
+    options = parse_cli(NON_DEFAULT_FLAGS)
+    assert isinstance(options, DrillOptions)
+    reproduced = {r.field for r in OPTIONS if r.reproduce}
+    for row in OPTIONS:  # the flags above move every reproduced field off its default
+        assert (getattr(options, row.field) != row.default) == (row.field in reproduced), row.field
+    assert options.identity == {"payments.charge": ("account", "cycle")}
+    assert options.env == {"A": "x y "}  # the name stripped, the value as written
+    assert options.hooks == {"/hooks/pay*": "naive"}
+    # Drill() would read the model script; the line needs only the options and the command.
+    line = Drill.reproduce_line(SimpleNamespace(options=options, command=("python", "agent.py")), "before:x")  # type: ignore[arg-type]
+    argv = shlex.split(line)
+    assert argv[:4] == ["killdrill", "run", "--schedule", "before:x"]
+    sep = argv.index("--")
+    assert argv[sep + 1 :] == ["python", "agent.py"]
+    assert parse_cli(argv[4:sep]) == options
+    assert Drill(["python", "agent.py"], DrillOptions()).reproduce_line("before:x") == (
+        "killdrill run --schedule before:x -- python agent.py"
+    )
+
+
+def test_ini_values_give_the_same_options_as_the_flags() -> None:
+    ini = {
+        "timeout": "2.5",
+        "max_attempts": "4",
+        "http_fakes": True,
+        "smtp_fake": True,
+        "hooks": ["/hooks/pay* = naive"],
+        "hook_key_header": "X-Key",
+        "identity": ["payments.charge = account , cycle"],
+        "between": "python reconcile.py --all",
+        "env": [" A =x y "],
+        "cwd": "/tmp/agent",
+        "signal": "term",
+        "grace": "0",
+        "integrations": ["langgraph"],
+        "discovery_runs": "3",
+        "resumers": "2",
+        "barrier": "after:effects.claim",
+        "launcher": "fork",
+        "preload": ["json"],
+        "checks": ["compensation_order"],
+        "model_script": "script.json",
+        "model_variance": "7",
+    }
+    from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
+    assert from_ini == parse_cli(NON_DEFAULT_FLAGS)
+    # A marker's Python values land on the same options too.
+    marker = {"identity": {"payments.charge": ["account", "cycle"]}, "env": {"A": "x y "}, "timeout": 2.5}
+    assert {k: convert(k, v, "marker") for k, v in marker.items()} == {
+        "identity": from_ini.identity,
+        "env": from_ini.env,
+        "timeout": 2.5,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("max_attempts", "-1", "ini killdrill_max_attempts: expected a whole number >= 1, got '-1'"),
+        ("max_attempts", 0, "expected a whole number >= 1, got 0"),
+        ("timeout", "nan", "expected a number of seconds > 0, got 'nan'"),
+        ("workers", True, "expected a whole number >= 1, got True"),
+        ("identity", ["charge"], "'charge': expected PROVIDER.OP=FIELD1,FIELD2"),
+        ("env", ["=x"], "'=x': expected NAME=VALUE"),
+        ("hooks", ["/hooks/x=sometimes"], "expected PATTERN=keyed or PATTERN=naive"),
+        ("launcher", "thread", "expected one of spawn, fork, got 'thread'"),
+        ("between", "python 'unclosed", "No closing quotation"),
+        ("http_fakes", "perhaps", "expected true or false, got 'perhaps'"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_where(name: str, value: object, message: str) -> None:
+    with pytest.raises(OptionError) as err:
+        convert(name, value, f"ini {by_field(name).ini}")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith(f"ini killdrill_{name}: ")
