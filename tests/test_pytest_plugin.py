@@ -394,3 +394,69 @@ def test_same_command_treats_python_names_alike() -> None:
     assert _same_command(["python", "a.py"], [sys.executable, "a.py"])
     assert _same_command(["python3", "a.py"], ["python", "a.py"])
     assert not _same_command(["python", "a.py"], ["python", "b.py"])
+
+
+def test_option_mistakes_in_ini_and_marker_are_one_line(inner: pytest.Pytester) -> None:
+    garbage = inner.path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database" * 100)
+    inner.makepyfile(
+        test_mistakes=f"""
+        import pytest
+        AGENT = {steps_agent()!r}
+
+        @pytest.mark.killdrill(points=["before:plan"], max_attempts=0)
+        def test_bad_marker_value(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point)
+
+        def test_bad_call_keyword(killdrill):
+            killdrill.run(AGENT, "before:plan", launcher="thread")
+
+        def test_fork_preload_missing(killdrill):
+            killdrill.run(AGENT, "before:plan", launcher="fork", preload=["no_such_module_kd"])
+
+        @pytest.mark.killdrill(discover=AGENT, ledger_url="sqlite:///{garbage}")
+        def test_not_a_ledger(killdrill, kill_point):
+            pass
+        """
+    )
+    res = inner.runpytest("-rfE")
+    res.assert_outcomes(failed=2, errors=2)
+    out = res.stdout.str()
+    assert "Traceback" not in out and "drill.py:" not in out and "launcher.py:" not in out
+    assert "killdrill marker max_attempts=: expected a whole number >= 1, got 0" in out
+    assert "killdrill option launcher=: expected one of spawn, fork, got 'thread'" in out
+    assert "cannot preload no_such_module_kd: ModuleNotFoundError" in out
+    assert f"killdrill discovery failed: ledger {garbage} is unusable: file is not a database" in out
+
+    inner.makeini(INI + "killdrill_max_attempts = -1\n")
+    res = inner.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(
+        ["*killdrill ini killdrill_max_attempts: expected a whole number >= 1, got '-1'"]
+    )
+    assert "Traceback" not in res.stderr.str()
+
+
+def test_every_option_has_an_ini_key(inner: pytest.Pytester) -> None:
+    """The keys the plugin lacked before the option table: root, keep, workers, launcher, preload, checks."""
+    root = inner.path / "drills"
+    inner.makeini(
+        INI
+        + f"killdrill_root = {root}\nkilldrill_keep = true\nkilldrill_workers = 2\n"
+        + "killdrill_launcher = fork\nkilldrill_preload = json\nkilldrill_checks = compensation_order\n"
+    )
+    inner.makepyfile(
+        test_keys=f"""
+        AGENT = {steps_agent()!r}
+
+        def test_options(killdrill):
+            options = killdrill.options()
+            assert options["launcher"] == "fork" and options["preload"] == ("json",)
+            assert options["checks"] == ("compensation_order",) and options["workers"] == 2
+            assert options["keep"] is True
+            killdrill.run(AGENT, "before:act").assert_exactly_once()
+        """
+    )
+    res = inner.runpytest()
+    res.assert_outcomes(passed=1)
+    assert [p.name for p in root.iterdir()] == ["test_keys.py_test_options"]  # kept: killdrill_keep
