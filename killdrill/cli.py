@@ -244,6 +244,56 @@ def cmd_drill(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """``killdrill report FILE...``: render saved reports, merged (e.g. chaos shards) into one."""
+    from killdrill import chaos
+    from killdrill.records import CaseResult, Discovery, DrillResult
+    from killdrill.report import load_report, render_cases, render_drill, summarize_cases
+
+    check_output_file(args.json, "--json")
+    if all(chaos.is_chaos_report(p) for p in args.files):  # shards of one chaos job
+        try:
+            merged_chaos = chaos.merge_reports(args.files)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:  # tampered input
+            why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__} {exc}"
+            raise UsageError(f"not chaos reports of one job (edited by hand?): {why}") from exc
+        print(chaos.render_text(merged_chaos))
+        _write_json(args.json, merged_chaos)
+        return EXIT_VIOLATION if merged_chaos["summary"]["runs_violated"] else EXIT_OK
+
+    discoveries: list[Discovery] = []
+    cases: list[CaseResult] = []
+    for path in args.files:
+        try:
+            discovery, found = load_report(path)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        if discovery is not None:
+            discoveries.append(discovery)
+        cases.extend(found)
+    if discoveries and all(d.command == discoveries[0].command for d in discoveries):
+        merged = DrillResult(discoveries[0], tuple(cases))
+        print(render_drill(merged))
+        data = merged.to_dict()
+    else:
+        print(render_cases(cases))
+        data = {"cases": [c.to_dict() for c in cases], "summary": summarize_cases(cases)}
+    _write_json(args.json, data)
+    return EXIT_OK if all(c.ok for c in cases) else EXIT_VIOLATION
+
+
+def _add_report_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "report",
+        help="render saved JSON reports as text; several files (chaos shards) are merged",
+        description="Render killdrill JSON reports; exit 1 if any case violated exactly-once.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="JSON report(s) from --json or --report")
+    p.add_argument("--merge", action="store_true", help="merge the files' cases (the default for several)")
+    p.add_argument("--json", metavar="FILE", help="write the merged machine-readable report")
+    p.set_defaults(func=cmd_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="killdrill",
@@ -275,8 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
     p.set_defaults(func=cmd_drill)
 
-    for module in ("killdrill.chaos", "killdrill.report", "killdrill.audit"):
-        _add_command(sub, module)
+    from killdrill import audit, chaos_cli
+
+    chaos_cli.add_parser(sub)
+    _add_report_parser(sub)
+    audit.add_parser(sub)
     for name in TAKES_COMMAND:
         sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
     return parser
@@ -310,13 +363,6 @@ def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> No
 
 
 _python_showwarning = warnings.showwarning
-
-
-def _add_command(sub: Any, module: str) -> None:
-    """Commands defined next to what they drive (chaos, report, audit) register themselves."""
-    import importlib
-
-    importlib.import_module(module).add_parser(sub)
 
 
 def _legacy_errors() -> tuple[type[Exception], ...]:
