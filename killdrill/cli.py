@@ -384,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_ERROR
     args = parser.parse_args(own)
     args.command = command
+    one_line_errors: tuple[type[Exception], ...] = (KilldrillError, ScheduleError, *_legacy_errors())
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(sig, _on_signal)
@@ -392,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
             return int(args.func(args))
-    except (KilldrillError, ScheduleError, *_legacy_errors()) as exc:
+    except one_line_errors as exc:
         first, _, rest = str(exc).strip().partition("\n")
         print(f"killdrill: error: {first.removeprefix('killdrill: ')}", file=sys.stderr)
         if rest:  # e.g. the tail of a failed clean run's stderr, after the one line
