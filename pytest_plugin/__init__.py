@@ -158,6 +158,14 @@ class _State:
         except _Usage as exc:
             raise pytest.UsageError(str(exc)) from None
         json_dir = config.getoption("killdrill_json")
+        if json_dir:  # checked now, not after every drill test has run
+            from killdrill.cli import check_output_dir
+            from killdrill.errors import UsageError
+
+            try:
+                check_output_dir(json_dir, f"--killdrill-json {json_dir}")
+            except UsageError as exc:
+                raise pytest.UsageError(f"killdrill {exc}") from None
         cache_dir = None
         if getattr(config, "cache", None) is not None:
             cache_dir = config.cache.mkdir("killdrill")

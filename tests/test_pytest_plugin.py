@@ -436,6 +436,12 @@ def test_option_mistakes_in_ini_and_marker_are_one_line(inner: pytest.Pytester) 
     )
     assert "Traceback" not in res.stderr.str()
 
+    inner.makeini(INI)
+    (inner.path / "file.txt").write_text("a file, not a folder")  # tests run as root: no read-only dir
+    res = inner.runpytest(f"--killdrill-json={inner.path / 'file.txt' / 'reports'}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*killdrill --killdrill-json *: cannot write there: * is a file, not a folder"])
+
 
 def test_every_option_has_an_ini_key(inner: pytest.Pytester) -> None:
     """The keys the plugin lacked before the option table: root, keep, workers, launcher, preload, checks."""
