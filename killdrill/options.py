@@ -62,6 +62,18 @@ class DrillOptions:
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
 
+    def __post_init__(self) -> None:
+        """The Python API meets the same bounds as the flags and ini keys (``max_attempts=-1`` is
+        a one-line OptionError here too, not a drill that runs with it); values are kept as given."""
+        for row in OPTIONS:
+            value = getattr(self, row.field)
+            if value is None or _same(value, row.default):
+                continue
+            try:
+                row.kind.from_value(value)
+            except OptionError as exc:
+                raise OptionError(f"DrillOptions {row.field}: {exc}") from None
+
 
 # ---- value kinds: one parser each ----------------------------------------------------------------
 
@@ -456,7 +468,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "ledger_url",
-        Text(),
+        Text(paths=True),
         None,
         "a shared SQLAlchemy URL for the ledger (default: SQLite per case)",
         "--ledger-url",

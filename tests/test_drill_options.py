@@ -190,3 +190,13 @@ def test_a_bad_value_is_one_line_naming_where(name: str, value: object, message:
         convert(name, value, f"ini {by_field(name).ini}")
     assert message in str(err.value) and "\n" not in str(err.value)
     assert str(err.value).startswith(f"ini killdrill_{name}: ")
+
+
+def test_the_python_api_meets_the_same_bounds() -> None:
+    with pytest.raises(
+        OptionError, match=r"^DrillOptions max_attempts: expected a whole number >= 1, got -1$"
+    ):
+        DrillOptions(max_attempts=-1)
+    with pytest.raises(OptionError, match="DrillOptions launcher: expected one of spawn, fork"):
+        Drill(steps(), launcher="thread")
+    assert DrillOptions(timeout=1, preload=["json"]).preload == ["json"]  # checked, kept as given
