@@ -3,20 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
 import re
 import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from killdrill.chaos import ChaosOptions, ChaosResult, Interrupted, render_text, run_chaos
-from killdrill.errors import UsageError
+from killdrill.drill import DrillOptions
+from killdrill.errors import HarnessError, UsageError
+from killdrill.options import check_output_dir, check_output_file
 from killdrill.records import Discovery
+from killdrill.report import write_json
 
-__all__ = ["add_parser", "parse_budget", "parse_kills", "parse_shard"]
+__all__ = ["DrillFlags", "add_parser", "parse_budget", "parse_kills", "parse_shard"]
+
+
+@dataclass(frozen=True)
+class DrillFlags:
+    """What ``killdrill.cli`` shares with this subcommand (passed in: the CLI module sits above):
+    the supervisor flags, how they become :class:`DrillOptions`, and the agent's command."""
+
+    add: Callable[..., None]  # (parser, skip=fields) -> None
+    options: Callable[[argparse.Namespace], DrillOptions]
+    command: Callable[[argparse.Namespace], list[str]]
+    positive_int: Callable[[str], Any]
+    check: Callable[[argparse.Namespace], None]  # output paths, --root, --ledger-url: before any run
 
 
 _BUDGET_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -57,7 +75,6 @@ def parse_shard(text: str) -> tuple[int, int]:
 def check_corpus(path: str) -> None:
     """``--regressions PATH`` is read and rewritten after the job: a file there that is not a
     corpus, or a folder that cannot be written, is said now, not after every run is spent."""
-    from killdrill.cli import check_output_file
     from killdrill.corpus import CORPUS_VERSION
 
     check_output_file(path, "--regressions")
@@ -83,11 +100,8 @@ def check_corpus(path: str) -> None:
         )
 
 
-def _cmd_chaos(args: argparse.Namespace) -> int:
-    from killdrill.cli import _need_command, check_drill_inputs, check_output_dir, drill_options
-
-    command = _need_command(args)
-    drill = drill_options(args)
+def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
+    command = flags.command(args)
     try:
         budget = parse_budget(args.budget) if args.budget else None
         kills = parse_kills(args.kills)
@@ -95,7 +109,8 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     runs = args.runs if args.runs is not None else (None if budget is not None else 100)
-    check_drill_inputs(args)  # --json, --root, --ledger-url
+    drill = flags.options(args)
+    flags.check(args)  # --json, --root, --ledger-url
     if args.report:
         check_output_dir(args.report, f"--report {args.report}")
     if args.regressions:
@@ -135,7 +150,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     try:
         result = run_chaos(command, drill, options, discovery=discovery)
     except Interrupted as stop:
-        partial: ChaosResult | None = getattr(stop, "result", None)
+        partial: ChaosResult | None = stop.result
         done = f" after {len(partial.runs)} run(s)" if partial is not None else ""
         where = f"; reports in {options.report_dir}" if options.report_dir and partial is not None else ""
         print(
@@ -143,32 +158,22 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             f"{where} (seed {seed})",
             file=sys.stderr,
         )
-        _exit_now(stop.code)
+        stop.reported = True
+        raise
     data = result.to_dict()
     print(render_text(data))
     if args.json:
-        from killdrill.cli import _write_json
-
-        _write_json(args.json, data)
+        try:
+            write_json(args.json, data)
+        except OSError as exc:  # checked before the job; the disk may still fill up
+            raise HarnessError(
+                f"--json {args.json}: cannot write the report: {exc.strerror or exc}"
+            ) from None
     return result.exit_code()
 
 
-def _exit_now(code: int) -> None:
-    """Leave at once: every attempt and worker this job started is stopped, its reports are on disk.
-
-    The interpreter's teardown (freeing every module) and a fork template's graceful exit
-    (an atexit finalizer waits for it) are seconds of CPU on a loaded CI machine; an
-    interrupted job skips both to stop within the second it promises.  The template sees
-    its socket close and exits by itself.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``killdrill chaos`` with the CLI (through ``killdrill.chaos.add_parser``)."""
-    from killdrill.cli import add_drill_options, positive_int
+def add_parser(sub: Any, flags: DrillFlags) -> None:
+    """Register ``killdrill chaos`` with the CLI (``killdrill.cli`` calls it with its ``flags``)."""
 
     p = sub.add_parser(
         "chaos",
@@ -179,7 +184,7 @@ def add_parser(sub: Any) -> None:
     g = p.add_argument_group("chaos")
     g.add_argument(
         "--runs",
-        type=positive_int,
+        type=flags.positive_int,
         help="random runs in total over all shards (default 100; none with --budget)",
     )
     g.add_argument(
@@ -190,15 +195,17 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
     g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")
     g.add_argument("--shard", default="1/1", metavar="K/N", help="run only the K-th of N disjoint parts")
-    g.add_argument("--workers", type=positive_int, help="worker processes (default: cores)")
+    g.add_argument("--workers", type=flags.positive_int, help="worker processes (default: cores)")
     g.add_argument(
         "--report", metavar="DIR", help="write chaos.json, plans.jsonl, report.json, junit.xml, report.html"
     )
     g.add_argument("--regressions", metavar="PATH", help="append each distinct shrunk failure to this corpus")
     g.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk")
-    g.add_argument("--shrink-runs", type=positive_int, default=24, help="cases each shrink may run (24)")
     g.add_argument(
-        "--max-failures", type=positive_int, help="stop starting runs after this many violated runs"
+        "--shrink-runs", type=flags.positive_int, default=24, help="cases each shrink may run (24)"
+    )
+    g.add_argument(
+        "--max-failures", type=flags.positive_int, help="stop starting runs after this many violated runs"
     )
     g.add_argument(
         "--discovery",
@@ -212,5 +219,5 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also draw drop:/reset: connection faults toward the HTTP fakes (one run in two)",
     )
-    add_drill_options(p, skip=("workers",))  # chaos's --workers are its worker processes
-    p.set_defaults(func=_cmd_chaos)
+    flags.add(p, skip=("workers",))  # chaos's --workers are its worker processes
+    p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

@@ -15,30 +15,31 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from killdrill import audit, chaos_cli, report_cli
+from killdrill.chaos_cli import DrillFlags
+from killdrill.drill import DrillOptions
 from killdrill.errors import ExitCode, HarnessError, KilldrillError, UsageError
-from killdrill.options import OPTIONS, Choice, DrillOptions, Flag, Kind, Number, OptionError, Repeated
-from killdrill.points import KINDS, ScheduleError
-
-EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = int(ExitCode.OK), int(ExitCode.VIOLATION), int(ExitCode.ERROR)
-__all__ = ["UsageError", "add_drill_options", "build_parser", "drill_options", "main"]
+from killdrill.interrupts import Interrupted, signals_raise
+from killdrill.options import (
+    OPTIONS,
+    Choice,
+    Flag,
+    Kind,
+    Number,
+    OptionError,
+    Repeated,
+    check_output_dir,
+    check_output_file,
+)
+from killdrill.points import KINDS
+from killdrill.report import render_case, render_drill
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage in one line (exit 2), like every other killdrill error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class Terminated(BaseException):
-    """SIGTERM reached the harness: unwind like Ctrl-C (every attempt killed), exit 143."""
-
-
-def _on_signal(signum: int, frame: object) -> None:
-    # The first signal unwinds; more of them must not interrupt the unwinding (kills, reaping).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+        self.exit(ExitCode.ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -119,42 +120,6 @@ def _need_command(args: argparse.Namespace) -> list[str]:
     return list(args.command)
 
 
-def check_output_file(path: str | None, flag: str) -> None:
-    """Fail now, in one line, if ``path`` cannot be written: before any case runs, not after."""
-    if not path:
-        return
-    target = os.path.abspath(path)
-    if os.path.isdir(target):
-        raise UsageError(f"{flag} {path}: is a folder, expected a file")
-    check_output_dir(os.path.dirname(target), f"{flag} {path}")
-
-
-def check_output_dir(path: str | os.PathLike[str] | None, flag: str) -> None:
-    """Make the folder ``path`` (and its parents) and prove a file can be created in it."""
-    if path is None:
-        return
-    import tempfile
-
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".killdrill-probe-"):
-            pass
-    except OSError as exc:
-        blocker = _first_non_folder(os.path.abspath(path))
-        why = f"{blocker} is a file, not a folder" if blocker else (exc.strerror or str(exc))
-        raise UsageError(f"{flag}: cannot write there: {why}") from None
-
-
-def _first_non_folder(path: str) -> str | None:
-    """The nearest existing ancestor of ``path`` (or itself) when it is not a folder."""
-    while path and not os.path.lexists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
-    return path if path and not os.path.isdir(path) else None
-
-
 def check_ledger_url(url: str | None) -> None:
     """A shared ledger that is not a killdrill ledger is said now, in one line (not by the agent's
     traceback when its clean run opens it)."""
@@ -197,7 +162,7 @@ def cmd_points(args: argparse.Namespace) -> int:
     discovery = drill.discover()
     print(render_catalogue(discovery))
     _write_json(args.json, discovery.to_dict())
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -208,9 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_drill_inputs(args)
     drill = Drill(command, options)
     result = drill.run_case(args.schedule)
-    print(result.text())
+    print(render_case(result))
     _write_json(args.json, {"cases": [result.to_dict()], "summary": _summary([result])})
-    return EXIT_OK if result.ok else EXIT_VIOLATION
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
 def _summary(cases: Sequence[Any]) -> dict[str, Any]:
@@ -239,59 +204,9 @@ def cmd_drill(args: argparse.Namespace) -> int:
         print(f"  [{done}/{total}] {case.schedule:<40} {verdict}", file=sys.stderr, flush=True)
 
     result = drill.run_all(schedules, on_case=progress)
-    print(result.text())
+    print(render_drill(result))
     _write_json(args.json, result.to_dict())
-    return EXIT_OK if result.ok else EXIT_VIOLATION
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """``killdrill report FILE...``: render saved reports, merged (e.g. chaos shards) into one."""
-    from killdrill import chaos
-    from killdrill.records import CaseResult, Discovery, DrillResult
-    from killdrill.report import load_report, render_cases, render_drill, summarize_cases
-
-    check_output_file(args.json, "--json")
-    if all(chaos.is_chaos_report(p) for p in args.files):  # shards of one chaos job
-        try:
-            merged_chaos = chaos.merge_reports(args.files)
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:  # tampered input
-            why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__} {exc}"
-            raise UsageError(f"not chaos reports of one job (edited by hand?): {why}") from exc
-        print(chaos.render_text(merged_chaos))
-        _write_json(args.json, merged_chaos)
-        return EXIT_VIOLATION if merged_chaos["summary"]["runs_violated"] else EXIT_OK
-
-    discoveries: list[Discovery] = []
-    cases: list[CaseResult] = []
-    for path in args.files:
-        try:
-            discovery, found = load_report(path)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-        if discovery is not None:
-            discoveries.append(discovery)
-        cases.extend(found)
-    if discoveries and all(d.command == discoveries[0].command for d in discoveries):
-        merged = DrillResult(discoveries[0], tuple(cases))
-        print(render_drill(merged))
-        data = merged.to_dict()
-    else:
-        print(render_cases(cases))
-        data = {"cases": [c.to_dict() for c in cases], "summary": summarize_cases(cases)}
-    _write_json(args.json, data)
-    return EXIT_OK if all(c.ok for c in cases) else EXIT_VIOLATION
-
-
-def _add_report_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "report",
-        help="render saved JSON reports as text; several files (chaos shards) are merged",
-        description="Render killdrill JSON reports; exit 1 if any case violated exactly-once.",
-    )
-    p.add_argument("files", nargs="+", metavar="FILE", help="JSON report(s) from --json or --report")
-    p.add_argument("--merge", action="store_true", help="merge the files' cases (the default for several)")
-    p.add_argument("--json", metavar="FILE", help="write the merged machine-readable report")
-    p.set_defaults(func=cmd_report)
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -325,10 +240,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
     p.set_defaults(func=cmd_drill)
 
-    from killdrill import audit, chaos_cli
-
-    chaos_cli.add_parser(sub)
-    _add_report_parser(sub)
+    # commands defined next to what they drive register themselves; chaos shares the drill flags
+    flags = DrillFlags(
+        add=add_drill_options,
+        options=drill_options,
+        command=_need_command,
+        positive_int=positive_int,
+        check=check_drill_inputs,
+    )
+    chaos_cli.add_parser(sub, flags)
+    report_cli.add_parser(sub)
     audit.add_parser(sub)
     for name in TAKES_COMMAND:
         sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
@@ -365,15 +286,6 @@ def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> No
 _python_showwarning = warnings.showwarning
 
 
-def _legacy_errors() -> tuple[type[Exception], ...]:
-    """Harness errors not yet under KilldrillError (the layered redesign moves them there)."""
-    from killdrill.launcher import LaunchError
-    from killdrill.ledger import LedgerError
-    from killdrill.supervisor import HarnessError
-
-    return (HarnessError, LedgerError, LaunchError)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -381,40 +293,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         forgot = _forgot_separator(parser, own)
         if forgot:
             print(f"killdrill: error: {forgot}", file=sys.stderr)
-            return EXIT_ERROR
+            return ExitCode.ERROR
     args = parser.parse_args(own)
     args.command = command
-    one_line_errors: tuple[type[Exception], ...] = (KilldrillError, ScheduleError, *_legacy_errors())
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(sig, _on_signal)
     try:
-        with warnings.catch_warnings():
+        with signals_raise(only_default=True), warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
             return int(args.func(args))
-    except one_line_errors as exc:
+    except KilldrillError as exc:  # usage and harness errors alike: one line (then any context), exit 2
         first, _, rest = str(exc).strip().partition("\n")
         print(f"killdrill: error: {first.removeprefix('killdrill: ')}", file=sys.stderr)
         if rest:  # e.g. the tail of a failed clean run's stderr, after the one line
             print(rest, file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
+        return ExitCode.ERROR
+    except KeyboardInterrupt:  # SIGINT while someone else's handler was installed
         print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
         return _interrupted(128 + signal.SIGINT, as_program=argv is None)
-    except Terminated:
-        print("killdrill: terminated (SIGTERM); every agent process was killed", file=sys.stderr)
-        return _interrupted(128 + signal.SIGTERM, as_program=argv is None)
+    except Interrupted as stop:
+        if not stop.reported:
+            how = "interrupted" if stop.signum == signal.SIGINT else "terminated"
+            print(f"killdrill: {how} ({stop.name}); every agent process was killed", file=sys.stderr)
+        # a chaos job (it reports its own stop) stopped every worker and attempt itself; its fork
+        # templates exit when their socket closes, so it skips the exit handlers' graceful wait
+        return _interrupted(stop.code, as_program=argv is None, exit_handlers=not stop.reported)
 
 
-def _interrupted(code: int, *, as_program: bool) -> int:
-    """As the program, exit now: the launchers' exit handlers run, the interpreter's teardown
-    (seconds on a loaded machine, nothing left to save) does not."""
+def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> int:
+    """As the program, exit now: the launchers' exit handlers run (unless ``exit_handlers`` is
+    False), the interpreter's teardown (seconds on a loaded machine, nothing left to save) does not."""
     if not as_program:
         return code
     import atexit
 
-    atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
+    if exit_handlers:
+        atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

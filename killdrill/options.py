@@ -18,20 +18,31 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from killdrill.errors import UsageError
 
-__all__ = ["OPTIONS", "DrillOptions", "Option", "OptionError", "by_field", "convert", "reproduce_args"]
+__all__ = [
+    "OPTIONS",
+    "DrillOptions",
+    "Option",
+    "OptionError",
+    "by_field",
+    "check_output_dir",
+    "check_output_file",
+    "convert",
+    "reproduce_args",
+]
 
 
 class OptionError(UsageError):
     """A drill option's value is wrong; the text says which value and what was expected."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class DrillOptions:
     """How cases are run.  Every field has a row in ``OPTIONS``: a CLI flag, a pytest ini key
     and a marker keyword of the field's name (``tests/test_drill_options.py`` checks it)."""
@@ -570,3 +581,40 @@ def _same(value: Any, default: Any) -> bool:
 def discovery_fields() -> tuple[str, ...]:
     """The fields that change what a clean run does (the discovery cache key)."""
     return tuple(o.field for o in OPTIONS if o.discovery)
+
+
+# ---- output paths: checked before any case runs ----------------------------------------------
+
+
+def check_output_file(path: str | None, flag: str) -> None:
+    """Fail now, in one line, if ``path`` cannot be written: before any case runs, not after."""
+    if not path:
+        return
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        raise UsageError(f"{flag} {path}: is a folder, expected a file")
+    check_output_dir(os.path.dirname(target), f"{flag} {path}")
+
+
+def check_output_dir(path: str | os.PathLike[str] | None, flag: str) -> None:
+    """Make the folder ``path`` (and its parents) and prove a file can be created in it."""
+    if path is None:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".killdrill-probe-"):
+            pass
+    except OSError as exc:
+        blocker = _first_non_folder(os.path.abspath(path))
+        why = f"{blocker} is a file, not a folder" if blocker else (exc.strerror or str(exc))
+        raise UsageError(f"{flag}: cannot write there: {why}") from None
+
+
+def _first_non_folder(path: str) -> str | None:
+    """The nearest existing ancestor of ``path`` (or itself) when it is not a folder."""
+    while path and not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    return path if path and not os.path.isdir(path) else None

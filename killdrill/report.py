@@ -28,7 +28,9 @@ from killdrill.records import (
     CaseResult,
     Discovery,
     DrillResult,
+    Presenter,
     Violation,
+    install_presenter,
 )
 from killdrill.verdict import format_identity, unknown_calls
 
@@ -404,3 +406,6 @@ def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[Ca
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path} is not a killdrill JSON report: {exc}") from exc
     return discovery, cases
+
+
+install_presenter(Presenter(case=render_case, drill=render_drill, summary=summarize_cases))
