@@ -6,8 +6,12 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from killdrill.fakes.http import FakesServer
 
 POSTGRES_ENV = "KILLDRILL_TEST_POSTGRES_URL"
 
@@ -38,6 +42,21 @@ def postgres_url() -> str:
             pytest.fail(why)
         pytest.skip(why)
     return url  # type: ignore[return-value]
+
+
+@pytest.fixture
+def ledger_file(tmp_path: Path) -> str:
+    """A fresh SQLite ledger path of this test (the fakes create it on first use)."""
+    return str(tmp_path / "ledger.sqlite")
+
+
+@pytest.fixture
+def server(ledger_file: str) -> Iterator[FakesServer]:
+    """The HTTP fakes on 127.0.0.1, recording into ``ledger_file`` under thread ``t``, attempt 1."""
+    from killdrill.fakes.http import FakesServer
+
+    with FakesServer(ledger_file, thread="t", attempt=1) as srv:
+        yield srv
 
 
 @pytest.fixture

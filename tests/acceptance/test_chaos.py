@@ -390,7 +390,7 @@ def test_check_options_apply_to_chaos_cases(tmp_path: Path) -> None:
     """A saga that undoes its steps in the wrong order lands every effect once: only
     ``--check compensation_order`` sees it, and it must see it in chaos cases too (here a
     kill that misses, which chaos re-judges)."""
-    agents = Path(__file__).resolve().parent / "detection" / "agents"
+    agents = Path(__file__).resolve().parents[1] / "detection" / "agents"
     cmd = [
         sys.executable,
         str(agents / "compensation_wrong_order.py"),
@@ -415,7 +415,7 @@ def test_same_seed_same_schedules_across_jobs_shards_and_workers(tmp_path: Path)
     """Three real jobs, each with its own discovery (its own timings): one process, and two shards
     on two workers each.  The planned schedules are byte-identical, and every run's report carries
     the command that reproduces it."""
-    steps = Path(__file__).resolve().parent / "agents" / "steps.py"
+    steps = Path(__file__).resolve().parents[1] / "agents" / "steps.py"
     agent = [sys.executable, str(steps), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
     def job(name: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,11 +27,6 @@ PAYOUT = {
 }
 GC_PAYMENT = {"amount": 1500, "currency": "GBP", "links": {"mandate": "MD0001"}}
 CKO_PAYMENT = {"amount": 2500, "currency": "GBP", "reference": "ORD-5", "source": {"type": "token"}}
-
-
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.sqlite")
 
 
 @pytest.fixture

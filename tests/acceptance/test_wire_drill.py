@@ -14,7 +14,7 @@ for module in ("aiosmtpd", "httpx", "requests", "stripe", "gocardless_pro"):
 
 from killdrill.drill import Drill, DrillOptions  # noqa: E402
 
-SHOP = str(Path(__file__).parent / "wire_agents" / "shop.py")
+SHOP = str(Path(__file__).parents[1] / "wire_agents" / "shop.py")
 AGENT = ["python", SHOP, "--order", "o-{thread}", "--state", "{workdir}/state.json"]
 
 

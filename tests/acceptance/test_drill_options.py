@@ -7,7 +7,7 @@ from pathlib import Path
 
 from killdrill.drill import Drill, DrillOptions
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parents[1] / "agents"
 PY = sys.executable
 
 

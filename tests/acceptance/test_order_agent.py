@@ -65,7 +65,7 @@ def test_naive_receipt_is_sent_twice(tmp_path: Path) -> None:
         assert d.run_case("during:payments.charge").ok
 
 
-@pytest.mark.slow  # per push, tests/test_model_fake.py catches a tool-call-id key under variance
+@pytest.mark.slow  # per push, tests/acceptance/test_model_fake.py catches a tool-call-id key under variance
 def test_variance_catches_a_tool_call_id_key_when_the_model_is_asked_again(tmp_path: Path) -> None:
     """With the model's tool call lost to the kill, the resume asks again.  A deterministic model
     repeats the tool-call id, so the naive key looks stable; with variance it changes (as a real

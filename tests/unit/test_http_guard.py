@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,18 +21,7 @@ from killdrill.fakes import httpguard
 from killdrill.fakes.http import FakesServer
 from killdrill.ledger import Ledger
 
-HOSTILE = Path(__file__).parent / "hostile"
-
-
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.sqlite")
-
-
-@pytest.fixture
-def server(ledger_file: str) -> Iterator[FakesServer]:
-    with FakesServer(ledger_file, thread="t") as srv:
-        yield srv
+HOSTILE = Path(__file__).parents[1] / "hostile"
 
 
 def _address(srv: FakesServer) -> tuple[str, int]:

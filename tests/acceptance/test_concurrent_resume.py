@@ -14,7 +14,7 @@ import pytest
 
 from killdrill.drill import Drill, DrillOptions
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parents[1] / "agents"
 RUNS = 8
 SLOW_RUNS = 20
 

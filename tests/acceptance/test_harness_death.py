@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parents[1] / "agents"
 
 HARNESS = """
 import sys

@@ -19,7 +19,7 @@ import pytest
 
 from killdrill import fakes
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Drill your own agent"
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from killdrill.control import BoundaryMessage, ControlListener
 
-HOSTILE = Path(__file__).parent / "hostile"
+HOSTILE = Path(__file__).parents[1] / "hostile"
 PY = sys.executable
 
 

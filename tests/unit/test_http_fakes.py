@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,17 +19,6 @@ import pytest
 from killdrill.fakes.http import FakesServer, decode_form
 from killdrill.ledger import Ledger
 from killdrill.records import CONFLICT, CREATED, FAILED, REPLAYED
-
-
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.sqlite")
-
-
-@pytest.fixture
-def server(ledger_file: str) -> Iterator[FakesServer]:
-    with FakesServer(ledger_file, thread="t", attempt=1) as srv:
-        yield srv
 
 
 def request(

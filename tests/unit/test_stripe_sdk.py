@@ -7,8 +7,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,17 +17,6 @@ from killdrill.ledger import Ledger  # noqa: E402
 from killdrill.records import CONFLICT, CREATED, REPLAYED  # noqa: E402
 
 PARAMS = {"amount": 2500, "currency": "usd", "metadata": {"account": "acct_7", "cycle": "2026-11"}}
-
-
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.sqlite")
-
-
-@pytest.fixture
-def server(ledger_file: str) -> Iterator[FakesServer]:
-    with FakesServer(ledger_file, thread="t") as srv:
-        yield srv
 
 
 def client(srv: FakesServer, retries: int = 0) -> stripe.StripeClient:

@@ -18,7 +18,7 @@ from killdrill.cli import build_parser
 from killdrill.setup_checks import SetupWarning
 from tests.cli_support import run_cli as cli
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parents[1] / "agents"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 LANGGRAPH = [
     "python",

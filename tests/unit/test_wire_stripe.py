@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,11 +14,6 @@ from killdrill.ledger import Ledger  # noqa: E402
 from tests.wire_support import THREAD, outcomes, while_in_flight  # noqa: E402
 
 PARAMS = {"amount": 900, "currency": "usd", "metadata": {"order": "o-7"}}
-
-
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.sqlite")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from killdrill.records import (
     RESUME_FAILED,
 )
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parents[1] / "agents"
 PY = sys.executable
 
 

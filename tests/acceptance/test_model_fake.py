@@ -21,7 +21,7 @@ from killdrill.verdict import judge, summarize
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parents[1] / "agents"
 LOOP_SCRIPT = AGENTS / "llm_loop.yaml"
 USER = "Settle order A-17 for 4200 cents."
 OPENAI_TOOLS = [{"type": "function", "function": {"name": "charge_card", "parameters": {"type": "object"}}}]

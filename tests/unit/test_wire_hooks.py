@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +13,6 @@ requests = pytest.importorskip("requests")
 from killdrill.fakes.http import FakesServer  # noqa: E402
 from killdrill.ledger import Ledger  # noqa: E402
 from tests.wire_support import THREAD, outcomes, while_in_flight  # noqa: E402
-
-
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.sqlite")
 
 
 def serve(ledger_file: str, **hooks: Any) -> FakesServer:

@@ -23,7 +23,7 @@ from killdrill.records import (
     LedgerSnapshot,
 )
 
-AGENTS = Path(__file__).resolve().parent / "detection" / "agents"
+AGENTS = Path(__file__).resolve().parents[1] / "detection" / "agents"
 
 
 def _agent(name: str, *extra: str) -> list[str]:

@@ -3,7 +3,7 @@ clone, killdrill installed from the checkout path by pip (not editable), the age
 copied from the README into an empty folder.  It proves the package works without the clone on
 ``sys.path``: the bootstrap, ``killdrill.fakes`` and the console script come from site-packages.
 
-Slow (a fresh install with LangGraph): run with ``pytest -m slow tests/test_readme_fresh_venv.py``.
+Slow (a fresh install with LangGraph): run with ``pytest -m slow tests/acceptance/test_readme_fresh_venv.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_readme_agents import agent_source, commands
+from tests.acceptance.test_readme_agents import agent_source, commands
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 

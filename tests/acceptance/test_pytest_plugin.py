@@ -27,7 +27,7 @@ from killdrill.pytest_plugin import _same_command, random_schedules
 from killdrill.pytest_plugin._cache import agent_files, discovery_key
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 
-AGENTS = Path(__file__).parent / "plugin_agents"
+AGENTS = Path(__file__).parents[1] / "plugin_agents"
 STEPS = str(AGENTS / "steps.py")
 TINY = str(AGENTS / "tiny.py")
 INI = "[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 30\n"

@@ -22,7 +22,7 @@ import pytest
 from killdrill.drill import Drill, DrillOptions
 from tests import leftovers
 
-AGENT = Path(__file__).parent / "agents" / "escapees.py"
+AGENT = Path(__file__).parents[1] / "agents" / "escapees.py"
 KINDS = {"session", "doublefork", "noexec", "hopper"}
 PY = sys.executable
 

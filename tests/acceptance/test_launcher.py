@@ -12,7 +12,7 @@ from killdrill.drill import Drill, DrillOptions
 from killdrill.launcher import Launcher, python_target
 from killdrill.supervisor import HarnessError
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parents[1] / "agents"
 PY = sys.executable
 
 

@@ -18,11 +18,6 @@ from tests.wire_support import THREAD
 
 
 @pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.sqlite")
-
-
-@pytest.fixture
 def smtp(ledger_file: str) -> Iterator[SmtpFake]:
     with SmtpFake(ledger_file, thread=THREAD) as fake:
         yield fake
