@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from killdrill.control import BoundaryMessage, ControlListener
+from tests.leftovers import describe, survivors
 
 HOSTILE = Path(__file__).parents[1] / "hostile"
 PY = sys.executable
@@ -150,7 +151,9 @@ def _run_abuser(mode: str, root: Path, nofile: int | None = None) -> tuple[int, 
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read()
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    # scanned every 20 ms for a second, not once: a pid-hopping leftover can slip past one scan
+    seen = survivors(marker)
+    left = describe(seen) or [f"{pid} (gone by now)" for pid in sorted(seen)]
     return proc.returncode, text, usage.ru_maxrss / 1024, left
 
 

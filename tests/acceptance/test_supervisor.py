@@ -9,7 +9,9 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
@@ -23,6 +25,9 @@ from killdrill.records import (
     POINT_NOT_REACHED,
     RESUME_FAILED,
 )
+
+if TYPE_CHECKING:
+    from tests.conftest import SharedDiscoveries
 
 AGENTS = Path(__file__).parents[1] / "agents"
 PY = sys.executable
@@ -57,8 +62,10 @@ def opts(tmp_path: Path) -> DrillOptions:
     return DrillOptions(root=tmp_path / "runs", timeout=20)
 
 
-def test_catalogue_lists_every_boundary_in_order(opts: DrillOptions) -> None:
-    labels = Drill(steps(), opts).points()
+def test_catalogue_lists_every_boundary_in_order(
+    opts: DrillOptions, shared_discovery: SharedDiscoveries
+) -> None:
+    labels = shared_discovery(Drill(steps(), opts)).points()
     assert labels == [
         "before:decide",
         "after:decide",
@@ -71,8 +78,12 @@ def test_catalogue_lists_every_boundary_in_order(opts: DrillOptions) -> None:
     ]
 
 
-def test_every_point_of_a_correct_agent_passes(opts: DrillOptions) -> None:
-    result = Drill(steps(), opts).run_all()
+def test_every_point_of_a_correct_agent_passes(
+    opts: DrillOptions, shared_discovery: SharedDiscoveries
+) -> None:
+    # forked attempts (the spawned path: every other drill of this file); the loop is the same
+    with shared_discovery(Drill(steps(), replace(opts, launcher="fork"))) as drill:
+        result = drill.run_all()
     assert result.ok, result.text()
     assert len(result.cases) == 8
     for case in result.cases:
@@ -84,8 +95,11 @@ def test_every_point_of_a_correct_agent_passes(opts: DrillOptions) -> None:
     assert not no_children_left()
 
 
-def test_keyless_charge_is_caught_exactly_where_it_must_be(opts: DrillOptions) -> None:
-    result = Drill(steps("--bug", "nokey"), opts).run_all()
+def test_keyless_charge_is_caught_exactly_where_it_must_be(
+    opts: DrillOptions, shared_discovery: SharedDiscoveries
+) -> None:
+    with shared_discovery(Drill(steps("--bug", "nokey"), replace(opts, launcher="fork"))) as drill:
+        result = drill.run_all()
     failing = {c.schedule: c.kinds for c in result.cases if not c.ok}
     # Killed after the charge landed and before the checkpoint: the resume charges again.
     assert failing == {
@@ -97,8 +111,10 @@ def test_keyless_charge_is_caught_exactly_where_it_must_be(opts: DrillOptions) -
     assert "killdrill run --schedule during:payments.charge" in text
 
 
-def test_multi_kill_schedule_kills_each_attempt(opts: DrillOptions) -> None:
-    case = Drill(steps(), opts).run_case("before:charge,during:kv.set")
+def test_multi_kill_schedule_kills_each_attempt(
+    opts: DrillOptions, shared_discovery: SharedDiscoveries
+) -> None:
+    case = shared_discovery(Drill(steps(), opts)).run_case("before:charge,during:kv.set")
     assert case.ok, case.text()
     assert [a.killed_at for a in case.attempts] == ["before:charge", "during:kv.set", None]
     # The resume re-entered at the step after the last checkpoint, not at the beginning.
@@ -134,9 +150,11 @@ def test_a_hanging_agent_is_a_hang_within_the_timeout(tmp_path: Path) -> None:
     assert not no_children_left()
 
 
-def test_unknown_point_lists_the_catalogue(opts: DrillOptions) -> None:
+def test_unknown_point_lists_the_catalogue(
+    opts: DrillOptions, shared_discovery: SharedDiscoveries
+) -> None:
     with pytest.raises(UnknownPointError) as err:
-        Drill(steps(), opts).run_case("before:chrage")
+        shared_discovery(Drill(steps(), opts)).run_case("before:chrage")
     assert "before:chrage" in str(err.value)
     assert "before:decide, after:decide, before:charge" in str(err.value)
 
@@ -204,18 +222,22 @@ def test_a_forked_child_gets_its_own_connection(opts: DrillOptions) -> None:
     assert case.ok, case.text()
 
 
-def test_plan_is_written_before_the_first_attempt_and_failing_workdirs_are_kept(opts: DrillOptions) -> None:
-    case = Drill(steps("--bug", "nokey"), opts).run_case("after:charge")
+def test_plan_is_written_before_the_first_attempt_and_failing_workdirs_are_kept(
+    opts: DrillOptions, shared_discovery: SharedDiscoveries
+) -> None:
+    case = shared_discovery(Drill(steps("--bug", "nokey"), opts)).run_case("after:charge")
     assert not case.ok
     plan = Path(case.workdir) / ".killdrill" / "plan.json"
     assert plan.exists() and "after:charge" in plan.read_text()
-    passing = Drill(steps(), opts).run_case("after:charge")
+    passing = shared_discovery(Drill(steps(), opts)).run_case("after:charge")
     assert passing.ok and not Path(passing.workdir).exists()
 
 
-def test_term_signal_drain_is_sigterm_then_sigkill_after_grace(tmp_path: Path) -> None:
+def test_term_signal_drain_is_sigterm_then_sigkill_after_grace(
+    tmp_path: Path, shared_discovery: SharedDiscoveries
+) -> None:
     # steps.py installs no SIGTERM handler: the default action ends it, and it resumes cleanly.
-    drill = Drill(steps(), DrillOptions(root=tmp_path, signal="TERM", grace=2))
+    drill = shared_discovery(Drill(steps(), DrillOptions(root=tmp_path, signal="TERM", grace=2)))
     case = drill.run_case("before:charge")
     assert case.ok, case.text()
     assert case.attempts[0].signal == "SIGTERM"
