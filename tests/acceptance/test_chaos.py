@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
@@ -38,6 +39,9 @@ from killdrill.points import Kill, ScheduleError, occurrence_label, parse_kill, 
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 from killdrill.strategies import intervals, schedules
 
+if TYPE_CHECKING:
+    from tests.conftest import SharedDiscoveries
+
 AGENT = list(SETTLEMENT)
 OPTS = DrillOptions(timeout=30.0)
 
@@ -55,14 +59,16 @@ def _fake_discovery() -> Discovery:
 
 
 @pytest.fixture(scope="module")
-def discoveries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Discovery]:
-    """One discovery per command for the whole module: discovery is two clean runs."""
+def discoveries(
+    tmp_path_factory: pytest.TempPathFactory, shared_discovery: SharedDiscoveries
+) -> dict[str, Discovery]:
+    """One discovery per command for the whole session: discovery is two clean runs."""
 
     class Lazy(dict):  # type: ignore[type-arg]
         def __missing__(self, bug: str) -> Discovery:
             cmd = AGENT + (["--bug", bug] if bug else [])
             root = tmp_path_factory.mktemp(f"disc-{bug or 'ok'}")
-            self[bug] = Drill(cmd, OPTS, root=str(root)).discover()
+            self[bug] = shared_discovery(Drill(cmd, OPTS, root=str(root))).discover()
             return self[bug]
 
     return Lazy()

@@ -39,8 +39,9 @@ def test_a_failing_between_command_is_resume_failed(tmp_path: Path) -> None:
 def test_a_shared_postgresql_ledger_gives_the_same_verdicts(tmp_path: Path, store_url: str) -> None:
     verdicts = {}
     for name, ledger in (("file", None), ("shared", store_url)):
-        options = DrillOptions(root=tmp_path / name, ledger_url=ledger, workers=2)
-        result = Drill(steps("--bug", "nokey"), options).run_all()
+        options = DrillOptions(root=tmp_path / name, ledger_url=ledger, workers=2, launcher="fork")
+        with Drill(steps("--bug", "nokey"), options) as drill:
+            result = drill.run_all()
         verdicts[name] = [(c.schedule, c.kinds) for c in result.cases]
     assert verdicts["shared"] == verdicts["file"]
     assert ("after:charge", ("duplicate_effect",)) in verdicts["file"]

@@ -9,6 +9,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from html import unescape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,15 +18,18 @@ from killdrill.drill import Drill, DrillOptions
 from killdrill.examples import SETTLEMENT
 from killdrill.html_report import render_html
 
+if TYPE_CHECKING:
+    from tests.conftest import SharedDiscoveries
+
 AGENT = list(SETTLEMENT)
 
 
 @pytest.fixture(scope="module")
-def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def report_dir(tmp_path_factory: pytest.TempPathFactory, shared_discovery: SharedDiscoveries) -> Path:
     """A small real chaos report: a duplicate charge found at a random ms and shrunk, and a clean run."""
     root = tmp_path_factory.mktemp("html")
     drill = Drill([*AGENT, "--bug", "uuid_key"], DrillOptions(timeout=30.0), root=str(root / "w"))
-    discovery = drill.discover()
+    discovery = shared_discovery(drill).discover()  # test_chaos.py drills this command too
     from killdrill.chaos import chaos_case
 
     bad = chaos_case(drill, "after:charge_customer", seed=4)  # deterministic: before the checkpoint

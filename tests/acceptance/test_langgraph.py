@@ -301,6 +301,13 @@ def settlement(*, durability: str = "sync", naive: bool = False, postgres: str |
     return [*cmd, "--naive"] if naive else cmd
 
 
+# The fork launcher (one warm template, a fork per attempt) gives the same verdicts as spawning
+# fresh processes at a fraction of the cost, so the full drills and the async naive drill use it;
+# the sync naive and drain drills spawn, which also covers the bootstrap in a fresh interpreter.
+EXAMPLE = "killdrill.examples.settlement_langgraph"
+FORK: dict[str, Any] = {"launcher": "fork", "preload": ("langgraph.checkpoint.sqlite", EXAMPLE)}
+
+
 def drill(tmp_path: Path, command: list[str], **options: Any) -> Drill:
     base = DrillOptions(
         root=tmp_path,
@@ -322,17 +329,19 @@ def expect(d: Drill, cases: dict[str, tuple[str, ...]]) -> None:
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
 def test_naive_graph_duplicates_where_it_must(tmp_path: Path, durability: str) -> None:
-    d = drill(tmp_path, settlement(durability=durability, naive=True))
-    catalogue = d.points()
-    for node in NODES:
-        assert {f"before:{node}", f"after:{node}", f"committed:{node}"} <= set(catalogue)
-    cases: dict[str, tuple[str, ...]] = {
-        "after:charge_customer": ("duplicate_effect",),  # charged, writes not committed: re-run
-        "during:mailbox.send": ("duplicate_effect",),  # delivered, the caller never heard
-    }
-    if durability == "sync":
-        cases["committed:charge_customer"] = ()  # writes durable: resume does not re-run it
-    expect(d, cases)
+    # sync spawns (the bootstrap in a fresh interpreter); async forks from a warm template
+    fork = {} if durability == "sync" else FORK
+    with drill(tmp_path, settlement(durability=durability, naive=True), **fork) as d:
+        catalogue = d.points()
+        for node in NODES:
+            assert {f"before:{node}", f"after:{node}", f"committed:{node}"} <= set(catalogue)
+        cases: dict[str, tuple[str, ...]] = {
+            "after:charge_customer": ("duplicate_effect",),  # charged, writes not committed: re-run
+            "during:mailbox.send": ("duplicate_effect",),  # delivered, the caller never heard
+        }
+        if durability == "sync":
+            cases["committed:charge_customer"] = ()  # writes durable: resume does not re-run it
+        expect(d, cases)
 
 
 def test_writes_delay_reproduces_issue_8039_on_two_cores(tmp_path: Path) -> None:
@@ -343,11 +352,7 @@ def test_writes_delay_reproduces_issue_8039_on_two_cores(tmp_path: Path) -> None
     expect(naive, {"before:checkpoint#5": ("duplicate_effect",)})
 
 
-# The fork launcher (one warm template, a fork per attempt) gives the same verdicts as spawning
-# fresh processes at a fraction of the cost, so the repeated full drills use it; the naive,
-# and drain drills spawn, which also covers the bootstrap in a fresh interpreter.
-EXAMPLE = "killdrill.examples.settlement_langgraph"
-FORK = {"launcher": "fork", "preload": ("langgraph.checkpoint.sqlite", EXAMPLE)}
+# (EXAMPLE and FORK are defined above, with the drill helpers.)
 
 
 def test_correct_graph_passes_every_point_in_sync_mode(tmp_path: Path) -> None:

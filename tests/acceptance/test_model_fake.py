@@ -223,7 +223,11 @@ def test_tool_call_id_key_passes_without_variance_and_is_caught_with_it(tmp_path
 
 def test_anthropic_loop_drills_too(tmp_path: Path) -> None:
     options = DrillOptions(
-        root=tmp_path, model_script=str(LOOP_SCRIPT), launcher="fork", preload=("anthropic",)
+        root=tmp_path,
+        model_script=str(LOOP_SCRIPT),
+        launcher="fork",
+        preload=("anthropic",),
+        discovery_runs=1,
     )
     with Drill([*LOOP, "--api", "anthropic"], options) as drill:
         case = drill.run_case("during:model.messages#2")

@@ -4,19 +4,23 @@ point and at millisecond offsets; each planted bug is caught with the documented
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
 from killdrill.examples import SETTLEMENT
 
+if TYPE_CHECKING:
+    from tests.conftest import SharedDiscoveries
+
 CMD = list(SETTLEMENT)
 
 
-def test_correct_example_passes_every_point(tmp_path: Path) -> None:
+def test_correct_example_passes_every_point(tmp_path: Path, shared_discovery: SharedDiscoveries) -> None:
     """Forked attempts (spawned ones: test_cli.py drills the README's command)."""
-    drill = Drill(CMD, DrillOptions(root=tmp_path, workers=2, launcher="fork"))
-    result = drill.run_all()
+    with shared_discovery(Drill(CMD, DrillOptions(root=tmp_path, workers=2, launcher="fork"))) as drill:
+        result = drill.run_all()
     labels = [c.schedule for c in result.cases]
     for point in (
         "during:payments.charge",
@@ -28,15 +32,16 @@ def test_correct_example_passes_every_point(tmp_path: Path) -> None:
     assert result.ok, "\n\n".join(c.text() for c in result.cases if not c.ok)
 
 
-def test_correct_example_passes_mid_step_kills(tmp_path: Path) -> None:
+def test_correct_example_passes_mid_step_kills(tmp_path: Path, shared_discovery: SharedDiscoveries) -> None:
     """Kills between boundaries, not only at them: the example is exactly-once under any kill.
 
     ``POINT+Xms`` lands X ms after the agent is released at POINT, wherever it then is (inside
     a provider call, between an effect and its checkpoint), independent of machine load.
     Absolute ``offset:`` kills are exercised too; under load a run can end before its offset,
-    which proves nothing but is not a failure.
+    which proves nothing but is not a failure.  Forked attempts: a kill lands the same way in
+    a forked process, and the planted bugs below spawn theirs.
     """
-    drill = Drill(CMD, DrillOptions(root=tmp_path, workers=2))
+    drill = shared_discovery(Drill(CMD, DrillOptions(root=tmp_path, workers=2, launcher="fork")))
     catalogue = drill.discover().catalogue
     delayed = [
         "before:charge_customer+0.3ms",
@@ -51,11 +56,12 @@ def test_correct_example_passes_mid_step_kills(tmp_path: Path) -> None:
     start, span = catalogue[0].t_ms, catalogue[-1].t_ms - catalogue[0].t_ms
     offsets = [f"offset:{start + span * f:.1f}ms" for f in (0.2, 0.5, 0.8)]
     landed = 0
-    for s in [*delayed, *offsets]:
-        case = drill.run_case(s, check=False)
-        if "point_not_reached" not in case.kinds:
-            assert case.ok, case.text()
-            landed += s in delayed and case.attempts[0].outcome == "killed"
+    with drill:
+        for s in [*delayed, *offsets]:
+            case = drill.run_case(s, check=False)
+            if "point_not_reached" not in case.kinds:
+                assert case.ok, case.text()
+                landed += s in delayed and case.attempts[0].outcome == "killed"
     assert landed >= len(delayed) - 1, "mid-step kills did not land: the test proved nothing"
 
 

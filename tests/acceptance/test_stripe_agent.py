@@ -19,8 +19,12 @@ AGENT = ["python", "-m", "killdrill.examples.stripe_agent", "--thread", "{thread
 AGENT += ["--state", "{workdir}/agent-state.json"]
 
 
-def drill(tmp_path: Path, *extra: str) -> Drill:
-    return Drill([*AGENT, *extra], DrillOptions(root=tmp_path, http_fakes=True, timeout=60, discovery_runs=1))
+def drill(tmp_path: Path, *extra: str, launcher: str = "spawn") -> Drill:
+    preload = ("stripe",) if launcher == "fork" else ()  # a fork template imports the SDK once
+    options = DrillOptions(
+        root=tmp_path, http_fakes=True, timeout=60, discovery_runs=1, launcher=launcher, preload=preload
+    )
+    return Drill([*AGENT, *extra], options)
 
 
 def charges(result: CaseResult) -> list[Call]:
@@ -38,8 +42,9 @@ def test_sdk_automatic_key_double_charges_after_a_kill(tmp_path: Path) -> None:
 
 
 def test_explicit_stable_key_replays_after_a_kill(tmp_path: Path) -> None:
-    d = drill(tmp_path)
-    for point in ("during:payments.charge", "after:charge_customer", "before:save_state"):
-        result = d.run_case(point)
-        assert result.ok, result.text()
-        assert [c.outcome for c in charges(result)] == ["created", "replayed"], result.text()
+    # forked attempts: the auto-key catch above spawns fresh SDK processes
+    with drill(tmp_path, launcher="fork") as d:
+        for point in ("during:payments.charge", "after:charge_customer", "before:save_state"):
+            result = d.run_case(point)
+            assert result.ok, result.text()
+            assert [c.outcome for c in charges(result)] == ["created", "replayed"], result.text()

@@ -18,13 +18,28 @@ SHOP = str(Path(__file__).parents[1] / "wire_agents" / "shop.py")
 AGENT = ["python", SHOP, "--order", "o-{thread}", "--state", "{workdir}/state.json"]
 
 
-def drill(tmp_path: Path, *extra: str) -> Drill:
-    options = DrillOptions(root=tmp_path, http_fakes=True, smtp_fake=True, timeout=60, discovery_runs=1)
+def drill(tmp_path: Path, *extra: str, launcher: str = "spawn") -> Drill:
+    # a fork template imports the SDKs once
+    preload = ("stripe", "gocardless_pro", "httpx", "requests") if launcher == "fork" else ()
+    options = DrillOptions(
+        root=tmp_path,
+        http_fakes=True,
+        smtp_fake=True,
+        timeout=60,
+        discovery_runs=1,
+        launcher=launcher,
+        preload=preload,
+    )
     return Drill([*AGENT, *extra], options)
 
 
 def test_correct_agent_passes_every_point(tmp_path: Path) -> None:
-    d = drill(tmp_path)
+    # forked attempts: the planted pitfalls below spawn theirs, unmodified
+    with drill(tmp_path, launcher="fork") as d:
+        _every_point_passes(d)
+
+
+def _every_point_passes(d: Drill) -> None:
     points = d.points()
     assert points == [
         "during:payments.charge",
