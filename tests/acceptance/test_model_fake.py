@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -18,8 +19,11 @@ from killdrill.ledger import Ledger
 from killdrill.records import ANSWERED, CREATED, Call, LedgerSnapshot
 from killdrill.verdict import judge, summarize
 
-openai = pytest.importorskip("openai")
-anthropic = pytest.importorskip("anthropic")
+# Found here, imported by the tests that use them in-process (seconds each; every xdist worker
+# collects this module, one runs those tests).
+_missing = [m for m in ("openai", "anthropic") if importlib.util.find_spec(m) is None]
+if _missing:
+    pytest.skip(f"needs {', '.join(_missing)}", allow_module_level=True)
 
 AGENTS = Path(__file__).parents[1] / "agents"
 LOOP_SCRIPT = AGENTS / "llm_loop.yaml"
@@ -38,6 +42,8 @@ def _calls(tmp_path: Path) -> list[Call]:
 
 
 def test_openai_sdk_tool_call_round_trip(server: FakesServer, tmp_path: Path) -> None:
+    import openai
+
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
     first = client.chat.completions.create(
         model="gpt-4o-mini", messages=[{"role": "user", "content": USER}], tools=OPENAI_TOOLS
@@ -64,6 +70,8 @@ def test_openai_sdk_tool_call_round_trip(server: FakesServer, tmp_path: Path) ->
 
 
 def test_openai_sdk_streaming_rebuilds_the_same_reply(server: FakesServer) -> None:
+    import openai
+
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
     kwargs = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": USER}], "tools": OPENAI_TOOLS}
     whole = client.chat.completions.create(**kwargs)
@@ -85,6 +93,8 @@ def test_openai_sdk_streaming_rebuilds_the_same_reply(server: FakesServer) -> No
 
 
 def test_anthropic_sdk_tool_use_round_trip_and_stream(server: FakesServer, tmp_path: Path) -> None:
+    import anthropic
+
     client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
     tools = [{"name": "charge_card", "input_schema": {"type": "object"}}]
     msg = client.messages.create(
@@ -109,6 +119,8 @@ def test_anthropic_sdk_tool_use_round_trip_and_stream(server: FakesServer, tmp_p
 
 
 def test_no_rule_is_a_400_the_sdk_raises_with_the_digest(server: FakesServer, tmp_path: Path) -> None:
+    import openai
+
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
     with pytest.raises(openai.BadRequestError, match=r"no rule matches this conversation.*digest"):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "weather?"}])
