@@ -79,9 +79,12 @@ class SharedDiscoveries:
         """``drill`` with the session's discovery of its command and options (made once)."""
         from dataclasses import asdict
 
-        from killdrill.pytest_plugin._cache import discovery_key
+        from killdrill.pytest_plugin._cache import Key, discovery_key
 
         key = discovery_key(drill.command, asdict(drill.options))
+        # per launcher too: a forked clean run's timings (no interpreter start) are not a spawned one's
+        launcher = drill.options.launcher
+        key = Key(f"{key.digest}-{launcher}", {**key.data, "launcher": launcher})
         drill.use_discovery(self._cache.get_or_make(key, drill.discover))
         return drill
 
