@@ -347,9 +347,9 @@ def test_naive_graph_duplicates_where_it_must(tmp_path: Path, durability: str) -
 def test_writes_delay_reproduces_issue_8039_on_two_cores(tmp_path: Path) -> None:
     """With ``put_writes`` forced late, a kill as the step's checkpoint starts re-runs the charge."""
     env = {kd_langgraph.DELAY_ENV: "writes=40ms"}
-    naive = drill(tmp_path, settlement(naive=True), env=env)
-    # Checkpoints: input, __start__, read_usage, decide_amount, charge_customer (the 5th).
-    expect(naive, {"before:checkpoint#5": ("duplicate_effect",)})
+    with drill(tmp_path, settlement(naive=True), env=env, **FORK) as naive:
+        # Checkpoints: input, __start__, read_usage, decide_amount, charge_customer (the 5th).
+        expect(naive, {"before:checkpoint#5": ("duplicate_effect",)})
 
 
 # (EXAMPLE and FORK are defined above, with the drill helpers.)
