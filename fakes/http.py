@@ -15,6 +15,12 @@ flight: a concurrent request with it gets a 409), the optional ``latency`` passe
 and its record are committed.  After that commit the handler announces ``during:PROVIDER.OP`` on
 the attempt's control channel and blocks until the supervisor answers; when the supervisor kills
 the caller instead, it closes the channel and the handler drops the connection unanswered.
+
+Connection faults armed for one attempt (``FakesServer.arm``, from the schedule items
+``drop:PROVIDER.OP[#N][~Xs]`` and ``reset:PROVIDER.OP[#N]``) count that attempt's requests of the
+op, wire routes included: on the N-th, ``drop`` lets the provider commit, holds the response the
+given time, then closes the connection unanswered; ``reset`` resets the connection (RST) before
+the request is processed, so nothing is committed.  Either way the caller's own retry logic runs.
 """
 
 from __future__ import annotations
@@ -24,19 +30,24 @@ import json
 import os
 import re
 import secrets
+import socket
+import struct
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl
 
 from killdrill.agent import ControlChannelError, ControlClient
 from killdrill.fakes import (
+    STRIPE_RULES,
     Answer,
     FakeProviderError,
     Fakes,
+    KeyRules,
     Perform,
     process,
     wire,
@@ -74,18 +85,81 @@ class _Answered(Exception):
         self.answer = answer
 
 
+class _Reset(Exception):
+    """An armed ``reset:`` fault: the handler resets the connection, nothing was processed."""
+
+
+class FaultPlan:
+    """One attempt's armed connection fault: which request of which op, and whom to tell."""
+
+    def __init__(
+        self, fault: str, point: str, occurrence: int, hold_s: float, applied: Callable[[str], None]
+    ):
+        self.fault, self.occurrence, self.hold_s, self.applied = fault, occurrence, hold_s, applied
+        self.op = point.split(":", 1)[1]
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def take(self, provider: str, op: str) -> str | None:
+        """The fault to apply to this request (counted per op, in arrival order), or None."""
+        if f"{provider}.{op}" != self.op:
+            return None
+        with self._lock:
+            self._seen += 1
+            hit = self._seen == self.occurrence
+        if hit:
+            label = self.op if self.occurrence == 1 else f"{self.op}#{self.occurrence}"
+            self.applied(
+                f"reset the connection of {label} before it was processed"
+                if self.fault == "reset"
+                else f"dropped the response of {label} after the provider committed it"
+                + (f" (held {self.hold_s:g}s)" if self.hold_s else "")
+            )
+            return self.fault
+        return None
+
+
 class _ServerFakes(Fakes):
     """The fakes as the server runs them: claim, hold, execute; the handler renders the answer."""
 
-    def __init__(self, ledger: Ledger, attempt: int, pid: int) -> None:
+    def __init__(self, ledger: Ledger, attempt: int, pid: int, faults: FaultPlan | None = None) -> None:
         super().__init__(ledger, attempt)
         self.pid = pid
+        self.faults = faults
+
+    def execute(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        rules: KeyRules = STRIPE_RULES,
+    ) -> Answer:
+        """Process one request over HTTP (claim, latency, execute), under the armed connection fault."""
+        fault = self.faults.take(provider, op) if self.faults is not None else None
+        if fault == "reset":
+            raise _Reset(f"{provider}.{op}")
+        answer = process(
+            self.ledger,
+            provider,
+            op,
+            key,
+            payload,
+            perform,
+            attempt=self.attempt,
+            pid=self.pid,
+            split=True,
+            rules=rules,
+        )
+        if fault == "drop":
+            assert self.faults is not None
+            time.sleep(self.faults.hold_s)  # the provider committed; the caller waits for nothing
+            answer = replace(answer, fault="drop")
+        return answer
 
     def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
-        answer = process(
-            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=self.pid, split=True
-        )
-        raise _Answered(answer)
+        raise _Answered(self.execute(provider, op, key, payload, perform))
 
 
 @dataclass(frozen=True)
@@ -96,6 +170,7 @@ class _Binding:
     thread: str
     attempt: int
     control: ControlClient | None
+    faults: FaultPlan | None = None
 
 
 def decode_form(body: str) -> dict[str, Any]:
@@ -137,6 +212,8 @@ class _Handler(GuardedHandler):
     def dispatch(self, handler: Route, request: Request) -> None:
         try:
             handler(self, request)
+        except _Reset:
+            self.reset()
         except LedgerError as exc:  # the ledger is unusable: the caller learns it in one line
             self.stripe_error(500, str(exc), type_="api_error")
         except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
@@ -146,11 +223,22 @@ class _Handler(GuardedHandler):
         """Hooks and provider profiles (:mod:`killdrill.fakes.wire`), behind the same guard."""
         try:
             return wire.dispatch(self, self.command, path, query, body)
+        except _Reset:
+            self.reset()
         except LedgerError as exc:
             self.stripe_error(500, str(exc), type_="api_error")
         except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
             self.stripe_error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
         return True
+
+    def reset(self) -> None:
+        """Reset the connection (RST, no response): the caller sees ``ECONNRESET``."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
 
     def stripe_error(
         self, status: int, message: str, code: str | None = None, type_: str = "invalid_request_error"
@@ -163,7 +251,9 @@ class _Handler(GuardedHandler):
         binding = self.server.binding
         pid_text = self.headers.get("X-Killdrill-Pid", "")
         pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
-        return _ServerFakes(Ledger(binding.url, binding.thread), binding.attempt, pid), binding
+        return _ServerFakes(
+            Ledger(binding.url, binding.thread), binding.attempt, pid, binding.faults
+        ), binding
 
     def idempotency_key(self) -> str | None:
         """The ``Idempotency-Key`` header (Stripe allows 255 characters), or None."""
@@ -329,6 +419,22 @@ class FakesServer:
         self._initial = binding
         if self._server is not None:
             self._server.binding = binding
+
+    def arm(self, run: Any) -> None:
+        """Arm the connection fault of the attempt just bound (a supervisor's ``Running`` whose kill
+        is a ``drop:``/``reset:`` schedule item); when it lands, the attempt counts as reached."""
+        kill = run.spec.kill
+        if kill is None or kill.fault is None:
+            return
+
+        def applied(note: str) -> None:
+            run.fired = True
+            run.notes.append(note)
+
+        plan = FaultPlan(kill.fault, kill.point, kill.occurrence, (kill.hold_ms or 0.0) / 1000.0, applied)
+        self._initial = replace(self._initial, faults=plan)
+        if self._server is not None:
+            self._server.binding = self._initial
 
     def stop(self) -> None:
         """Stop serving, close every connection and wait for every handler thread to end."""

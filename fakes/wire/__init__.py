@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from killdrill.fakes import Answer, IndeterminateError, KeyRules, Perform, process
+from killdrill.fakes import Answer, IndeterminateError, KeyRules, Perform
 from killdrill.ledger import Ledger
 from killdrill.records import CREATED
 
@@ -154,19 +154,7 @@ class Exchange:
         rules: KeyRules,
     ) -> Answer:
         """Decide, perform and record the request under ``rules`` (claim, latency, execute)."""
-        fakes = self.fakes()
-        return process(
-            fakes.ledger,
-            provider,
-            op,
-            key,
-            payload,
-            perform,
-            attempt=fakes.attempt,
-            pid=fakes.pid,
-            split=True,
-            rules=rules,
-        )
+        return self.fakes().execute(provider, op, key, payload, perform, rules)  # with armed faults
 
     def reply(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         self.handler.send_json(status, body, dict(headers or {}))
