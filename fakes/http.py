@@ -38,31 +38,17 @@ from killdrill.fakes import (
     FakeProviderError,
     Fakes,
     Perform,
+    fake_classes,
     process,
     wire,
 )
 from killdrill.fakes import model as _model
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
 from killdrill.ledger import Ledger, LedgerError
+from killdrill.providers import spec
 
 __all__ = ["FakesServer", "decode_form", "main"]
 
-_KEYED_OPS = {
-    ("payments", "charge"),
-    ("payments", "refund"),
-    ("tickets", "create"),
-    ("webhooks", "post"),
-    ("counter", "increment"),
-}
-_OPS = {
-    "payments": ("charge", "refund", "lookup", "get"),
-    "tickets": ("create",),
-    "webhooks": ("post",),
-    "counter": ("increment", "get"),
-    "kv": ("set", "get"),
-    "mailbox": ("send", "lookup"),
-    "inventory": ("reserve", "release", "get"),
-}
 _INT_FIELDS = {"amount", "application_fee_amount"}
 
 
@@ -228,7 +214,8 @@ def _route(method: str, pattern: str) -> Callable[[Callable[[_Handler, Request],
 @_route("POST", r"/fakes/([a-z_]+)/([a-z_]+)")
 def _generic(h: _Handler, req: Request) -> None:
     provider, op = req.match.groups()
-    if provider not in _OPS or (op not in _OPS[provider] and op != "configure"):
+    operation = spec(provider).operation(op) if provider in fake_classes() else None
+    if operation is None and not (op == "configure" and provider in fake_classes()):
         h.stripe_error(404, f"no such fake operation: {provider}.{op}")
         return
     try:
@@ -238,7 +225,7 @@ def _generic(h: _Handler, req: Request) -> None:
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise _BadRequest("the body must be a JSON object")
     key = h.idempotency_key()
-    if key and (provider, op) in _KEYED_OPS:
+    if key and operation is not None and operation.keyed:
         kwargs.setdefault("idempotency_key", key)
     fakes, binding = h.fakes()
     method = getattr(fakes.provider(provider), op)

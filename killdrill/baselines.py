@@ -77,12 +77,12 @@ def ledger_break(before: LedgerSnapshot | None, after: LedgerSnapshot, marked: b
 def repeated_calls(snap: LedgerSnapshot, attempt: int) -> list[Call]:
     """Calls of ``attempt`` that repeat a call an earlier attempt made (same provider, op and
     payload, or same key): a resumed attempt that re-did work instead of skipping it."""
-    from killdrill.verdict import CONVERGENT_PROVIDERS, canonical, effect_calls
+    from killdrill.verdict import canonical, effect_calls, is_convergent
 
     earlier_keys: set[tuple[str, str]] = set()
     earlier_payloads: set[tuple[str, str, str]] = set()
     # a repeated set converges; a model asked again is re-spent work, not an effect re-done
-    calls = [c for c in effect_calls(snap.calls) if c.provider not in CONVERGENT_PROVIDERS]
+    calls = [c for c in effect_calls(snap.calls) if not is_convergent(c.provider)]
     for c in calls:
         if c.attempt < attempt:
             if c.key is not None:
