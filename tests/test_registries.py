@@ -4,6 +4,8 @@ the package, and picked up by the in-process fakes, the HTTP fakes and the verdi
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from killdrill import integrations
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import UsageError
 from killdrill.fakes import Operation, Provider, connect
@@ -180,3 +183,54 @@ def test_a_check_from_outside_reports_in_a_real_drill(tmp_path: Path) -> None:
     assert "keyless_call" in case.kinds, case.text()
     plain = Drill(cmd, DrillOptions(timeout=30.0, root=str(tmp_path / "p"), checks=("keyless_call",)))
     assert plain.run_case("after:record").ok
+
+
+# ---- an integration, found by entry point ---------------------------------------------------------
+_DOORBELL = """
+import os
+from killdrill.integrations import Integration
+
+INTEGRATION = Integration("doorbell", preload=("json",), internal_steps=frozenset({"ding"}))
+
+
+def activate():
+    with open(os.environ["DOORBELL_MARK"], "w") as f:
+        f.write("active")
+"""
+
+
+def _install_doorbell(where: Path) -> None:
+    """A distribution on ``where`` (as pip would lay it out) whose entry point names the module."""
+    (where / "kd_doorbell.py").write_text(_DOORBELL)
+    dist = where / "kd_doorbell-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kd-doorbell\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[killdrill.integrations]\ndoorbell = kd_doorbell\n")
+
+
+def test_an_integration_from_outside_declares_its_preload_and_internal_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install_doorbell(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(integrations, "_found", {})
+    assert integrations.find("doorbell").preload == ("json",)
+    assert integrations.preload_modules(["doorbell", "langgraph"]) == ["json", "langgraph.graph"]
+    assert integrations.internal_steps() >= {"ding", "checkpoint"}
+    with pytest.raises(integrations.IntegrationNotFound, match="no integration 'nope'"):
+        integrations.find("nope")
+
+
+def test_the_bootstrap_activates_an_integration_found_by_entry_point(tmp_path: Path) -> None:
+    _install_doorbell(tmp_path)
+    mark = tmp_path / "mark"
+    bootstrap = Path(integrations.__file__).resolve().parent.parent / "_bootstrap"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(bootstrap), str(tmp_path)]),
+        "KILLDRILL_INTEGRATIONS": "doorbell",
+        "DOORBELL_MARK": str(mark),
+    }
+    done = subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert mark.read_text() == "active"
