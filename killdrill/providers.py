@@ -97,6 +97,8 @@ def register(provider: ProviderSpec) -> ProviderSpec:
 def _load() -> None:
     """Import the built-in fakes and the entry points once, so their declarations are in."""
     global _loaded
+    if _loaded:  # the common case, without the lock
+        return
     with _lock:
         if _loaded:
             return
