@@ -81,6 +81,7 @@ class ProviderSpec:
 _REGISTRY: dict[str, ProviderSpec] = {}
 _lock = threading.RLock()
 _loaded = False
+_loading = False
 
 
 def register(provider: ProviderSpec) -> ProviderSpec:
@@ -95,18 +96,25 @@ def register(provider: ProviderSpec) -> ProviderSpec:
 
 
 def _load() -> None:
-    """Import the built-in fakes and the entry points once, so their declarations are in."""
-    global _loaded
+    """Import the built-in fakes and the entry points once, so their declarations are in.
+
+    ``_loaded`` turns true only when every import is done: another thread never reads a registry
+    that lacks the built-ins (``kv`` judged as counted would be a false alarm)."""
+    global _loaded, _loading
     if _loaded:  # the common case, without the lock
         return
     with _lock:
-        if _loaded:
+        if _loaded or _loading:  # _loading: this thread is importing them right now
             return
-        _loaded = True
-        for module in BUILTIN_MODULES:
-            importlib.import_module(module)
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            ep.load()
+        _loading = True
+        try:
+            for module in BUILTIN_MODULES:
+                importlib.import_module(module)
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                ep.load()
+            _loaded = True
+        finally:
+            _loading = False
 
 
 def registered() -> Mapping[str, ProviderSpec]:
