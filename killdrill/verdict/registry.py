@@ -148,6 +148,7 @@ class Check:
 _REGISTRY: dict[str, Check] = {}
 _lock = threading.RLock()
 _entry_points_loaded = False
+_entry_points_loading = False
 
 
 def check(name: str, *, per_effect: bool = False, opt_in: bool = False) -> Callable[[F], F]:
@@ -166,13 +167,20 @@ def check(name: str, *, per_effect: bool = False, opt_in: bool = False) -> Calla
 
 
 def _load_entry_points() -> None:
-    global _entry_points_loaded
+    """Load the ``killdrill.checks`` entry points once; loaded only when all of them are in."""
+    global _entry_points_loaded, _entry_points_loading
+    if _entry_points_loaded:
+        return
     with _lock:
-        if _entry_points_loaded:
+        if _entry_points_loaded or _entry_points_loading:
             return
-        _entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            ep.load()
+        _entry_points_loading = True
+        try:
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                ep.load()
+            _entry_points_loaded = True
+        finally:
+            _entry_points_loading = False
 
 
 def registered_checks() -> dict[str, Check]:
