@@ -15,6 +15,12 @@ flight: a concurrent request with it gets a 409), the optional ``latency`` passe
 and its record are committed.  After that commit the handler announces ``during:PROVIDER.OP`` on
 the attempt's control channel and blocks until the supervisor answers; when the supervisor kills
 the caller instead, it closes the channel and the handler drops the connection unanswered.
+
+Connection faults armed for one attempt (``FakesServer.arm``, from the schedule items
+``drop:PROVIDER.OP[#N][~Xs]`` and ``reset:PROVIDER.OP[#N]``) count that attempt's requests of the
+op, wire routes included: on the N-th, ``drop`` lets the provider commit, holds the response the
+given time, then closes the connection unanswered; ``reset`` resets the connection (RST) before
+the request is processed, so nothing is committed.  Either way the caller's own retry logic runs.
 """
 
 from __future__ import annotations
@@ -24,17 +30,21 @@ import json
 import os
 import re
 import secrets
+import socket
+import struct
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from killdrill.agent import ControlClient
 from killdrill.fakes import FakeProviderError, fake_classes, wire
 from killdrill.fakes import model as _model
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
-from killdrill.fakes.wire import Answered, Binding, Exchange, ServerFakes, stripe_render
+from killdrill.fakes.serving import Answered, Binding, FaultPlan, Reset, ServerFakes
+from killdrill.fakes.wire import Exchange, stripe_render
 from killdrill.fakes.wire.stripe import decode_form
 from killdrill.ledger import Ledger, LedgerError
 from killdrill.providers import spec
@@ -54,10 +64,21 @@ class _Handler(GuardedHandler):
         """Every route of the fakes runs here: what escapes it is one Stripe-shaped 500 line."""
         try:
             handler(self, request)
+        except Reset:
+            self.reset()
         except LedgerError as exc:  # the ledger is unusable: the caller learns it in one line
             self.stripe_error(500, str(exc), type_="api_error")
         except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
             self.stripe_error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
+
+    def reset(self) -> None:
+        """Reset the connection (RST, no response): the caller sees ``ECONNRESET``."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
 
     def stripe_error(
         self, status: int, message: str, code: str | None = None, type_: str = "invalid_request_error"
@@ -70,7 +91,7 @@ class _Handler(GuardedHandler):
         binding = self.server.binding
         pid_text = self.headers.get("X-Killdrill-Pid", "")
         pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
-        return ServerFakes(binding.ledger, binding.attempt, pid), binding
+        return ServerFakes(binding.ledger, binding.attempt, pid, binding.faults), binding
 
     def idempotency_key(self) -> str | None:
         """The ``Idempotency-Key`` header (Stripe allows 255 characters), or None."""
@@ -205,6 +226,22 @@ class FakesServer:
         self._initial = binding
         if self._server is not None:
             self._server.binding = binding
+
+    def arm(self, run: Any) -> None:
+        """Arm the connection fault of the attempt just bound (a supervisor's ``Running`` whose kill
+        is a ``drop:``/``reset:`` schedule item); when it lands, the attempt counts as reached."""
+        kill = run.spec.kill
+        if kill is None or kill.fault is None:
+            return
+
+        def applied(note: str) -> None:
+            run.fired = True
+            run.notes.append(note)
+
+        plan = FaultPlan(kill.fault, kill.point, kill.occurrence, (kill.hold_ms or 0.0) / 1000.0, applied)
+        self._initial = replace(self._initial, faults=plan)
+        if self._server is not None:
+            self._server.binding = self._initial
 
     def stop(self) -> None:
         """Stop serving, close every connection and wait for every handler thread to end."""

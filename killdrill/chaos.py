@@ -183,6 +183,7 @@ class ChaosOptions:
     shrink_runs: int = 24
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
+    net_faults: bool = False  # also draw drop:/reset: connection faults (killdrill.netfaults)
 
 
 @dataclass
@@ -329,11 +330,14 @@ def _run_chaos(
     failures = 0
 
     def plan(index: int) -> str:
-        text = str(
-            plan_schedule(
-                discovery, options.seed, index, min_kills=options.min_kills, max_kills=options.max_kills
-            )
+        sched = plan_schedule(
+            discovery, options.seed, index, min_kills=options.min_kills, max_kills=options.max_kills
         )
+        if options.net_faults:
+            from killdrill.netfaults import with_net_fault
+
+            sched = with_net_fault(sched, discovery, options.seed, index)
+        text = str(sched)
         if plans is not None:  # before the run starts: a crash still leaves the reproduction
             line = {
                 "index": index,

@@ -80,6 +80,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         shrink=not args.no_shrink,
         shrink_runs=args.shrink_runs,
         max_failures=args.max_failures,
+        net_faults=args.net_faults,
     )
     print(
         f"killdrill chaos: seed {seed} (reproduce with --seed {seed}), shard {shard[0]}/{shard[1]}",
@@ -168,5 +169,10 @@ def add_parser(sub: Any) -> None:
         "its catalogue and interval lengths (the schedules' text is the seed's either way)",
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
+    g.add_argument(
+        "--net-faults",
+        action="store_true",
+        help="also draw drop:/reset: connection faults toward the HTTP fakes (one run in two)",
+    )
     add_drill_options(p)
     p.set_defaults(func=_cmd_chaos)

@@ -384,6 +384,8 @@ class Drill:
             def on_start(run: Running) -> None:
                 for server in servers:
                     server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
+                    if hasattr(server, "arm"):
+                        server.arm(run)  # a drop:/reset: connection fault of this attempt
 
         for spec in specs:
             spec.env = _expand_env(spec.env, self.options.env)

@@ -32,6 +32,14 @@ _POINT_RE = re.compile(
     rf"^(?P<kind>{'|'.join(KINDS)}):(?P<name>{_NAME})(?:#(?P<occ>\d+))?"
     rf"(?:(?P<op>[+~])(?:{_DUR.format(g='dur')}|{_PCT}))?$"
 )
+FAULTS = ("drop", "reset")
+"""Connection faults toward the HTTP fakes (not kills: the attempt lives on and its client retries).
+``drop:PROVIDER.OP`` lets the provider commit the N-th request of that op, holds the response
+(``~Xs``, default none) and closes the connection unanswered; ``reset:PROVIDER.OP`` resets the
+connection before the request is processed (nothing committed)."""
+_FAULT_RE = re.compile(
+    rf"^(?P<fault>{'|'.join(FAULTS)}):(?P<name>{_NAME})(?:#(?P<occ>\d+))?(?:~{_DUR.format(g='dur')})?$"
+)
 _OFFSET_RE = re.compile(rf"^offset:{_DUR.format(g='off')}$")
 _START_RE = re.compile(rf"^start\+{_PCT}$")
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -92,6 +100,7 @@ class Kill:
     hold_ms: float | None = None
     offset_ms: float | None = None
     pct: float | None = None
+    fault: str | None = None  # "drop" / "reset": a connection fault at ``during:PROVIDER.OP``
 
     @property
     def is_resolved(self) -> bool:
@@ -101,7 +110,7 @@ class Kill:
     @property
     def is_kill(self) -> bool:
         """False for a pure hold (``POINT~Xs``): the attempt is not meant to die."""
-        return self.hold_ms is None
+        return self.hold_ms is None and self.fault is None
 
     @property
     def is_named(self) -> bool:
@@ -118,6 +127,8 @@ class Kill:
                 return f"start+{_fmt_pct(self.pct)}"
             return f"offset:{_fmt_ms(self.offset_ms or 0.0)}"
         text = self.point if self.occurrence == 1 else f"{self.point}#{self.occurrence}"
+        if self.fault is not None:
+            text = f"{self.fault}:{text.split(':', 1)[1]}"
         if self.pct is not None:
             text += f"+{_fmt_pct(self.pct)}"
         elif self.delay_ms is not None:
@@ -127,13 +138,15 @@ class Kill:
         return text
 
     def at(self, point: str, occurrence: int) -> bool:
-        """Does reaching ``point`` for the ``occurrence``-th time trigger this kill?"""
-        return self.point == point and self.occurrence == occurrence
+        """Does reaching ``point`` for the ``occurrence``-th time trigger this kill?  (Never for a
+        connection fault: the HTTP fakes apply it, the supervisor does not kill.)"""
+        return self.fault is None and self.point == point and self.occurrence == occurrence
 
 
 def parse_kill(text: str) -> Kill:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
-    ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``."""
+    ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``; or a connection fault
+    toward the HTTP fakes: ``drop:payments.charge#2~1s``, ``reset:payments.charge``."""
     raw = text
     text = text.strip()
     if not text:
@@ -144,6 +157,17 @@ def parse_kill(text: str) -> Kill:
     m = _START_RE.match(text)
     if m:
         return Kill(pct=float(m["pct"]))
+    m = _FAULT_RE.match(text)
+    if m:
+        if "." not in m["name"]:
+            raise ScheduleError(raw, f"expected {m['fault']}:PROVIDER.OP, e.g. {m['fault']}:payments.charge")
+        if m["fault"] == "reset" and m["dur"] is not None:
+            raise ScheduleError(raw, "a reset happens before the request is processed: it takes no hold")
+        hold = _duration_ms(raw, m["dur"], m["dur_unit"]) if m["dur"] is not None else None
+        occurrence = int(m["occ"]) if m["occ"] else 1
+        if occurrence < 1:
+            raise ScheduleError(raw, "occurrences count from 1")
+        return Kill(point=f"during:{m['name']}", occurrence=occurrence, hold_ms=hold, fault=m["fault"])
     m = _POINT_RE.match(text)
     if not m:
         kind = text.split(":", 1)[0]
@@ -151,9 +175,11 @@ def parse_kill(text: str) -> Kill:
             why = "expected start+F% with 0 <= F < 100 (at most 4 decimals), e.g. start+12.5%"
         elif ":" not in text:
             why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms)"
-        elif kind not in (*KINDS, "offset"):
-            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} or offset"
-            close = difflib.get_close_matches(kind, (*KINDS, "offset"), n=1)
+        elif kind in FAULTS:
+            why = f"expected {kind}:PROVIDER.OP[#N]" + ("[~Xs]" if kind == "drop" else "")
+        elif kind not in (*KINDS, *FAULTS, "offset"):
+            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS + FAULTS)} or offset"
+            close = difflib.get_close_matches(kind, (*KINDS, *FAULTS, "offset"), n=1)
             if close:
                 why += f" (did you mean {close[0]}:{text.split(':', 1)[1]}?)"
         elif kind == "offset":

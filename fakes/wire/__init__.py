@@ -26,13 +26,13 @@ import pkgutil
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from killdrill.agent import ControlChannelError, ControlClient
-from killdrill.fakes import Answer, Fakes, IndeterminateError, KeyRules, Perform, process
+from killdrill.agent import ControlChannelError
+from killdrill.fakes import Answer, IndeterminateError, KeyRules, Perform
 from killdrill.fakes.httpguard import Request
 from killdrill.fakes.httpguard import route as guard_route
+from killdrill.fakes.serving import Answered, Binding, ServerFakes
 from killdrill.ledger import Ledger
 from killdrill.records import CREATED
 
@@ -56,43 +56,6 @@ NOT_ROUTES = frozenset({"smtp"})
 
 Reply = tuple[int, Any, Mapping[str, str]]
 """What a profile renders: HTTP status, JSON body, extra headers."""
-
-
-@dataclass(frozen=True)
-class Binding:
-    """Where requests are recorded now: the supervisor rebinds before each attempt."""
-
-    url: str
-    thread: str
-    attempt: int
-    control: ControlClient | None
-
-    @functools.cached_property
-    def ledger(self) -> Ledger:
-        """The binding's ledger handle, opened on first use and shared by its requests."""
-        return Ledger(self.url, self.thread)
-
-
-class Answered(Exception):
-    """Carries a provider's answer out of the provider method to the route that renders it."""
-
-    def __init__(self, answer: Answer) -> None:
-        super().__init__(answer.status)
-        self.answer = answer
-
-
-class ServerFakes(Fakes):
-    """The fakes as the server runs them: claim, hold, execute; the route renders the answer."""
-
-    def __init__(self, ledger: Ledger, attempt: int, pid: int) -> None:
-        super().__init__(ledger, attempt)
-        self.pid = pid
-
-    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
-        answer = process(
-            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=self.pid, split=True
-        )
-        raise Answered(answer)
 
 
 class _Handler(Protocol):
@@ -212,20 +175,9 @@ class Exchange:
         perform: Perform,
         rules: KeyRules,
     ) -> Answer:
-        """Decide, perform and record the request under ``rules`` (claim, latency, execute)."""
-        fakes = self.fakes()
-        return process(
-            fakes.ledger,
-            provider,
-            op,
-            key,
-            payload,
-            perform,
-            attempt=fakes.attempt,
-            pid=fakes.pid,
-            split=True,
-            rules=rules,
-        )
+        """Decide, perform and record the request under ``rules`` (claim, latency, execute), under
+        the attempt's armed connection fault."""
+        return self.fakes().execute(provider, op, key, payload, perform, rules)
 
     def reply(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         self.handler.send_json(status, body, dict(headers or {}))

@@ -32,7 +32,8 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
 from killdrill.agent import ControlChannelError, ControlClient
 from killdrill.fakes.httpguard import MAX_BODY, REQUEST_DEADLINE_S
-from killdrill.fakes.wire import Binding, record_effect  # one binding type for the HTTP and SMTP fakes
+from killdrill.fakes.serving import Binding
+from killdrill.fakes.wire import record_effect  # one binding type for the HTTP and SMTP fakes
 from killdrill.ledger import Ledger
 
 __all__ = ["SmtpFake", "message_record"]
