@@ -43,6 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from killdrill.errors import UsageError
+
 __all__ = [
     "Conversation",
     "Reply",
@@ -58,7 +60,7 @@ _CONDITIONS = (*_TEXT_CONDITIONS, "after_tool", "turn", "digest")
 _OPENINGS = ("", "Sure. ", "Okay: ", "Alright. ", "Right away. ", "Understood. ", "Certainly. ")
 
 
-class ScriptError(ValueError):
+class ScriptError(UsageError, ValueError):
     """A script that cannot be used, or a conversation no rule answers: one line for the user."""
 
 

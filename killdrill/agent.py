@@ -143,11 +143,6 @@ def armed() -> bool:
     return client is not False
 
 
-def _reset_for_tests() -> None:
-    """Forget the environment read so far (the next boundary reads it again)."""
-    _after_fork_in_child()
-
-
 class node:
     """Mark a step: emits ``before:NAME`` on entry and ``after:NAME`` on normal exit.
 

@@ -35,6 +35,7 @@ from killdrill.effects import (
     STATES_TABLE,
     sqlalchemy_url,
 )
+from killdrill.errors import UsageError
 
 __all__ = [
     "AuditError",
@@ -51,7 +52,7 @@ __all__ = [
 DEFAULT_IN_FLIGHT_THRESHOLD_S = 300.0
 
 
-class AuditError(Exception):
+class AuditError(UsageError):
     """The log cannot be audited (bad URL, no such file, not a killdrill effect log)."""
 
 

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from killdrill.records import Call, LedgerSnapshot
+from killdrill.verdict import canonical, effect_calls, is_convergent
 
 __all__ = ["LEDGER_MARKER", "landed_counts", "ledger_break", "repeated_calls", "workload_difference"]
 
@@ -77,8 +78,6 @@ def ledger_break(before: LedgerSnapshot | None, after: LedgerSnapshot, marked: b
 def repeated_calls(snap: LedgerSnapshot, attempt: int) -> list[Call]:
     """Calls of ``attempt`` that repeat a call an earlier attempt made (same provider, op and
     payload, or same key): a resumed attempt that re-did work instead of skipping it."""
-    from killdrill.verdict import canonical, effect_calls, is_convergent
-
     earlier_keys: set[tuple[str, str]] = set()
     earlier_payloads: set[tuple[str, str, str]] = set()
     # a repeated set converges; a model asked again is re-spent work, not an effect re-done

@@ -25,15 +25,16 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killdrill.chaos_case import chaos_case, plan_schedule, shard_indices
 from killdrill.chaos_pool import Interrupted, WorkerPool, as_interrupted, interruptible
+from killdrill.chaos_progress import Progress
 from killdrill.chaos_report import (
     CLEAN,
     ERRORED,
@@ -50,18 +51,14 @@ from killdrill.chaos_report import (
     write_reports,
 )
 from killdrill.corpus import CORPUS_VERSION, update_corpus
-from killdrill.points import Schedule, parse_schedule
+from killdrill.drill import Drill, DrillOptions
+from killdrill.errors import ExitCode
 from killdrill.records import (
-    HARNESS_ERROR,
-    NOT_REACHED,
-    POINT_NOT_REACHED,
-    RESUME_FAILED,
     CaseResult,
     Discovery,
-    Violation,
 )
+from killdrill.report import write_json
 from killdrill.shrink import Shrunk, shrink
-from killdrill.strategies import stratified_schedule
 
 __all__ = [
     "CLEAN",
@@ -74,7 +71,6 @@ __all__ = [
     "Interrupted",
     "RunRecord",
     "Shrunk",
-    "add_parser",
     "chaos_case",
     "chaos_counts",
     "is_chaos_report",
@@ -89,80 +85,6 @@ __all__ = [
     "write_junit",
     "write_reports",
 ]
-
-
-# ---- schedules ---------------------------------------------------------------------------
-def plan_schedule(
-    discovery: Discovery, seed: int, index: int, *, min_kills: int = 1, max_kills: int = 3
-) -> Schedule:
-    """Run ``index`` of ``seed``: a function of these and the catalogue's labels alone, whatever
-    other runs did and whatever the clean run's timings were (see ``stratified_schedule``)."""
-    return stratified_schedule(discovery, seed, index, min_kills=min_kills, max_kills=max_kills)
-
-
-def shard_indices(shard: tuple[int, int], runs: int | None) -> Iterator[int]:
-    """Shard K/N takes runs K-1, K-1+N, ...: disjoint, and the N shards cover every run."""
-    k, n = shard
-    i = k - 1
-    while runs is None or i < runs:
-        yield i
-        i += n
-
-
-# ---- one random case -----------------------------------------------------------------------
-def chaos_case(drill: Any, schedule: str | Schedule, *, seed: int | None = None) -> CaseResult:
-    """Run one random case and judge it the chaos way: a kill that never landed is a miss.
-
-    ``Drill.run_case`` rightly fails a named point that is not reached; a random offset past
-    the end of a run is only a miss, and the run it left is judged like any completed run.
-    An attempt that exits non-zero before its kill landed crashed on its own: resume_failed.
-    """
-    from killdrill.verdict import judge
-
-    case = drill.run_case(schedule, seed=seed, check=False)
-    sched = parse_schedule(case.schedule)
-    missed = [
-        v
-        for v in case.violations
-        if v.kind == POINT_NOT_REACHED and not _is_named(sched, int(v.detail.get("attempt", 0)))
-    ]
-    if not missed:
-        return case
-    violations = [v for v in case.violations if v not in missed]
-    notes = list(case.notes)
-    for v in missed:
-        a = case.attempts[int(v.detail["attempt"]) - 1]
-        if a.outcome == NOT_REACHED and a.returncode == 0:
-            notes.append(f"kill missed: attempt {a.number} exited 0 before {a.kill} could land")
-        else:
-            violations.append(
-                Violation(
-                    RESUME_FAILED,
-                    f"attempt {a.number} exited {a.returncode} on its own before its kill {a.kill} landed",
-                    detail={"attempt": a.number, "returncode": a.returncode},
-                )
-            )
-    if case.ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
-        discovery = drill.discover()
-        violations.extend(
-            judge(
-                drill.baseline_for(case.schedule),
-                case.ledger,
-                case.attempts,
-                identity=drill.options.identity,
-                volatile=discovery.volatile,
-                checks=drill.options.checks,
-            )
-        )
-    result = replace(case, violations=tuple(violations), notes=tuple(notes))
-    if result.ok and not drill.options.keep:
-        shutil.rmtree(result.workdir, ignore_errors=True)
-    return result
-
-
-def _is_named(sched: Schedule, attempt: int) -> bool:
-    kill = sched.for_attempt(attempt)
-    return kill is not None and kill.is_named
 
 
 # ---- the job -----------------------------------------------------------------------------
@@ -208,7 +130,7 @@ class ChaosResult:
         return any(r.outcome == ERRORED for r in self.runs)
 
     def exit_code(self) -> int:
-        return 1 if self.violated else 2 if self.errored else 0
+        return ExitCode.VIOLATION if self.violated else ExitCode.ERROR if self.errored else ExitCode.OK
 
     def to_dict(self) -> dict[str, Any]:
         o = self.options
@@ -230,50 +152,9 @@ class ChaosResult:
         )
 
 
-class _Progress:
-    """A tqdm bar on a terminal; a plain line every few seconds in CI logs."""
-
-    def __init__(self, total: int | None, enabled: bool | None, every_s: float = 10.0) -> None:
-        self.tty = sys.stderr.isatty() if enabled is None else enabled
-        self.total, self.done, self.failed, self.missed = total, 0, 0, 0
-        self.start = self.last = time.monotonic()
-        self.every_s = every_s
-        self.bar: Any = None
-        if self.tty:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
-
-    def update(self, rec: RunRecord) -> None:
-        self.done += 1
-        self.failed += rec.outcome in (VIOLATED, ERRORED)
-        self.missed += rec.missed
-        if self.bar is not None:
-            self.bar.set_postfix(failures=self.failed, missed=self.missed, refresh=False)
-            self.bar.update(1)
-            return
-        now = time.monotonic()
-        if now - self.last >= self.every_s or (self.total is not None and self.done == self.total):
-            self.last = now
-            elapsed = now - self.start
-            of = f"/{self.total}" if self.total is not None else ""
-            print(
-                f"killdrill chaos: {self.done}{of} runs, {elapsed:.0f}s, "
-                f"{self.done / max(elapsed, 1e-9):.2f} runs/s, "
-                f"{self.failed} failure(s), "
-                f"{self.missed} kill(s) missed (the run ended first: not a failure)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def run_chaos(
     command: Sequence[str],
-    drill_options: Any,
+    drill_options: DrillOptions,
     options: ChaosOptions,
     *,
     discovery: Discovery | None = None,
@@ -298,15 +179,12 @@ def run_chaos(
 
 def _run_chaos(
     command: Sequence[str],
-    drill_options: Any,
+    drill_options: DrillOptions,
     options: ChaosOptions,
     *,
     discovery: Discovery | None,
     log: Callable[[str], None],
 ) -> ChaosResult:
-    from killdrill.drill import Drill
-    from killdrill.report import write_json
-
     started = time.monotonic()
     drill = Drill(command, drill_options)
     if discovery is not None:
@@ -325,7 +203,7 @@ def _run_chaos(
     total = (
         len(range(options.shard[0] - 1, options.runs, options.shard[1])) if options.runs is not None else None
     )
-    progress = _Progress(total, options.progress)
+    progress = Progress(total, options.progress)
     records: dict[int, tuple[RunRecord, CaseResult]] = {}
     failures = 0
 
@@ -409,7 +287,7 @@ def _run_chaos(
         result.elapsed_s = time.monotonic() - started
         if report is not None:
             write_reports(report, result.to_dict())
-        stop.result = result  # type: ignore[attr-defined]
+        stop.result = result
         raise stop from None
     finally:
         if pool is not None:
@@ -429,7 +307,7 @@ def _run_chaos(
             result.elapsed_s = time.monotonic() - started
             if report is not None:
                 write_reports(report, result.to_dict())
-            stop.result = result  # type: ignore[attr-defined]
+            stop.result = result
             raise stop from None
     result.elapsed_s = time.monotonic() - started
     if options.regressions and result.failures:
@@ -452,7 +330,7 @@ def _header(command: Sequence[str], options: ChaosOptions) -> dict[str, Any]:
 
 
 def _shrink_all(
-    drill: Any, result: ChaosResult, options: ChaosOptions, log: Callable[[str], None]
+    drill: Drill, result: ChaosResult, options: ChaosOptions, log: Callable[[str], None]
 ) -> list[Shrunk]:
     """Shrink the first run of each distinct set of kinds; identical minimal results are one failure."""
     seen_kinds: set[tuple[str, ...]] = set()
@@ -466,11 +344,3 @@ def _shrink_all(
         log(f"killdrill chaos:   -> [{s.schedule}] after {s.runs} case(s)")
         out.setdefault((s.schedule, s.kinds), s)
     return list(out.values())
-
-
-# ---- CLI ---------------------------------------------------------------------------------
-def add_parser(sub: Any) -> None:
-    """Register ``killdrill chaos`` with the CLI (called by ``killdrill.cli``)."""
-    from killdrill.chaos_cli import add_parser as add
-
-    add(sub)

@@ -3,19 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
 import re
 import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from killdrill.chaos import ChaosOptions, ChaosResult, Interrupted, render_text, run_chaos
+from killdrill.drill import DrillOptions
+from killdrill.errors import UsageError
 from killdrill.records import Discovery
+from killdrill.report import write_json
 
-__all__ = ["add_parser", "parse_budget", "parse_kills", "parse_shard"]
+__all__ = ["DrillFlags", "add_parser", "parse_budget", "parse_kills", "parse_shard"]
+
+
+@dataclass(frozen=True)
+class DrillFlags:
+    """What ``killdrill.cli`` shares with this subcommand (passed in: the CLI module sits above):
+    the supervisor flags, how they become :class:`DrillOptions`, and the agent's command."""
+
+    add: Callable[[argparse.ArgumentParser], None]
+    options: Callable[[argparse.Namespace], DrillOptions]
+    command: Callable[[argparse.Namespace], list[str]]
+    positive_int: Callable[[str], Any]
 
 
 _BUDGET_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -53,10 +70,8 @@ def parse_shard(text: str) -> tuple[int, int]:
     return a, b
 
 
-def _cmd_chaos(args: argparse.Namespace) -> int:
-    from killdrill.cli import UsageError, _need_command, drill_options
-
-    command = _need_command(args)
+def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
+    command = flags.command(args)
     try:
         budget = parse_budget(args.budget) if args.budget else None
         kills = parse_kills(args.kills)
@@ -99,9 +114,9 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
                 f" ({shlex.join(discovery.command)}), not {shlex.join(command)}"
             )
     try:
-        result = run_chaos(command, drill_options(args), options, discovery=discovery)
+        result = run_chaos(command, flags.options(args), options, discovery=discovery)
     except Interrupted as stop:
-        partial: ChaosResult | None = getattr(stop, "result", None)
+        partial: ChaosResult | None = stop.result
         done = f" after {len(partial.runs)} run(s)" if partial is not None else ""
         where = f"; reports in {options.report_dir}" if options.report_dir and partial is not None else ""
         print(
@@ -109,32 +124,17 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             f"{where} (seed {seed})",
             file=sys.stderr,
         )
-        _exit_now(stop.code)
+        stop.reported = True
+        raise
     data = result.to_dict()
     print(render_text(data))
     if args.json:
-        from killdrill.report import write_json
-
         write_json(args.json, data)
     return result.exit_code()
 
 
-def _exit_now(code: int) -> None:
-    """Leave at once: every attempt and worker this job started is stopped, its reports are on disk.
-
-    The interpreter's teardown (freeing every module) and a fork template's graceful exit
-    (an atexit finalizer waits for it) are seconds of CPU on a loaded CI machine; an
-    interrupted job skips both to stop within the second it promises.  The template sees
-    its socket close and exits by itself.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``killdrill chaos`` with the CLI (through ``killdrill.chaos.add_parser``)."""
-    from killdrill.cli import add_drill_options, positive_int
+def add_parser(sub: Any, flags: DrillFlags) -> None:
+    """Register ``killdrill chaos`` with the CLI (``killdrill.cli`` calls it with its ``flags``)."""
 
     p = sub.add_parser(
         "chaos",
@@ -154,7 +154,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
     g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")
     g.add_argument("--shard", default="1/1", metavar="K/N", help="run only the K-th of N disjoint parts")
-    g.add_argument("--workers", type=positive_int, help="worker processes (default: cores)")
+    g.add_argument("--workers", type=flags.positive_int, help="worker processes (default: cores)")
     g.add_argument(
         "--report", metavar="DIR", help="write chaos.json, plans.jsonl, report.json, junit.xml, report.html"
     )
@@ -174,5 +174,5 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also draw drop:/reset: connection faults toward the HTTP fakes (one run in two)",
     )
-    add_drill_options(p)
-    p.set_defaults(func=_cmd_chaos)
+    flags.add(p)
+    p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

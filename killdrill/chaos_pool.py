@@ -23,44 +23,22 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from killdrill.chaos_case import chaos_case
 from killdrill.containment import PR_SET_PDEATHSIG, prctl
+from killdrill.drill import Drill, DrillOptions
+from killdrill.interrupts import Interrupted, last_signal, signals_raise
+from killdrill.records import Discovery
+from killdrill.supervisor import Interrupted as SupervisorInterrupted
+from killdrill.supervisor import clear_interrupt, interrupt_all
 
 __all__ = ["Interrupted", "WorkerPool", "as_interrupted", "interruptible"]
 
-
-
-class Interrupted(KeyboardInterrupt):
-    """The harness was told to stop (SIGINT or SIGTERM); ``code`` is the exit status (130/143)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-        self.code = 128 + signum
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name
-
-
-_received: list[int] = []
-
-
-def _raise_interrupted(signum: int, frame: object) -> None:
-    # Ignore repeats: a second Ctrl-C must not interrupt the cleanup the first one started.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
-    _received.append(signum)
-    from killdrill.supervisor import interrupt_all
-
-    interrupt_all()  # attempts die now, even if a library swallows the exception below
-    raise Interrupted(signum)
 
 
 def as_interrupted(exc: BaseException) -> Interrupted | None:
@@ -68,33 +46,23 @@ def as_interrupted(exc: BaseException) -> Interrupted | None:
     library swallowed ours, the supervisor loop raises its own at its next step)."""
     if isinstance(exc, Interrupted):
         return exc
-    from killdrill.supervisor import Interrupted as SupervisorInterrupted
-
-    if isinstance(exc, SupervisorInterrupted) and _received:
-        return Interrupted(_received[-1])
+    signum = last_signal()
+    if isinstance(exc, SupervisorInterrupted) and signum is not None:
+        return Interrupted(signum)
     return None
 
 
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (elsewhere:
-    a no-op, signals can only be handled there); the previous handlers come back on exit."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, _raise_interrupted)
-    _received.clear()
-    try:
-        yield
-    finally:
-        if _received:
-            from killdrill.supervisor import clear_interrupt
-
-            clear_interrupt()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    """While inside, SIGINT and SIGTERM kill every attempt of this process (even if a library
+    swallows the exception), then raise :class:`Interrupted` in the main thread (elsewhere: a
+    no-op); on exit the previous handlers come back and attempts may start again."""
+    with signals_raise(on_signal=interrupt_all):
+        try:
+            yield
+        finally:
+            if last_signal() is not None:
+                clear_interrupt()
 
 
 class WorkerError(RuntimeError):
@@ -111,7 +79,9 @@ class _Worker:
 class WorkerPool:
     """``n`` worker processes, each with its own Drill over the parent's discovery."""
 
-    def __init__(self, n: int, command: Sequence[str], drill_options: Any, discovery: dict[str, Any]) -> None:
+    def __init__(
+        self, n: int, command: Sequence[str], drill_options: DrillOptions, discovery: dict[str, Any]
+    ) -> None:
         self.workers: list[_Worker] = []
         try:
             for _ in range(n):
@@ -208,8 +178,6 @@ def _stop(signum: int, frame: object) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     try:
-        from killdrill.supervisor import interrupt_all
-
         interrupt_all()
     finally:
         sys.stderr.flush()
@@ -224,10 +192,6 @@ def _die_with(parent: int) -> None:
 
 
 def _serve(conn: Connection) -> None:
-    from killdrill.chaos import chaos_case
-    from killdrill.drill import Drill
-    from killdrill.records import Discovery
-
     command, options, discovery = conn.recv()
     if options.root is not None:
         options = replace(options, root=os.path.join(str(options.root), f"worker-{os.getpid()}"))

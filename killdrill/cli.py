@@ -15,20 +15,20 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from killdrill.points import KINDS, ScheduleError
-
-EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad usage: printed as one line, exit 2."""
+from killdrill import audit, chaos_cli, report_cli
+from killdrill.chaos_cli import DrillFlags
+from killdrill.drill import DrillOptions
+from killdrill.errors import ExitCode, HarnessError, UsageError
+from killdrill.interrupts import Interrupted, signals_raise
+from killdrill.points import KINDS
+from killdrill.report import render_case, render_drill
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage in one line (exit 2), like every other killdrill error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(ExitCode.ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _number(kind: type[int] | type[float], minimum: float, what: str) -> Callable[[str], Any]:
@@ -50,17 +50,6 @@ def _number(kind: type[int] | type[float], minimum: float, what: str) -> Callabl
 positive_seconds = _number(float, 1e-3, "a number of seconds > 0")
 non_negative_seconds = _number(float, 0.0, "a number of seconds >= 0")
 positive_int = _number(int, 1, "a whole number >= 1")
-
-
-class Terminated(BaseException):
-    """SIGTERM reached the harness: unwind like Ctrl-C (every attempt killed), exit 143."""
-
-
-def _on_signal(signum: int, frame: object) -> None:
-    # The first signal unwinds; more of them must not interrupt the unwinding (kills, reaping).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
 
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -160,9 +149,7 @@ def add_drill_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def drill_options(args: argparse.Namespace) -> Any:
-    from killdrill.drill import DrillOptions
-
+def drill_options(args: argparse.Namespace) -> DrillOptions:
     identity: dict[str, list[str]] = {}
     for item in args.identity:
         op, sep, fields = item.partition("=")
@@ -234,7 +221,7 @@ def cmd_points(args: argparse.Namespace) -> int:
     discovery = drill.discover()
     print(render_catalogue(discovery))
     _write_json(args.json, discovery.to_dict())
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -242,9 +229,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     drill = Drill(_need_command(args), drill_options(args))
     result = drill.run_case(args.schedule)
-    print(result.text())
+    print(render_case(result))
     _write_json(args.json, {"cases": [result.to_dict()], "summary": _summary([result])})
-    return EXIT_OK if result.ok else EXIT_VIOLATION
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
 def _summary(cases: Sequence[Any]) -> dict[str, Any]:
@@ -270,9 +257,9 @@ def cmd_drill(args: argparse.Namespace) -> int:
         print(f"  [{done}/{total}] {case.schedule:<40} {verdict}", file=sys.stderr, flush=True)
 
     result = drill.run_all(schedules, on_case=progress)
-    print(result.text())
+    print(render_drill(result))
     _write_json(args.json, result.to_dict())
-    return EXIT_OK if result.ok else EXIT_VIOLATION
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,8 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
     p.set_defaults(func=cmd_drill)
 
-    for module in ("killdrill.chaos", "killdrill.report", "killdrill.audit"):
-        _add_command(sub, module)
+    # commands defined next to what they drive register themselves; chaos shares the drill flags
+    flags = DrillFlags(
+        add=add_drill_options, options=drill_options, command=_need_command, positive_int=positive_int
+    )
+    chaos_cli.add_parser(sub, flags)
+    report_cli.add_parser(sub)
+    audit.add_parser(sub)
     for name in TAKES_COMMAND:
         sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
     return parser
@@ -344,61 +336,53 @@ def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> No
 _python_showwarning = warnings.showwarning
 
 
-def _add_command(sub: Any, module: str) -> None:
-    """Commands defined next to what they drive (chaos, report, audit) register themselves."""
-    import importlib
-
-    importlib.import_module(module).add_parser(sub)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from killdrill.ledger import LedgerError
-    from killdrill.supervisor import HarnessError
-
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not command:
         forgot = _forgot_separator(parser, own)
         if forgot:
             print(f"killdrill: error: {forgot}", file=sys.stderr)
-            return EXIT_ERROR
+            return ExitCode.ERROR
     args = parser.parse_args(own)
     args.command = command
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(sig, _on_signal)
     try:
-        with warnings.catch_warnings():
+        with signals_raise(only_default=True), warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
             return int(args.func(args))
-    except (UsageError, ScheduleError) as exc:
+    except UsageError as exc:
         print(f"killdrill: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except (HarnessError, LedgerError) as exc:  # an unusable ledger is the harness's, said in one line
+        return ExitCode.ERROR
+    except HarnessError as exc:  # an unusable ledger (LedgerError) too, said in one line
         text = str(exc)
         first, _, rest = text.partition("\n")
         print(f"killdrill: error: {first}", file=sys.stderr)
         if rest:
             print(rest, file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
+        return ExitCode.ERROR
+    except KeyboardInterrupt:  # SIGINT while someone else's handler was installed
         print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
         return _interrupted(128 + signal.SIGINT, as_program=argv is None)
-    except Terminated:
-        print("killdrill: terminated (SIGTERM); every agent process was killed", file=sys.stderr)
-        return _interrupted(128 + signal.SIGTERM, as_program=argv is None)
+    except Interrupted as stop:
+        if not stop.reported:
+            how = "interrupted" if stop.signum == signal.SIGINT else "terminated"
+            print(f"killdrill: {how} ({stop.name}); every agent process was killed", file=sys.stderr)
+        # a chaos job (it reports its own stop) stopped every worker and attempt itself; its fork
+        # templates exit when their socket closes, so it skips the exit handlers' graceful wait
+        return _interrupted(stop.code, as_program=argv is None, exit_handlers=not stop.reported)
 
 
-def _interrupted(code: int, *, as_program: bool) -> int:
-    """As the program, exit now: the launchers' exit handlers run, the interpreter's teardown
-    (seconds on a loaded machine, nothing left to save) does not."""
+def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> int:
+    """As the program, exit now: the launchers' exit handlers run (unless ``exit_handlers`` is
+    False), the interpreter's teardown (seconds on a loaded machine, nothing left to save) does not."""
     if not as_program:
         return code
     import atexit
     import os
 
-    atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
+    if exit_handlers:
+        atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -36,11 +36,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from killdrill import containment
+from killdrill.errors import HarnessError
 
 DEFAULT_PRELOAD = ("killdrill", "killdrill.fakes", "killdrill.effects")
 
 
-class LaunchError(RuntimeError):
+class LaunchError(HarnessError, RuntimeError):
     """The template could not start or could not fork an attempt."""
 
 

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
+from killdrill.errors import HarnessError
 from killdrill.matching import canonical as canonical_json  # the one canonical form (stored, compared)
 from killdrill.records import Call, InFlight, LedgerSnapshot
 
@@ -118,7 +119,7 @@ settings_t = sa.Table(
 )
 
 
-class LedgerError(RuntimeError):
+class LedgerError(HarnessError, RuntimeError):
     """The ledger cannot be opened or read: a one-line message that names the file."""
 
 

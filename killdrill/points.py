@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from killdrill.errors import UsageError
+
 KINDS = ("before", "after", "committed", "during")
 """Point kinds.  ``committed:`` is emitted by integrations (LangGraph) once a node's
 writes are durable; ``during:`` by a fake after it committed an effect and before
@@ -45,7 +47,7 @@ _START_RE = re.compile(rf"^start\+{_PCT}$")
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
-class ScheduleError(ValueError):
+class ScheduleError(UsageError, ValueError):
     """A kill point or schedule that does not parse; ``text`` is the offending part."""
 
     def __init__(self, text: str, why: str) -> None:

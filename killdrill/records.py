@@ -7,6 +7,7 @@ processes without pickling live objects.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -45,7 +46,6 @@ REJECTED = "rejected"  # same key, other payload: idempotency error, nothing hap
 CONFLICT = "conflict"  # the key's first request is still in flight: 409, nothing happened
 FAILED = "failed"  # an injected fault before the effect: nothing happened
 ANSWERED = "answered"  # a model call the model fake answered: work, never an effect
-CALL_OUTCOMES = (CREATED, REPLAYED, REJECTED, CONFLICT, FAILED, ANSWERED)
 
 
 @dataclass(frozen=True)
@@ -253,9 +253,8 @@ class CaseResult:
         return tuple(dict.fromkeys(v.kind for v in self.violations))
 
     def text(self) -> str:
-        from killdrill.report import render_case
-
-        return render_case(self)
+        """The verdict for a person (``killdrill.report.render_case``)."""
+        return presenter().case(self)
 
     def assert_exactly_once(self) -> CaseResult:
         __tracebackhide__ = True  # pytest shows the test's line and the verdict, not this frame
@@ -444,15 +443,42 @@ class DrillResult:
         return all(c.ok for c in self.cases)
 
     def text(self) -> str:
-        from killdrill.report import render_drill
-
-        return render_drill(self)
+        """The drill's table and summary for a person (``killdrill.report.render_drill``)."""
+        return presenter().drill(self)
 
     def to_dict(self) -> dict[str, Any]:
-        from killdrill.report import summarize_cases
-
         return {
             "discovery": self.discovery.to_dict(),
             "cases": [c.to_dict() for c in self.cases],
-            "summary": summarize_cases(self.cases),
+            "summary": presenter().summary(self.cases),
         }
+
+
+@dataclass(frozen=True)
+class Presenter:
+    """How results become text and summaries.
+
+    Records are plain data at the bottom of the package; the rendering (:mod:`killdrill.report`)
+    sits above the verdict it quotes.  ``report`` installs itself here when imported (and
+    :mod:`killdrill.drill`, which makes every result, imports it), so ``CaseResult.text()`` stays
+    the one-call convenience it has always been without records importing upward.
+    """
+
+    case: Callable[[CaseResult], str]
+    drill: Callable[[DrillResult], str]
+    summary: Callable[[Iterable[CaseResult]], dict[str, Any]]
+
+
+_presenter: Presenter | None = None
+
+
+def install_presenter(p: Presenter) -> None:
+    """Called once by :mod:`killdrill.report` at import."""
+    global _presenter
+    _presenter = p
+
+
+def presenter() -> Presenter:
+    if _presenter is None:  # cannot happen through ``killdrill``: its __init__ imports the report
+        raise RuntimeError("killdrill.report is not imported: nothing renders results")
+    return _presenter

@@ -7,7 +7,6 @@ It never dumps internals: everything printed is something a person acts on.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -29,12 +28,13 @@ from killdrill.records import (
     CaseResult,
     Discovery,
     DrillResult,
+    Presenter,
     Violation,
+    install_presenter,
 )
 from killdrill.verdict import format_identity, unknown_calls
 
 __all__ = [
-    "add_parser",
     "drill_json",
     "load_report",
     "render_case",
@@ -408,51 +408,4 @@ def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[Ca
     return discovery, cases
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    """``killdrill report FILE...``: render saved reports, merged (e.g. chaos shards) into one."""
-    from killdrill import chaos
-    from killdrill.cli import EXIT_OK, EXIT_VIOLATION, UsageError
-
-    if all(chaos.is_chaos_report(p) for p in args.files):  # shards of one chaos job
-        try:
-            merged_chaos = chaos.merge_reports(args.files)
-        except (ValueError, KeyError) as exc:
-            raise UsageError(str(exc)) from exc
-        print(chaos.render_text(merged_chaos))
-        if args.json:
-            write_json(args.json, merged_chaos)
-        return EXIT_VIOLATION if merged_chaos["summary"]["runs_violated"] else EXIT_OK
-
-    discoveries: list[Discovery] = []
-    cases: list[CaseResult] = []
-    for path in args.files:
-        try:
-            discovery, found = load_report(path)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-        if discovery is not None:
-            discoveries.append(discovery)
-        cases.extend(found)
-    if discoveries and all(d.command == discoveries[0].command for d in discoveries):
-        merged: Any = DrillResult(discoveries[0], tuple(cases))
-        print(render_drill(merged))
-        data = merged.to_dict()
-    else:
-        print(render_cases(cases))
-        data = {"cases": [c.to_dict() for c in cases], "summary": summarize_cases(cases)}
-    if args.json:
-        write_json(args.json, data)
-    return EXIT_OK if all(c.ok for c in cases) else EXIT_VIOLATION
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``killdrill report`` with the CLI (called by ``killdrill.cli``)."""
-    p = sub.add_parser(
-        "report",
-        help="render saved JSON reports as text; several files (chaos shards) are merged",
-        description="Render killdrill JSON reports; exit 1 if any case violated exactly-once.",
-    )
-    p.add_argument("files", nargs="+", metavar="FILE", help="JSON report(s) from --json or --report")
-    p.add_argument("--merge", action="store_true", help="merge the files' cases (the default for several)")
-    p.add_argument("--json", metavar="FILE", help="write the merged machine-readable report")
-    p.set_defaults(func=_cmd_report)
+install_presenter(Presenter(case=render_case, drill=render_drill, summary=summarize_cases))

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from killdrill.chaos_case import chaos_case
+from killdrill.drill import Drill
 from killdrill.points import parse_schedule
 from killdrill.records import CaseResult, Discovery
 from killdrill.strategies import START, interval_of
@@ -92,7 +94,7 @@ def _during_before(labels: Sequence[str], where: str) -> list[str]:
 
 
 def shrink(
-    drill: Any, case: CaseResult, *, max_runs: int = 24, seed: int = 0, index: int | None = None
+    drill: Drill, case: CaseResult, *, max_runs: int = 24, seed: int = 0, index: int | None = None
 ) -> Shrunk:
     """Shrink a failing case with Hypothesis's engine to the simplest schedule showing its kinds.
 
@@ -106,7 +108,6 @@ def shrink(
     from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
     from hypothesis.errors import NoSuchExample
 
-    from killdrill.chaos import chaos_case
 
     target = tuple(sorted(case.kinds))
     cands = _candidates(drill.discover(), case)

@@ -28,8 +28,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from killdrill import containment
 from killdrill.containment import kill_attempt
 from killdrill.control import BoundaryMessage, Connection, ControlListener, ProtocolError
+from killdrill.errors import HarnessError
+from killdrill.interrupts import Interrupted as StopSignal
+from killdrill.interrupts import signals_raise
+from killdrill.launcher import Launcher, LaunchError, live_launchers, warden
 from killdrill.points import Kill
 from killdrill.records import (
     DRAINED,
@@ -46,10 +51,6 @@ DRAINED_EXIT_CODE = 75
 """Exit status an agent uses to say "I drained on SIGTERM, my checkpoint is committed"."""
 
 _TAIL_BYTES = 4000
-
-
-class HarnessError(Exception):
-    """The harness could not do its job (bad command, spawn failure): exit code 2."""
 
 
 def tail(path: str, limit: int = _TAIL_BYTES) -> str:
@@ -112,8 +113,6 @@ def interrupt_all() -> None:
     _interrupted.set()
     with _active_lock:
         supervisors = list(_active)
-    from killdrill.launcher import live_launchers
-
     for launcher in live_launchers():
         launcher.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
     for sup in supervisors:
@@ -141,7 +140,7 @@ class LaunchSpec:
     signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
     grace_s: float = 5.0
     control_dir: str = ""
-    launcher: Any = None  # a killdrill.launcher.Launcher: fork from a warm template instead of spawning
+    launcher: Launcher | None = None  # fork from a warm template instead of spawning
 
 
 BoundaryHook = Callable[["Running", TraceEvent, Connection], bool]
@@ -272,9 +271,6 @@ class Supervisor:
         env["KILLDRILL_CONTROL"] = listener.address
         env["KILLDRILL_CONTROL_TOKEN"] = listener.token
         env["KILLDRILL_ATTEMPT"] = str(spec.number)
-        from killdrill import containment
-        from killdrill.launcher import LaunchError, warden
-
         launcher, exec_ = spec.launcher, False
         try:
             if launcher is None and containment.supported():
@@ -428,8 +424,6 @@ class Supervisor:
     def _reap(self, run: Running, *, block: bool) -> None:
         if run.returncode is not None:
             return
-        from killdrill.launcher import LaunchError
-
         try:
             rc = run.popen.wait() if block else run.popen.poll()
         except LaunchError:
@@ -515,32 +509,15 @@ class Supervisor:
         )
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived at the harness: unwind so every attempt's tree is killed."""
-
-
 @contextlib.contextmanager
 def _terminate_as_exception() -> Iterator[None]:
-    """While attempts run, turn a default-handled SIGTERM into an exception (finally blocks run).
-
-    Only from the main thread and only when nobody installed their own handler.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        yield
-        return
-
-    def _raise(signum: int, frame: object) -> None:
-        raise _Terminated()
-
-    signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    except _Terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise SystemExit(128 + signal.SIGTERM) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    """While attempts run, turn a default-handled SIGTERM into SystemExit(143) raised here, so
+    every ``finally`` (killing the attempts' trees) runs.  Only from the main thread and only when
+    nobody installed their own handler (the CLI and the chaos job do)."""
+    with signals_raise(signals=(signal.SIGTERM,), only_default=True) as ours:
+        try:
+            yield
+        except StopSignal as stop:
+            if not ours:  # the CLI's or the chaos job's: theirs to handle
+                raise
+            raise SystemExit(stop.code) from None

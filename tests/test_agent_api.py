@@ -11,7 +11,7 @@ from killdrill import agent
 
 def test_unarmed_boundary_is_a_no_op(monkeypatch) -> None:
     monkeypatch.delenv("KILLDRILL_CONTROL", raising=False)
-    agent._reset_for_tests()
+    agent._after_fork_in_child()  # forget the environment read so far
     killdrill.boundary("before:anything")
     assert killdrill.armed() is False
 

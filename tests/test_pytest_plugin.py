@@ -387,7 +387,7 @@ def test_discovery_key_follows_the_agents_files(tmp_path: Path) -> None:
     helper.write_text("X = 22\n")  # a sibling module changed: discover again
     assert discovery_key(cmd, {"cwd": str(tmp_path)}) != key
     pkg_files = {Path(f[0]).name for f in agent_files(["python", "-m", "killdrill.examples.settlement"])}
-    assert {"settlement.py", "drill.py", "__init__.py"} <= pkg_files
+    assert {"settlement.py", "case.py", "__init__.py"} <= pkg_files  # killdrill/drill/case.py
 
 
 def test_same_command_treats_python_names_alike() -> None:

@@ -214,11 +214,13 @@ def test_an_integration_from_outside_declares_its_preload_and_internal_steps(
     _install_doorbell(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(integrations, "_found", {})
+    integrations._installed_names.cache_clear()  # the distribution was installed just now
     assert integrations.find("doorbell").preload == ("json",)
     assert integrations.preload_modules(["doorbell", "langgraph"]) == ["json", "langgraph.graph"]
     assert integrations.internal_steps() >= {"ding", "checkpoint"}
     with pytest.raises(integrations.IntegrationNotFound, match="no integration 'nope'"):
         integrations.find("nope")
+    integrations._installed_names.cache_clear()  # forget the distribution for the next tests
 
 
 def test_the_bootstrap_activates_an_integration_found_by_entry_point(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ Imported by the agent too (through the bootstrap): standard library only.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import threading
@@ -109,10 +110,16 @@ def find(name: str) -> Integration:
         return register(_from_module(name, module))
 
 
+@functools.cache
+def _installed_names() -> tuple[str, ...]:
+    """This package's integration modules and the entry points' names (scanned once a process)."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    return tuple(names + [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)])
+
+
 def known() -> dict[str, Integration]:
     """Every integration that can be found: this package's modules, the entry points, registered ones."""
-    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
-    names += [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    names = list(_installed_names())
     with _lock:
         names += list(_found)
     out: dict[str, Integration] = {}
@@ -125,8 +132,15 @@ def known() -> dict[str, Integration]:
 
 
 def preload_modules(names: Iterable[str]) -> list[str]:
-    """Modules a fork template imports for the enabled integrations ``names``."""
-    return [m for n in names for m in find(n).preload]
+    """Modules a fork template imports for the enabled integrations ``names`` (one that cannot be
+    found preloads nothing: the agent's bootstrap says in one line that it cannot load it)."""
+    out: list[str] = []
+    for name in names:
+        try:
+            out.extend(find(name).preload)
+        except ImportError:
+            continue
+    return out
 
 
 def internal_steps() -> frozenset[str]:

@@ -70,7 +70,7 @@ def bench_boundary(loops: int) -> dict[str, float]:
     import killdrill.agent as agent
 
     saved = os.environ.pop("KILLDRILL_CONTROL", None)
-    agent._reset_for_tests()
+    agent._after_fork_in_child()  # forget the environment read so far
     try:
         agent.boundary("before:warm")
         g = {"boundary": agent.boundary, "empty": _empty}
@@ -79,7 +79,7 @@ def bench_boundary(loops: int) -> dict[str, float]:
     finally:
         if saved is not None:
             os.environ["KILLDRILL_CONTROL"] = saved
-        agent._reset_for_tests()
+        agent._after_fork_in_child()  # forget the environment read so far
     e, u = empty / loops * 1e9, unarmed / loops * 1e9
     return {"empty_call_ns": e, "boundary_unarmed_ns": u, "boundary_unarmed_vs_empty": u / e}
 

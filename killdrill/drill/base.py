@@ -1,0 +1,223 @@
+"""A drill's resources (workdirs, fork template, model fake) and how it launches attempts.
+
+The rest of :class:`killdrill.drill.Drill` builds on this class: discovery
+(:mod:`killdrill.drill.discovery`), the verdict of a case (:mod:`killdrill.drill.case_verdict`),
+the attempts of a case (:mod:`killdrill.drill.case`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from killdrill.concurrency import Barrier
+from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
+from killdrill.drill.options import STATE_DIR, DrillOptions
+from killdrill.drill.workdirs import Workdirs
+from killdrill.errors import HarnessError
+from killdrill.fakes.http import FakesServer
+from killdrill.fakes.model import ModelFake
+from killdrill.fakes.model_script import ScriptError, load_script
+from killdrill.fakes.wire.smtp import SmtpFake
+from killdrill.integrations import preload_modules
+from killdrill.launcher import DEFAULT_PRELOAD, Launcher, python_target
+from killdrill.points import Kill
+from killdrill.records import Attempt, Discovery
+from killdrill.setup_checks import detection_env
+from killdrill.supervisor import LaunchSpec, Running, Supervisor
+from killdrill.verdict import CHECKS
+
+
+class DrillBase:
+    """What every part of a drill builds on: the command and options, the workdirs, the fork
+    template and model fake, the reproduction line, and how attempts are launched."""
+
+    def __init__(self, command: Sequence[str], options: DrillOptions | None = None, **overrides: Any) -> None:
+        self.command = tuple(command)
+        self.options = replace(options or DrillOptions(), **overrides)
+        self._argv = resolve_command(self.command)
+        self._discovery: Discovery | None = None
+        self.workdirs = Workdirs(self.options.root, self.options.ledger_url)
+        self._lock = threading.Lock()
+        self._launcher: Launcher | None = None
+        self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
+        unknown = [c for c in self.options.checks if c not in CHECKS]
+        if unknown:
+            raise HarnessError(f"unknown check {unknown[0]!r}: expected one of {', '.join(CHECKS)}")
+        if self.options.launcher not in ("spawn", "fork"):
+            raise HarnessError(f"unknown launcher {self.options.launcher!r}: expected spawn or fork")
+        self._model = self._load_model()
+        if self.options.launcher == "fork" and not python_target(self._argv):
+            raise HarnessError(
+                "--launcher fork needs a `python -m MODULE ...` or `python SCRIPT ...` command"
+            )
+
+    def _load_model(self) -> ModelFake | None:
+        """The model fake of this drill, its script read and checked now (one line if it is wrong)."""
+        if self.options.model_script is None:
+            if self.options.model_variance is not None:
+                raise HarnessError("--model-variance needs --model-script FILE (the model fake's script)")
+            return None
+        try:
+            script = load_script(os.path.abspath(self.options.model_script))
+        except ScriptError as exc:
+            raise HarnessError(str(exc)) from None
+        return ModelFake(script, self.options.model_variance)
+
+    def _get_launcher(self) -> Launcher | None:
+        """The fork template, started on first use and closed with the drill (or at exit)."""
+        if self.options.launcher != "fork":
+            return None
+        with self._lock:
+            if self._launcher is None:
+                preload = [*DEFAULT_PRELOAD, *self.options.preload]
+                preload += preload_modules(self.options.integrations)
+                env = detection_env(
+                    self._env(self.workdirs.root, "kd-template"), self.options.integrations, bootstrap_dir()
+                )
+                self._launcher = Launcher(
+                    self._argv[0], preload=preload, env=env, cwd=self.options.cwd
+                ).start()
+                weakref.finalize(self, self._launcher.close)
+            return self._launcher
+
+    def close(self) -> None:
+        """Stop the fork template, if any (it also stops by itself when the harness exits);
+        remove the root we made if nothing was kept in it."""
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
+        self.workdirs.close()
+
+    @property
+    def root(self) -> Path:
+        """Where workdirs go (see :class:`Workdirs`)."""
+        return self.workdirs.root
+
+    def reproduce_line(self, schedule: str, *, thread: str | None = None) -> str:
+        o, d = self.options, DrillOptions()
+        args = ["killdrill", "run", "--schedule", schedule]
+        if o.timeout != d.timeout:
+            args += ["--timeout", f"{o.timeout:g}"]
+        if o.max_attempts is not None:
+            args += ["--max-attempts", str(o.max_attempts)]
+        if o.http_fakes:
+            args.append("--http-fakes")
+        if o.smtp_fake:
+            args.append("--smtp-fake")
+        for pattern, mode in sorted(o.hooks.items()):
+            args += ["--hook", f"{pattern}={mode}"]
+        if o.hook_key_header != d.hook_key_header:
+            args += ["--hook-key-header", o.hook_key_header]
+        for op, fields in sorted(o.identity.items()):
+            args += ["--identity", f"{op}={','.join(fields)}"]
+        if o.between:
+            args += ["--between", shlex.join(o.between)]
+        if o.signal != d.signal:
+            args += ["--signal", o.signal, "--grace", f"{o.grace:g}"]
+        for name in o.integrations:
+            args += ["--integration", name]
+        if o.resumers != 1:
+            args += ["--resumers", str(o.resumers)]
+        if o.barrier:
+            args += ["--barrier", o.barrier]
+        if o.launcher != d.launcher:
+            args += ["--launcher", o.launcher]
+        for name in o.preload:
+            args += ["--preload", name]
+        for name in o.checks:
+            args += ["--check", name]
+        if o.model_script:
+            args += ["--model-script", o.model_script]
+        if o.model_variance is not None:
+            args += ["--model-variance", str(o.model_variance)]
+        for k, v in sorted(o.env.items()):
+            args += ["--env", f"{k}={v}"]
+        return shlex.join([*args, "--", *self.command])
+
+    def _env(self, workdir: Path, thread: str) -> dict[str, str]:
+        env = dict(os.environ)
+        for var in [k for k in env if k.startswith("KILLDRILL_")]:
+            del env[var]  # never inherit an outer drill's channel
+        env.update(self.options.env)
+        env.update(
+            KILLDRILL_THREAD=thread,
+            KILLDRILL_WORKDIR=str(workdir),
+            KILLDRILL_LEDGER=self.workdirs.ledger_url(workdir),
+        )
+        if self.options.integrations:
+            env["KILLDRILL_INTEGRATIONS"] = ",".join(self.options.integrations)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap_dir(), env.get("PYTHONPATH")]))
+        return env
+
+    def _spec(
+        self,
+        workdir: Path,
+        thread: str,
+        number: int,
+        kill: Kill | None,
+        suffix: str = "",
+        detect: bool = False,
+    ) -> LaunchSpec:
+        state = workdir / STATE_DIR
+        env = self._env(workdir, thread)
+        return LaunchSpec(
+            argv=fill(self._argv, thread, str(workdir)),
+            env=detection_env(env, self.options.integrations, bootstrap_dir()) if detect else env,
+            cwd=self.options.cwd,
+            stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),
+            stderr_path=str(state / f"attempt-{number}{suffix}.stderr"),
+            number=number,
+            kill=kill,
+            timeout_s=self.options.timeout,
+            signal_name=self.options.signal,
+            grace_s=self.options.grace,
+            control_dir=str(state / "ctl"),
+            launcher=self._get_launcher(),
+        )
+
+    def _launch(
+        self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Barrier | None = None
+    ) -> list[Attempt]:
+        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
+        servers: list[FakesServer | SmtpFake] = []
+        if self.options.http_fakes or self._model is not None:
+            wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
+            http = FakesServer(self.workdirs.ledger_url(workdir), wire=wire, model=self._model)
+            servers.append(http)
+            url = http.start()
+            for spec in specs:
+                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": http.secret}
+                if self._model is not None:
+                    spec.env.update(model_env(url))
+        if self.options.smtp_fake:
+            smtp = SmtpFake(self.workdirs.ledger_url(workdir))
+            servers.append(smtp)
+            address = smtp.start()
+            for spec in specs:
+                spec.env = {**spec.env, "KILLDRILL_SMTP": address}
+        on_start: Callable[[Running], None] | None = None
+        if servers:
+
+            def on_start(run: Running) -> None:
+                for server in servers:
+                    server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
+                    if hasattr(server, "arm"):
+                        server.arm(run)  # a drop:/reset: connection fault of this attempt
+
+        for spec in specs:
+            spec.env = expand_env(spec.env, self.options.env)
+        supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
+        if hook is not None:
+            hook.bind(supervisor)
+        try:
+            return supervisor.run_many(specs)
+        finally:
+            for server in servers:
+                server.stop()

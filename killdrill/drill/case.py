@@ -1,0 +1,237 @@
+"""One case: a fresh workdir, attempt 1 armed with the schedule's first kill, attempts 2..k
+resumed under the same thread and workdir, then the verdict and the case's files."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from killdrill.baselines import ledger_break
+from killdrill.concurrency import Barrier
+from killdrill.drill.case_verdict import Judging, first_label, workload_shaped
+from killdrill.drill.env import fill, last_line, resolve_command
+from killdrill.drill.options import STATE_DIR
+from killdrill.intervals import resolve_schedule
+from killdrill.model_work import model_work
+from killdrill.points import Kill, Schedule, parse_schedule
+from killdrill.records import (
+    EXITED,
+    HANG,
+    HARNESS_ERROR,
+    NOT_REACHED,
+    PER_THREAD_BASELINE,
+    POINT_NOT_REACHED,
+    RESUME_FAILED,
+    SHARED_BASELINE,
+    Attempt,
+    CaseResult,
+    LedgerSnapshot,
+    Violation,
+)
+from killdrill.verdict import summarize
+
+
+class CaseRunning(Judging):
+    """A drill that runs cases."""
+
+    def run_case(
+        self, schedule: str | Schedule | Sequence[str], *, seed: int | None = None, check: bool = True
+    ) -> CaseResult:
+        """Run one case.  ``check=False`` skips the catalogue check (random chaos schedules)."""
+        sched = parse_schedule(schedule)
+        discovery = self.discover()
+        if check:
+            self.check_schedule(sched)
+        sched = resolve_schedule(sched, discovery)  # percentage kills -> this discovery's ms
+        text = str(sched)
+        clean = discovery.run_for(first_label(sched))
+        if clean is not None:  # the work depends on the thread: run under a clean run's thread
+            thread, baseline = clean.thread, clean.baseline
+            baseline_note = (
+                f"{PER_THREAD_BASELINE}: judged against the clean run of its own thread {thread}"
+                f" ({discovery.mode_reason})"
+            )
+        else:
+            thread, baseline = f"kd-{uuid.uuid4().hex[:12]}", discovery.baseline
+            baseline_note = f"{SHARED_BASELINE}: judged against the first clean run ({discovery.mode_reason})"
+        workdir = self.workdirs.new(text)
+        reproduce = self.reproduce_line(text)
+        mark = uuid.uuid4().hex
+        self.workdirs.mark(workdir, thread, mark)
+        max_attempts = self.options.max_attempts or len(sched) + 3
+        plan = {
+            "command": list(self.command),
+            "schedule": text,
+            "seed": seed,
+            "thread": thread,
+            "workdir": str(workdir),
+            "options": {k: v for k, v in asdict(self.options).items() if k != "root"},
+            "reproduce": reproduce,
+        }
+        (workdir / STATE_DIR / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
+
+        attempts: list[Attempt] = []
+        violations: list[Violation] = []
+        notes: list[str] = []
+        completed = False
+        number = 0
+        resumers_used = False
+        seen: LedgerSnapshot | None = None
+        while number < max_attempts:
+            number += 1
+            if number > 1 and self.options.between:
+                between = self._between(workdir, thread, number)
+                if between is not None:
+                    violations.append(between)
+                    break
+            kill = sched.for_attempt(number)
+            if number == 2 and self.options.resumers > 1 and not resumers_used:
+                resumers_used = True
+                batch = self._concurrent(workdir, thread, number, kill)
+            else:
+                batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])
+            attempts.extend(batch)
+            seen, broken = self._check_ledger(workdir, thread, mark, seen, number)
+            if broken is not None:
+                violations.append(broken)
+                break
+            stop = False
+            for a in batch:
+                v = self._attempt_violation(a, text)
+                if v is not None:
+                    violations.append(v)
+                    stop = True
+            if stop:
+                break
+            if all(a.outcome == EXITED and a.returncode == 0 for a in batch) and number >= len(sched):
+                completed = True
+                break
+        if not completed and not violations:
+            last = attempts[-1]
+            violations.append(
+                Violation(
+                    RESUME_FAILED,
+                    f"the run never completed: {len(attempts)} attempt(s), the last "
+                    f"{'exited ' + str(last.returncode) if last.outcome == EXITED else last.outcome}"
+                    + (
+                        f"; its stderr ends with: {last_line(last.stderr_tail)}"
+                        if last.stderr_tail.strip()
+                        else ""
+                    ),
+                    detail={"attempts": len(attempts), "last_returncode": last.returncode},
+                )
+            )
+
+        ledger: LedgerSnapshot | None = None
+        summary: dict[str, dict[str, int]] = {}
+        model: dict[str, Any] = {}
+        try:
+            ledger = self.workdirs.snapshot(workdir, thread)
+        except Exception as exc:  # a broken ledger is the harness's problem, said in one line
+            violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
+        if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
+            judged = self._judge(baseline, ledger, attempts, violations, completed)
+            if clean is None and workload_shaped([*violations, *judged], sched):
+                # A missing or unexpected effect may be this thread's own work: a clean run of
+                # the case's thread says whether the shared baseline was the wrong yardstick.
+                own = self._own_thread_baseline(thread, baseline, sched)
+                if own is not None:
+                    baseline, why = own
+                    baseline_note = f"{PER_THREAD_BASELINE}: judged against a clean run of its own thread"
+                    baseline_note += f" ({why})"
+                    violations = [
+                        v
+                        for v in violations
+                        if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
+                    ]
+                    if len(attempts) == 1 and attempts[0].outcome == NOT_REACHED:
+                        notes.append(
+                            f"not applicable: this thread's clean run never reaches {sched.kills[0]}"
+                        )
+                    judged = self._judge(baseline, ledger, attempts, violations, True)
+            violations.extend(judged)
+            summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
+            model = model_work(baseline, ledger)
+        catalogue = clean.catalogue if clean is not None else discovery.catalogue
+        notes.extend(self._resume_notes(catalogue, attempts, ledger))
+        result = CaseResult(
+            command=self.command,
+            schedule=text,
+            thread=thread,
+            workdir=str(workdir),
+            attempts=tuple(attempts),
+            violations=tuple(violations),
+            notes=tuple(notes),
+            reproduce=reproduce,
+            summary=summary,
+            ledger=ledger,
+            seed=seed,
+            model=model,
+            baseline=baseline_note,
+        )
+        (workdir / STATE_DIR / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+        if result.ok and not self.options.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return result
+
+    def _check_ledger(
+        self, workdir: Path, thread: str, mark: str, seen: LedgerSnapshot | None, number: int
+    ) -> tuple[LedgerSnapshot | None, Violation | None]:
+        """After each attempt: the ledger still holds every call recorded before, and the marker."""
+        try:
+            now, marked = self.workdirs.snapshot_and_mark(workdir, thread, mark)
+        except Exception as exc:
+            return seen, Violation(HARNESS_ERROR, f"cannot read the ledger after attempt {number}: {exc}")
+        why = ledger_break(seen, now, marked)
+        if why:
+            return now, Violation(
+                HARNESS_ERROR,
+                f"the ledger changed under the case during attempt {number}: {why}; the calls it"
+                " lost cannot be counted, so no verdict can be trusted (does the agent delete files"
+                " in its workdir?)",
+                detail={"attempt": number, "why": why},
+            )
+        return now, None
+
+    def baseline_for(self, schedule: str | Schedule) -> LedgerSnapshot:
+        """The clean ledger a case of ``schedule`` is judged against (per-thread mode aware)."""
+        discovery = self.discover()
+        clean = discovery.run_for(first_label(parse_schedule(schedule)))
+        return clean.baseline if clean is not None else discovery.baseline
+
+    def _between(self, workdir: Path, thread: str, number: int) -> Violation | None:
+        argv = fill(resolve_command(self.options.between or ()), thread, str(workdir))
+        env = self._env(workdir, thread)
+        env["KILLDRILL_ATTEMPT"] = str(number)
+        try:
+            proc = subprocess.run(
+                argv,
+                env=env,
+                cwd=self.options.cwd,
+                capture_output=True,
+                timeout=self.options.timeout,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            return Violation(HANG, f"the between-attempts command hung for {self.options.timeout:g}s")
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace")
+            return Violation(
+                RESUME_FAILED,
+                f"the between-attempts command {shlex.join(argv)} exited {proc.returncode}: {last_line(err)}",
+            )
+        return None
+
+    def _concurrent(self, workdir: Path, thread: str, number: int, kill: Kill | None) -> list[Attempt]:
+        specs = [
+            self._spec(workdir, thread, number, kill if i == 0 else None, suffix=f".{i + 1}")
+            for i in range(self.options.resumers)
+        ]
+        return self._launch(workdir, thread, specs, hook=Barrier(self.options.barrier))

@@ -1,0 +1,185 @@
+"""The verdict of one case beyond the effect check: how each attempt ended, a thread's own
+baseline when the shared one was the wrong yardstick, and resumes that restarted from scratch."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from killdrill.baselines import repeated_calls, workload_difference
+from killdrill.drill.discovery import Discovering
+from killdrill.drill.env import how_ended, last_line, slug
+from killdrill.errors import HarnessError
+from killdrill.integrations import internal_steps
+from killdrill.points import Schedule, occurrence_label
+from killdrill.records import (
+    HANG,
+    HARNESS_ERROR,
+    HARNESS_FAILED,
+    KILLED,
+    MISSING_EFFECT,
+    NOT_REACHED,
+    POINT_NOT_REACHED,
+    TIMED_OUT,
+    UNEXPECTED_EFFECT,
+    Attempt,
+    CatalogueEntry,
+    LedgerSnapshot,
+    Violation,
+)
+from killdrill.verdict import judge
+
+
+class Judging(Discovering):
+    """A drill that can judge a case it ran."""
+
+    def _judge(
+        self,
+        baseline: LedgerSnapshot,
+        ledger: LedgerSnapshot,
+        attempts: Sequence[Attempt],
+        violations: Sequence[Violation],
+        completed: bool,
+    ) -> list[Violation]:
+        """The effect verdict, unless the case never got going (a hang, a kill that missed)."""
+        if not completed and any(v.kind in (HANG, POINT_NOT_REACHED) for v in violations):
+            return []
+        return judge(
+            baseline,
+            ledger,
+            attempts,
+            identity=self.options.identity,
+            volatile=self.discover().volatile,
+            checks=self.options.checks,
+        )
+
+    def _own_thread_baseline(
+        self, thread: str, baseline: LedgerSnapshot, sched: Schedule
+    ) -> tuple[LedgerSnapshot, str] | None:
+        """A clean run under ``thread`` (own workdir and ledger), if it did other work than the
+        shared baseline; None when it did the same (the violations stand) or could not run."""
+        try:
+            attempt, snap = self._clean_run(thread, f"own-thread-{slug(str(sched))}", private=True)
+        except HarnessError:
+            return None
+        discovery = self.discover()
+        differ = workload_difference(discovery.labels(), baseline, [e.label for e in attempt.trace], snap)
+        if not differ:
+            return None
+        return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run"
+
+    def _attempt_violation(self, a: Attempt, schedule: str) -> Violation | None:
+        if a.outcome == NOT_REACHED:
+            why = "; ".join(a.notes) or f"the attempt {how_ended(a)} before reaching it"
+            return Violation(
+                POINT_NOT_REACHED,
+                f"attempt {a.number} was scheduled to be killed at {a.kill} but {why}"
+                + (f"; stderr ends with: {last_line(a.stderr_tail)}" if a.returncode else ""),
+                detail={"attempt": a.number, "kill": a.kill, "returncode": a.returncode},
+            )
+        if a.outcome == TIMED_OUT:
+            where = a.trace[-1].label if a.trace else "before its first boundary"
+            return Violation(
+                HANG,
+                f"attempt {a.number} hung: no exit within {self.options.timeout:g}s "
+                f"(last boundary: {where}); its process tree was killed",
+                detail={"attempt": a.number, "last_boundary": where},
+            )
+        if a.outcome == HARNESS_FAILED:
+            return Violation(
+                HARNESS_ERROR,
+                f"attempt {a.number}: {'; '.join(a.notes) or 'harness failure'}",
+                detail={"attempt": a.number},
+            )
+        return None
+
+    @staticmethod
+    def _resume_notes(
+        catalogue: Sequence[CatalogueEntry], attempts: Sequence[Attempt], ledger: LedgerSnapshot | None
+    ) -> list[str]:
+        """Flag a resume that restarted from scratch and re-did work a checkpoint held.
+
+        Agents legitimately re-enter at their first boundary (a functional API entrypoint, a
+        tool loop's first node) and skip what is done, so re-entry alone says nothing.  The
+        note needs repeated work: a step committed more often over the case's attempts than
+        in a clean run.  A step counts as committed at its ``committed:`` point, or, for agents
+        that emit none, when the next step began (``before:`` after an ``after:``): a kill at
+        ``after:X`` alone is before X's checkpoint, and re-running X is then correct.
+        """
+        clean = Counter(committed_steps(e.point for e in catalogue))
+        done: Counter[str] = Counter()
+        if attempts:
+            done.update(committed_steps(e.point for e in attempts[0].trace))
+        notes = []
+        first = first_step(e.label for e in catalogue)
+        for prev, nxt in itertools.pairwise(attempts):
+            done.update(committed_steps(e.point for e in nxt.trace))
+            redone = sorted(step for step in done if done[step] > clean[step])
+            if not (
+                prev.outcome == KILLED
+                and redone
+                and first
+                and first_step(e.label for e in nxt.trace) == first
+            ):
+                continue
+            again = repeated_calls(ledger, nxt.number) if ledger is not None else []
+            calls = (
+                f", repeating {len(again)} earlier call(s)"
+                f" ({', '.join(dict.fromkeys(f'{c.provider}.{c.op}' for c in again))})"
+                if again
+                else ""
+            )
+            notes.append(
+                f"resumed_from_start: attempt {nxt.number} re-entered at {first} after attempt "
+                f"{prev.number} was killed at {prev.killed_at}, and re-did committed steps"
+                f" ({', '.join(redone[:3])}: more often than in a clean run){calls}: is the input"
+                " re-submitted instead of resuming from the checkpoint?"
+            )
+            break  # one note says it; later attempts repeat the same story
+        return notes
+
+
+def first_label(sched: Schedule) -> str | None:
+    """The label of the schedule's first kill when it names a point (``before:x#2``), else None."""
+    if not sched.kills or sched.kills[0].point is None:
+        return None
+    first = sched.kills[0]
+    return occurrence_label(first.point, first.occurrence)  # type: ignore[arg-type]
+
+
+def workload_shaped(violations: Sequence[Violation], sched: Schedule) -> bool:
+    """Violations another thread's work could explain: an effect missing or unasked, or a first
+    kill at a named point that never landed (a random offset that missed says nothing)."""
+    named = first_label(sched) is not None
+    return any(
+        v.kind in (MISSING_EFFECT, UNEXPECTED_EFFECT)
+        or (named and v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
+        for v in violations
+    )
+
+
+def first_step(labels: Iterable[str]) -> str | None:
+    """The first ``before:`` of a step (an integration's own points such as ``before:checkpoint`` aside)."""
+    internal = internal_steps()
+    steps = (lb for lb in labels if lb.startswith("before:"))
+    return next((lb for lb in steps if lb.split("#")[0].split(":", 1)[1] not in internal), None)
+
+
+def committed_steps(points: Iterable[str]) -> list[str]:
+    """The steps one attempt (or a clean run) committed, in order: ``committed:X`` points, or for
+    agents that emit none, an ``after:X`` followed by the next step's ``before:``."""
+    internal = internal_steps()
+    points = [p for p in points if p.split(":", 1)[1] not in internal]  # e.g. the checkpointer's own
+    if any(p.startswith("committed:") for p in points):
+        return [p.split(":", 1)[1] for p in points if p.startswith("committed:")]
+    out: list[str] = []
+    pending: str | None = None
+    for p in points:
+        kind, name = p.split(":", 1)
+        if kind == "after":
+            pending = name
+        elif kind == "before" and pending is not None:
+            out.append(pending)
+            pending = None
+    return out

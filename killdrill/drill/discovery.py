@@ -1,0 +1,145 @@
+"""Discovery: the clean runs of a command, its kill-point catalogue and the baseline ledger."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import uuid
+
+from killdrill.baselines import workload_difference
+from killdrill.drill.base import DrillBase
+from killdrill.drill.options import STATE_DIR, DiscoveryError, UnknownPointError
+from killdrill.points import Schedule, occurrence_label
+from killdrill.records import (
+    EXITED,
+    PER_THREAD_BASELINE,
+    SHARED_BASELINE,
+    TIMED_OUT,
+    Attempt,
+    CatalogueEntry,
+    CleanRun,
+    Discovery,
+    LedgerSnapshot,
+)
+from killdrill.setup_checks import diverged_hint, imported_modules, integration_hint, placeholder_hint, warn
+from killdrill.verdict import volatile_fields
+
+
+class Discovering(DrillBase):
+    """A drill that knows its command's catalogue and baseline (discovered once, or reused)."""
+
+    def _clean_run(self, thread: str, label: str, *, private: bool = False) -> tuple[Attempt, LedgerSnapshot]:
+        """One unarmed, traced run under ``thread`` in a fresh workdir (with its own SQLite ledger
+        when ``private``, so a shared ``ledger_url`` never sees two runs of one thread)."""
+        workdir = self.workdirs.new(label)
+        with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
+            attempt = self._launch(workdir, thread, [self._spec(workdir, thread, 1, None, detect=True)])[0]
+            self._imported |= imported_modules(workdir / STATE_DIR)
+            if attempt.outcome != EXITED or attempt.returncode != 0:
+                how = (
+                    f"hung for {self.options.timeout:g}s"
+                    if attempt.outcome == TIMED_OUT
+                    else f"exited {attempt.returncode}"
+                )
+                err = attempt.stderr_tail.strip() or "(no stderr)"
+                warn(integration_hint(self._imported, self.options.integrations))
+                raise DiscoveryError(
+                    f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
+                    f"--- stderr (tail) ---\n{err}"
+                )
+            snap = self.workdirs.snapshot(workdir, thread)
+        if not self.options.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return attempt, snap
+
+    def discover(self, *, force: bool = False) -> Discovery:
+        """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.
+
+        Two clean runs under two threads tell volatile fields apart.  When they did different
+        work (effect counts, points reached) the work depends on the thread: a third clean run,
+        under the first run's thread, names the volatile fields instead (one extra run, only
+        then), and each case runs under the thread of a clean run that reached its point.
+        """
+        if self._discovery is not None and not force:
+            return self._discovery
+        runs: list[tuple[str, Attempt, LedgerSnapshot]] = []
+        for i in range(max(1, self.options.discovery_runs)):
+            thread = f"kd-discovery-{uuid.uuid4().hex[:10]}"
+            attempt, snap = self._clean_run(thread, f"discovery-{i + 1}")
+            runs.append((thread, attempt, snap))
+        first = runs[0][1]
+        warn(integration_hint(self._imported, self.options.integrations))
+        warn(placeholder_hint(self.command))
+        if not first.trace:
+            shared = " (or it found a finished run: the command has no {workdir} or {thread})"
+            raise DiscoveryError(
+                f"the clean run of {shlex.join(self.command)} reached no kill point: mark its steps with "
+                "killdrill.node(...) / killdrill.boundary(...), use the fakes, or enable an integration"
+                + (shared if placeholder_hint(self.command) else "")
+            )
+        if len(runs) > 1:
+            warn(diverged_hint(self.command, len(first.trace), len(runs[1][1].trace)))
+
+        def labels(a: Attempt) -> list[str]:
+            return [e.label for e in a.trace]
+
+        catalogue = tuple(CatalogueEntry(e.label, e.point, e.occurrence, e.t_ms) for e in first.trace)
+        volatile: dict[str, list[str]] = {}
+        mode, reason = SHARED_BASELINE, ""
+        differ = ""
+        for _, other, snap in runs[1:]:
+            differ = differ or workload_difference(labels(first), runs[0][2], labels(other), snap)
+        if len(runs) == 1:
+            reason = "one clean run: thread dependence not checked"
+        elif not differ:
+            reason = f"{len(runs)} clean runs under different threads did the same work"
+            volatile = volatile_fields(runs[0][2], runs[1][2])
+        else:
+            if self.options.ledger_url:
+                raise DiscoveryError(
+                    f"the work of {shlex.join(self.command)} depends on its thread ({differ}): each case "
+                    "must run under a clean run's thread, which a shared --ledger-url cannot hold twice"
+                )
+            mode = PER_THREAD_BASELINE
+            reason = f"the clean runs under two threads did different work: {differ}"
+            same_thread, same = self._clean_run(runs[0][0], "discovery-same-thread")
+            volatile = volatile_fields(runs[0][2], same)
+            again = workload_difference(labels(first), runs[0][2], labels(same_thread), same)
+            if again:
+                reason += f"; two runs of one thread differ too ({again}): the agent is not deterministic"
+        self._discovery = Discovery(
+            command=self.command,
+            catalogue=catalogue,
+            baseline=runs[0][2],
+            volatile=volatile,
+            duration_ms=first.duration_ms,
+            mode=mode,
+            mode_reason=reason,
+            runs=tuple(
+                CleanRun(t, tuple(CatalogueEntry(e.label, e.point, e.occurrence, e.t_ms) for e in a.trace), b)
+                for t, a, b in runs
+            )
+            if mode == PER_THREAD_BASELINE
+            else (),
+        )
+        return self._discovery
+
+    def use_discovery(self, discovery: Discovery) -> None:
+        """Reuse a discovery made earlier (the pytest plugin caches it across sessions)."""
+        self._discovery = discovery
+
+    def points(self) -> list[str]:
+        """The catalogue's labels, in the order a clean run reached them."""
+        return self.discover().labels()
+
+    def check_schedule(self, schedule: Schedule) -> None:
+        """The first named kill must be in the catalogue; later ones may be resume-only points."""
+        catalogue = self.discover().labels()
+        if not schedule.kills:
+            return
+        first = schedule.kills[0]
+        if first.point is not None:
+            label = occurrence_label(first.point, first.occurrence)
+            if label not in catalogue:
+                raise UnknownPointError(str(first), catalogue)

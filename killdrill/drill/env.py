@@ -1,0 +1,115 @@
+"""The agent's command and environment: placeholders, ``python``, harness variables, and the
+thread/workdir written back as ``{thread}``/``{workdir}`` in what the ledger recorded."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from killdrill.errors import HarnessError
+from killdrill.records import Attempt, LedgerSnapshot
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.#+~-]+", "_", text)[:60].strip("_") or "case"
+
+
+def fill(argv: Sequence[str], thread: str, workdir: str) -> list[str]:
+    return [a.replace("{thread}", thread).replace("{workdir}", workdir) for a in argv]
+
+
+def resolve_command(argv: Sequence[str]) -> list[str]:
+    """Check the command exists; ``python``/``python3`` mean the interpreter running killdrill."""
+    if not argv:
+        raise HarnessError("no command given: put the agent's command after --")
+    argv = list(argv)
+    if argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    elif os.sep not in argv[0] and shutil.which(argv[0]) is None:
+        raise HarnessError(f"command not found: {argv[0]}")
+    elif os.sep in argv[0] and not os.access(argv[0], os.X_OK):
+        raise HarnessError(f"command not found or not executable: {argv[0]}")
+    return argv
+
+
+def bootstrap_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_bootstrap")
+
+
+def model_env(url: str) -> dict[str, str]:
+    """Point the OpenAI and Anthropic SDKs (and what is built on them) at the model fake.
+
+    The keys are dummies on purpose: a drill must never reach, or bill, a real model.
+    """
+    return {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": "sk-killdrill-fake",
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "sk-ant-killdrill-fake",
+    }
+
+
+_HARNESS_VAR = re.compile(r"\{(KILLDRILL_[A-Z0-9_]+)\}")
+
+
+def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str]:
+    """``--env`` values may name the harness's variables: ``STRIPE_API_BASE={KILLDRILL_FAKES_URL}``
+    is filled per attempt (the fakes' port changes), so an app reads its usual variable."""
+    out = dict(env)
+    for name in user:
+        value = out.get(name)
+        if value is None or "{KILLDRILL_" not in value:
+            continue
+
+        def fill(m: re.Match[str], name: str = name) -> str:
+            if m.group(1) not in out:
+                raise HarnessError(
+                    f"--env {name}: {{{m.group(1)}}} is not set for the agent"
+                    + (
+                        " (the HTTP fakes are off: add --http-fakes)"
+                        if m.group(1) == "KILLDRILL_FAKES_URL"
+                        else ""
+                    )
+                )
+            return out[m.group(1)]
+
+        out[name] = _HARNESS_VAR.sub(fill, value)
+    return out
+
+
+def replace_all(value: Any, subs: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        for old, new in subs.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {replace_all(k, subs): replace_all(v, subs) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(replace_all(v, subs) for v in value)
+    return value
+
+
+def normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
+    calls = tuple(
+        replace(c, key=replace_all(c.key, subs), payload=replace_all(c.payload, subs)) for c in snap.calls
+    )
+    in_flight = tuple(replace(f, key=replace_all(f.key, subs)) for f in snap.in_flight)
+    return LedgerSnapshot(calls=calls, state=replace_all(snap.state, subs), in_flight=in_flight)
+
+
+def how_ended(a: Attempt) -> str:
+    if a.returncode is None:
+        return "ended"
+    if a.returncode < 0:
+        return f"died of signal {-a.returncode}"
+    return f"exited {a.returncode}"
+
+
+def last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""

@@ -1,0 +1,122 @@
+"""Case workdirs and the ledger in each: where a run's files live and how the drill reads them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+from killdrill.baselines import LEDGER_MARKER
+from killdrill.drill.env import normalize, slug
+from killdrill.drill.options import STATE_DIR
+from killdrill.ledger import Ledger
+from killdrill.records import LedgerSnapshot
+
+
+class Workdirs:
+    """The drill's root folder and one private workdir per run, each with its ledger: a SQLite
+    file of its own, or the shared ``ledger_url`` (except for workdirs made private)."""
+
+    def __init__(self, root: str | os.PathLike[str] | None, shared_ledger_url: str | None) -> None:
+        self._given_root = root
+        self._shared = shared_ledger_url
+        self._root: Path | None = None
+        self._counter = 0
+        self._lock = threading.Lock()
+        self._private: set[str] = set()  # workdirs whose ledger stays their own SQLite file
+
+    @property
+    def root(self) -> Path:
+        """Where workdirs go.  Every workdir is private (0700): it holds plan.json with the
+        ``--env`` values, the ledger and the agent's output.  A root we made is removed when
+        the drill ends if nothing was kept in it."""
+        if self._root is None:
+            if self._given_root is not None:
+                self._root = Path(self._given_root)
+                self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            else:
+                self._root = Path(tempfile.mkdtemp(prefix="killdrill-"))
+                weakref.finalize(self, rmdir_if_empty, self._root)
+        return self._root
+
+    def close(self) -> None:
+        """Remove the root we made if nothing was kept in it."""
+        if self._root is not None and self._given_root is None:
+            rmdir_if_empty(self._root)
+
+    def new(self, label: str) -> Path:
+        """A fresh private workdir named after ``label``, with its state folder."""
+        with self._lock:
+            self._counter += 1
+            n = self._counter
+        wd = self.root / f"{n:03d}-{slug(label)}"
+        if wd.exists():
+            shutil.rmtree(wd)
+        wd.mkdir(mode=0o700)
+        os.chmod(wd, 0o700)  # whatever the umask
+        (wd / STATE_DIR).mkdir(mode=0o700)
+        return wd
+
+    @contextlib.contextmanager
+    def private_ledger(self, workdir: Path) -> Iterator[None]:
+        """While inside, ``workdir`` keeps its own SQLite ledger even with a shared ``ledger_url``
+        (a shared ledger must never see two runs of one thread)."""
+        self._private.add(str(workdir))
+        try:
+            yield
+        finally:
+            self._private.discard(str(workdir))
+
+    def ledger_url(self, workdir: Path) -> str:
+        if self._shared and str(workdir) not in self._private:
+            return self._shared
+        return str(workdir / STATE_DIR / "ledger.sqlite")
+
+    @contextlib.contextmanager
+    def ledger(self, workdir: Path, thread: str) -> Iterator[Ledger]:
+        """The workdir's ledger, open for one read or write."""
+        url = self.ledger_url(workdir)
+        ledger = Ledger(url, thread)
+        try:
+            yield ledger
+        finally:
+            if url != self._shared:
+                ledger.close()  # one SQLite file per case: keep no file open once it is read
+
+    def snapshot(self, workdir: Path, thread: str) -> LedgerSnapshot:
+        """The case's ledger, with its thread id and workdir written as ``{thread}``/``{workdir}``.
+
+        Agents put the thread into refs and keys (rightly: it is what makes them stable);
+        every case has its own thread, so without this a ref would look different in
+        every case and the baseline could never be compared with it.
+        """
+        with self.ledger(workdir, thread) as ledger:
+            return self._normalized(ledger.snapshot(), workdir, thread)
+
+    def snapshot_and_mark(self, workdir: Path, thread: str, mark: str) -> tuple[LedgerSnapshot, bool]:
+        """After an attempt, in one open: the snapshot, and whether the case's marker is still there."""
+        with self.ledger(workdir, thread) as ledger:
+            snap = self._normalized(ledger.snapshot(), workdir, thread)
+            return snap, ledger.settings(LEDGER_MARKER).get("mark") == mark
+
+    def mark(self, workdir: Path, thread: str, mark: str) -> None:
+        """Write the case's marker into its ledger before attempt 1 (see ``baselines.ledger_break``)."""
+        with self.ledger(workdir, thread) as ledger:
+            ledger.configure(LEDGER_MARKER, mark=mark)
+
+    @staticmethod
+    def _normalized(snap: LedgerSnapshot, workdir: Path, thread: str) -> LedgerSnapshot:
+        return normalize(snap, {thread: "{thread}", str(workdir): "{workdir}"})
+
+
+def rmdir_if_empty(path: Path) -> None:
+    """Remove ``path`` if it is an empty directory (kept workdirs keep it)."""
+    try:
+        path.rmdir()
+    except OSError:
+        pass
