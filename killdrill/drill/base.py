@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from killdrill.concurrency import Barrier
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
@@ -24,7 +24,6 @@ from killdrill.errors import HarnessError
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import ScriptError, load_script
-from killdrill.fakes.wire.smtp import SmtpFake
 from killdrill.integrations import preload_modules
 from killdrill.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.points import Kill
@@ -32,6 +31,9 @@ from killdrill.records import Attempt, Discovery
 from killdrill.setup_checks import detection_env
 from killdrill.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.verdict import CHECKS
+
+if TYPE_CHECKING:
+    from killdrill.fakes.wire.smtp import SmtpFake
 
 
 class DrillBase:
@@ -197,6 +199,8 @@ class DrillBase:
                 if self._model is not None:
                     spec.env.update(model_env(url))
         if self.options.smtp_fake:
+            from killdrill.fakes.wire.smtp import SmtpFake  # the wire extra (aiosmtpd): only when asked
+
             smtp = SmtpFake(self.workdirs.ledger_url(workdir))
             servers.append(smtp)
             address = smtp.start()
