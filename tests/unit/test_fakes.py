@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import killdrill.fakes as fakes_mod
+import killdrill.fakes.handle as fakes_handle
 from killdrill.fakes import (
     FakeProviderError,
     Fakes,
@@ -239,7 +239,7 @@ def test_during_is_announced_after_the_record_is_committed(
         other = Ledger(fakes.ledger.url, fakes.thread)
         seen.append((point, [f"{c.provider}.{c.op}:{c.outcome}" for c in other.calls()]))
 
-    monkeypatch.setattr(fakes_mod, "boundary", spy)
+    monkeypatch.setattr(fakes_handle, "boundary", spy)
     fakes.mailbox.send(to="a", subject="s", body="b")
     fakes.payments.charge(idempotency_key="k", amount=1)
     with pytest.raises(IdempotencyError):
