@@ -24,7 +24,7 @@ from killdrill.providers import spec
 from killdrill.records import LedgerSnapshot, Violation
 from killdrill.verdict import CHECKS, CheckContext, check, judge
 
-AGENTS = Path(__file__).resolve().parent / "agents"
+AGENTS = Path(__file__).resolve().parents[1] / "agents"
 
 
 # ---- a provider, declared once --------------------------------------------------------------------
