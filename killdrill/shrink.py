@@ -108,7 +108,6 @@ def shrink(
     from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
     from hypothesis.errors import NoSuchExample
 
-
     target = tuple(sorted(case.kinds))
     cands = _candidates(drill.discover(), case)
     memo: dict[str, tuple[str, ...]] = {case.schedule: target, "none": ()}

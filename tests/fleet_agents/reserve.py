@@ -10,8 +10,8 @@ writes with it: the zombie's late write is refused and it adopts the new holder'
 import argparse
 
 import killdrill
+from killdrill.effects import FencedStore, fenced_effect
 from killdrill.fakes import connect
-from killdrill.fencing import FencedStore, fenced_effect
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--thread", required=True)

@@ -11,8 +11,8 @@ from typing import TypedDict
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+from killdrill.effects import FencedStore, fenced_effect
 from killdrill.fakes import connect
-from killdrill.fencing import FencedStore, fenced_effect
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--thread", required=True)
