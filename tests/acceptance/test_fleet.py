@@ -251,9 +251,8 @@ def test_upgrade_that_renames_a_node_is_caught(tmp_path: Path, point: str) -> No
         case = drill.run_case(point)
     assert set(case.kinds) == {"duplicate_effect", "key_changed"}, case.text()
     assert any(n.startswith("upgrade: attempt(s) 2 ran") for n in case.notes)
-    assert " --resume-with -- " in case.reproduce and case.reproduce.index(
-        "checkout_v2_renamed.py"
-    ) > case.reproduce.index("--resume-with")
+    words = shlex.split(case.reproduce)
+    assert words[words.index("--resume-with") + 1] == shlex.join(checkout("v2_renamed"))
 
 
 def test_safe_upgrade_passes_every_point_and_the_old_version_is_the_baseline(tmp_path: Path) -> None:
@@ -275,12 +274,15 @@ def test_cli_runs_a_pause_with_an_upgrade_and_its_reproduce_line_reproduces(tmp_
     caught = run_cli(tmp_path, *args, "--resume-with", "--", *checkout("v2_renamed"))
     assert caught.returncode == 1, caught.stderr
     line = next(ln.strip() for ln in caught.stdout.splitlines() if ln.strip().startswith("killdrill run"))
-    assert "--resume-with --" in line
+    assert "--resume-with" in line
 
     again = run_cli(tmp_path, "run", "--discovery-runs", "1", *shlex.split(line)[2:])
     assert again.returncode == 1 and "key_changed" in again.stdout
     passed = run_cli(tmp_path, *args, "--resume-with", "--", *checkout("v2_safe"))
     assert passed.returncode == 0, passed.stdout
+    flag_form = ["run", "--schedule", "committed:charge", "--discovery-runs", "1"]
+    flag_form += ["--resume-with", shlex.join(checkout("v2_safe")), "--", *checkout("v1")]
+    assert run_cli(tmp_path, *flag_form).returncode == 0
     zombie = run_cli(
         tmp_path,
         "run",
@@ -391,7 +393,7 @@ def test_pytest_marker_and_keyword_take_resume_with_and_pauses(pytester: pytest.
         def test_unsafe_upgrade(killdrill, kill_point):
             result = killdrill.run(V1, kill_point)
             assert set(result.kinds) == {{"duplicate_effect", "key_changed"}}
-            assert "--resume-with --" in result.reproduce
+            assert "--resume-with" in result.reproduce
 
         @pytest.mark.killdrill(points=["committed:charge"])
         def test_safe_upgrade(killdrill, kill_point):
