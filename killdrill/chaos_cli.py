@@ -132,7 +132,6 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
         shrink_runs=args.shrink_runs,
         max_failures=args.max_failures,
         faults=faults,
-        net_faults=args.net_faults,
     )
     if ("upgrade" in faults) != bool(getattr(args, "resume_with", None)):
         raise UsageError("--faults ...,upgrade and --resume-with -- CMD go together (the upgrade's command)")
@@ -201,7 +200,8 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
         "--faults",
         default="kill",
         metavar="LIST",
-        help="faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with)",
+        help="faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with), "
+        "net (drop:/reset: toward the HTTP fakes, one run in two)",
     )
     g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
     g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")
@@ -225,10 +225,5 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
         "its catalogue and interval lengths (the schedules' text is the seed's either way)",
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
-    g.add_argument(
-        "--net-faults",
-        action="store_true",
-        help="also draw drop:/reset: connection faults toward the HTTP fakes (one run in two)",
-    )
     flags.add(p, skip=("workers",))  # chaos's --workers are its worker processes
     p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

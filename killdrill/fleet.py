@@ -42,12 +42,13 @@ from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label
 from killdrill.records import Attempt, TraceEvent
 from killdrill.supervisor import LaunchSpec, Running, Supervisor
 
-FAULTS = ("kill", "pause", "upgrade")
-"""What chaos may draw (``--faults``): kills always; pauses and upgrades when asked."""
+FAULTS = ("kill", "pause", "upgrade", "net")
+"""What chaos may draw (``--faults``): kills always; pauses, upgrades and connection faults
+(``net``: drop:/reset: toward the HTTP fakes, killdrill.netfaults) when asked."""
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    """``kill,pause,upgrade`` (chaos's ``--faults``): kills are always drawn."""
+    """``kill,pause,upgrade,net`` (chaos's ``--faults``): kills are always drawn."""
     faults = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
     unknown = [f for f in faults if f not in FAULTS]
     if unknown:
