@@ -1,0 +1,187 @@
+"""The ``killdrill`` fixture: a drill session bound to one test."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+
+from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, _convert_option, _marker_spec, _Usage
+from killdrill.pytest_plugin._parametrize import _Regression
+from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command
+
+if TYPE_CHECKING:
+    from killdrill.drill import Drill
+    from killdrill.records import CaseResult, Discovery
+
+
+class KilldrillFixture:
+    """A drill session bound to one test: every workdir under its ``tmp_path``.
+
+    Options come from the ini keys, then the test's ``killdrill`` marker, then the keyword
+    arguments of each call.  Discovery is shared with the whole session (and cached across
+    sessions), so a test pays only for its own cases.
+    """
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        self._request = request
+        self._state = request.config.stash[_STATE]
+        self._tmp_path = tmp_path
+        problem = None
+        try:
+            _, _, _, self._marker_options = _marker_spec(list(request.node.iter_markers(MARKER)))
+        except _Usage as exc:
+            problem = str(exc)
+        if problem is not None:  # failed outside the handler: no "during handling" chain
+            pytest.fail(problem, pytrace=False)
+        self._drills: dict[str, Drill] = {}
+        self.results: list[CaseResult] = []
+
+    def __repr__(self) -> str:
+        return f"<killdrill fixture: workdirs under {self.root}>"
+
+    @property
+    def root(self) -> Path:
+        """Where this test's workdirs go."""
+        return self._tmp_path / "killdrill"
+
+    def options(self, **overrides: Any) -> dict[str, Any]:
+        """The effective DrillOptions fields for a call with ``overrides``."""
+        unknown = set(overrides) - OPTION_NAMES
+        if unknown:
+            pytest.fail(f"killdrill: unknown option(s) {', '.join(sorted(unknown))}", pytrace=False)
+        problem = None
+        try:
+            extra = {k: _convert_option(k, v, f"option {k}=") for k, v in overrides.items()}
+        except _Usage as exc:
+            problem = str(exc)
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
+        return self._state.options(self._marker_options, extra)
+
+    def drill(self, command: Sequence[str], **overrides: Any) -> Drill:
+        """A :class:`killdrill.Drill` of ``command`` with the session's discovery already in it."""
+        __tracebackhide__ = True
+        from killdrill.drill import Drill
+
+        options = self.options(**overrides)
+        ident = json.dumps([list(command), options], sort_keys=True, default=str)
+        drill = self._drills.get(ident)
+        if drill is None:
+            n = len(self._drills)
+            root = self.root if n == 0 else self._tmp_path / f"killdrill-{n + 1}"
+            base = options.pop("root", None)  # killdrill_root / root=: this test's folder under it
+            if base is not None:
+                node = re.sub(r"[^A-Za-z0-9_.-]+", "_", self._request.node.nodeid)[:120]
+                root = Path(base) / (node if n == 0 else f"{node}-{n + 1}")
+            error: Exception | None = None
+            try:
+                drill = Drill(command, **options, root=root)
+                drill.use_discovery(self._state.discovery(command, options))
+            except _harness_errors() as exc:
+                error = exc
+            if error is not None:
+                self._harness_failure(None, error)
+            self._drills[ident] = drill
+        return drill
+
+    def discover(self, command: Sequence[str], **overrides: Any) -> Discovery:
+        """The kill-point catalogue and baseline of a clean run (cached for the session)."""
+        __tracebackhide__ = True
+        return self.drill(command, **overrides).discover()
+
+    def points(self, command: Sequence[str], **overrides: Any) -> list[str]:
+        """The catalogue's labels, in the order a clean run reached them."""
+        __tracebackhide__ = True
+        return self.discover(command, **overrides).labels()
+
+    def run(self, command: Sequence[str], schedule: str, **overrides: Any) -> CaseResult:
+        """Run one case; the result carries the pytest reproduction line and goes into JUnit XML.
+
+        A harness error (bad point, command not found, failed discovery) fails the test with
+        its one-line message rather than a traceback through killdrill.
+        """
+        __tracebackhide__ = True
+        from dataclasses import replace
+
+        self._skip_foreign_regression(command, schedule)
+        drill = self.drill(command, **overrides)
+        error: Exception | None = None
+        try:
+            result = drill.run_case(schedule)
+        except _harness_errors() as exc:
+            error = exc
+        if error is not None:
+            self._harness_failure(schedule, error)
+        result = replace(
+            result, extra_reproduce=(*result.extra_reproduce, self._pytest_line(result.schedule))
+        )
+        self.results.append(result)
+        props = self._request.node.user_properties
+        props.append(("killdrill_schedule", result.schedule))
+        props.append(("killdrill_verdict", "exactly-once" if result.ok else "violated"))
+        props.append(("killdrill_kinds", ",".join(result.kinds)))
+        props.append(("killdrill_reproduce", result.reproduce))
+        return result
+
+    def _skip_foreign_regression(self, command: Sequence[str], schedule: str) -> None:
+        """A corpus case given to a ``points=`` test runs only if it was recorded for this command."""
+        callspec = getattr(self._request.node, "callspec", None)
+        param = callspec.params.get("kill_point") if callspec is not None else None
+        if not isinstance(param, _Regression) or param.schedule != str(schedule):
+            return
+        if not any(_same_command(c, command) for c in param.commands):
+            pytest.skip(
+                f"regression {schedule} was recorded for another command: {shlex.join(param.commands[0])}"
+            )
+
+    def _harness_failure(self, schedule: str | None, exc: Exception) -> NoReturn:
+        __tracebackhide__ = True
+        if schedule is not None:
+            self._request.node.user_properties.append(("killdrill_schedule", str(schedule)))
+        self._request.node.user_properties.append(("killdrill_kinds", "harness_error"))
+        pytest.fail(f"killdrill harness error: {exc}", pytrace=False)
+
+    def _pytest_line(self, schedule: str) -> str:
+        node = self._request.node
+        callspec = getattr(node, "callspec", None)
+        param = callspec.params.get("kill_point") if callspec is not None else None
+        if param is not None and str(param) == schedule:
+            base = f"{node.parent.nodeid}::{node.originalname}" if node.parent else node.nodeid
+            return shlex.join(["pytest", base, f"--killdrill-point={schedule}"])
+        return shlex.join(["pytest", node.nodeid])
+
+    def _write_json(self) -> None:
+        if self._state.json_dir is None or not self.results:
+            return
+        from killdrill.report import summarize_cases, write_json
+
+        nodeid = self._request.node.nodeid
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[:120]
+        name += "-" + uuid.uuid5(uuid.NAMESPACE_URL, nodeid).hex[:8]
+        write_json(
+            self._state.json_dir / f"{name}.json",
+            {
+                "nodeid": nodeid,
+                "cases": [c.to_dict() for c in self.results],
+                "summary": summarize_cases(self.results),
+            },
+        )
+
+
+@pytest.fixture
+def killdrill(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KilldrillFixture]:
+    """A drill session for this test: ``killdrill.run(COMMAND, kill_point) -> CaseResult``.
+
+    Under Hypothesis ``@given`` the fixture is safe to share between examples (each run gets
+    its own workdir); suppress ``HealthCheck.function_scoped_fixture`` in ``@settings``.
+    """
+    session = KilldrillFixture(request, tmp_path)
+    yield session
+    session._write_json()

@@ -1,0 +1,189 @@
+"""Per-session state: the settings read once from options and ini, the regressions corpus and
+the session's (cached) discoveries."""
+
+from __future__ import annotations
+
+import json
+import random
+import shlex
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from killdrill.pytest_plugin._cache import DiscoveryCache, discovery_key
+from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
+
+if TYPE_CHECKING:
+    from killdrill.records import Discovery
+
+
+@dataclass
+class _State:
+    """Per-session settings read once from options and ini, plus the discovery cache."""
+
+    config: pytest.Config
+    seed: int
+    token: str
+    random: int
+    point: str | None
+    regressions_path: str | None
+    regressions: list[tuple[tuple[str, ...], str]]
+    ini_options: dict[str, Any]
+    keep: bool
+    json_dir: Path | None
+    cache: DiscoveryCache
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> _State:
+        workerinput = getattr(config, "workerinput", None) or {}
+        seed = config.getoption("killdrill_seed")
+        if seed is None:
+            seed = workerinput.get("killdrill_seed", random.SystemRandom().randrange(10**6))
+        token = workerinput.get("killdrill_token") or uuid.uuid4().hex
+        point = config.getoption("killdrill_point")
+        if point is not None:
+            point = _check_schedule(point, "--killdrill-point")
+        path = config.getoption("killdrill_regressions")
+        regressions = _load_regressions(path) if path else []
+        try:
+            ini_options = _ini_options(config)
+        except _Usage as exc:
+            raise pytest.UsageError(str(exc)) from None
+        json_dir = config.getoption("killdrill_json")
+        if json_dir:  # checked now, not after every drill test has run
+            from killdrill.errors import UsageError
+            from killdrill.options import check_output_dir
+
+            try:
+                check_output_dir(json_dir, f"--killdrill-json {json_dir}")
+            except UsageError as exc:
+                raise pytest.UsageError(f"killdrill {exc}") from None
+        cache_dir = None
+        if getattr(config, "cache", None) is not None:
+            cache_dir = config.cache.mkdir("killdrill")
+        return cls(
+            config=config,
+            seed=int(seed),
+            token=token,
+            random=max(0, config.getoption("killdrill_random") or 0),
+            point=point,
+            regressions_path=path,
+            regressions=regressions,
+            ini_options=ini_options,
+            keep=bool(config.getoption("killdrill_keep")),
+            json_dir=Path(json_dir).resolve() if json_dir else None,
+            cache=DiscoveryCache(
+                cache_dir, token=token, force=bool(config.getoption("killdrill_rediscover"))
+            ),
+        )
+
+    def options(self, *layers: Mapping[str, Any]) -> dict[str, Any]:
+        """ini, then marker, then call keywords (later wins); ``--killdrill-keep`` on top."""
+        merged = dict(self.ini_options)
+        for layer in layers:
+            merged.update(layer)
+        if self.keep:
+            merged["keep"] = True
+        return merged
+
+    def discovery(self, command: Sequence[str], options: Mapping[str, Any]) -> Discovery:
+        """The session's discovery of ``command`` (cached); raises HarnessError when it fails."""
+        from killdrill.drill import Drill, HarnessError
+
+        opts = {k: v for k, v in options.items() if k != "root"}
+        key = discovery_key(command, opts)
+        if key.digest in self.errors:
+            raise HarnessError(self.errors[key.digest])
+
+        def make() -> Discovery:
+            if opts.get("ledger_url"):  # a file that is not a ledger: one line, not the agent's traceback
+                from killdrill.ledger import Ledger
+
+                Ledger(opts["ledger_url"], "kd-check").close()
+            root = _discovery_root(self.config)
+            try:
+                return Drill(command, **opts, root=root).discover()
+            finally:
+                if not opts.get("keep"):
+                    _rmdir_if_empty(root)
+
+        try:
+            return self.cache.get_or_make(key, make)
+        except _harness_errors() as exc:
+            self.errors[key.digest] = " ".join(str(exc).removeprefix("killdrill: ").split("\n", 1)[:1])
+            raise HarnessError(self.errors[key.digest]) from None
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def _harness_errors() -> tuple[type[Exception], ...]:
+    """What fails a test in one line (never a traceback through killdrill): every KilldrillError,
+    and the harness errors not yet under that root (the layered redesign moves them there)."""
+    from killdrill.errors import KilldrillError
+    from killdrill.launcher import LaunchError
+    from killdrill.ledger import LedgerError
+    from killdrill.points import ScheduleError
+    from killdrill.supervisor import HarnessError
+
+    return (KilldrillError, HarnessError, LedgerError, LaunchError, ScheduleError)
+
+
+def _discovery_root(config: pytest.Config) -> Path:
+    """A new folder under pytest's basetemp, never one used before by this process: the ledger
+    keeps engines per SQLite path, and in-process inner runs (pytester) reuse basetemp paths."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        return Path(factory.mktemp(f"killdrill-discovery-{uuid.uuid4().hex[:8]}", numbered=False))
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="killdrill-discovery-"))
+
+
+def _rmdir_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def _load_regressions(path: str) -> list[tuple[tuple[str, ...], str]]:
+    """``{"regressions": [{"command": [...], "schedule": "...", "kinds": [...]}, ...]}``
+    (a bare list of such entries is accepted too; a string command is split like a shell)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"--killdrill-regressions {path}: {exc}") from None
+    entries = data.get("regressions") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise pytest.UsageError(f'--killdrill-regressions {path}: no "regressions" list')
+    out: list[tuple[tuple[str, ...], str]] = []
+    for i, entry in enumerate(entries):
+        command = entry.get("command") if isinstance(entry, dict) else None
+        schedule = entry.get("schedule") if isinstance(entry, dict) else None
+        if isinstance(command, str):
+            command = shlex.split(command)
+        if not isinstance(command, list) or not isinstance(schedule, str):
+            raise pytest.UsageError(
+                f"--killdrill-regressions {path}: entry {i} needs a command list and a schedule string"
+            )
+        out.append((tuple(command), _check_schedule(schedule, f"--killdrill-regressions {path} entry {i}")))
+    return out
+
+
+def _same_command(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Commands match argument by argument; ``python``, ``python3`` and this interpreter agree."""
+    import sys
+
+    def norm(cmd: Sequence[str]) -> list[str]:
+        cmd = [str(x) for x in cmd]
+        if cmd and (cmd[0] in ("python", "python3") or cmd[0] == sys.executable):
+            cmd[0] = "python"
+        return cmd
+
+    return norm(a) == norm(b)
