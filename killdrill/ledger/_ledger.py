@@ -1,18 +1,5 @@
-"""The durable ledger: every call a fake provider received, and the fakes' own state.
-
-One SQLAlchemy Core schema on SQLite (default: a file in the case's workdir) or any other
-URL (PostgreSQL).  Every row carries the case's ``thread``, so one shared database holds
-many cases and a case never sees another's rows.
-
-Concurrency: every write transaction starts by bumping the thread's sequence counter with an
-``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``.  That row lock (PostgreSQL) or the
-``BEGIN IMMEDIATE`` write lock (SQLite) serializes all writes of one thread, so the
-check-then-write of an idempotency key has no window, whichever process runs it.  Keys also
-have a primary key on (thread, provider, key) as a second line of defence.
-
-Durability: SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction
-survives a SIGKILL of the process (the fault killdrill injects), though not a power cut.
-"""
+"""The ``Ledger`` of one case: opening (one cached engine per database, schema made once),
+write transactions, and the reads the verdict and the fakes make."""
 
 from __future__ import annotations
 
@@ -21,132 +8,32 @@ import fcntl
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc
+from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine
 
-from killdrill.errors import HarnessError
-from killdrill.matching import canonical as canonical_json  # the one canonical form (stored, compared)
+from killdrill.ledger._schema import (
+    IN_FLIGHT,
+    LEDGER_FORMAT,
+    KeyState,
+    LedgerError,
+    _make_engine,
+    _to_url,
+    calls_t,
+    counters_t,
+    effects_t,
+    keys_t,
+    kv_t,
+    ledger_path,
+    meta_t,
+    metadata,
+    settings_t,
+)
+from killdrill.ledger._tx import Tx
 from killdrill.records import Call, InFlight, LedgerSnapshot
-
-__all__ = [
-    "IN_FLIGHT",
-    "LEDGER_FORMAT",
-    "KeyState",
-    "Ledger",
-    "LedgerError",
-    "Tx",
-    "canonical",
-    "canonical_json",
-    "ledger_path",
-]
-
-LEDGER_FORMAT = "killdrill-ledger/1"
-IN_FLIGHT = "in_flight"
-DONE = "done"
-
-metadata = sa.MetaData()
-meta_t = sa.Table(
-    "killdrill_meta",
-    metadata,
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-counters_t = sa.Table(
-    "killdrill_counters",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("name", sa.String(200), primary_key=True),
-    sa.Column("value", sa.BigInteger, nullable=False),
-)
-calls_t = sa.Table(
-    "killdrill_calls",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("seq", sa.Integer, primary_key=True),
-    sa.Column("provider", sa.String(64), nullable=False),
-    sa.Column("op", sa.String(64), nullable=False),
-    sa.Column("key", sa.Text),
-    sa.Column("payload", sa.Text, nullable=False),
-    sa.Column("outcome", sa.String(16), nullable=False),
-    sa.Column("effect_id", sa.String(200)),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("time", sa.Float, nullable=False),
-)
-keys_t = sa.Table(
-    "killdrill_keys",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("provider", sa.String(64), primary_key=True),
-    sa.Column("key", sa.String(500), primary_key=True),
-    sa.Column("op", sa.String(64), nullable=False),
-    sa.Column("payload", sa.Text, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("response", sa.Text),
-    sa.Column("effect_id", sa.String(200)),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("since", sa.Float, nullable=False),
-)
-effects_t = sa.Table(
-    "killdrill_effects",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("provider", sa.String(64), primary_key=True),
-    sa.Column("effect_id", sa.String(200), primary_key=True),
-    sa.Column("ref", sa.Text),
-    sa.Column("data", sa.Text, nullable=False),
-    sa.Index("killdrill_effects_ref", "thread", "provider", "ref"),
-)
-kv_t = sa.Table(
-    "killdrill_kv",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("key", sa.String(500), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-settings_t = sa.Table(
-    "killdrill_settings",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("provider", sa.String(64), primary_key=True),
-    sa.Column("data", sa.Text, nullable=False),
-)
-
-
-class LedgerError(HarnessError, RuntimeError):
-    """The ledger cannot be opened or read: a one-line message that names the file."""
-
-
-def canonical(value: Any) -> Any:
-    """The JSON value a payload is stored and compared as (tuples become lists, keys sorted)."""
-    return json.loads(canonical_json(value))
-
-
-def ledger_path(workdir: str | os.PathLike[str]) -> str:
-    """Where a case's ledger lives inside its workdir (the supervisor exports it as KILLDRILL_LEDGER)."""
-    return os.path.join(os.fspath(workdir), ".killdrill", "ledger.sqlite")
-
-
-@dataclass(frozen=True)
-class KeyState:
-    """An idempotency key the provider has seen: its first request and, once done, the response."""
-
-    provider: str
-    key: str
-    op: str
-    payload: str  # canonical JSON of the first request
-    status: str  # IN_FLIGHT or "done"
-    response: dict[str, Any] | None
-    effect_id: str | None
-    attempt: int
-    since: float
-
 
 _engines: dict[str, Engine] = {}
 _file_ids: dict[str, tuple[int, int] | None] = {}  # SQLite file identity each cached engine was opened on
@@ -167,217 +54,6 @@ def _forget_engines_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_engines_after_fork)
-
-
-def _to_url(url: str | os.PathLike[str]) -> tuple[str, str | None]:
-    """(SQLAlchemy URL, SQLite file path or None).  A plain path becomes a SQLite file."""
-    text = os.fspath(url)
-    if "://" not in text:
-        path = os.path.abspath(text)
-        return f"sqlite:///{path}", path
-    parsed = sa.engine.make_url(text)
-    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
-        return text, os.path.abspath(parsed.database)
-    return text, None
-
-
-def _make_engine(url: str) -> Engine:
-    parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=False)
-    engine = sa.create_engine(url, connect_args={"timeout": 30.0, "check_same_thread": False})
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # The pysqlite recipe: let us emit BEGIN ourselves, so a write takes the lock up front.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("kd_read") else "BEGIN IMMEDIATE")
-
-    return engine
-
-
-class Tx:
-    """One write transaction of one thread, holding the thread's write lock.
-
-    The fakes build each call out of these primitives; nothing here commits by itself.
-    """
-
-    def __init__(self, ledger: Ledger, conn: Connection) -> None:
-        self.ledger = ledger
-        self.conn = conn
-        self.thread = ledger.thread
-        self._bump("seq", 0)  # the thread's lock, taken first in every write transaction
-        self.seq = 0
-
-    def _bump(self, name: str, by: int = 1) -> int:
-        return self.ledger._upsert_counter(self.conn, name, by)
-
-    def next_id(self, prefix: str) -> str:
-        """A deterministic effect id: per thread, ``ch_0001``, ``ch_0002``..."""
-        return f"{prefix}_{self._bump('id:' + prefix):04d}"
-
-    def counter(self, name: str, by: int) -> int:
-        """Add ``by`` to a named counter of this thread and return its new value."""
-        return self._bump("value:" + name, by)
-
-    def record(
-        self,
-        provider: str,
-        op: str,
-        key: str | None,
-        payload: dict[str, Any],
-        outcome: str,
-        effect_id: str | None,
-        attempt: int,
-        pid: int,
-    ) -> Call:
-        """Record the call this transaction answered; it gets the thread's next sequence number."""
-        self.seq = self._bump("seq")
-        call = Call(
-            seq=self.seq,
-            provider=provider,
-            op=op,
-            key=key,
-            payload=canonical(payload),
-            outcome=outcome,
-            effect_id=effect_id,
-            attempt=attempt,
-            pid=pid,
-            time=time.time(),
-        )
-        self.conn.execute(
-            calls_t.insert().values(
-                thread=self.thread,
-                seq=call.seq,
-                provider=provider,
-                op=op,
-                key=key,
-                payload=canonical_json(payload),
-                outcome=outcome,
-                effect_id=effect_id,
-                attempt=attempt,
-                pid=pid,
-                time=call.time,
-            )
-        )
-        return call
-
-    # -- idempotency keys -------------------------------------------------------------------
-    def key_state(
-        self, provider: str, key: str, ttl: float | None, now: float | None = None
-    ) -> KeyState | None:
-        """The key's state, or None if unseen or expired (an expired key is forgotten here).
-
-        ``now`` is the harness clock (real time unless a test advanced it)."""
-        row = self.conn.execute(
-            sa.select(keys_t).where(
-                keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
-            )
-        ).first()
-        if row is None:
-            return None
-        now = time.time() if now is None else now
-        if ttl is not None and row.status == DONE and row.since + ttl < now:
-            self.conn.execute(
-                keys_t.delete().where(
-                    keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
-                )
-            )
-            return None
-        return KeyState(
-            provider=provider,
-            key=key,
-            op=row.op,
-            payload=row.payload,
-            status=row.status,
-            response=json.loads(row.response) if row.response else None,
-            effect_id=row.effect_id,
-            attempt=row.attempt,
-            since=row.since,
-        )
-
-    def claim_key(self, provider: str, key: str, op: str, payload: dict[str, Any], attempt: int) -> None:
-        """Mark ``key`` in flight: its first request is being executed."""
-        self.conn.execute(
-            keys_t.insert().values(
-                thread=self.thread,
-                provider=provider,
-                key=key,
-                op=op,
-                payload=canonical_json(payload),
-                status=IN_FLIGHT,
-                response=None,
-                effect_id=None,
-                attempt=attempt,
-                since=time.time(),
-            )
-        )
-
-    def complete_key(self, provider: str, key: str, response: dict[str, Any], effect_id: str | None) -> None:
-        """Store the first response under ``key``: later requests with it replay this."""
-        self.conn.execute(
-            keys_t.update()
-            .where(keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key)
-            .values(status=DONE, response=canonical_json(response), effect_id=effect_id, since=time.time())
-        )
-
-    def release_key(self, provider: str, key: str) -> None:
-        """Forget an in-flight key whose request provably did nothing (a retryable refusal)."""
-        self.conn.execute(
-            keys_t.delete().where(
-                keys_t.c.thread == self.thread,
-                keys_t.c.provider == provider,
-                keys_t.c.key == key,
-                keys_t.c.status == IN_FLIGHT,
-            )
-        )
-
-    # -- effects ----------------------------------------------------------------------------
-    def put_effect(self, provider: str, effect_id: str, data: dict[str, Any], ref: str | None = None) -> None:
-        self.conn.execute(
-            effects_t.insert().values(
-                thread=self.thread, provider=provider, effect_id=effect_id, ref=ref, data=canonical_json(data)
-            )
-        )
-
-    def update_effect(self, provider: str, effect_id: str, data: dict[str, Any]) -> None:
-        self.conn.execute(
-            effects_t.update()
-            .where(
-                effects_t.c.thread == self.thread,
-                effects_t.c.provider == provider,
-                effects_t.c.effect_id == effect_id,
-            )
-            .values(data=canonical_json(data))
-        )
-
-    def get_effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
-        return self.ledger._get_effect(self.conn, provider, effect_id)
-
-    # -- kv and settings ----------------------------------------------------------------------
-    def kv_set(self, key: str, value: Any) -> None:
-        self.ledger._upsert(
-            self.conn, kv_t, {"thread": self.thread, "key": key}, {"value": canonical_json(value)}
-        )
-
-    def settings(self, provider: str) -> dict[str, Any]:
-        return self.ledger._settings(self.conn, provider)
-
-    def set_settings(self, provider: str, data: dict[str, Any]) -> None:
-        self.ledger._upsert(
-            self.conn,
-            settings_t,
-            {"thread": self.thread, "provider": provider},
-            {"data": canonical_json(data)},
-        )
 
 
 class Ledger:

@@ -1,0 +1,203 @@
+"""The write transaction: the primitives the fakes build each call out of, under the thread's lock."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from killdrill.ledger._schema import (
+    DONE,
+    IN_FLIGHT,
+    KeyState,
+    calls_t,
+    canonical,
+    canonical_json,
+    effects_t,
+    keys_t,
+    kv_t,
+    settings_t,
+)
+from killdrill.records import Call
+
+if TYPE_CHECKING:
+    from killdrill.ledger._ledger import Ledger
+
+
+class Tx:
+    """One write transaction of one thread, holding the thread's write lock.
+
+    The fakes build each call out of these primitives; nothing here commits by itself.
+    """
+
+    def __init__(self, ledger: Ledger, conn: Connection) -> None:
+        self.ledger = ledger
+        self.conn = conn
+        self.thread = ledger.thread
+        self._bump("seq", 0)  # the thread's lock, taken first in every write transaction
+        self.seq = 0
+
+    def _bump(self, name: str, by: int = 1) -> int:
+        return self.ledger._upsert_counter(self.conn, name, by)
+
+    def next_id(self, prefix: str) -> str:
+        """A deterministic effect id: per thread, ``ch_0001``, ``ch_0002``..."""
+        return f"{prefix}_{self._bump('id:' + prefix):04d}"
+
+    def counter(self, name: str, by: int) -> int:
+        """Add ``by`` to a named counter of this thread and return its new value."""
+        return self._bump("value:" + name, by)
+
+    def record(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        outcome: str,
+        effect_id: str | None,
+        attempt: int,
+        pid: int,
+    ) -> Call:
+        """Record the call this transaction answered; it gets the thread's next sequence number."""
+        self.seq = self._bump("seq")
+        call = Call(
+            seq=self.seq,
+            provider=provider,
+            op=op,
+            key=key,
+            payload=canonical(payload),
+            outcome=outcome,
+            effect_id=effect_id,
+            attempt=attempt,
+            pid=pid,
+            time=time.time(),
+        )
+        self.conn.execute(
+            calls_t.insert().values(
+                thread=self.thread,
+                seq=call.seq,
+                provider=provider,
+                op=op,
+                key=key,
+                payload=canonical_json(payload),
+                outcome=outcome,
+                effect_id=effect_id,
+                attempt=attempt,
+                pid=pid,
+                time=call.time,
+            )
+        )
+        return call
+
+    # -- idempotency keys -------------------------------------------------------------------
+    def key_state(
+        self, provider: str, key: str, ttl: float | None, now: float | None = None
+    ) -> KeyState | None:
+        """The key's state, or None if unseen or expired (an expired key is forgotten here).
+
+        ``now`` is the harness clock (real time unless a test advanced it)."""
+        row = self.conn.execute(
+            sa.select(keys_t).where(
+                keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
+            )
+        ).first()
+        if row is None:
+            return None
+        now = time.time() if now is None else now
+        if ttl is not None and row.status == DONE and row.since + ttl < now:
+            self.conn.execute(
+                keys_t.delete().where(
+                    keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
+                )
+            )
+            return None
+        return KeyState(
+            provider=provider,
+            key=key,
+            op=row.op,
+            payload=row.payload,
+            status=row.status,
+            response=json.loads(row.response) if row.response else None,
+            effect_id=row.effect_id,
+            attempt=row.attempt,
+            since=row.since,
+        )
+
+    def claim_key(self, provider: str, key: str, op: str, payload: dict[str, Any], attempt: int) -> None:
+        """Mark ``key`` in flight: its first request is being executed."""
+        self.conn.execute(
+            keys_t.insert().values(
+                thread=self.thread,
+                provider=provider,
+                key=key,
+                op=op,
+                payload=canonical_json(payload),
+                status=IN_FLIGHT,
+                response=None,
+                effect_id=None,
+                attempt=attempt,
+                since=time.time(),
+            )
+        )
+
+    def complete_key(self, provider: str, key: str, response: dict[str, Any], effect_id: str | None) -> None:
+        """Store the first response under ``key``: later requests with it replay this."""
+        self.conn.execute(
+            keys_t.update()
+            .where(keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key)
+            .values(status=DONE, response=canonical_json(response), effect_id=effect_id, since=time.time())
+        )
+
+    def release_key(self, provider: str, key: str) -> None:
+        """Forget an in-flight key whose request provably did nothing (a retryable refusal)."""
+        self.conn.execute(
+            keys_t.delete().where(
+                keys_t.c.thread == self.thread,
+                keys_t.c.provider == provider,
+                keys_t.c.key == key,
+                keys_t.c.status == IN_FLIGHT,
+            )
+        )
+
+    # -- effects ----------------------------------------------------------------------------
+    def put_effect(self, provider: str, effect_id: str, data: dict[str, Any], ref: str | None = None) -> None:
+        self.conn.execute(
+            effects_t.insert().values(
+                thread=self.thread, provider=provider, effect_id=effect_id, ref=ref, data=canonical_json(data)
+            )
+        )
+
+    def update_effect(self, provider: str, effect_id: str, data: dict[str, Any]) -> None:
+        self.conn.execute(
+            effects_t.update()
+            .where(
+                effects_t.c.thread == self.thread,
+                effects_t.c.provider == provider,
+                effects_t.c.effect_id == effect_id,
+            )
+            .values(data=canonical_json(data))
+        )
+
+    def get_effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
+        return self.ledger._get_effect(self.conn, provider, effect_id)
+
+    # -- kv and settings ----------------------------------------------------------------------
+    def kv_set(self, key: str, value: Any) -> None:
+        self.ledger._upsert(
+            self.conn, kv_t, {"thread": self.thread, "key": key}, {"value": canonical_json(value)}
+        )
+
+    def settings(self, provider: str) -> dict[str, Any]:
+        return self.ledger._settings(self.conn, provider)
+
+    def set_settings(self, provider: str, data: dict[str, Any]) -> None:
+        self.ledger._upsert(
+            self.conn,
+            settings_t,
+            {"thread": self.thread, "provider": provider},
+            {"data": canonical_json(data)},
+        )
