@@ -1,17 +1,5 @@
-"""The supervisor: launch attempts, trace their boundaries, kill whole process trees.
-
-One attempt (or several at once, for concurrent resumers) is driven by a single-threaded
-event loop over a selector: control-channel sockets, the processes' exit (a pidfd where
-the kernel has it) and timers (offset kills, delayed kills, holds, the per-attempt
-timeout).  No thread races decide where a kill lands: a named kill is decided while the
-agent is blocked at the boundary waiting for our answer.
-
-Killing is of the whole tree, however it detached: each attempt runs under a keeper, a
-child subreaper that owns every process the attempt starts and exits only once none is
-left (killdrill.containment); the harness freezes and kills the tree it sees at once, the
-keeper makes sure.  When the harness dies, even by SIGKILL, the launcher template has
-every keeper clean up.  ``interrupt_all`` stops every running supervisor (Ctrl-C, SIGTERM).
-"""
+"""The supervisor's event loop: start attempts, answer their boundaries, time them out, reap them;
+and the registry of running supervisors that ``interrupt_all`` stops."""
 
 from __future__ import annotations
 
@@ -23,19 +11,15 @@ import selectors
 import signal
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from killdrill import containment
-from killdrill.containment import kill_attempt
 from killdrill.control import BoundaryMessage, Connection, ControlListener, ProtocolError
 from killdrill.errors import HarnessError
 from killdrill.interrupts import Interrupted as StopSignal
 from killdrill.interrupts import signals_raise
-from killdrill.launcher import Launcher, LaunchError, live_launchers, warden
-from killdrill.points import Kill
+from killdrill.launcher import LaunchError, live_launchers, warden
 from killdrill.records import (
     DRAINED,
     EXITED,
@@ -46,53 +30,11 @@ from killdrill.records import (
     Attempt,
     TraceEvent,
 )
+from killdrill.supervisor._processes import kill_tree, sweep, tail
+from killdrill.supervisor._records import BoundaryHook, LaunchSpec, Running
 
 DRAINED_EXIT_CODE = 75
 """Exit status an agent uses to say "I drained on SIGTERM, my checkpoint is committed"."""
-
-_TAIL_BYTES = 4000
-
-
-def tail(path: str, limit: int = _TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of a file, as text ('' when missing)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    return ("..." + text) if size > limit else text
-
-
-def kill_tree(pid: int, sig: int = signal.SIGKILL, keeper: int | None = None) -> None:
-    """Signal the attempt led by ``pid`` (and, with its keeper, everything the keeper owns)."""
-    kill_attempt(pid, keeper, sig)
-
-
-def sweep(token: str) -> list[int]:
-    """SIGKILL every process whose environment carries this attempt token; return their pids.
-
-    Only where attempts cannot have a keeper (no prctl): catches the daemons that kept it.
-    """
-    killed = []
-    me = os.getpid()
-    needle = f"KILLDRILL_CONTROL_TOKEN={token}".encode()
-    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed.append(int(entry.name))
-    return killed
 
 
 class Interrupted(BaseException):
@@ -123,66 +65,6 @@ def interrupt_all() -> None:
 
 def clear_interrupt() -> None:
     _interrupted.clear()
-
-
-@dataclass
-class LaunchSpec:
-    """Everything needed to start one attempt's process."""
-
-    argv: Sequence[str]
-    env: Mapping[str, str]
-    cwd: str | None
-    stdout_path: str
-    stderr_path: str
-    number: int
-    kill: Kill | None
-    timeout_s: float
-    signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
-    grace_s: float = 5.0
-    control_dir: str = ""
-    launcher: Launcher | None = None  # fork from a warm template instead of spawning
-    deferred: bool = False  # not started by run_many: a hook starts it (``Supervisor.start``), or never
-
-
-BoundaryHook = Callable[["Running", TraceEvent, Connection], bool]
-"""Called for every boundary before the kill decision; return True to take over the answer
-(the hook must then call ``Running.release`` itself later, e.g. a barrier)."""
-
-
-@dataclass
-class Running:
-    """An attempt in flight: its process, channel, trace and what has been done to it."""
-
-    spec: LaunchSpec
-    listener: ControlListener
-    popen: Any  # subprocess.Popen, or a launcher.ForkedProcess
-    started: float
-    stdout: object
-    stderr: object
-    trace: list[TraceEvent] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
-    fired: bool = False
-    killed_at: str | None = None
-    sent_signal: str | None = None
-    outcome: str | None = None
-    returncode: int | None = None
-    ended: float | None = None
-    notes: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    pidfd: int | None = None
-    term_sent: bool = False
-
-    @property
-    def alive(self) -> bool:
-        return self.returncode is None
-
-    @property
-    def tree_root(self) -> int:
-        """The pid every process of this attempt descends from: its keeper (or the agent, without)."""
-        return getattr(self.popen, "keeper", None) or int(self.popen.pid)
-
-    def elapsed_ms(self) -> float:
-        return (time.monotonic() - self.started) * 1000.0
 
 
 class Supervisor:
