@@ -568,7 +568,9 @@ class Fakes:
             raise KeyError(name)
         return fake
 
-    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
+    def _run(
+        self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform
+    ) -> dict[str, Any]:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
         answer = process(
             self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid()

@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl
 
 from killdrill.agent import ControlChannelError, ControlClient
@@ -158,7 +158,9 @@ class _ServerFakes(Fakes):
             answer = replace(answer, fault="drop")
         return answer
 
-    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
+    def _run(
+        self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform
+    ) -> NoReturn:
         raise _Answered(self.execute(provider, op, key, payload, perform))
 
 
@@ -190,7 +192,7 @@ def decode_form(body: str) -> dict[str, Any]:
                 if not isinstance(child, dict):
                     raise ValueError(f"{name!r} nests into the plain value of {part!r}")
                 node = child
-    return _lists(out)
+    return {k: _lists(v) for k, v in out.items()}  # numbered keys below the top level are lists
 
 
 def _lists(value: Any) -> Any:

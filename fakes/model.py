@@ -228,6 +228,7 @@ def _anthropic_stream(reply: Reply, model: str) -> bytes:
         ("message_start", {"type": "message_start", "message": start})
     ]
     for i, block in enumerate(full["content"]):
+        opened: dict[str, Any]
         if block["type"] == "text":
             opened = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}

@@ -308,7 +308,7 @@ def judge(
             "calls": _calls_detail(calls, unknown),
         }
 
-        def add(kind: str, message: str, *, _key: EffectKey = key, _detail: dict = detail) -> None:
+        def add(kind: str, message: str, *, _key: EffectKey = key, _detail: dict[str, Any] = detail) -> None:
             out.append(
                 Violation(
                     kind=kind,

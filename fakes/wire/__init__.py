@@ -139,7 +139,7 @@ class Exchange:
     @property
     def config(self) -> Mapping[str, Any]:
         """The drill's configuration of the wire fakes (``FakesServer(wire=...)``)."""
-        return getattr(self.handler.server, "wire", None) or {}  # type: ignore[attr-defined]
+        return getattr(self.handler.server, "wire", None) or {}
 
     def fakes(self) -> _ServerFakes:
         return self.handler.fakes()[0]

@@ -29,7 +29,8 @@ from killdrill.effects import idempotency_key
 def load_state(path: str) -> dict[str, Any]:
     try:
         with open(path) as f:
-            return json.load(f)
+            state: dict[str, Any] = json.load(f)
+            return state
     except FileNotFoundError:
         return {}
 
