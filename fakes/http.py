@@ -34,173 +34,22 @@ import socket
 import struct
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, NoReturn
-from urllib.parse import parse_qsl
+from dataclasses import replace
+from typing import Any
 
-from killdrill.agent import ControlChannelError, ControlClient
-from killdrill.fakes import (
-    STRIPE_RULES,
-    Answer,
-    FakeProviderError,
-    Fakes,
-    KeyRules,
-    Perform,
-    process,
-    wire,
-)
+from killdrill.agent import ControlClient
+from killdrill.fakes import FakeProviderError, fake_classes, wire
 from killdrill.fakes import model as _model
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
+from killdrill.fakes.serving import Answered, Binding, FaultPlan, Reset, ServerFakes
+from killdrill.fakes.wire import Exchange, stripe_render
+from killdrill.fakes.wire.stripe import decode_form
 from killdrill.ledger import Ledger, LedgerError
+from killdrill.providers import spec
 
 __all__ = ["FakesServer", "decode_form", "main"]
-
-_KEYED_OPS = {
-    ("payments", "charge"),
-    ("payments", "refund"),
-    ("tickets", "create"),
-    ("webhooks", "post"),
-    ("counter", "increment"),
-}
-_OPS = {
-    "payments": ("charge", "refund", "lookup", "get"),
-    "tickets": ("create",),
-    "webhooks": ("post",),
-    "counter": ("increment", "get"),
-    "kv": ("set", "get"),
-    "mailbox": ("send", "lookup"),
-    "inventory": ("reserve", "release", "get"),
-}
-_INT_FIELDS = {"amount", "application_fee_amount"}
-
-
-class _Answered(Exception):
-    """Carries a provider's answer out of the provider method to the HTTP handler."""
-
-    def __init__(self, answer: Answer) -> None:
-        super().__init__(answer.status)
-        self.answer = answer
-
-
-class _Reset(Exception):
-    """An armed ``reset:`` fault: the handler resets the connection, nothing was processed."""
-
-
-class FaultPlan:
-    """One attempt's armed connection fault: which request of which op, and whom to tell."""
-
-    def __init__(
-        self, fault: str, point: str, occurrence: int, hold_s: float, applied: Callable[[str], None]
-    ):
-        self.fault, self.occurrence, self.hold_s, self.applied = fault, occurrence, hold_s, applied
-        self.op = point.split(":", 1)[1]
-        self._seen = 0
-        self._lock = threading.Lock()
-
-    def take(self, provider: str, op: str) -> str | None:
-        """The fault to apply to this request (counted per op, in arrival order), or None."""
-        if f"{provider}.{op}" != self.op:
-            return None
-        with self._lock:
-            self._seen += 1
-            hit = self._seen == self.occurrence
-        if hit:
-            label = self.op if self.occurrence == 1 else f"{self.op}#{self.occurrence}"
-            self.applied(
-                f"reset the connection of {label} before it was processed"
-                if self.fault == "reset"
-                else f"dropped the response of {label} after the provider committed it"
-                + (f" (held {self.hold_s:g}s)" if self.hold_s else "")
-            )
-            return self.fault
-        return None
-
-
-class _ServerFakes(Fakes):
-    """The fakes as the server runs them: claim, hold, execute; the handler renders the answer."""
-
-    def __init__(self, ledger: Ledger, attempt: int, pid: int, faults: FaultPlan | None = None) -> None:
-        super().__init__(ledger, attempt)
-        self.pid = pid
-        self.faults = faults
-
-    def execute(
-        self,
-        provider: str,
-        op: str,
-        key: str | None,
-        payload: dict[str, Any],
-        perform: Perform,
-        rules: KeyRules = STRIPE_RULES,
-    ) -> Answer:
-        """Process one request over HTTP (claim, latency, execute), under the armed connection fault."""
-        fault = self.faults.take(provider, op) if self.faults is not None else None
-        if fault == "reset":
-            raise _Reset(f"{provider}.{op}")
-        answer = process(
-            self.ledger,
-            provider,
-            op,
-            key,
-            payload,
-            perform,
-            attempt=self.attempt,
-            pid=self.pid,
-            split=True,
-            rules=rules,
-        )
-        if fault == "drop":
-            assert self.faults is not None
-            time.sleep(self.faults.hold_s)  # the provider committed; the caller waits for nothing
-            answer = replace(answer, fault="drop")
-        return answer
-
-    def _run(
-        self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform
-    ) -> NoReturn:
-        raise _Answered(self.execute(provider, op, key, payload, perform))
-
-
-@dataclass(frozen=True)
-class _Binding:
-    """Where requests are recorded now: the supervisor rebinds before each attempt."""
-
-    url: str
-    thread: str
-    attempt: int
-    control: ControlClient | None
-    faults: FaultPlan | None = None
-
-
-def decode_form(body: str) -> dict[str, Any]:
-    """Stripe's form encoding (``metadata[order]=7``, ``payment_method_types[0]=card``) to JSON values."""
-    out: dict[str, Any] = {}
-    for name, value in parse_qsl(body, keep_blank_values=True):
-        parts = [name.split("[", 1)[0], *re.findall(r"\[([^\]]*)\]", name)]
-        node = out
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if part == "":  # "expand[]": append
-                part = str(sum(1 for k in node if k.isdigit()))
-            if last:
-                node[part] = int(value) if part in _INT_FIELDS and value.lstrip("-").isdigit() else value
-            else:
-                child = node.setdefault(part, {})
-                if not isinstance(child, dict):
-                    raise ValueError(f"{name!r} nests into the plain value of {part!r}")
-                node = child
-    return {k: _lists(v) for k, v in out.items()}  # numbered keys below the top level are lists
-
-
-def _lists(value: Any) -> Any:
-    if isinstance(value, dict):
-        value = {k: _lists(v) for k, v in value.items()}
-        if value and all(k.isdigit() for k in value):
-            return [value[k] for k in sorted(value, key=int)]
-    return value
 
 
 class _Handler(GuardedHandler):
@@ -212,26 +61,15 @@ class _Handler(GuardedHandler):
         super().send_json(status, body, {"Request-Id": f"req_{uuid.uuid4().hex[:14]}", **(headers or {})})
 
     def dispatch(self, handler: Route, request: Request) -> None:
+        """Every route of the fakes runs here: what escapes it is one Stripe-shaped 500 line."""
         try:
             handler(self, request)
-        except _Reset:
+        except Reset:
             self.reset()
         except LedgerError as exc:  # the ledger is unusable: the caller learns it in one line
             self.stripe_error(500, str(exc), type_="api_error")
         except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
             self.stripe_error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
-
-    def serve_family(self, path: str, query: str, body: bytes) -> bool:
-        """Hooks and provider profiles (:mod:`killdrill.fakes.wire`), behind the same guard."""
-        try:
-            return wire.dispatch(self, self.command, path, query, body)
-        except _Reset:
-            self.reset()
-        except LedgerError as exc:
-            self.stripe_error(500, str(exc), type_="api_error")
-        except Exception as exc:  # a fake's own bug: one line to the caller, never a dead thread
-            self.stripe_error(500, f"killdrill fakes: {type(exc).__name__}: {exc}", type_="api_error")
-        return True
 
     def reset(self) -> None:
         """Reset the connection (RST, no response): the caller sees ``ECONNRESET``."""
@@ -245,17 +83,15 @@ class _Handler(GuardedHandler):
     def stripe_error(
         self, status: int, message: str, code: str | None = None, type_: str = "invalid_request_error"
     ) -> None:
-        body = {"error": {"type": type_, "message": message, "code": code, "param": None}}
-        self.send_json(status, body, {"Stripe-Should-Retry": "false"})
+        status, body, headers = wire.stripe_error(status, message, code, type_)
+        self.send_json(status, body, dict(headers))
 
-    def fakes(self) -> tuple[_ServerFakes, _Binding]:
+    def fakes(self) -> tuple[ServerFakes, Binding]:
         """The fakes as bound now.  The attempt comes from the binding only, never from the caller."""
         binding = self.server.binding
         pid_text = self.headers.get("X-Killdrill-Pid", "")
         pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
-        return _ServerFakes(
-            Ledger(binding.url, binding.thread), binding.attempt, pid, binding.faults
-        ), binding
+        return ServerFakes(binding.ledger, binding.attempt, pid, binding.faults), binding
 
     def idempotency_key(self) -> str | None:
         """The ``Idempotency-Key`` header (Stripe allows 255 characters), or None."""
@@ -263,38 +99,6 @@ class _Handler(GuardedHandler):
         if key is not None and len(key) > 255:
             raise _BadRequest("Idempotency-Key is longer than 255 characters")
         return key
-
-    def answer(self, binding: _Binding, provider: str, op: str, answer: Answer, body: dict[str, Any]) -> None:
-        """Announce ``during:`` (the effect is committed), then answer, fail or drop as configured."""
-        if binding.control is not None:
-            try:
-                binding.control.send(f"during:{provider}.{op}")
-            except ControlChannelError:
-                self.hang_up()  # the supervisor killed the caller: nobody is left to answer
-                return
-        if answer.fault == "drop":
-            self.hang_up()
-            return
-        headers = {"Idempotent-Replayed": "true" if answer.replayed else "false"}
-        key = self.headers.get("Idempotency-Key")
-        if key:
-            headers["Idempotency-Key"] = key
-        headers["X-Killdrill-Outcome"] = answer.call.outcome
-        headers["X-Killdrill-Seq"] = str(answer.call.seq)
-        status = answer.status
-        if answer.fault == "indeterminate":
-            status = 500
-            body = {
-                "error": {
-                    "type": "api_error",
-                    "message": f"{provider}.{op}: injected error after the request was executed",
-                    "code": "indeterminate",
-                    "param": None,
-                }
-            }
-        if status >= 400 or answer.fault:
-            headers["Stripe-Should-Retry"] = "true" if answer.should_retry else "false"
-        self.send_json(status, body, headers)
 
 
 class _BadRequest(Exception):
@@ -320,7 +124,8 @@ def _route(method: str, pattern: str) -> Callable[[Callable[[_Handler, Request],
 @_route("POST", r"/fakes/([a-z_]+)/([a-z_]+)")
 def _generic(h: _Handler, req: Request) -> None:
     provider, op = req.match.groups()
-    if provider not in _OPS or (op not in _OPS[provider] and op != "configure"):
+    operation = spec(provider).operation(op) if provider in fake_classes() else None
+    if operation is None and not (op == "configure" and provider in fake_classes()):
         h.stripe_error(404, f"no such fake operation: {provider}.{op}")
         return
     try:
@@ -330,16 +135,15 @@ def _generic(h: _Handler, req: Request) -> None:
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise _BadRequest("the body must be a JSON object")
     key = h.idempotency_key()
-    if key and (provider, op) in _KEYED_OPS:
+    if key and operation is not None and operation.keyed:
         kwargs.setdefault("idempotency_key", key)
-    fakes, binding = h.fakes()
-    method = getattr(fakes.provider(provider), op)
+    ex = Exchange(h, req)
+    method = getattr(ex.fakes().provider(provider), op)
     try:
         result = method(**kwargs)
-    except _Answered as done:
-        answer = done.answer
-        body = answer.body if answer.error is not None else {**answer.body, "replayed": answer.replayed}
-        h.answer(binding, provider, op, answer, body)
+    except Answered as done:
+        replayed = done.answer.replayed
+        ex.finish(done.answer, stripe_render(key, lambda body: {**body, "replayed": replayed}))
         return
     except (TypeError, ValueError, FakeProviderError) as exc:
         raise _BadRequest(f"{provider}.{op}: {exc}") from None
@@ -353,10 +157,11 @@ def _model_route(path: str, serve: Callable[[Any, bytes], None]) -> None:
 
 for _path, _serve_model in _model.ROUTES.items():
     _model_route(_path, _serve_model)
+wire.load_families()  # the wire fakes' routes join the same table
 
 
 class _Server(GuardedServer):
-    binding: _Binding
+    binding: Binding
     model: _model.ModelFake | None = None
     wire: Mapping[str, Any]  # configuration of the wire fakes, e.g. {"hooks": {...}}
 
@@ -384,7 +189,7 @@ class FakesServer:
         self.port = port
         self.secret = secret or secrets.token_urlsafe(18)
         self.model = model
-        self._initial = _Binding(self.ledger_url, thread, attempt, None)
+        self._initial = Binding(self.ledger_url, thread, attempt, None)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.url: str | None = None
@@ -417,7 +222,7 @@ class FakesServer:
     ) -> None:
         """Record the next requests under ``thread``/``attempt``; announce ``during:`` on that channel."""
         control = ControlClient(control_address, control_token or "") if control_address else None
-        binding = _Binding(self.ledger_url, thread, attempt, control)
+        binding = Binding(self.ledger_url, thread, attempt, control)
         self._initial = binding
         if self._server is not None:
             self._server.binding = binding

@@ -14,7 +14,8 @@ route sees it:
   drip-feeding client cannot hold a thread), and at most ``MAX_CONNECTIONS`` are served at once.
 - quiet: garbage gets a 4xx, a fault of ours one 500 line to the caller; nothing is printed.
 
-``stop()`` closes every connection and joins every handler thread.  Routes register in
+``stop()`` closes every connection and joins every handler thread.  Every route of the fakes
+(the generic ``/fakes/`` route, the model's, each wire family's) is registered in the one table
 ``ROUTES`` with :func:`route`; a new route inherits all of the above.
 """
 
@@ -55,15 +56,16 @@ class Request:
 
 
 Route = Callable[["GuardedHandler", Request], None]
-ROUTES: list[tuple[str, re.Pattern[str], Route]] = []
-"""(method, full-match path pattern, handler), tried in order."""
+ROUTES: list[tuple[frozenset[str], re.Pattern[str], Route]] = []
+"""(methods, full-match path pattern, handler), tried in order."""
 
 
-def route(method: str, pattern: str) -> Callable[[Route], Route]:
-    """Register ``fn(handler, request)`` for ``method`` and paths fully matching ``pattern``."""
+def route(methods: str, pattern: str) -> Callable[[Route], Route]:
+    """Register ``fn(handler, request)`` for ``methods`` (``"POST"``, ``"GET PUT"``) and paths
+    fully matching ``pattern``; the path matching with another method is answered 405."""
 
     def register(fn: Route) -> Route:
-        ROUTES.append((method.upper(), re.compile(pattern), fn))
+        ROUTES.append((frozenset(methods.upper().split()), re.compile(pattern), fn))
         return fn
 
     return register
@@ -198,19 +200,17 @@ class GuardedHandler(BaseHTTPRequestHandler):
             return
         self.server.set_deadline(self.connection, None)  # the route may hold (during:, latency)
         allowed: list[str] = []
-        for method, pattern, handler in ROUTES:
+        for methods, pattern, handler in ROUTES:
             match = pattern.fullmatch(path)
             if match is None:
                 continue
-            if method != self.command:
-                allowed.append(method)
+            if self.command not in methods:
+                allowed.extend(sorted(methods))
                 continue
             self.dispatch(handler, Request(self.command, path, query, match, body))
             return
-        if self.serve_family(path, query, body):
-            return
         if allowed:
-            allow = {"Allow": ", ".join(allowed)}
+            allow = {"Allow": ", ".join(dict.fromkeys(allowed))}
             self.send_json(405, _error(f"{self.command} is not allowed on {path}"), allow)
         else:
             self.send_json(404, _error(f"Unrecognized request URL ({self.command}: {path})."))
@@ -254,10 +254,6 @@ class GuardedHandler(BaseHTTPRequestHandler):
         """Answer and close without reading the rest: the client may be hostile."""
         self.close_connection = True
         self.send_json(status, _error(message))
-
-    def serve_family(self, path: str, query: str, body: bytes) -> bool:
-        """Serve a request no route in ``ROUTES`` owns (a subclass's route families); False: 404."""
-        return False
 
     def dispatch(self, handler: Route, request: Request) -> None:
         """Run a route; what it raises becomes a one-line 500 (overridden to map provider errors)."""

@@ -32,6 +32,7 @@ from killdrill.fakes.model_script import (
     Turn,
     tool_schemas_text,
 )
+from killdrill.providers import Operation, ProviderSpec, register
 from killdrill.records import ANSWERED
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["MODEL_PROVIDER", "ROUTES", "ModelFake", "anthropic_conversation", "openai_conversation"]
 
 MODEL_PROVIDER = "model"
+register(ProviderSpec(MODEL_PROVIDER, (Operation("chat"), Operation("messages")), call_only=True))
+# A model's answers are work the report adds up, never effects: the verdict does not judge them.
 
 
 @dataclass(frozen=True)

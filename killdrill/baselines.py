@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from killdrill.records import Call, LedgerSnapshot
-from killdrill.verdict import CONVERGENT_PROVIDERS, canonical, effect_calls
+from killdrill.verdict import canonical, effect_calls, is_convergent
 
 __all__ = ["LEDGER_MARKER", "landed_counts", "ledger_break", "repeated_calls", "workload_difference"]
 
@@ -81,7 +81,7 @@ def repeated_calls(snap: LedgerSnapshot, attempt: int) -> list[Call]:
     earlier_keys: set[tuple[str, str]] = set()
     earlier_payloads: set[tuple[str, str, str]] = set()
     # a repeated set converges; a model asked again is re-spent work, not an effect re-done
-    calls = [c for c in effect_calls(snap.calls) if c.provider not in CONVERGENT_PROVIDERS]
+    calls = [c for c in effect_calls(snap.calls) if not is_convergent(c.provider)]
     for c in calls:
         if c.attempt < attempt:
             if c.key is not None:

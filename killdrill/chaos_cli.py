@@ -17,7 +17,8 @@ from typing import Any
 
 from killdrill.chaos import ChaosOptions, ChaosResult, Interrupted, render_text, run_chaos
 from killdrill.drill import DrillOptions
-from killdrill.errors import UsageError
+from killdrill.errors import HarnessError, UsageError
+from killdrill.options import check_output_dir, check_output_file
 from killdrill.records import Discovery
 from killdrill.report import write_json
 
@@ -29,10 +30,11 @@ class DrillFlags:
     """What ``killdrill.cli`` shares with this subcommand (passed in: the CLI module sits above):
     the supervisor flags, how they become :class:`DrillOptions`, and the agent's command."""
 
-    add: Callable[[argparse.ArgumentParser], None]
+    add: Callable[..., None]  # (parser, skip=fields) -> None
     options: Callable[[argparse.Namespace], DrillOptions]
     command: Callable[[argparse.Namespace], list[str]]
     positive_int: Callable[[str], Any]
+    check: Callable[[argparse.Namespace], None]  # output paths, --root, --ledger-url: before any run
 
 
 _BUDGET_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -70,6 +72,34 @@ def parse_shard(text: str) -> tuple[int, int]:
     return a, b
 
 
+def check_corpus(path: str) -> None:
+    """``--regressions PATH`` is read and rewritten after the job: a file there that is not a
+    corpus, or a folder that cannot be written, is said now, not after every run is spent."""
+    from killdrill.corpus import CORPUS_VERSION
+
+    check_output_file(path, "--regressions")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--regressions {path}: cannot read it: {exc}") from None
+    if not text.strip():
+        return
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--regressions {path}: not JSON ({exc})") from None
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != CORPUS_VERSION
+        or not isinstance(data.get("regressions"), list)
+    ):
+        raise UsageError(
+            f"--regressions {path}: not a killdrill regression corpus (version {CORPUS_VERSION})"
+        )
+
+
 def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     command = flags.command(args)
     try:
@@ -79,8 +109,12 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     runs = args.runs if args.runs is not None else (None if budget is not None else 100)
-    if runs is not None and runs < 1:
-        raise UsageError("--runs must be at least 1")
+    drill = flags.options(args)
+    flags.check(args)  # --json, --root, --ledger-url
+    if args.report:
+        check_output_dir(args.report, f"--report {args.report}")
+    if args.regressions:
+        check_corpus(args.regressions)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     options = ChaosOptions(
         seed=seed,
@@ -114,7 +148,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
                 f" ({shlex.join(discovery.command)}), not {shlex.join(command)}"
             )
     try:
-        result = run_chaos(command, flags.options(args), options, discovery=discovery)
+        result = run_chaos(command, drill, options, discovery=discovery)
     except Interrupted as stop:
         partial: ChaosResult | None = stop.result
         done = f" after {len(partial.runs)} run(s)" if partial is not None else ""
@@ -129,7 +163,12 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     data = result.to_dict()
     print(render_text(data))
     if args.json:
-        write_json(args.json, data)
+        try:
+            write_json(args.json, data)
+        except OSError as exc:  # checked before the job; the disk may still fill up
+            raise HarnessError(
+                f"--json {args.json}: cannot write the report: {exc.strerror or exc}"
+            ) from None
     return result.exit_code()
 
 
@@ -144,7 +183,9 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
     )
     g = p.add_argument_group("chaos")
     g.add_argument(
-        "--runs", type=int, help="random runs in total over all shards (default 100; none with --budget)"
+        "--runs",
+        type=flags.positive_int,
+        help="random runs in total over all shards (default 100; none with --budget)",
     )
     g.add_argument(
         "--budget",
@@ -160,8 +201,12 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
     )
     g.add_argument("--regressions", metavar="PATH", help="append each distinct shrunk failure to this corpus")
     g.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk")
-    g.add_argument("--shrink-runs", type=int, default=24, help="cases each shrink may run (24)")
-    g.add_argument("--max-failures", type=int, help="stop starting runs after this many violated runs")
+    g.add_argument(
+        "--shrink-runs", type=flags.positive_int, default=24, help="cases each shrink may run (24)"
+    )
+    g.add_argument(
+        "--max-failures", type=flags.positive_int, help="stop starting runs after this many violated runs"
+    )
     g.add_argument(
         "--discovery",
         metavar="FILE",
@@ -174,5 +219,5 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
         action="store_true",
         help="also draw drop:/reset: connection faults toward the HTTP fakes (one run in two)",
     )
-    flags.add(p)
+    flags.add(p, skip=("workers",))  # chaos's --workers are its worker processes
     p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

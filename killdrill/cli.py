@@ -7,7 +7,7 @@ harness error, said in one line without a traceback.
 from __future__ import annotations
 
 import argparse
-import math
+import os
 import shlex
 import signal
 import sys
@@ -18,8 +18,19 @@ from typing import Any, NoReturn
 from killdrill import audit, chaos_cli, report_cli
 from killdrill.chaos_cli import DrillFlags
 from killdrill.drill import DrillOptions
-from killdrill.errors import ExitCode, HarnessError, UsageError
+from killdrill.errors import ExitCode, HarnessError, KilldrillError, UsageError
 from killdrill.interrupts import Interrupted, signals_raise
+from killdrill.options import (
+    OPTIONS,
+    Choice,
+    Flag,
+    Kind,
+    Number,
+    OptionError,
+    Repeated,
+    check_output_dir,
+    check_output_file,
+)
 from killdrill.points import KINDS
 from killdrill.report import render_case, render_drill
 
@@ -31,27 +42,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(ExitCode.ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _number(kind: type[int] | type[float], minimum: float, what: str) -> Callable[[str], Any]:
-    """An argparse type: a finite ``kind`` number at least ``minimum`` (``what`` names the bound)."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not math.isfinite(value) or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
-positive_seconds = _number(float, 1e-3, "a number of seconds > 0")
-non_negative_seconds = _number(float, 0.0, "a number of seconds >= 0")
-positive_int = _number(int, 1, "a whole number >= 1")
-
-
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """Everything after the first ``--`` is the agent's command, untouched by argparse."""
     argv = list(argv)
@@ -61,141 +51,65 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def add_drill_options(p: argparse.ArgumentParser) -> None:
-    """The supervisor options shared by points, run, drill and chaos (DrillOptions fields)."""
+def _argparse_type(kind: Kind, name: str) -> Callable[[str], Any]:
+    """An argparse ``type`` from a table kind: its one parser, its errors in argparse's words."""
+    parse = kind.item if isinstance(kind, Repeated) else kind.from_text
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name  # argparse names the type in its messages
+    return convert
+
+
+positive_int = _argparse_type(Number(int, 1, "a whole number >= 1"), "int")
+
+
+def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
+    """The supervisor options shared by points, run, drill and chaos: one flag per row of
+    ``killdrill.options.OPTIONS`` (``skip``: fields a subcommand spells its own way)."""
     g = p.add_argument_group("supervisor")
-    g.add_argument(
-        "--timeout", type=positive_seconds, default=60.0, help="seconds per attempt; longer is a hang (60)"
-    )
-    g.add_argument(
-        "--max-attempts", type=positive_int, help="attempts per case (default: kills in the schedule + 3)"
-    )
-    g.add_argument(
-        "--http-fakes", action="store_true", help="serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)"
-    )
-    g.add_argument(
-        "--smtp-fake", action="store_true", help="an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): mailbox.send"
-    )
-    g.add_argument(
-        "--hook",
-        action="append",
-        default=[],
-        metavar="PATTERN=keyed|naive",
-        help="semantics of /hooks routes matching PATTERN (default: keyed iff the request has a key)",
-    )
-    g.add_argument(
-        "--hook-key-header", default="Idempotency-Key", help="header the /hooks sink reads a key from"
-    )
-    g.add_argument(
-        "--identity",
-        action="append",
-        default=[],
-        metavar="PROVIDER.OP=F1,F2",
-        help="fields that identify one logical effect of an op (default: the whole stable payload)",
-    )
-    g.add_argument("--between", metavar="CMD", help="command run between attempts (reconciliation)")
-    g.add_argument(
-        "--signal", choices=["KILL", "TERM"], default="KILL", help="TERM: drain drill (SIGKILL after --grace)"
-    )
-    g.add_argument(
-        "--grace", type=non_negative_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL (5)"
-    )
-    g.add_argument("--integration", action="append", default=[], metavar="NAME", help="e.g. langgraph")
+    for row in OPTIONS:
+        if row.field in skip:
+            continue
+        kind = row.kind
+        kw: dict[str, Any] = {"dest": row.field, "help": row.help}
+        if isinstance(kind, Flag):
+            g.add_argument(row.flag, action="store_true", **kw)
+            continue
+        kw["type"] = _argparse_type(kind, row.field)
+        if kind.metavar:
+            kw["metavar"] = kind.metavar
+        if isinstance(kind, Choice):
+            kw["metavar"] = "|".join(kind.choices)
+        if isinstance(kind, Repeated):
+            g.add_argument(row.flag, action="append", default=[], **kw)
+        elif row.flag_const is not None:
+            g.add_argument(row.flag, nargs="?", const=row.flag_const, default=row.default, **kw)
+        else:
+            g.add_argument(row.flag, default=row.default, **kw)
     g.add_argument("--langgraph", action="store_true", help="same as --integration langgraph")
-    g.add_argument(
-        "--resumers", type=positive_int, default=1, help="concurrent resumers after the first kill"
-    )
-    g.add_argument("--barrier", metavar="POINT", help="with --resumers: the only point that is a barrier")
-    g.add_argument(
-        "--env", action="append", default=[], metavar="K=V", help="extra environment for the agent"
-    )
-    g.add_argument("--cwd", help="working directory of the agent (default: the current one)")
-    g.add_argument("--root", help="where case workdirs go (default: a new temporary folder)")
-    g.add_argument("--keep", action="store_true", help="keep passing workdirs too (failing ones always are)")
-    g.add_argument(
-        "--discovery-runs",
-        type=positive_int,
-        default=2,
-        help="clean runs in discovery (2 name volatile fields)",
-    )
-    g.add_argument("--ledger-url", help="a shared SQLAlchemy URL for the ledger (default: SQLite per case)")
-    g.add_argument(
-        "--launcher",
-        choices=["spawn", "fork"],
-        default="spawn",
-        help="fork: attempts forked from a template that imported the agent's modules once (python agents)",
-    )
-    g.add_argument("--preload", action="append", default=[], metavar="MODULE", help="with --launcher fork")
-    g.add_argument(
-        "--check",
-        action="append",
-        default=[],
-        choices=["compensation_order"],
-        help="opt-in verdict check: compensation_order (undo operations in reverse order of their actions)",
-    )
-    g.add_argument(
-        "--model-script",
-        metavar="FILE",
-        help="serve a scripted model (OpenAI /v1/chat/completions, Anthropic /v1/messages) on the HTTP "
-        "fakes; sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",
-    )
-    g.add_argument(
-        "--model-variance",
-        type=int,
-        nargs="?",
-        const=0,
-        metavar="SEED",
-        help="each attempt gets other wording, tool-call ids and $vary values (seeded; default seed 0)",
-    )
 
 
 def drill_options(args: argparse.Namespace) -> DrillOptions:
-    identity: dict[str, list[str]] = {}
-    for item in args.identity:
-        op, sep, fields = item.partition("=")
-        if not sep or "." not in op or not fields:
-            raise UsageError(f"--identity {item!r}: expected PROVIDER.OP=FIELD1,FIELD2")
-        identity[op] = [f for f in fields.split(",") if f]
-    env: dict[str, str] = {}
-    for item in args.env:
-        k, sep, v = item.partition("=")
-        if not sep or not k:
-            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
-        env[k] = v
-    hooks: dict[str, str] = {}
-    for item in args.hook:
-        pattern, sep, mode = item.rpartition("=")
-        if not sep or not pattern or mode not in ("keyed", "naive"):
-            raise UsageError(f"--hook {item!r}: expected PATTERN=keyed or PATTERN=naive")
-        hooks[pattern] = mode
-    integrations = tuple(dict.fromkeys([*args.integration, *(["langgraph"] if args.langgraph else [])]))
-    return DrillOptions(
-        root=args.root,
-        timeout=args.timeout,
-        max_attempts=args.max_attempts,
-        identity=identity,
-        http_fakes=args.http_fakes,
-        smtp_fake=args.smtp_fake,
-        hooks=hooks,
-        hook_key_header=args.hook_key_header,
-        between=shlex.split(args.between) if args.between else None,
-        env=env,
-        cwd=args.cwd,
-        keep=args.keep,
-        signal=args.signal,
-        grace=args.grace,
-        integrations=integrations,
-        discovery_runs=args.discovery_runs,
-        ledger_url=args.ledger_url,
-        resumers=args.resumers,
-        barrier=args.barrier,
-        workers=getattr(args, "workers", 1) or 1,
-        launcher=args.launcher,
-        preload=tuple(args.preload),
-        checks=tuple(args.check),
-        model_script=args.model_script,
-        model_variance=args.model_variance,
-    )
+    """The DrillOptions of parsed flags (the flags' values were checked by the table's parsers)."""
+    values: dict[str, Any] = {}
+    for row in OPTIONS:
+        if not hasattr(args, row.field):
+            continue
+        value = getattr(args, row.field)
+        if isinstance(row.kind, Repeated):
+            value = row.kind.combine(value)
+        values[row.field] = value
+    if getattr(args, "langgraph", False):
+        values["integrations"] = (*values.get("integrations", ()), "langgraph")
+        values["integrations"] = tuple(dict.fromkeys(values["integrations"]))
+    if values.get("workers") is None:
+        values.pop("workers", None)
+    return DrillOptions(**values)
 
 
 def _need_command(args: argparse.Namespace) -> list[str]:
@@ -206,18 +120,45 @@ def _need_command(args: argparse.Namespace) -> list[str]:
     return list(args.command)
 
 
+def check_ledger_url(url: str | None) -> None:
+    """A shared ledger that is not a killdrill ledger is said now, in one line (not by the agent's
+    traceback when its clean run opens it)."""
+    if url is None:
+        return
+    from killdrill.ledger import Ledger, LedgerError
+
+    try:
+        Ledger(url, "kd-check").close()
+    except LedgerError as exc:
+        raise HarnessError(f"--ledger-url: {str(exc).removeprefix('killdrill: ')}") from None
+
+
+def check_drill_inputs(args: argparse.Namespace) -> None:
+    """Every output path of a command, the drill's root and its ledger, checked before the agent runs."""
+    check_output_file(getattr(args, "json", None), "--json")
+    if getattr(args, "root", None) is not None:
+        check_output_dir(args.root, f"--root {args.root}")
+    check_ledger_url(getattr(args, "ledger_url", None))
+
+
 def _write_json(path: str | None, obj: dict[str, Any]) -> None:
     if path:
         from killdrill.report import write_json
 
-        write_json(path, obj)
+        try:
+            write_json(path, obj)
+        except OSError as exc:  # checked before the run; the disk may still fill up
+            raise HarnessError(f"--json {path}: cannot write the report: {exc.strerror or exc}") from None
 
 
 def cmd_points(args: argparse.Namespace) -> int:
     from killdrill.drill import Drill
     from killdrill.report import render_catalogue
 
-    drill = Drill(_need_command(args), drill_options(args))
+    command = _need_command(args)
+    options = drill_options(args)
+    check_drill_inputs(args)
+    drill = Drill(command, options)
     discovery = drill.discover()
     print(render_catalogue(discovery))
     _write_json(args.json, discovery.to_dict())
@@ -227,7 +168,10 @@ def cmd_points(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from killdrill.drill import Drill
 
-    drill = Drill(_need_command(args), drill_options(args))
+    command = _need_command(args)
+    options = drill_options(args)
+    check_drill_inputs(args)
+    drill = Drill(command, options)
     result = drill.run_case(args.schedule)
     print(render_case(result))
     _write_json(args.json, {"cases": [result.to_dict()], "summary": _summary([result])})
@@ -243,7 +187,10 @@ def _summary(cases: Sequence[Any]) -> dict[str, Any]:
 def cmd_drill(args: argparse.Namespace) -> int:
     from killdrill.drill import Drill
 
-    drill = Drill(_need_command(args), drill_options(args))
+    command = _need_command(args)
+    options = drill_options(args)
+    check_drill_inputs(args)
+    drill = Drill(command, options)
     discovery = drill.discover()
     schedules = [s.strip() for s in args.points.split(";")] if args.points else None
     total = len(schedules) if schedules is not None else len(discovery.catalogue)
@@ -290,13 +237,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("drill", help="discover, then one case per kill point; a table and a summary")
     add_drill_options(p)
     p.add_argument("--points", metavar="S1;S2", help="only these schedules (';'-separated)")
-    p.add_argument("--workers", type=positive_int, default=1, help="cases run at once (1)")
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
     p.set_defaults(func=cmd_drill)
 
     # commands defined next to what they drive register themselves; chaos shares the drill flags
     flags = DrillFlags(
-        add=add_drill_options, options=drill_options, command=_need_command, positive_int=positive_int
+        add=add_drill_options,
+        options=drill_options,
+        command=_need_command,
+        positive_int=positive_int,
+        check=check_drill_inputs,
     )
     chaos_cli.add_parser(sub, flags)
     report_cli.add_parser(sub)
@@ -351,14 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
             return int(args.func(args))
-    except UsageError as exc:
-        print(f"killdrill: error: {exc}", file=sys.stderr)
-        return ExitCode.ERROR
-    except HarnessError as exc:  # an unusable ledger (LedgerError) too, said in one line
-        text = str(exc)
-        first, _, rest = text.partition("\n")
-        print(f"killdrill: error: {first}", file=sys.stderr)
-        if rest:
+    except KilldrillError as exc:  # usage and harness errors alike: one line (then any context), exit 2
+        first, _, rest = str(exc).strip().partition("\n")
+        print(f"killdrill: error: {first.removeprefix('killdrill: ')}", file=sys.stderr)
+        if rest:  # e.g. the tail of a failed clean run's stderr, after the one line
             print(rest, file=sys.stderr)
         return ExitCode.ERROR
     except KeyboardInterrupt:  # SIGINT while someone else's handler was installed
@@ -379,7 +325,6 @@ def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> 
     if not as_program:
         return code
     import atexit
-    import os
 
     if exit_handlers:
         atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)

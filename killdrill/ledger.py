@@ -31,6 +31,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
 from killdrill.errors import HarnessError
+from killdrill.matching import canonical as canonical_json  # the one canonical form (stored, compared)
 from killdrill.records import Call, InFlight, LedgerSnapshot
 
 __all__ = [
@@ -120,11 +121,6 @@ settings_t = sa.Table(
 
 class LedgerError(HarnessError, RuntimeError):
     """The ledger cannot be opened or read: a one-line message that names the file."""
-
-
-def canonical_json(value: Any) -> str:
-    """Order-insensitive, whitespace-free JSON: two payloads are the same iff these strings are."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
 
 
 def canonical(value: Any) -> Any:

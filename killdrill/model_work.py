@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from killdrill.records import CALL_ONLY_PROVIDERS, Call, LedgerSnapshot
+from killdrill.providers import spec
+from killdrill.records import Call, LedgerSnapshot
 
 __all__ = ["MODEL_WORK_FIELDS", "model_work", "render_model_work", "sum_model_work"]
 
@@ -29,7 +30,7 @@ def _spent(calls: Iterable[Call]) -> tuple[int, int, dict[int, int]]:
     n = tokens = 0
     by_attempt: dict[int, int] = {}
     for c in calls:
-        if c.provider not in CALL_ONLY_PROVIDERS:
+        if not spec(c.provider).call_only:
             continue
         n += 1
         tokens += int(c.payload.get("prompt_tokens") or 0) + int(c.payload.get("completion_tokens") or 0)

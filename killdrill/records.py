@@ -46,9 +46,6 @@ REJECTED = "rejected"  # same key, other payload: idempotency error, nothing hap
 CONFLICT = "conflict"  # the key's first request is still in flight: 409, nothing happened
 FAILED = "failed"  # an injected fault before the effect: nothing happened
 ANSWERED = "answered"  # a model call the model fake answered: work, never an effect
-CALL_ONLY_PROVIDERS = frozenset({"model"})
-"""Providers whose calls are recorded (and counted as work) but are never effects: the verdict
-leaves them out of every exactly-once check."""
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if all(is_chaos_report(p) for p in args.files):  # shards of one chaos job
         try:
             merged_chaos = merge_reports(args.files)
-        except (ValueError, KeyError) as exc:
-            raise UsageError(str(exc)) from exc
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:  # tampered input
+            why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__} {exc}"
+            raise UsageError(f"not chaos reports of one job (edited by hand?): {why}") from exc
         print(render_chaos_text(merged_chaos))
         if args.json:
             write_json(args.json, merged_chaos)

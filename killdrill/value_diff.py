@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-
-def canonical(value: Any) -> str:
-    """The verdict's canonical form (sorted-key compact JSON), for comparing and printing."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+from killdrill.matching import canonical
 
 
 def _differing_leaves(want: Any, got: Any, path: str = "") -> list[tuple[str, Any, Any]]:

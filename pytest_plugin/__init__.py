@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from killdrill.options import OPTIONS, Option
 from killdrill.pytest_plugin._cache import DiscoveryCache, discovery_key
 
 if TYPE_CHECKING:
@@ -39,43 +40,9 @@ __all__ = ["KilldrillFixture", "random_schedules"]
 
 MARKER = "killdrill"
 
-# ini key -> (DrillOptions field, ini type, help).  The same names as the CLI flags.
-_INI: dict[str, tuple[str, str, str]] = {
-    "killdrill_timeout": ("timeout", "string", "seconds per attempt; longer is a hang (60)"),
-    "killdrill_max_attempts": ("max_attempts", "string", "attempts per case (kills in the schedule + 3)"),
-    "killdrill_http_fakes": ("http_fakes", "bool", "serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)"),
-    "killdrill_smtp_fake": ("smtp_fake", "bool", "an SMTP server on 127.0.0.1 (KILLDRILL_SMTP)"),
-    "killdrill_hooks": ("hooks", "linelist", "PATTERN=keyed|naive lines: semantics of /hooks routes"),
-    "killdrill_hook_key_header": ("hook_key_header", "string", "header the /hooks sink reads keys from"),
-    "killdrill_identity": ("identity", "linelist", "PROVIDER.OP=FIELD1,FIELD2 lines: a logical effect"),
-    "killdrill_between": ("between", "string", "command run between attempts (reconciliation)"),
-    "killdrill_env": ("env", "linelist", "NAME=VALUE lines: extra environment for the agent"),
-    "killdrill_integrations": ("integrations", "args", "integrations to activate, e.g. langgraph"),
-    "killdrill_signal": ("signal", "string", "KILL (default) or TERM (drain drills)"),
-    "killdrill_grace": ("grace", "string", "seconds between SIGTERM and SIGKILL (5)"),
-    "killdrill_cwd": ("cwd", "string", "working directory of the agent"),
-    "killdrill_discovery_runs": ("discovery_runs", "string", "clean runs in discovery (2)"),
-    "killdrill_ledger_url": ("ledger_url", "string", "shared SQLAlchemy URL for the ledger"),
-    "killdrill_resumers": ("resumers", "string", "concurrent resumers after the first kill (1)"),
-    "killdrill_barrier": ("barrier", "string", "with resumers: the only barrier point"),
-    "killdrill_model_script": ("model_script", "string", "serve a scripted model on the HTTP fakes (FILE)"),
-    "killdrill_model_variance": ("model_variance", "string", "seed: vary the model's replies per attempt"),
-}
-_CONVERT: dict[str, Any] = {
-    "timeout": float,
-    "grace": float,
-    "max_attempts": int,
-    "discovery_runs": int,
-    "resumers": int,
-    "model_variance": int,
-}
-OPTION_NAMES = frozenset(
-    {
-        *(v[0] for v in _INI.values()),
-        "keep",
-        "workers",
-    }
-)
+# ini key -> its row of the one option table (killdrill.options): killdrill_FIELD for every field.
+_INI: dict[str, Option] = {row.ini: row for row in OPTIONS}
+OPTION_NAMES = frozenset(row.field for row in OPTIONS)
 _MARKER_ARGS = frozenset({"points", "discover", "command"})
 
 
@@ -108,8 +75,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--killdrill-rediscover", action="store_true", help="ignore cached discoveries and run them again"
     )
-    for name, (_, kind, text) in _INI.items():
-        parser.addini(name, text, type=kind)  # type: ignore[arg-type]
+    for name, row in _INI.items():
+        parser.addini(name, row.help, type=row.kind.ini_type)  # type: ignore[arg-type]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -191,6 +158,14 @@ class _State:
         except _Usage as exc:
             raise pytest.UsageError(str(exc)) from None
         json_dir = config.getoption("killdrill_json")
+        if json_dir:  # checked now, not after every drill test has run
+            from killdrill.errors import UsageError
+            from killdrill.options import check_output_dir
+
+            try:
+                check_output_dir(json_dir, f"--killdrill-json {json_dir}")
+            except UsageError as exc:
+                raise pytest.UsageError(f"killdrill {exc}") from None
         cache_dir = None
         if getattr(config, "cache", None) is not None:
             cache_dir = config.cache.mkdir("killdrill")
@@ -229,6 +204,10 @@ class _State:
             raise HarnessError(self.errors[key.digest])
 
         def make() -> Discovery:
+            if opts.get("ledger_url"):  # a file that is not a ledger: one line, not the agent's traceback
+                from killdrill.ledger import Ledger
+
+                Ledger(opts["ledger_url"], "kd-check").close()
             root = _discovery_root(self.config)
             try:
                 return Drill(command, **opts, root=root).discover()
@@ -238,12 +217,23 @@ class _State:
 
         try:
             return self.cache.get_or_make(key, make)
-        except HarnessError as exc:
-            self.errors[key.digest] = str(exc)
-            raise
+        except _harness_errors() as exc:
+            self.errors[key.digest] = " ".join(str(exc).removeprefix("killdrill: ").split("\n", 1)[:1])
+            raise HarnessError(self.errors[key.digest]) from None
 
 
 _STATE = pytest.StashKey[_State]()
+
+
+def _harness_errors() -> tuple[type[Exception], ...]:
+    """What fails a test in one line (never a traceback through killdrill): every KilldrillError,
+    and the harness errors not yet under that root (the layered redesign moves them there)."""
+    from killdrill.errors import HarnessError, KilldrillError
+    from killdrill.launcher import LaunchError
+    from killdrill.ledger import LedgerError
+    from killdrill.points import ScheduleError
+
+    return (KilldrillError, HarnessError, LedgerError, LaunchError, ScheduleError)
 
 
 def _discovery_root(config: pytest.Config) -> Path:
@@ -275,54 +265,23 @@ def _check_schedule(text: str, where: str) -> str:
 
 def _ini_options(config: pytest.Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, (opt, kind, _) in _INI.items():
+    for name, row in _INI.items():
         raw = config.getini(name)
-        if raw in (None, "", []) or (kind == "bool" and raw is False):
+        if raw in (None, "", []) or (row.kind.ini_type == "bool" and raw is False):
             continue
-        out[opt] = _convert_option(opt, raw, f"ini {name}")
+        out[row.field] = _convert_option(row.field, raw, f"ini {name}")
     return out
 
 
 def _convert_option(opt: str, raw: Any, where: str) -> Any:
-    """Ini text or marker/keyword values into DrillOptions values, with one-line errors."""
+    """Ini text or marker/keyword values into DrillOptions values (the table's parsers), with
+    one-line errors."""
+    from killdrill.options import OptionError, convert
+
     try:
-        if opt in _CONVERT and isinstance(raw, str):
-            return _CONVERT[opt](raw)
-        if opt == "identity" and isinstance(raw, list):
-            identity: dict[str, list[str]] = {}
-            for line in raw:
-                op, sep, fields = line.partition("=")
-                if not sep or "." not in op or not fields.strip():
-                    raise ValueError(f"{line!r}: expected PROVIDER.OP=FIELD1,FIELD2")
-                identity[op.strip()] = [f.strip() for f in fields.split(",") if f.strip()]
-            return identity
-        if opt == "hooks" and isinstance(raw, list):
-            hooks: dict[str, str] = {}
-            for line in raw:
-                pattern, sep, mode = line.strip().rpartition("=")
-                if not sep or not pattern or mode not in ("keyed", "naive"):
-                    raise ValueError(f"{line!r}: expected PATTERN=keyed or PATTERN=naive")
-                hooks[pattern] = mode
-            return hooks
-        if opt == "env" and isinstance(raw, list):
-            env: dict[str, str] = {}
-            for line in raw:
-                k, sep, v = line.partition("=")
-                if not sep or not k.strip():
-                    raise ValueError(f"{line!r}: expected NAME=VALUE")
-                env[k.strip()] = v
-            return env
-        if opt == "between" and isinstance(raw, str):
-            return shlex.split(raw)
-        if opt == "integrations" and isinstance(raw, str | list | tuple):
-            return tuple([raw] if isinstance(raw, str) else raw)
-        if opt == "signal" and isinstance(raw, str):
-            if raw.upper() not in ("KILL", "TERM"):
-                raise ValueError(f"{raw!r}: expected KILL or TERM")
-            return raw.upper()
-    except ValueError as exc:
-        raise _Usage(f"killdrill {where}: {exc}") from None
-    return raw
+        return convert(opt, raw, where)
+    except OptionError as exc:
+        raise _Usage(f"killdrill {exc}") from None
 
 
 def _load_regressions(path: str) -> list[tuple[tuple[str, ...], str]]:
@@ -490,9 +449,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except (_Usage, pytest.UsageError) as exc:
         params = [_Broken(str(exc))]
     except Exception as exc:
-        from killdrill.drill import HarnessError
-
-        if not isinstance(exc, HarnessError):
+        if not isinstance(exc, _harness_errors()):
             raise
         params = [_Broken(f"killdrill discovery failed: {exc}")]
     ids = ["killdrill-error" if isinstance(p, _Broken) else str(p) for p in params]
@@ -549,6 +506,9 @@ class KilldrillFixture:
 
     def options(self, **overrides: Any) -> dict[str, Any]:
         """The effective DrillOptions fields for a call with ``overrides``."""
+        unknown = set(overrides) - OPTION_NAMES
+        if unknown:
+            pytest.fail(f"killdrill: unknown option(s) {', '.join(sorted(unknown))}", pytrace=False)
         problem = None
         try:
             extra = {k: _convert_option(k, v, f"option {k}=") for k, v in overrides.items()}
@@ -556,15 +516,12 @@ class KilldrillFixture:
             problem = str(exc)
         if problem is not None:
             pytest.fail(problem, pytrace=False)
-        unknown = set(overrides) - OPTION_NAMES
-        if unknown:
-            pytest.fail(f"killdrill: unknown option(s) {', '.join(sorted(unknown))}", pytrace=False)
         return self._state.options(self._marker_options, extra)
 
     def drill(self, command: Sequence[str], **overrides: Any) -> Drill:
         """A :class:`killdrill.Drill` of ``command`` with the session's discovery already in it."""
         __tracebackhide__ = True
-        from killdrill.drill import Drill, HarnessError
+        from killdrill.drill import Drill
 
         options = self.options(**overrides)
         ident = json.dumps([list(command), options], sort_keys=True, default=str)
@@ -572,11 +529,15 @@ class KilldrillFixture:
         if drill is None:
             n = len(self._drills)
             root = self.root if n == 0 else self._tmp_path / f"killdrill-{n + 1}"
+            base = options.pop("root", None)  # killdrill_root / root=: this test's folder under it
+            if base is not None:
+                node = re.sub(r"[^A-Za-z0-9_.-]+", "_", self._request.node.nodeid)[:120]
+                root = Path(base) / (node if n == 0 else f"{node}-{n + 1}")
             error: Exception | None = None
             try:
                 drill = Drill(command, **options, root=root)
                 drill.use_discovery(self._state.discovery(command, options))
-            except HarnessError as exc:
+            except _harness_errors() as exc:
                 error = exc
             if error is not None:
                 self._harness_failure(None, error)
@@ -603,15 +564,12 @@ class KilldrillFixture:
         __tracebackhide__ = True
         from dataclasses import replace
 
-        from killdrill.drill import HarnessError
-        from killdrill.points import ScheduleError
-
         self._skip_foreign_regression(command, schedule)
         drill = self.drill(command, **overrides)
         error: Exception | None = None
         try:
             result = drill.run_case(schedule)
-        except (HarnessError, ScheduleError) as exc:
+        except _harness_errors() as exc:
             error = exc
         if error is not None:
             self._harness_failure(schedule, error)

@@ -23,23 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill.options import discovery_fields
+
 if TYPE_CHECKING:
     from killdrill.records import Discovery
 
-# DrillOptions fields that change what a clean run does (the others only matter to cases).
-_DISCOVERY_OPTIONS = (
-    "http_fakes",
-    "smtp_fake",
-    "hooks",
-    "hook_key_header",
-    "integrations",
-    "env",
-    "cwd",
-    "discovery_runs",
-    "ledger_url",
-    "model_script",
-    "model_variance",
-)
+# DrillOptions fields that change what a clean run does (the others only matter to cases):
+# the rows of the option table marked ``discovery``.
+_DISCOVERY_OPTIONS = discovery_fields()
 _MAX_FILES = 5000
 
 

@@ -6,8 +6,13 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from killdrill.drill import Drill
+    from killdrill.fakes.http import FakesServer
 
 POSTGRES_ENV = "KILLDRILL_TEST_POSTGRES_URL"
 
@@ -38,6 +43,62 @@ def postgres_url() -> str:
             pytest.fail(why)
         pytest.skip(why)
     return url  # type: ignore[return-value]
+
+
+@pytest.fixture
+def ledger_file(tmp_path: Path) -> str:
+    """A fresh SQLite ledger path of this test (the fakes create it on first use)."""
+    return str(tmp_path / "ledger.sqlite")
+
+
+@pytest.fixture
+def server(ledger_file: str) -> Iterator[FakesServer]:
+    """The HTTP fakes on 127.0.0.1, recording into ``ledger_file`` under thread ``t``, attempt 1."""
+    from killdrill.fakes.http import FakesServer
+
+    with FakesServer(ledger_file, thread="t", attempt=1) as srv:
+        yield srv
+
+
+class SharedDiscoveries:
+    """One discovery (two clean runs) per command and discovery options for the whole session.
+
+    Tests about cases, not about discovery itself, drill the same example agents again and
+    again; each used to pay its own clean runs.  The first test to need one makes it, under a
+    file lock in a folder all xdist workers of this session share, and the others read it
+    (``Drill.use_discovery``): the same cache the pytest plugin keeps across sessions, fresh here.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        from killdrill.pytest_plugin._cache import DiscoveryCache
+
+        directory.mkdir(parents=True, exist_ok=True)
+        self._cache = DiscoveryCache(directory, token="tests")
+
+    def __call__(self, drill: Drill) -> Drill:
+        """``drill`` with the session's discovery of its command and options (made once)."""
+        from dataclasses import asdict
+
+        from killdrill.pytest_plugin._cache import Key, discovery_key
+
+        key = discovery_key(drill.command, asdict(drill.options))
+        # per launcher too: a forked clean run's timings (no interpreter start) are not a spawned one's
+        launcher = drill.options.launcher
+        key = Key(f"{key.digest}-{launcher}", {**key.data, "launcher": launcher})
+        drill.use_discovery(self._cache.get_or_make(key, drill.discover))
+        return drill
+
+
+@pytest.fixture(scope="session")
+def shared_discovery(tmp_path_factory: pytest.TempPathFactory) -> SharedDiscoveries:
+    """Call it on a Drill to reuse the session's discovery of that agent (see SharedDiscoveries).
+
+    Not for tests that check discovery itself (its clean runs, warnings or pids they leave).
+    """
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's basetemp is <session root>/popen-gwN: share the session root
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return SharedDiscoveries(root / "shared-discoveries")
 
 
 @pytest.fixture

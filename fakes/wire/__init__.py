@@ -1,47 +1,54 @@
 """Wire-compatible fakes: route families served by the HTTP fakes, one module per family.
 
 A family (``hooks``, a payment provider's profile) is one module that calls :func:`route` for
-the path prefixes it serves; ``killdrill.fakes.http`` asks :func:`dispatch` before its own routes,
-so a family inherits whatever the central handler does (body limits, authentication, quiet
-errors).  Every module of this package is a family, loaded on the first request: a new fake
-provider is one new file.
+the paths it serves; its routes go into the one route table of the guarded server
+(:data:`killdrill.fakes.httpguard.ROUTES`), so a family inherits whatever the guard does (secret,
+body limits, deadlines, quiet errors, 405 for a wrong method).  Every module of this package is a
+family, loaded by :func:`load_families` when the HTTP fakes are imported: a new wire fake is one
+new file.
 
-A handler gets an :class:`Exchange`: the request (method, path, headers, body), the ledger handle
-of the attempt, and :meth:`Exchange.finish`, which announces ``during:PROVIDER.OP`` after the
-effect is committed and then answers, or drops the connection when the supervisor killed the
-caller there (the provider did it, the caller never heard).
+A handler gets an :class:`Exchange`: the request (method, path, headers, body), the fakes of the
+attempt (read once per request), and :meth:`Exchange.finish`, which announces
+``during:PROVIDER.OP`` after the effect is committed and then answers, or drops the connection
+when the supervisor killed the caller there (the provider did it, the caller never heard).
+Every recorded answer of the HTTP fakes goes through ``finish``; Stripe-shaped replies (the
+generic ``/fakes/`` route and the Stripe profile) are rendered by :func:`stripe_render`.
 
 The SMTP fake (:mod:`killdrill.fakes.wire.smtp`) is not an HTTP route and is not loaded here.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import pkgutil
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from killdrill.agent import ControlChannelError
 from killdrill.fakes import Answer, IndeterminateError, KeyRules, Perform
+from killdrill.fakes.httpguard import Request
+from killdrill.fakes.httpguard import route as guard_route
+from killdrill.fakes.serving import Answered, Binding, ServerFakes
 from killdrill.ledger import Ledger
 from killdrill.records import CREATED
 
-if TYPE_CHECKING:
-    from killdrill.fakes.http import _Binding, _ServerFakes
-
 __all__ = [
     "NOT_ROUTES",
+    "Answered",
+    "Binding",
     "Exchange",
     "Reply",
-    "Route",
+    "ServerFakes",
     "creates",
-    "dispatch",
+    "load_families",
     "record_effect",
     "route",
-    "routes",
+    "stripe_error",
+    "stripe_render",
 ]
 
 NOT_ROUTES = frozenset({"smtp"})
@@ -59,71 +66,86 @@ class _Handler(Protocol):
 
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None: ...
     def hang_up(self) -> None: ...
-    def fakes(self) -> tuple[_ServerFakes, _Binding]: ...
+    def fakes(self) -> tuple[ServerFakes, Binding]: ...
 
 
-@dataclass(frozen=True)
-class Route:
-    """Requests whose path matches ``pattern`` (a regex) and whose method is in ``methods``."""
-
-    pattern: re.Pattern[str]
-    methods: frozenset[str]
-    handler: Callable[[Exchange, re.Match[str]], None]
-
-
-_ROUTES: list[Route] = []
 _loaded = False
-_load_lock = threading.Lock()  # the server is threaded: the first requests may arrive together
+_load_lock = threading.Lock()
 
 
 def route(
     pattern: str, methods: str = "GET POST PUT PATCH DELETE"
 ) -> Callable[[Callable[[Exchange, re.Match[str]], None]], Callable[[Exchange, re.Match[str]], None]]:
-    """Decorator: serve ``pattern`` (matched against the whole path, query string removed)."""
+    """Decorator: serve ``pattern`` (matched against the whole path, query string removed) with
+    ``fn(exchange, match)``, registered in the guard's one route table."""
 
     def register(fn: Callable[[Exchange, re.Match[str]], None]) -> Callable[[Exchange, re.Match[str]], None]:
-        _ROUTES.append(Route(re.compile(pattern + r"\Z"), frozenset(methods.split()), fn))
+        def serve(handler: Any, request: Request) -> None:
+            fn(Exchange(handler, request), request.match)
+
+        serve.__name__ = serve.__qualname__ = fn.__name__
+        guard_route(methods, pattern)(serve)
         return fn
 
     return register
 
 
-def routes() -> list[Route]:
-    """Every registered route, the built-in families loaded."""
+def load_families() -> None:
+    """Import every family of this package once (their routes register as they load)."""
     global _loaded
     with _load_lock:
-        if not _loaded:
-            for info in pkgutil.iter_modules(__path__):
-                if not info.name.startswith("_") and info.name not in NOT_ROUTES:
-                    importlib.import_module(f"{__name__}.{info.name}")
-            _loaded = True
-        return list(_ROUTES)
+        if _loaded:
+            return
+        for info in pkgutil.iter_modules(__path__):
+            if not info.name.startswith("_") and info.name not in NOT_ROUTES:
+                importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True
 
 
-def dispatch(handler: _Handler, method: str, path: str, query: str, body: bytes) -> bool:
-    """Serve the request if a family owns its path; False leaves it to the caller (a 404).
+def stripe_error(
+    status: int, message: str, code: str | None = None, type_: str = "invalid_request_error"
+) -> Reply:
+    """A Stripe-shaped error reply; ``Stripe-Should-Retry`` is true for 409, 429 and 503."""
+    body = {"error": {"type": type_, "message": message, "code": code, "param": None}}
+    return status, body, {"Stripe-Should-Retry": "true" if status in (409, 429, 503) else "false"}
 
-    ``path`` comes without the drill's secret and ``body`` already read, both by the guard
-    (:mod:`killdrill.fakes.httpguard`), which has checked and bounded the request.
-    """
-    for r in routes():
-        m = r.pattern.match(path)
-        if m is not None and method in r.methods:
-            r.handler(Exchange(handler, method, path, query, body), m)
-            return True
-    return False
+
+def stripe_render(
+    key: str | None, resource: Callable[[Any], Any] = lambda body: body
+) -> Callable[[Answer], Reply]:
+    """How a Stripe-like fake answers: ``Idempotent-Replayed``, the key echoed, ``Stripe-Should-Retry``
+    on an error, and a success's body as ``resource`` renders it."""
+
+    def render(answer: Answer) -> Reply:
+        headers = {"Idempotent-Replayed": "true" if answer.replayed else "false"}
+        if key:
+            headers["Idempotency-Key"] = key
+        if answer.error is not None or answer.status >= 400:
+            headers["Stripe-Should-Retry"] = "true" if answer.should_retry else "false"
+            return answer.status, answer.body, headers
+        return answer.status, resource(answer.body), headers
+
+    return render
 
 
 class Exchange:
     """One request to a wire fake, and how to answer it."""
 
-    def __init__(self, handler: _Handler, method: str, path: str, query: str, body: bytes) -> None:
+    def __init__(self, handler: _Handler, request: Request) -> None:
         self.handler = handler
-        self.method = method
-        self.path = path
-        self.query = query
+        self.method = request.method
+        self.path = request.path
+        self.query = request.query
         self.headers = handler.headers
-        self.raw = body
+        self.raw = request.body
+
+    @functools.cached_property
+    def _bound(self) -> tuple[ServerFakes, Binding]:
+        return self.handler.fakes()  # the binding is read once per request
+
+    @property
+    def binding(self) -> Binding:
+        return self._bound[1]
 
     def json(self) -> Any:
         """The body as JSON (None when empty); ValueError when it is not JSON (or nested too deep)."""
@@ -141,8 +163,8 @@ class Exchange:
         """The drill's configuration of the wire fakes (``FakesServer(wire=...)``)."""
         return getattr(self.handler.server, "wire", None) or {}
 
-    def fakes(self) -> _ServerFakes:
-        return self.handler.fakes()[0]
+    def fakes(self) -> ServerFakes:
+        return self._bound[0]
 
     def execute(
         self,
@@ -153,8 +175,9 @@ class Exchange:
         perform: Perform,
         rules: KeyRules,
     ) -> Answer:
-        """Decide, perform and record the request under ``rules`` (claim, latency, execute)."""
-        return self.fakes().execute(provider, op, key, payload, perform, rules)  # with armed faults
+        """Decide, perform and record the request under ``rules`` (claim, latency, execute), under
+        the attempt's armed connection fault."""
+        return self.fakes().execute(provider, op, key, payload, perform, rules)
 
     def reply(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         self.handler.send_json(status, body, dict(headers or {}))
@@ -165,14 +188,12 @@ class Exchange:
         An injected ``indeterminate`` fault reaches ``render`` as a 500 error; ``drop`` and a
         supervisor that killed the caller at the point close the connection unanswered.
         """
-        control = self.handler.fakes()[1].control
+        control = self.binding.control
         if control is not None:
-            from killdrill.agent import ControlChannelError
-
             try:
                 control.send(f"during:{answer.call.provider}.{answer.call.op}")
             except ControlChannelError:
-                self.handler.hang_up()
+                self.handler.hang_up()  # the supervisor killed the caller: nobody is left to answer
                 return
         if answer.fault == "drop":
             self.handler.hang_up()

@@ -31,9 +31,9 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
 from killdrill.agent import ControlChannelError, ControlClient
-from killdrill.fakes.http import _Binding  # one binding type for the HTTP and SMTP fakes
 from killdrill.fakes.httpguard import MAX_BODY, REQUEST_DEADLINE_S
-from killdrill.fakes.wire import record_effect
+from killdrill.fakes.serving import Binding
+from killdrill.fakes.wire import record_effect  # one binding type for the HTTP and SMTP fakes
 from killdrill.ledger import Ledger
 
 __all__ = ["SmtpFake", "message_record"]
@@ -103,7 +103,7 @@ class SmtpFake:
     def __init__(self, ledger: str, *, thread: str = "default", attempt: int = 1, port: int = 0) -> None:
         self.ledger_url = ledger
         self.port = port
-        self.binding = _Binding(ledger, thread, attempt, None)
+        self.binding = Binding(ledger, thread, attempt, None)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
@@ -144,7 +144,7 @@ class SmtpFake:
     ) -> None:
         """Record the next messages under ``thread``/``attempt``; announce ``during:`` on that channel."""
         control = ControlClient(control_address, control_token or "") if control_address else None
-        self.binding = _Binding(self.ledger_url, thread, attempt, control)
+        self.binding = Binding(self.ledger_url, thread, attempt, control)
 
     def deliver(self, raw: bytes, mail_from: str, rcpt_tos: list[str]) -> bool:
         """Commit the message, announce ``during:mailbox.send``; False: nobody is left to answer."""
@@ -152,7 +152,7 @@ class SmtpFake:
         payload, key, message_id = message_record(raw, mail_from, rcpt_tos, binding.thread)
         result = {**payload, "message_id": message_id, "delivered": True}
         record_effect(
-            Ledger(binding.url, binding.thread),
+            binding.ledger,
             "mailbox",
             "send",
             key,

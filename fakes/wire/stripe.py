@@ -2,7 +2,7 @@
 
 Served: ``POST /v1/payment_intents`` (recorded as ``payments.charge``), ``GET
 /v1/payment_intents/{id}`` and ``POST /v1/refunds`` (``payments.refund``), form-encoded as the SDK
-sends them.  The rules, one test each in ``tests/test_wire_stripe.py``:
+sends them.  The rules, one test each in ``tests/unit/test_wire_stripe.py``:
 
 - ``Idempotency-Key`` up to 255 characters (longer: 400, nothing happens);
 - a key is remembered 24 h on the harness clock (:func:`killdrill.fakes.advance_clock`);
@@ -18,14 +18,43 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qsl
 
-from killdrill.fakes import Answer, FakeProviderError
-from killdrill.fakes.http import _Answered, decode_form
-from killdrill.fakes.wire import Exchange, Reply, route
+from killdrill.fakes import FakeProviderError
+from killdrill.fakes.wire import Answered, Exchange, route, stripe_error, stripe_render
 
-__all__ = ["MAX_KEY_LENGTH", "payment_intent"]
+__all__ = ["MAX_KEY_LENGTH", "decode_form", "payment_intent"]
 
 MAX_KEY_LENGTH = 255
+_INT_FIELDS = {"amount", "application_fee_amount"}
+
+
+def decode_form(body: str) -> dict[str, Any]:
+    """Stripe's form encoding (``metadata[order]=7``, ``payment_method_types[0]=card``) to JSON values."""
+    out: dict[str, Any] = {}
+    for name, value in parse_qsl(body, keep_blank_values=True):
+        parts = [name.split("[", 1)[0], *re.findall(r"\[([^\]]*)\]", name)]
+        node = out
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if part == "":  # "expand[]": append
+                part = str(sum(1 for k in node if k.isdigit()))
+            if last:
+                node[part] = int(value) if part in _INT_FIELDS and value.lstrip("-").isdigit() else value
+            else:
+                child = node.setdefault(part, {})
+                if not isinstance(child, dict):
+                    raise ValueError(f"{name!r} nests into the plain value of {part!r}")
+                node = child
+    return {k: _lists(v) for k, v in out.items()}  # numbered keys below the top level are lists
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        value = {k: _lists(v) for k, v in value.items()}
+        if value and all(k.isdigit() for k in value):
+            return [value[k] for k in sorted(value, key=int)]
+    return value
 
 
 def payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
@@ -43,27 +72,8 @@ def payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _error(status: int, message: str, code: str | None = None, type_: str = "invalid_request_error") -> Reply:
-    body = {"error": {"type": type_, "message": message, "code": code, "param": None}}
-    return status, body, {"Stripe-Should-Retry": "true" if status in (409, 429, 503) else "false"}
-
-
 def _key(ex: Exchange) -> str | None:
     return ex.header("Idempotency-Key")
-
-
-def _render(ex: Exchange, resource: Any) -> Any:
-    def render(answer: Answer) -> Reply:
-        headers = {"Idempotent-Replayed": "true" if answer.replayed else "false"}
-        key = _key(ex)
-        if key:
-            headers["Idempotency-Key"] = key
-        if answer.error is not None or answer.status >= 400:
-            headers["Stripe-Should-Retry"] = "true" if answer.should_retry else "false"
-            return answer.status, answer.body, headers
-        return answer.status, resource(answer.body), headers
-
-    return render
 
 
 def _form(ex: Exchange) -> dict[str, Any] | None:
@@ -71,14 +81,14 @@ def _form(ex: Exchange) -> dict[str, Any] | None:
     try:
         return decode_form(ex.raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        ex.reply(*_error(400, f"the body must be form-encoded UTF-8: {exc}"))
+        ex.reply(*stripe_error(400, f"the body must be form-encoded UTF-8: {exc}"))
         return None
 
 
 def _refused(ex: Exchange) -> bool:
     key = _key(ex)
     if key is not None and len(key) > MAX_KEY_LENGTH:
-        ex.reply(*_error(400, f"Idempotency-Key must be at most {MAX_KEY_LENGTH} characters long."))
+        ex.reply(*stripe_error(400, f"Idempotency-Key must be at most {MAX_KEY_LENGTH} characters long."))
         return True
     return False
 
@@ -87,10 +97,10 @@ def _call(ex: Exchange, resource: Callable[[dict[str, Any]], Any], method: Calla
     """Run one of the Payments fake's operations as the server runs it (Stripe's key rules)."""
     try:
         method()
-    except _Answered as done:
-        ex.finish(done.answer, _render(ex, resource))
+    except Answered as done:
+        ex.finish(done.answer, stripe_render(_key(ex), resource))
     except (TypeError, FakeProviderError) as exc:
-        ex.reply(*_error(400, str(exc)))
+        ex.reply(*stripe_error(400, str(exc)))
 
 
 @route(r"/v1/payment_intents", "POST")
@@ -105,7 +115,7 @@ def create_payment_intent(ex: Exchange, _m: re.Match[str]) -> None:
 def retrieve_payment_intent(ex: Exchange, m: re.Match[str]) -> None:
     charge = ex.fakes().payments.get(m.group("id"))
     if charge is None or charge.get("object") != "charge":
-        ex.reply(*_error(404, f"No such payment_intent: '{m.group('id')}'", code="resource_missing"))
+        ex.reply(*stripe_error(404, f"No such payment_intent: '{m.group('id')}'", code="resource_missing"))
         return
     ex.reply(200, payment_intent(charge))
 
@@ -117,7 +127,7 @@ def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
         return
     target = params.get("payment_intent") or params.get("charge")
     if not isinstance(target, str):
-        ex.reply(*_error(400, "Missing required param: payment_intent."))
+        ex.reply(*stripe_error(400, "Missing required param: payment_intent."))
         return
     amount = params.get("amount") if isinstance(params.get("amount"), int) else None
     payments = ex.fakes().payments

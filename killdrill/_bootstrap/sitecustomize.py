@@ -16,18 +16,19 @@ import sys
 
 
 def _activate_integrations(names: str) -> None:
-    import importlib
+    from killdrill.integrations import find  # by module name or entry point
 
     for name in filter(None, (n.strip() for n in names.split(","))):
         try:
-            module = importlib.import_module(f"killdrill.integrations.{name}")
+            integration = find(name)
         except ImportError as exc:
             sys.stderr.write(
                 f"killdrill: cannot load integration {name!r} from KILLDRILL_INTEGRATIONS: {exc}\n"
             )
             continue
         try:
-            module.activate()
+            if integration.activate is not None:
+                integration.activate()
         except Exception as exc:
             # A bad setting must stop the agent with a readable line, not run it unobserved.
             # `site` would print a traceback for SystemExit; nothing has started yet to clean up.

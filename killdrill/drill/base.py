@@ -26,6 +26,7 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import ScriptError, load_script
 from killdrill.integrations import preload_modules
 from killdrill.launcher import DEFAULT_PRELOAD, Launcher, python_target
+from killdrill.options import reproduce_args  # the one table of drill options
 from killdrill.points import Kill
 from killdrill.records import Attempt, Discovery
 from killdrill.setup_checks import detection_env
@@ -103,44 +104,8 @@ class DrillBase:
         return self.workdirs.root
 
     def reproduce_line(self, schedule: str, *, thread: str | None = None) -> str:
-        o, d = self.options, DrillOptions()
-        args = ["killdrill", "run", "--schedule", schedule]
-        if o.timeout != d.timeout:
-            args += ["--timeout", f"{o.timeout:g}"]
-        if o.max_attempts is not None:
-            args += ["--max-attempts", str(o.max_attempts)]
-        if o.http_fakes:
-            args.append("--http-fakes")
-        if o.smtp_fake:
-            args.append("--smtp-fake")
-        for pattern, mode in sorted(o.hooks.items()):
-            args += ["--hook", f"{pattern}={mode}"]
-        if o.hook_key_header != d.hook_key_header:
-            args += ["--hook-key-header", o.hook_key_header]
-        for op, fields in sorted(o.identity.items()):
-            args += ["--identity", f"{op}={','.join(fields)}"]
-        if o.between:
-            args += ["--between", shlex.join(o.between)]
-        if o.signal != d.signal:
-            args += ["--signal", o.signal, "--grace", f"{o.grace:g}"]
-        for name in o.integrations:
-            args += ["--integration", name]
-        if o.resumers != 1:
-            args += ["--resumers", str(o.resumers)]
-        if o.barrier:
-            args += ["--barrier", o.barrier]
-        if o.launcher != d.launcher:
-            args += ["--launcher", o.launcher]
-        for name in o.preload:
-            args += ["--preload", name]
-        for name in o.checks:
-            args += ["--check", name]
-        if o.model_script:
-            args += ["--model-script", o.model_script]
-        if o.model_variance is not None:
-            args += ["--model-variance", str(o.model_variance)]
-        for k, v in sorted(o.env.items()):
-            args += ["--env", f"{k}={v}"]
+        """``killdrill run`` of this case: the options that differ from the defaults, from the table."""
+        args = ["killdrill", "run", "--schedule", schedule, *reproduce_args(self.options)]
         return shlex.join([*args, "--", *self.command])
 
     def _env(self, workdir: Path, thread: str) -> dict[str, str]:

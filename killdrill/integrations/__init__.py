@@ -1,20 +1,45 @@
-"""What the harness knows about each integration, in one place.
+"""Integrations, found by name: each one is a module that declares what the harness must know.
 
 An integration emits kill points for a framework without edits to the agent (see
-:mod:`killdrill.integrations.langgraph`).  The drill needs two facts about it: which modules a
-fork template should import once (``--launcher fork``), and which step names are the
-integration's own machinery rather than the agent's steps (LangGraph's ``checkpoint``: a resume
-that saves a checkpoint again has not re-done any work).
+:mod:`killdrill.integrations.langgraph`).  It is one module that defines ``activate()`` (called in
+the agent at startup, through the bootstrap, when ``--integration NAME`` is on) and
+``INTEGRATION``, an :class:`Integration` record with the two facts the drill needs:
 
-Imported by the agent too (through its integration module): standard library only.
+- ``preload``: modules a fork template imports once (``--launcher fork``);
+- ``internal_steps``: step names that are the integration's own machinery rather than the
+  agent's steps (LangGraph's ``checkpoint``: a resume that saves a checkpoint again has not
+  re-done any work, and no case is scheduled at it).
+
+:func:`find` looks ``NAME`` up as the module ``killdrill.integrations.NAME``, then in the entry
+point group ``killdrill.integrations`` (``NAME = "your_package.your_module"``): a new integration
+is one module, in this package or in another distribution.  :func:`register` adds one in-process.
+
+Imported by the agent too (through the bootstrap): standard library only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import importlib
+import pkgutil
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
 
-__all__ = ["INTEGRATIONS", "Integration", "internal_steps", "preload_modules"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Integration",
+    "IntegrationNotFound",
+    "find",
+    "internal_steps",
+    "known",
+    "preload_modules",
+    "register",
+]
+
+ENTRY_POINT_GROUP = "killdrill.integrations"
 
 
 @dataclass(frozen=True)
@@ -24,21 +49,101 @@ class Integration:
     name: str
     preload: tuple[str, ...] = ()
     internal_steps: frozenset[str] = frozenset()
+    activate: Callable[[], None] | None = None  # filled from the module's activate() when found
 
 
-INTEGRATIONS: dict[str, Integration] = {
-    "langgraph": Integration(
-        "langgraph", preload=("langgraph.graph",), internal_steps=frozenset({"checkpoint"})
-    ),
-}
+class IntegrationNotFound(ImportError):
+    """No module ``killdrill.integrations.NAME`` and no entry point of that name (or neither
+    declares ``INTEGRATION``)."""
+
+
+_found: dict[str, Integration] = {}
+_lock = threading.RLock()
+
+
+def register(integration: Integration) -> Integration:
+    """Make an integration known in this process (a module or entry point is found by :func:`find`)."""
+    with _lock:
+        _found[integration.name] = integration
+    return integration
+
+
+def _from_module(name: str, module: ModuleType) -> Integration:
+    declared = getattr(module, "INTEGRATION", None)
+    if not isinstance(declared, Integration):
+        raise IntegrationNotFound(f"integration {name!r}: {module.__name__} declares no INTEGRATION record")
+    if declared.name != name:
+        raise IntegrationNotFound(f"integration {name!r}: {module.__name__} declares {declared.name!r}")
+    activate = getattr(module, "activate", None)
+    if declared.activate is None and callable(activate):
+        declared = Integration(declared.name, declared.preload, declared.internal_steps, activate)
+    return declared
+
+
+def _module_for(name: str) -> ModuleType | None:
+    if name.isidentifier():
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # the integration exists but needs something missing: say that
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        loaded = ep.load()
+        if isinstance(loaded, ModuleType):
+            return loaded
+        return importlib.import_module(ep.module)
+    return None
+
+
+def find(name: str) -> Integration:
+    """The integration called ``name`` (IntegrationNotFound, an ImportError, when there is none)."""
+    with _lock:
+        known_one = _found.get(name)
+        if known_one is not None:
+            return known_one
+        module = _module_for(name)
+        if module is None:
+            raise IntegrationNotFound(
+                f"no integration {name!r}: neither a module killdrill.integrations.{name} nor an entry "
+                f"point {name!r} in the group {ENTRY_POINT_GROUP!r}"
+            )
+        return register(_from_module(name, module))
+
+
+@functools.cache
+def _installed_names() -> tuple[str, ...]:
+    """This package's integration modules and the entry points' names (scanned once a process)."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    return tuple(names + [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)])
+
+
+def known() -> dict[str, Integration]:
+    """Every integration that can be found: this package's modules, the entry points, registered ones."""
+    names = list(_installed_names())
+    with _lock:
+        names += list(_found)
+    out: dict[str, Integration] = {}
+    for name in dict.fromkeys(names):
+        try:
+            out[name] = find(name)
+        except ImportError:
+            continue  # one broken plugin must not hide the others' internal steps
+    return out
 
 
 def preload_modules(names: Iterable[str]) -> list[str]:
-    """Modules a fork template imports for the enabled integrations ``names``."""
-    return [m for n in names if n in INTEGRATIONS for m in INTEGRATIONS[n].preload]
+    """Modules a fork template imports for the enabled integrations ``names`` (one that cannot be
+    found preloads nothing: the agent's bootstrap says in one line that it cannot load it)."""
+    out: list[str] = []
+    for name in names:
+        try:
+            out.extend(find(name).preload)
+        except ImportError:
+            continue
+    return out
 
 
 def internal_steps() -> frozenset[str]:
     """Step names no agent step is judged by, whichever integration emitted them (a trace read
     back from a report does not say which integrations were on)."""
-    return frozenset().union(*(i.internal_steps for i in INTEGRATIONS.values()))
+    return frozenset().union(*(i.internal_steps for i in known().values()))

@@ -49,6 +49,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
+from killdrill.integrations import Integration
 
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINT",
     "DELAY_ENV",
+    "INTEGRATION",
     "DelaySpec",
     "activate",
     "active",
@@ -71,6 +73,12 @@ DELAY_ENV = "KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY"
 SEED_ENV = "KILLDRILL_LANGGRAPH_DELAY_SEED"
 CHECKPOINT = "checkpoint"
 """The name used by ``before:checkpoint`` / ``committed:checkpoint``."""
+
+INTEGRATION = Integration(
+    "langgraph",
+    preload=("langgraph.graph",),  # what a fork template imports once
+    internal_steps=frozenset({CHECKPOINT}),  # the checkpointer's own points, not an agent step
+)
 
 _RUNNER = "langgraph.pregel._runner"
 _LOOP = "langgraph.pregel._loop"

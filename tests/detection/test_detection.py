@@ -14,8 +14,6 @@ from killdrill.drill import Drill, DrillOptions
 from tests.detection.corpus import (
     CORRECT,
     DEFECTS,
-    SHAPE_CORRECT,
-    SHAPE_DEFECTS,
     Agent,
     langgraph_available,
 )
@@ -23,9 +21,9 @@ from tests.detection.run import catches, false_alarm
 
 
 def _drill(agent: Agent, root: Path) -> Drill:
-    # issue 11's shapes fork their attempts from a warm template (LangGraph imports once)
-    launcher = "fork" if agent in SHAPE_DEFECTS + SHAPE_CORRECT else "spawn"
-    return Drill(agent.command, DrillOptions(root=root, launcher=launcher, **agent.options))
+    # Forked attempts (a warm template, LangGraph imported once): the verdict of a case does not
+    # depend on how its attempts start.  The table (python -m tests.detection) spawns them.
+    return Drill(agent.command, DrillOptions(root=root, launcher="fork", **agent.options))
 
 
 def _defect_params() -> list[object]:
@@ -40,9 +38,9 @@ def _defect_params() -> list[object]:
 def test_defect_is_caught_at_its_point(agent: Agent, tmp_path: Path) -> None:
     if "langgraph" in agent.options.get("integrations", ()) and not langgraph_available():
         pytest.skip("langgraph is not installed")
-    drill = _drill(agent, tmp_path)
-    assert agent.catch[0] in drill.points(), f"{agent.catch[0]} not in {drill.points()}"
-    case = drill.run_case(agent.catch[0])
+    with _drill(agent, tmp_path) as drill:
+        assert agent.catch[0] in drill.points(), f"{agent.catch[0]} not in {drill.points()}"
+        case = drill.run_case(agent.catch[0])
     assert case.attempts[0].killed_at == agent.catch[0], case.text()
     assert catches(agent, case), f"{agent.name}: expected {agent.expect}, got {case.kinds}\n{case.text()}"
 
@@ -66,12 +64,12 @@ _COVERED_ELSEWHERE = {"settlement", "settlement_langgraph"}
 def test_correct_agent_has_no_false_alarm(agent: Agent, tmp_path: Path) -> None:
     if "langgraph" in agent.options.get("integrations", ()) and not langgraph_available():
         pytest.skip("langgraph or killdrill.examples.settlement_langgraph is not installed")
-    drill = _drill(agent, tmp_path)
-    for point in agent.catch:
-        case = drill.run_case(point)
-        assert case.attempts[0].killed_at == point, case.text()
-        assert not false_alarm(case), case.text()
-        assert case.ok, case.text()
+    with _drill(agent, tmp_path) as drill:
+        for point in agent.catch:
+            case = drill.run_case(point)
+            assert case.attempts[0].killed_at == point, case.text()
+            assert not false_alarm(case), case.text()
+            assert case.ok, case.text()
 
 
 def test_corpus_shape() -> None:

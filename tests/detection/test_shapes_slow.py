@@ -69,6 +69,8 @@ def test_correct_shape_never_alarms(agent: Agent, tmp_path: Path) -> None:
             cases += len(result.cases)
             alarms += [f"{c.schedule}: {c.kinds} {c.workdir}" for c in result.cases if not c.ok]
         mode = drill.discover().mode
+    # every drill ran every point: an empty catalogue or a skipped case must not read as "no alarm"
+    assert points and cases == DRILLS * len(points), (DRILLS, len(points), cases)
     _record(
         agent.name,
         {
@@ -91,7 +93,12 @@ def test_planted_bug_is_caught_every_time(agent: Agent, tmp_path: Path) -> None:
         drill.discover()
         with ThreadPoolExecutor(2) as pool:
             cases = list(pool.map(lambda _: drill.run_case(agent.catch[0]), range(DRILLS)))
-    missed = [f"{c.kinds} {c.workdir}" for c in cases if not catches(agent, c)]
+    assert len(cases) == DRILLS
+    missed = [
+        f"{c.kinds} killed at {c.attempts[0].killed_at if c.attempts else None} {c.workdir}"
+        for c in cases
+        if not (c.attempts and c.attempts[0].killed_at == agent.catch[0] and catches(agent, c))
+    ]
     _record(
         agent.name,
         {

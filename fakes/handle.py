@@ -1,0 +1,116 @@
+"""The handle an agent holds: :class:`Fakes` (every registered fake on one ledger, thread and
+attempt) and :func:`connect`, which builds it from the supervisor's environment."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+from typing import TYPE_CHECKING, Any
+
+from killdrill.agent import boundary
+from killdrill.fakes.errors import IndeterminateError
+from killdrill.fakes.processing import Perform, process
+from killdrill.fakes.provider import Provider, fake_classes
+from killdrill.ledger import Ledger
+
+if TYPE_CHECKING:
+    from killdrill.fakes.builtin import KV, Counter, Inventory, Mailbox, Payments, Tickets, Webhooks
+
+
+class Fakes:
+    """One handle per agent process: every registered fake, on one ledger, thread and attempt.
+
+    A fake is an attribute named after its provider (``fakes.payments``) or ``fakes.provider(name)``;
+    a provider defined after the handle was made is found too (its class is looked up on first use).
+    """
+
+    # The built-in fakes, typed for callers; the instances are made on first use from the registry.
+    payments: Payments
+    mailbox: Mailbox
+    tickets: Tickets
+    webhooks: Webhooks
+    counter: Counter
+    kv: KV
+    inventory: Inventory
+
+    def __init__(self, ledger: Ledger, attempt: int = 1) -> None:
+        self.ledger = ledger
+        self.thread = ledger.thread
+        self.attempt = attempt
+        self._fakes: dict[str, Provider] = {}
+
+    def __repr__(self) -> str:
+        return f"Fakes({self.ledger!r}, attempt={self.attempt})"
+
+    def provider(self, name: str) -> Provider:
+        """A fake by name (``payments``, ``mailbox``, ...); KeyError if there is none."""
+        fake = self._fakes.get(name)
+        if fake is None:
+            cls = fake_classes().get(name)
+            if cls is None:
+                raise KeyError(name)
+            fake = self._fakes.setdefault(name, cls(self))
+        return fake
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: a provider's name.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.provider(name)
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no fake provider {name!r}") from None
+
+    def _run(
+        self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform
+    ) -> dict[str, Any]:
+        """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
+        answer = process(
+            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid()
+        )
+        boundary(f"during:{provider}.{op}")
+        if answer.fault is not None:
+            raise IndeterminateError(
+                f"{provider}.{op}: the request was executed ({answer.call.effect_id}) but the response "
+                f"was lost ({answer.fault})",
+                call=answer.call,
+            )
+        if answer.error is not None:
+            answer.error.call = answer.call
+            raise answer.error
+        return {**answer.body, "replayed": answer.replayed}
+
+
+_temp_dir: str | None = None
+_temp_lock = threading.Lock()
+
+
+def _temporary_ledger() -> str:
+    """A ledger for a run by hand (no drill): one per process, removed when the process exits."""
+    global _temp_dir
+    with _temp_lock:
+        if _temp_dir is None:
+            _temp_dir = tempfile.mkdtemp(prefix="killdrill-fakes-")
+            atexit.register(shutil.rmtree, _temp_dir, True)
+        return os.path.join(_temp_dir, "ledger.sqlite")
+
+
+def connect(
+    ledger: str | os.PathLike[str] | Ledger | None = None,
+    *,
+    thread: str | None = None,
+    attempt: int | None = None,
+) -> Fakes:
+    """The fakes of this run: ledger, thread and attempt default to the supervisor's environment."""
+    if isinstance(ledger, Ledger):
+        if thread is not None and thread != ledger.thread:
+            ledger = Ledger(ledger.url, thread)
+    else:
+        where = ledger if ledger is not None else os.environ.get("KILLDRILL_LEDGER") or _temporary_ledger()
+        ledger = Ledger(where, thread or os.environ.get("KILLDRILL_THREAD") or "default")
+    if attempt is None:
+        attempt = int(os.environ.get("KILLDRILL_ATTEMPT") or 1)
+    return Fakes(ledger, attempt)

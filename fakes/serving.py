@@ -1,0 +1,126 @@
+"""How the HTTP fakes run a provider: the attempt's binding, the server-side fakes (claim, hold,
+execute, under an armed connection fault), and the answer carried out to the route that renders it.
+
+Shared by the HTTP routes (:mod:`killdrill.fakes.http`, :mod:`killdrill.fakes.wire`) and the SMTP
+fake: one binding type, one way to execute a request.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn
+
+from killdrill.agent import ControlClient
+from killdrill.fakes.handle import Fakes
+from killdrill.fakes.processing import Answer, Perform, process
+from killdrill.fakes.rules import STRIPE_RULES, KeyRules
+from killdrill.ledger import Ledger
+
+__all__ = ["Answered", "Binding", "FaultPlan", "Reset", "ServerFakes"]
+
+
+class Answered(Exception):
+    """Carries a provider's answer out of the provider method to the route that renders it."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer.status)
+        self.answer = answer
+
+
+class Reset(Exception):
+    """An armed ``reset:`` fault: the handler resets the connection, nothing was processed."""
+
+
+class FaultPlan:
+    """One attempt's armed connection fault: which request of which op, and whom to tell."""
+
+    def __init__(
+        self, fault: str, point: str, occurrence: int, hold_s: float, applied: Callable[[str], None]
+    ):
+        self.fault, self.occurrence, self.hold_s, self.applied = fault, occurrence, hold_s, applied
+        self.op = point.split(":", 1)[1]
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def take(self, provider: str, op: str) -> str | None:
+        """The fault to apply to this request (counted per op, in arrival order), or None."""
+        if f"{provider}.{op}" != self.op:
+            return None
+        with self._lock:
+            self._seen += 1
+            hit = self._seen == self.occurrence
+        if hit:
+            label = self.op if self.occurrence == 1 else f"{self.op}#{self.occurrence}"
+            self.applied(
+                f"reset the connection of {label} before it was processed"
+                if self.fault == "reset"
+                else f"dropped the response of {label} after the provider committed it"
+                + (f" (held {self.hold_s:g}s)" if self.hold_s else "")
+            )
+            return self.fault
+        return None
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where requests are recorded now: the supervisor rebinds before each attempt."""
+
+    url: str
+    thread: str
+    attempt: int
+    control: ControlClient | None
+    faults: FaultPlan | None = None
+
+    @functools.cached_property
+    def ledger(self) -> Ledger:
+        """The binding's ledger handle, opened on first use and shared by its requests."""
+        return Ledger(self.url, self.thread)
+
+
+class ServerFakes(Fakes):
+    """The fakes as the server runs them: claim, hold, execute; the route renders the answer."""
+
+    def __init__(self, ledger: Ledger, attempt: int, pid: int, faults: FaultPlan | None = None) -> None:
+        super().__init__(ledger, attempt)
+        self.pid = pid
+        self.faults = faults
+
+    def execute(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        rules: KeyRules = STRIPE_RULES,
+    ) -> Answer:
+        """Process one request over HTTP (claim, latency, execute), under the armed connection fault."""
+        fault = self.faults.take(provider, op) if self.faults is not None else None
+        if fault == "reset":
+            raise Reset(f"{provider}.{op}")
+        answer = process(
+            self.ledger,
+            provider,
+            op,
+            key,
+            payload,
+            perform,
+            attempt=self.attempt,
+            pid=self.pid,
+            split=True,
+            rules=rules,
+        )
+        if fault == "drop":
+            assert self.faults is not None
+            time.sleep(self.faults.hold_s)  # the provider committed; the caller waits for nothing
+            answer = replace(answer, fault="drop")
+        return answer
+
+    def _run(
+        self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform
+    ) -> NoReturn:
+        raise Answered(self.execute(provider, op, key, payload, perform))

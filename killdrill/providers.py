@@ -1,0 +1,140 @@
+"""What each fake provider is, declared once: its operations, how the verdict must count it.
+
+The in-process fakes (``Fakes``), the HTTP fakes' ``/fakes/{provider}/{op}`` route and the verdict
+all read this registry, so a new provider is one file: a ``killdrill.fakes.Provider`` subclass
+(which declares and registers itself when its class is defined), or a bare :class:`ProviderSpec`
+passed to :func:`register` for a provider the harness only judges (the model fake).  A package
+outside killdrill can also expose providers through the entry point group ``killdrill.providers``
+(loading the entry point registers them).
+
+A provider nobody declared is judged as a plain non-idempotent effect: counted, never converged,
+never skipped.  That default can only over-report (a duplicate of a convergent write), never hide
+a duplicate.
+
+Standard library only: the verdict sits below the fakes and must not import them; the built-in
+fakes are loaded by name (:data:`BUILTIN_MODULES`) the first time the registry is read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+__all__ = [
+    "BUILTIN_MODULES",
+    "ENTRY_POINT_GROUP",
+    "Operation",
+    "ProviderSpec",
+    "register",
+    "registered",
+    "spec",
+    "undo_operations",
+]
+
+ENTRY_POINT_GROUP = "killdrill.providers"
+BUILTIN_MODULES = ("killdrill.fakes", "killdrill.fakes.model")
+"""Modules whose import registers the built-in providers."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of a provider.
+
+    ``keyed``: it takes an idempotency key (over HTTP, the ``Idempotency-Key`` header fills it).
+    ``read``: a lookup; neither recorded nor announced, so never an effect.
+    ``undoes``/``target``: a compensation: it undoes the effect of the provider's op ``undoes``,
+    named by the payload field ``target`` (what the ``compensation_order`` check reads).
+    """
+
+    name: str
+    keyed: bool = False
+    read: bool = False
+    undoes: str | None = None
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.undoes is None) != (self.target is None):
+            raise ValueError(f"operation {self.name!r}: give both undoes= and target=, or neither")
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """A provider as the harness knows it.
+
+    ``convergent``: repeating a call converges (an idempotent write such as ``kv.set``): judged on
+    the final state, never counted as a duplicate.  ``call_only``: its calls are work, not effects
+    (the model fake): never judged for exactly-once.
+    """
+
+    name: str
+    operations: tuple[Operation, ...] = ()
+    convergent: bool = False
+    call_only: bool = False
+
+    def operation(self, name: str) -> Operation | None:
+        return next((o for o in self.operations if o.name == name), None)
+
+
+_REGISTRY: dict[str, ProviderSpec] = {}
+_lock = threading.RLock()
+_loaded = False
+_loading = False
+
+
+def register(provider: ProviderSpec) -> ProviderSpec:
+    """Declare a provider.  Declaring the same name again with another declaration is refused
+    (two providers under one name would be judged as one); the same declaration is a no-op."""
+    with _lock:
+        known = _REGISTRY.get(provider.name)
+        if known is not None and known != provider:
+            raise ValueError(f"provider {provider.name!r} is already declared differently: {known}")
+        _REGISTRY[provider.name] = provider
+    return provider
+
+
+def _load() -> None:
+    """Import the built-in fakes and the entry points once, so their declarations are in.
+
+    ``_loaded`` turns true only when every import is done: another thread never reads a registry
+    that lacks the built-ins (``kv`` judged as counted would be a false alarm)."""
+    global _loaded, _loading
+    if _loaded:  # the common case, without the lock
+        return
+    with _lock:
+        if _loaded or _loading:  # _loading: this thread is importing them right now
+            return
+        _loading = True
+        try:
+            for module in BUILTIN_MODULES:
+                importlib.import_module(module)
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                ep.load()
+            _loaded = True
+        finally:
+            _loading = False
+
+
+def registered() -> Mapping[str, ProviderSpec]:
+    """Every declared provider, by name (a copy)."""
+    _load()
+    with _lock:
+        return dict(_REGISTRY)
+
+
+def spec(name: str) -> ProviderSpec:
+    """The declaration of ``name``; an undeclared provider is a plain effect (see the docstring)."""
+    _load()
+    return _REGISTRY.get(name) or ProviderSpec(name)
+
+
+def undo_operations() -> dict[tuple[str, str], tuple[tuple[str, str], str]]:
+    """``(provider, undo op) -> ((provider, action op), payload field naming the action's effect)``."""
+    return {
+        (p.name, o.name): ((p.name, o.undoes), o.target)
+        for p in registered().values()
+        for o in p.operations
+        if o.undoes is not None and o.target is not None
+    }

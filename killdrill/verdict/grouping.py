@@ -1,0 +1,175 @@
+"""What "the same logical effect" means: identities, grouping, volatile fields, unknown calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from killdrill.matching import canonical, differing, match_calls
+from killdrill.points import ScheduleError, parse_kill
+from killdrill.providers import spec
+from killdrill.records import Attempt, Call, LedgerSnapshot
+
+__all__ = [
+    "STATE_VOLATILE",
+    "EffectKey",
+    "effect_calls",
+    "effect_identity",
+    "effect_key",
+    "group_effects",
+    "is_convergent",
+    "op_name",
+    "summarize",
+    "unknown_calls",
+    "volatile_fields",
+]
+
+EffectKey = tuple[str, str, str]
+"""``(provider, op, canonical identity)``: what "the same logical effect" means."""
+
+STATE_VOLATILE = "kv.state"
+"""Entry of :func:`volatile_fields` naming final-state keys whose values differed between
+two clean runs; those keys are left out of the state comparison."""
+
+_SUMMARY_FIELDS = ("exactly_once", "duplicated", "lost", "unexpected")
+
+
+def op_name(provider: str, op: str) -> str:
+    return f"{provider}.{op}"
+
+
+def is_convergent(provider: str) -> bool:
+    """Idempotent writes (declared ``convergent``): repeating one converges, so they are judged on
+    the final state (``state_diverged``), never counted as duplicates."""
+    return spec(provider).convergent
+
+
+def effect_identity(
+    provider: str,
+    op: str,
+    payload: Mapping[str, Any],
+    *,
+    identity: Mapping[str, Sequence[str]] | None = None,
+    volatile: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """The fields that name a logical effect: the configured ones for this op, else the
+    payload minus its volatile fields."""
+    name = op_name(provider, op)
+    if identity and name in identity:
+        return {f: payload[f] for f in identity[name] if f in payload}
+    skip = set(volatile.get(name, ())) if volatile else set()
+    return {k: v for k, v in payload.items() if k not in skip}
+
+
+def effect_key(
+    call: Call,
+    *,
+    identity: Mapping[str, Sequence[str]] | None = None,
+    volatile: Mapping[str, Sequence[str]] | None = None,
+) -> EffectKey:
+    """The logical effect a call belongs to."""
+    ident = effect_identity(call.provider, call.op, call.payload, identity=identity, volatile=volatile)
+    return (call.provider, call.op, canonical(ident))
+
+
+def effect_calls(calls: Iterable[Call]) -> list[Call]:
+    """The calls that can be effects: a call-only provider's (the model's answers) are work."""
+    return [c for c in calls if not spec(c.provider).call_only]
+
+
+def group_effects(
+    calls: Iterable[Call],
+    *,
+    identity: Mapping[str, Sequence[str]] | None = None,
+    volatile: Mapping[str, Sequence[str]] | None = None,
+) -> dict[EffectKey, list[Call]]:
+    """Calls grouped by logical effect, groups in order of first call, calls in ledger order."""
+    out: dict[EffectKey, list[Call]] = {}
+    for call in sorted(effect_calls(calls), key=lambda c: c.seq):
+        out.setdefault(effect_key(call, identity=identity, volatile=volatile), []).append(call)
+    return out
+
+
+def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]]:
+    """Per ``provider.op``, the payload fields whose values differ between two clean runs.
+
+    The calls of each op are *matched* by content (:func:`killdrill.matching.match_calls`),
+    never paired by ledger order: three parallel payouts that land in another order are still
+    three payees, and ``account`` is not volatile because of it.  A field is volatile only if it
+    differs within a matched pair; a call with no counterpart (unequal counts) says nothing.
+    Final-state keys that differ are named under :data:`STATE_VOLATILE`.
+    """
+    by_op: dict[str, tuple[list[Call], list[Call]]] = {}
+    for side, snap in enumerate((a, b)):
+        for call in effect_calls(snap.calls):
+            by_op.setdefault(op_name(call.provider, call.op), ([], []))[side].append(call)
+    out: dict[str, list[str]] = {}
+    for name, (left, right) in by_op.items():
+        fields: set[str] = set()
+        for x, y in match_calls(left, right):
+            fields.update(differing(x.payload, y.payload))
+        if fields:
+            out[name] = sorted(fields)
+    state = sorted(differing(a.state, b.state))
+    if state:
+        out[STATE_VOLATILE] = state
+    return out
+
+
+def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[int, str]:
+    """Calls whose response the caller never received: ``seq -> the point that cut it``.
+
+    An attempt killed exactly at ``during:PROVIDER.OP#N`` (no delay) lost the response of its
+    N-th call of that op.  A delayed kill (``+Xms``) may or may not have, so it is not marked.
+    """
+    by_attempt: dict[tuple[int, str], list[Call]] = {}
+    for call in sorted(calls, key=lambda c: c.seq):
+        by_attempt.setdefault((call.attempt, op_name(call.provider, call.op)), []).append(call)
+    out: dict[int, str] = {}
+    for att in attempts:
+        if not att.killed_at:
+            continue
+        try:
+            kill = parse_kill(att.killed_at)
+        except ScheduleError:
+            continue
+        if kill.kind != "during" or not kill.is_named or kill.point is None:
+            continue
+        mine = by_attempt.get((att.number, kill.point.split(":", 1)[1]), [])
+        if 0 < kill.occurrence <= len(mine):
+            out[mine[kill.occurrence - 1].seq] = att.killed_at
+    return out
+
+
+def summarize(
+    baseline: LedgerSnapshot,
+    case: LedgerSnapshot,
+    *,
+    identity: Mapping[str, Sequence[str]] | None = None,
+    volatile: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, dict[str, int]]:
+    """Per provider, how many logical effects landed exactly once, more, fewer, or unasked.
+
+    For convergent providers (kv) repeating a write is not a duplicate: any landing counts once.
+    """
+    base = group_effects(baseline.calls, identity=identity, volatile=volatile)
+    mine = group_effects(case.calls, identity=identity, volatile=volatile)
+    out: dict[str, dict[str, int]] = {}
+    for key in dict.fromkeys([*mine, *base]):
+        provider = key[0]
+        n = sum(c.landed for c in mine.get(key, []))
+        b = sum(c.landed for c in base.get(key, []))
+        if is_convergent(provider):
+            n, b = min(n, 1), min(b, 1)
+        if n == 0 and b == 0:
+            continue
+        counts = out.setdefault(provider, dict.fromkeys(_SUMMARY_FIELDS, 0))
+        if b == 0:
+            counts["unexpected"] += 1
+        elif n == b:
+            counts["exactly_once"] += 1
+        elif n > b:
+            counts["duplicated"] += 1
+        else:
+            counts["lost"] += 1
+    return out

@@ -1,0 +1,116 @@
+"""How the verdict's messages say things: identities, call lists, why a duplicate happened."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
+from typing import Any
+
+from killdrill.matching import canonical, differing
+from killdrill.records import Call
+
+__all__ = [
+    "call_phrase",
+    "calls_detail",
+    "calls_phrase",
+    "distinct_keys",
+    "format_identity",
+    "key_changes",
+    "nearest_baseline",
+    "short",
+    "times",
+    "why_duplicated",
+]
+
+
+def short(value: Any, limit: int = 40) -> str:
+    text = value if isinstance(value, str) else canonical(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_identity(ident: Mapping[str, Any] | None) -> str:
+    """``{account_id: acme, amount: 4200}``: readable, sorted, long values cut."""
+    if not ident:
+        return "{}"
+    return "{" + ", ".join(f"{k}: {short(ident[k])}" for k in sorted(ident)) + "}"
+
+
+def times(n: int) -> str:
+    return "1 time" if n == 1 else f"{n} times"
+
+
+def call_phrase(call: Call, unknown: Mapping[int, str]) -> str:
+    key = call.key if call.key is not None else "(no key)"
+    text = f"attempt {call.attempt} key {key} {call.outcome}"
+    if call.seq in unknown:
+        text += " (response lost)"
+    return text
+
+
+def calls_phrase(calls: Sequence[Call], unknown: Mapping[int, str], limit: int = 4) -> str:
+    parts = [call_phrase(c, unknown) for c in calls[:limit]]
+    if len(calls) > limit:
+        parts.append(f"+{len(calls) - limit} more")
+    return ", ".join(parts)
+
+
+def distinct_keys(calls: Iterable[Call]) -> list[str]:
+    return list(dict.fromkeys(c.key for c in calls if c.key is not None))
+
+
+def key_changes(calls: Sequence[Call]) -> list[dict[str, Any]]:
+    """Where, in ledger order, a call's key differs from the previous call's."""
+    out: list[dict[str, Any]] = []
+    for prev, cur in pairwise(calls):
+        if cur.key != prev.key:
+            out.append({"seq": cur.seq, "attempt": cur.attempt, "from": prev.key, "to": cur.key})
+    return out
+
+
+def why_duplicated(landed: Sequence[Call]) -> str:
+    keys = [c.key for c in landed]
+    if all(k is None for k in keys):
+        return "sent without an idempotency key"
+    if any(k is None for k in keys):
+        return "a call was sent without the idempotency key"
+    if len(set(keys)) > 1:
+        return "the key changed between attempts"
+    return f"under the same key {keys[0]}: the provider did not dedupe it"
+
+
+def calls_detail(calls: Sequence[Call], unknown: Mapping[int, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": c.seq,
+            "attempt": c.attempt,
+            "key": c.key,
+            "outcome": c.outcome,
+            "replayed": c.replayed,
+            "effect_id": c.effect_id,
+            "response_lost": unknown.get(c.seq),  # the point that cut the response, or None
+        }
+        for c in calls
+    ]
+
+
+def nearest_baseline(
+    key: tuple[str, str, str],
+    ident: Mapping[str, Any],
+    baseline: Mapping[tuple[str, str, str], list[Call]],
+    idents: Mapping[tuple[str, str, str], dict[str, Any]],
+) -> str:
+    """For an unexpected effect: the baseline effect of the same op it most resembles, and how."""
+    best: tuple[int, dict[str, Any]] | None = None
+    for other, calls in baseline.items():
+        if other[:2] != key[:2] or not any(c.landed for c in calls):
+            continue
+        theirs = idents[other]
+        diff = sorted(differing(ident, theirs))
+        if best is None or len(diff) < best[0]:
+            best = (len(diff), {"identity": theirs, "differs": diff})
+    if best is None:
+        return ""
+    return (
+        f"; the baseline has {format_identity(best[1]['identity'])} instead"
+        f" (differs in {', '.join(best[1]['differs'])})"
+    )

@@ -1,0 +1,250 @@
+"""Checks, and how :func:`judge` composes them (the way Jepsen's checkers compose).
+
+A check is one function registered with :func:`check`.  Two shapes:
+
+- ``per_effect=True``: ``fn(ctx, effect) -> violations`` runs for each logical effect (case and
+  baseline together, in order of first appearance): the count checks, ``key_changed``;
+- otherwise ``fn(ctx) -> violations`` runs once on the whole case: ``key_reused``,
+  ``state_diverged``, ``stuck_in_flight``, ``compensation_order``.
+
+Core checks always run; an ``opt_in`` check runs when named in ``judge(checks=...)``
+(``DrillOptions.checks``, ``--check NAME``).  A new check is one function in one file::
+
+    @check("refund_without_charge", opt_in=True)
+    def refund_without_charge(ctx: CheckContext) -> list[Violation]: ...
+
+Checks in another distribution register through the entry point group ``killdrill.checks``
+(loading the entry point runs the decorator).  Names are violation kinds: stable, in JSON and tests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, TypeVar
+
+from killdrill.errors import UsageError
+from killdrill.records import Attempt, Call, LedgerSnapshot, Violation
+from killdrill.verdict.grouping import EffectKey, effect_identity, group_effects, unknown_calls
+from killdrill.verdict.phrases import calls_detail, format_identity
+
+__all__ = [
+    "CHECKS",
+    "ENTRY_POINT_GROUP",
+    "Check",
+    "CheckContext",
+    "Effect",
+    "check",
+    "judge",
+    "registered_checks",
+]
+
+ENTRY_POINT_GROUP = "killdrill.checks"
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One logical effect: its calls in the case and in the baseline (each in ledger order)."""
+
+    key: EffectKey
+    identity: dict[str, Any]
+    calls: tuple[Call, ...]
+    baseline: tuple[Call, ...]
+
+    @property
+    def provider(self) -> str:
+        return self.key[0]
+
+    @property
+    def op(self) -> str:
+        return self.key[1]
+
+    @property
+    def name(self) -> str:
+        """``payments.charge {account_id: acme, amount: 4200}``: how messages name it."""
+        return f"{self.provider}.{self.op} {format_identity(self.identity)}"
+
+    @property
+    def landed(self) -> list[Call]:
+        return [c for c in self.calls if c.landed]
+
+    @property
+    def baseline_landed(self) -> int:
+        return sum(c.landed for c in self.baseline)
+
+
+@dataclass
+class CheckContext:
+    """What every check sees: both ledgers, the attempts, the effects, and which responses were lost."""
+
+    baseline: LedgerSnapshot
+    case: LedgerSnapshot
+    attempts: Sequence[Attempt]
+    identity: Mapping[str, Sequence[str]] | None
+    volatile: Mapping[str, Sequence[str]] | None
+    effects: list[Effect] = field(default_factory=list)
+    unknown: dict[int, str] = field(default_factory=dict)  # seq -> the point that cut its response
+
+    @classmethod
+    def build(
+        cls,
+        baseline: LedgerSnapshot,
+        case: LedgerSnapshot,
+        attempts: Sequence[Attempt],
+        identity: Mapping[str, Sequence[str]] | None = None,
+        volatile: Mapping[str, Sequence[str]] | None = None,
+    ) -> CheckContext:
+        base = group_effects(baseline.calls, identity=identity, volatile=volatile)
+        mine = group_effects(case.calls, identity=identity, volatile=volatile)
+        effects = []
+        for key in dict.fromkeys([*mine, *base]):
+            first = (mine.get(key) or base[key])[0]
+            ident = effect_identity(
+                first.provider, first.op, first.payload, identity=identity, volatile=volatile
+            )
+            effects.append(Effect(key, ident, tuple(mine.get(key, ())), tuple(base.get(key, ()))))
+        return cls(baseline, case, attempts, identity, volatile, effects, unknown_calls(case.calls, attempts))
+
+    def detail(self, effect: Effect) -> dict[str, Any]:
+        """The evidence every per-effect violation carries."""
+        calls = effect.calls
+        return {
+            "landed": len(effect.landed),
+            "baseline": effect.baseline_landed,
+            "keys": [c.key for c in calls],
+            "attempts": sorted({c.attempt for c in calls}),
+            "calls": calls_detail(calls, self.unknown),
+        }
+
+    def violation(self, kind: str, message: str, effect: Effect, **extra: Any) -> Violation:
+        """A violation about ``effect``, with its calls and the standard evidence (plus ``extra``)."""
+        return Violation(
+            kind=kind,
+            message=message,
+            provider=effect.provider,
+            op=effect.op,
+            identity=effect.identity,
+            calls=effect.calls,
+            detail={**self.detail(effect), **extra},
+        )
+
+
+PerEffect = Callable[[CheckContext, Effect], Iterable[Violation]]
+WholeCase = Callable[[CheckContext], Iterable[Violation]]
+F = TypeVar("F", bound=Callable[..., Iterable[Violation]])
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    fn: Callable[..., Iterable[Violation]]
+    per_effect: bool = False
+    opt_in: bool = False
+    doc: str = ""
+
+
+_REGISTRY: dict[str, Check] = {}
+_lock = threading.RLock()
+_entry_points_loaded = False
+_entry_points_loading = False
+
+
+def check(name: str, *, per_effect: bool = False, opt_in: bool = False) -> Callable[[F], F]:
+    """Register ``fn`` as the check ``name`` (also the kind of the violations it reports)."""
+
+    def register(fn: F) -> F:
+        with _lock:
+            known = _REGISTRY.get(name)
+            if known is not None and known.fn.__qualname__ != fn.__qualname__:
+                raise ValueError(f"check {name!r} is already registered ({known.fn.__qualname__})")
+            doc = (fn.__doc__ or "").strip().split("\n")[0]
+            _REGISTRY[name] = Check(name, fn, per_effect, opt_in, doc)
+        return fn
+
+    return register
+
+
+def _load_entry_points() -> None:
+    """Load the ``killdrill.checks`` entry points once; loaded only when all of them are in."""
+    global _entry_points_loaded, _entry_points_loading
+    if _entry_points_loaded:
+        return
+    with _lock:
+        if _entry_points_loaded or _entry_points_loading:
+            return
+        _entry_points_loading = True
+        try:
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                ep.load()
+            _entry_points_loaded = True
+        finally:
+            _entry_points_loading = False
+
+
+def registered_checks() -> dict[str, Check]:
+    """Every registered check, core and opt-in, in order of registration (a copy)."""
+    _load_entry_points()
+    with _lock:
+        return dict(_REGISTRY)
+
+
+class _OptIn(Mapping[str, Check]):
+    """The opt-in checks, read live (a check registered later is in it)."""
+
+    def _now(self) -> dict[str, Check]:
+        return {n: c for n, c in registered_checks().items() if c.opt_in}
+
+    def __getitem__(self, name: str) -> Check:
+        return self._now()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def __repr__(self) -> str:
+        return f"CHECKS({', '.join(self)})"
+
+
+CHECKS: Mapping[str, Check] = _OptIn()
+"""Opt-in checks beyond the core ones, by name (``DrillOptions(checks=...)``, ``--check``)."""
+
+
+def judge(
+    baseline: LedgerSnapshot,
+    case: LedgerSnapshot,
+    attempts: Sequence[Attempt],
+    *,
+    identity: Mapping[str, Sequence[str]] | None = None,
+    volatile: Mapping[str, Sequence[str]] | None = None,
+    checks: Sequence[str] = (),
+) -> list[Violation]:
+    """Every way the case's effects differ from the baseline's, as stable-kind violations.
+
+    Runs the core checks and the opt-in ones named in ``checks`` (an unknown name is a
+    :class:`~killdrill.errors.UsageError`).  Order: per logical effect in order of first
+    appearance (its per-effect checks in registration order: counts, then ``key_changed``), then
+    the whole-case checks in registration order (``key_reused``, ``state_diverged``,
+    ``stuck_in_flight``, then opt-in ones).
+    """
+    registry = registered_checks()
+    unknown = [n for n in checks if n not in registry]
+    if unknown:
+        opt = ", ".join(n for n, c in registry.items() if c.opt_in)
+        raise UsageError(f"unknown check {unknown[0]!r}: expected one of {opt}")
+    # core checks in registration order, then the opt-in ones in the order they were asked for
+    active = [c for c in registry.values() if not c.opt_in]
+    active += [registry[n] for n in dict.fromkeys(checks) if registry[n].opt_in]
+    ctx = CheckContext.build(baseline, case, attempts, identity, volatile)
+    out: list[Violation] = []
+    per_effect = [c for c in active if c.per_effect]
+    for effect in ctx.effects:
+        for c in per_effect:
+            out.extend(c.fn(ctx, effect))
+    for c in active:
+        if not c.per_effect:
+            out.extend(c.fn(ctx))
+    return out

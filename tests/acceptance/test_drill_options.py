@@ -1,0 +1,203 @@
+"""Drill options: the one table every front end derives from (field coverage, round trips, one-line
+errors), and options on real drills: between-attempts command, a shared ledger, a single barrier."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from killdrill.cli import build_parser, drill_options
+from killdrill.drill import Drill, DrillOptions
+from killdrill.options import OPTIONS, OptionError, by_field, convert
+from killdrill.pytest_plugin import _INI, OPTION_NAMES
+from killdrill.pytest_plugin._cache import _DISCOVERY_OPTIONS
+
+AGENTS = Path(__file__).parents[1] / "agents"
+PY = sys.executable
+
+
+def steps(*extra: str) -> list[str]:
+    return [PY, str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/ckpt.json", *extra]
+
+
+def test_between_runs_before_each_resume_with_the_cases_thread(tmp_path: Path) -> None:
+    log = tmp_path / "between.log"
+    drill = Drill(
+        steps(), DrillOptions(root=tmp_path / "r", between=[PY, str(AGENTS / "between.py"), str(log)])
+    )
+    case = drill.run_case("before:charge,after:record")
+    assert case.ok, case.text()
+    assert log.read_text().splitlines() == [
+        f"before attempt 2 of {case.thread}",
+        f"before attempt 3 of {case.thread}",
+    ]
+
+
+def test_a_failing_between_command_is_resume_failed(tmp_path: Path) -> None:
+    between = [PY, str(AGENTS / "between.py"), str(tmp_path / "x.log"), "fail"]
+    case = Drill(steps(), DrillOptions(root=tmp_path / "r", between=between)).run_case("before:charge")
+    assert case.kinds[0] == "resume_failed"  # the cause first; then what the unfinished run lacks
+    assert "missing_effect" in case.kinds
+    assert "exited 4: reconciliation failed on purpose" in case.violations[0].message
+
+
+def test_a_shared_postgresql_ledger_gives_the_same_verdicts(tmp_path: Path, store_url: str) -> None:
+    verdicts = {}
+    for name, ledger in (("file", None), ("shared", store_url)):
+        options = DrillOptions(root=tmp_path / name, ledger_url=ledger, workers=2, launcher="fork")
+        with Drill(steps("--bug", "nokey"), options) as drill:
+            result = drill.run_all()
+        verdicts[name] = [(c.schedule, c.kinds) for c in result.cases]
+    assert verdicts["shared"] == verdicts["file"]
+    assert ("after:charge", ("duplicate_effect",)) in verdicts["file"]
+
+
+def test_a_single_barrier_point_still_catches_the_racy_claim(tmp_path: Path) -> None:
+    cmd = [PY, str(AGENTS / "claimer.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
+    cmd += ["--store", str(tmp_path / "effects.sqlite"), "--racy"]
+    options = DrillOptions(
+        root=tmp_path / "r", resumers=2, barrier="after:effects.claim_read", launcher="fork"
+    )
+    with Drill(cmd, options) as drill:
+        result = drill.run_all(["before:notify"] * 3)
+    assert all("duplicate_effect" in c.kinds for c in result.cases), result.text()
+
+
+# ---- the one option table (killdrill.options): every front end derived from it ----------------
+
+
+# Every reproduced field away from its default, as a user types it (odd whitespace included).
+NON_DEFAULT_FLAGS = [
+    "--timeout", "2.5",
+    "--max-attempts", "4",
+    "--http-fakes",
+    "--smtp-fake",
+    "--hook", " /hooks/pay* = naive ",
+    "--hook-key-header", "X-Key",
+    "--identity", " payments.charge = account , cycle ",
+    "--between", "python reconcile.py --all",
+    "--env", " A =x y ",
+    "--cwd", "/tmp/agent",
+    "--signal", "TERM",
+    "--grace", "0",
+    "--integration", "langgraph",
+    "--discovery-runs", "3",
+    "--resumers", "2",
+    "--barrier", "after:effects.claim",
+    "--launcher", "fork",
+    "--preload", "json",
+    "--check", "compensation_order",
+    "--model-script", "script.json",
+    "--model-variance", "7",
+]  # fmt: skip
+
+
+def parse_cli(args: list[str]) -> object:
+    return drill_options(build_parser().parse_args(["run", "-s", "before:x", *args]))
+
+
+def test_every_field_has_one_row_and_the_same_default() -> None:
+    fields = {f.name: f for f in dataclasses.fields(DrillOptions)}
+    assert [r.field for r in OPTIONS] == list(dict.fromkeys(r.field for r in OPTIONS))  # no row twice
+    assert set(fields) == {r.field for r in OPTIONS}
+    defaults = DrillOptions()
+    for row in OPTIONS:
+        assert getattr(defaults, row.field) == row.default, row.field
+    # Each front end has every field: a CLI flag, an ini key, a marker keyword.
+    dests = {a.dest for a in build_parser()._subparsers._group_actions[0].choices["drill"]._actions}
+    assert set(fields) <= dests
+    assert {row.field for row in _INI.values()} == set(fields) == set(OPTION_NAMES)
+    assert set(_DISCOVERY_OPTIONS) == {r.field for r in OPTIONS if r.discovery}
+
+
+def test_cli_flags_reproduce_line_round_trip() -> None:
+    options = parse_cli(NON_DEFAULT_FLAGS)
+    assert isinstance(options, DrillOptions)
+    reproduced = {r.field for r in OPTIONS if r.reproduce}
+    for row in OPTIONS:  # the flags above move every reproduced field off its default
+        assert (getattr(options, row.field) != row.default) == (row.field in reproduced), row.field
+    assert options.identity == {"payments.charge": ("account", "cycle")}
+    assert options.env == {"A": "x y "}  # the name stripped, the value as written
+    assert options.hooks == {"/hooks/pay*": "naive"}
+    # Drill() would read the model script; the line needs only the options and the command.
+    line = Drill.reproduce_line(SimpleNamespace(options=options, command=("python", "agent.py")), "before:x")  # type: ignore[arg-type]
+    argv = shlex.split(line)
+    assert argv[:4] == ["killdrill", "run", "--schedule", "before:x"]
+    sep = argv.index("--")
+    assert argv[sep + 1 :] == ["python", "agent.py"]
+    assert parse_cli(argv[4:sep]) == options
+    assert Drill(["python", "agent.py"], DrillOptions()).reproduce_line("before:x") == (
+        "killdrill run --schedule before:x -- python agent.py"
+    )
+
+
+def test_ini_values_give_the_same_options_as_the_flags() -> None:
+    ini = {
+        "timeout": "2.5",
+        "max_attempts": "4",
+        "http_fakes": True,
+        "smtp_fake": True,
+        "hooks": ["/hooks/pay* = naive"],
+        "hook_key_header": "X-Key",
+        "identity": ["payments.charge = account , cycle"],
+        "between": "python reconcile.py --all",
+        "env": [" A =x y "],
+        "cwd": "/tmp/agent",
+        "signal": "term",
+        "grace": "0",
+        "integrations": ["langgraph"],
+        "discovery_runs": "3",
+        "resumers": "2",
+        "barrier": "after:effects.claim",
+        "launcher": "fork",
+        "preload": ["json"],
+        "checks": ["compensation_order"],
+        "model_script": "script.json",
+        "model_variance": "7",
+    }
+    from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
+    assert from_ini == parse_cli(NON_DEFAULT_FLAGS)
+    # A marker's Python values land on the same options too.
+    marker = {"identity": {"payments.charge": ["account", "cycle"]}, "env": {"A": "x y "}, "timeout": 2.5}
+    assert {k: convert(k, v, "marker") for k, v in marker.items()} == {
+        "identity": from_ini.identity,
+        "env": from_ini.env,
+        "timeout": 2.5,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("max_attempts", "-1", "ini killdrill_max_attempts: expected a whole number >= 1, got '-1'"),
+        ("max_attempts", 0, "expected a whole number >= 1, got 0"),
+        ("timeout", "nan", "expected a number of seconds > 0, got 'nan'"),
+        ("workers", True, "expected a whole number >= 1, got True"),
+        ("identity", ["charge"], "'charge': expected PROVIDER.OP=FIELD1,FIELD2"),
+        ("env", ["=x"], "'=x': expected NAME=VALUE"),
+        ("hooks", ["/hooks/x=sometimes"], "expected PATTERN=keyed or PATTERN=naive"),
+        ("launcher", "thread", "expected one of spawn, fork, got 'thread'"),
+        ("between", "python 'unclosed", "No closing quotation"),
+        ("http_fakes", "perhaps", "expected true or false, got 'perhaps'"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_where(name: str, value: object, message: str) -> None:
+    with pytest.raises(OptionError) as err:
+        convert(name, value, f"ini {by_field(name).ini}")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith(f"ini killdrill_{name}: ")
+
+
+def test_the_python_api_meets_the_same_bounds() -> None:
+    with pytest.raises(
+        OptionError, match=r"^DrillOptions max_attempts: expected a whole number >= 1, got -1$"
+    ):
+        DrillOptions(max_attempts=-1)
+    with pytest.raises(OptionError, match="DrillOptions launcher: expected one of spawn, fork"):
+        Drill(steps(), launcher="thread")
+    assert DrillOptions(timeout=1, preload=["json"]).preload == ["json"]  # checked, kept as given

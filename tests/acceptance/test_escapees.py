@@ -1,0 +1,151 @@
+"""The hostile-agent suite: escapees of every kind never outlive their attempt, nor the harness.
+
+The agent (tests/agents/escapees.py) leaves four kinds of daemon behind in every attempt: a
+new session with an empty environment, a double-forked exec'd daemon, a double-forked daemon
+that never execs, a pid-hopper.  Each writes "KIND PID" lines to a file while it lives, which
+proves it really ran and catches one that keeps sending effects after the kill.  Leftovers
+are counted by the marker (argv or process name) over repeated /proc scans for a second.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from killdrill.drill import Drill, DrillOptions
+from tests import leftovers
+
+AGENT = Path(__file__).parents[1] / "agents" / "escapees.py"
+KINDS = {"session", "doublefork", "noexec", "hopper"}
+PY = sys.executable
+
+
+@pytest.fixture
+def marker() -> object:
+    name = f"kd{uuid.uuid4().hex[:8]}"
+    yield name
+    leftovers.kill(name)  # a failed test must not leak into the next ones
+
+
+def kinds_seen(late: Path) -> set[str]:
+    lines = late.read_text().splitlines() if late.exists() else []
+    return {line.split()[0] for line in lines if line.strip()}
+
+
+def assert_nothing_left(marker: str, late: Path) -> None:
+    """Nothing carries the marker over a second of scans, and nothing writes to the file."""
+    size = late.stat().st_size
+    alive = leftovers.survivors(marker, seconds=1.0)
+    assert not alive, f"{len(alive)} process(es) outlived the attempt: {leftovers.describe(alive)}"
+    assert late.stat().st_size == size, "an escapee sent effects after the kill"
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_no_escapee_outlives_its_case(tmp_path: Path, marker: str, launcher: str) -> None:
+    late = tmp_path / "late"
+    command = [PY, str(AGENT), "all", marker, str(late)]
+    with Drill(command, DrillOptions(root=tmp_path / "r", launcher=launcher, discovery_runs=1)) as drill:
+        result = drill.run_all()
+        assert result.ok, result.text()
+        assert len(result.cases) == 4
+        assert kinds_seen(late) == KINDS  # every kind of escapee really ran
+        assert_nothing_left(marker, late)  # with the fork template still up
+
+
+@pytest.mark.parametrize(
+    ("launcher", "workers"),
+    [("spawn", 2), ("fork", 2), ("spawn", 1)],
+    ids=["spawn-w2", "fork-w2", "spawn-w1"],
+)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_killed_harness_leaves_nothing(
+    tmp_path: Path, marker: str, launcher: str, workers: int, sig: signal.Signals
+) -> None:
+    """``drill --workers N`` signalled while attempts and their escapees run."""
+    late = tmp_path / "late"
+    argv = [PY, "-m", "killdrill", "drill", "--workers", str(workers), "--discovery-runs", "1"]
+    argv += ["--launcher", launcher, "--root", str(tmp_path / "r")]
+    argv += ["--", PY, str(AGENT), "all", marker, str(late)]
+    harness = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "r").exists() or not any((tmp_path / "r").glob("*-before_work")):
+            assert harness.poll() is None and time.monotonic() < deadline, "no case started"
+            time.sleep(0.05)
+        Path(str(late) + ".hold").touch()  # from now on attempts stay in their first step
+        while len(leftovers.scan(marker)) < 4 * workers:  # four escapees per running attempt
+            assert harness.poll() is None and time.monotonic() < deadline, "the attempts did not start"
+            time.sleep(0.05)
+        started = len(list((tmp_path / "r").iterdir()))
+        templates = leftovers.templates(harness.pid)
+        assert templates
+        harness.send_signal(sig)
+        signalled = time.monotonic()
+        _, err = harness.communicate(timeout=30)
+        took = time.monotonic() - signalled
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    expected = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -signal.SIGKILL}[sig]
+    assert harness.returncode == expected, err
+    if sig != signal.SIGKILL:
+        assert err.strip().splitlines()[-1].startswith("killdrill: "), err
+        assert "Traceback" not in err, err
+        assert took < 5, f"took {took:.2f}s to stop"
+        assert len(list((tmp_path / "r").iterdir())) == started, "a queued case started after the signal"
+        assert_nothing_left(marker, late)  # the harness waited for every keeper before exiting
+    else:
+        # Nobody is left in the harness to wait: the templates see its socket close, clean up, exit.
+        assert leftovers.wait_gone(templates) < 10, "a launcher template outlived the harness"
+        assert_nothing_left(marker, late)
+
+
+def test_keeper_reports_the_agents_status(tmp_path: Path) -> None:
+    """The keeper exits last but with the agent's own status: a code, or the signal it died of."""
+    from killdrill.launcher import warden
+
+    out, err = str(tmp_path / "out"), str(tmp_path / "err")
+    env = dict(os.environ)
+    for code, expected in (("raise SystemExit(7)", 7), ("import os; os.abort()", -signal.SIGABRT)):
+        child = warden().spawn([PY, "-c", code], env=env, cwd=None, stdout=out, stderr=err, exec_=True)
+        assert child.wait(timeout=30) == expected
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+@pytest.mark.parametrize("victim", ["parricide", "regicide"])
+def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
+    tmp_path: Path, marker: str, launcher: str, victim: str
+) -> None:
+    """Keeper and template are killable by the agent (same user): the survivor cleans up.
+
+    Killing the keeper leaves the orphans to the template; killing the template sends every
+    keeper its parent-death signal (SIGTERM), the attempt is a harness error, and the next
+    attempt gets a new template.
+    """
+    from killdrill.records import HARNESS_ERROR
+    from killdrill.supervisor import LaunchSpec, Supervisor
+
+    late = tmp_path / "late"
+    options = DrillOptions(root=tmp_path / "r", launcher=launcher)
+    (tmp_path / ".killdrill").mkdir()
+    with Drill([PY, str(AGENT), f"all,{victim}", marker, str(late)], options) as drill:
+        spec: LaunchSpec = drill._spec(tmp_path, "t", 1, None)
+        attempt = Supervisor().run(spec)
+        assert attempt.returncode == -signal.SIGKILL, attempt
+        assert kinds_seen(late) == KINDS
+        assert_nothing_left(marker, late)  # with the fork template still up
+        if victim == "regicide":
+            assert attempt.outcome == HARNESS_ERROR, attempt
+            if launcher == "fork":
+                drill.close()  # its template is gone: the drill starts another
+            again = drill._spec(tmp_path, "t", 2, None)
+            (tmp_path / "ok.py").write_text("pass\n")
+            again.argv = [PY, str(tmp_path / "ok.py")]
+            assert Supervisor().run(again).returncode == 0

@@ -1,0 +1,144 @@
+"""A newcomer's silent setup mistakes get one line each, never a quiet pass or argparse's usage."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import killdrill
+from killdrill.cli import build_parser
+from killdrill.setup_checks import SetupWarning
+from tests.cli_support import run_cli as cli
+
+AGENTS = Path(__file__).parents[1] / "agents"
+STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
+LANGGRAPH = [
+    "python",
+    "-m",
+    "killdrill.examples.settlement_langgraph",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+]
+
+
+
+
+def warnings_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("killdrill: warning:")]
+
+
+def test_version(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"killdrill {killdrill.__version__}"
+
+
+def test_forgotten_separator_says_where_the_command_goes(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "drill", "--timeout", "5", "python", "agent.py", "--thread", "t")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "usage:" not in proc.stderr
+    assert "unrecognized arguments python agent.py --thread t: put the agent's command after --" in lines[0]
+
+
+def test_usage_shows_the_command_after_the_separator() -> None:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("points", "run", "drill", "chaos"):
+        assert sub.choices[name].format_usage() == f"usage: killdrill {name} [options] -- COMMAND...\n"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "suggestion"),
+    [("before:chrage", "did you mean before:charge?"), ("befor:charge", "did you mean before:charge?")],
+)
+def test_typo_in_a_point_gets_did_you_mean(tmp_path: Path, schedule: str, suggestion: str) -> None:
+    proc = cli(tmp_path, "run", "-s", schedule, "--root", str(tmp_path / "r"), "--", *STEPS)
+    assert proc.returncode == 2
+    assert suggestion in proc.stderr.strip().splitlines()[0]
+
+
+def test_command_without_placeholders_warns_and_proves_the_sharing(tmp_path: Path) -> None:
+    """A fixed checkpoint path: the second clean run finds the first one's finished run."""
+    fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", str(tmp_path / "c.json")]
+    proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *fixed)
+    assert proc.returncode == 0, proc.stderr
+    found = warnings_of(proc)
+    assert any("the command has no {workdir} or {thread}" in w for w in found), proc.stderr
+    assert any("the second clean run" in w and "reached 0 kill point(s), the first 8" in w for w in found)
+
+
+def test_command_with_placeholders_has_no_warning(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *STEPS)
+    assert proc.returncode == 0 and warnings_of(proc) == [], proc.stderr
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_forgotten_langgraph_flag_is_named(tmp_path: Path, launcher: str) -> None:
+    proc = cli(
+        tmp_path,
+        "points",
+        "--discovery-runs",
+        "1",
+        "--launcher",
+        launcher,
+        "--root",
+        str(tmp_path),
+        "--",
+        *LANGGRAPH,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert any("imports langgraph" in w and "add --langgraph" in w for w in warnings_of(proc)), proc.stderr
+
+
+def test_no_langgraph_warning_for_an_agent_without_it(tmp_path: Path) -> None:
+    """The import watch only reports what the agent imported (steps.py never imports LangGraph)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        killdrill.discover(STEPS, root=tmp_path, discovery_runs=1)
+    assert [str(w.message) for w in caught if issubclass(w.category, SetupWarning)] == []
+
+
+def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
+    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence."""
+    pids = tmp_path / "pids"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    agent = ["python", str(AGENTS / "sleeper.py"), str(pids)]
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "killdrill", "points", "--root", str(tmp_path / "r"), "--", *agent],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    harness.send_signal(signal.SIGTERM)
+    _, err = harness.communicate(timeout=60)
+    assert harness.returncode == 128 + signal.SIGTERM
+    assert "killdrill: terminated (SIGTERM); every agent process was killed" in err
+
+
+def test_setup_warnings_reach_pytests_warnings_summary(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", str(tmp_path / "c.json")]
+    pytester.makeini("[pytest]\nkilldrill_timeout = 30\nkilldrill_discovery_runs = 1\n")
+    pytester.makepyfile(
+        test_fixed=f"""
+        import pytest
+        AGENT = {fixed!r}
+
+        @pytest.mark.killdrill(points=["before:charge"])
+        def test_drill(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point)
+        """
+    )
+    res = pytester.runpytest_subprocess("-W", "always")
+    res.stdout.fnmatch_lines(["*SetupWarning: the command has no {workdir} or {thread}*"])

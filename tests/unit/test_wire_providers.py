@@ -1,0 +1,215 @@
+"""Razorpay payouts (httpx: the SDK has no payouts), GoCardless (its SDK), Checkout.com (httpx):
+each provider's documented idempotency rules, one test per rule."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+gocardless_pro = pytest.importorskip("gocardless_pro")
+
+from killdrill.fakes import advance_clock  # noqa: E402
+from killdrill.fakes.http import FakesServer  # noqa: E402
+from killdrill.ledger import Ledger  # noqa: E402
+from tests.wire_support import THREAD, outcomes, while_in_flight  # noqa: E402
+
+PAYOUT = {
+    "account_number": "7878780080316316",
+    "fund_account_id": "fa_0001",
+    "amount": 100000,
+    "currency": "INR",
+    "mode": "IMPS",
+    "purpose": "payout",
+}
+GC_PAYMENT = {"amount": 1500, "currency": "GBP", "links": {"mandate": "MD0001"}}
+CKO_PAYMENT = {"amount": 2500, "currency": "GBP", "reference": "ORD-5", "source": {"type": "token"}}
+
+
+@pytest.fixture
+def base(ledger_file: str) -> Iterator[str]:
+    with FakesServer(ledger_file, thread=THREAD) as srv:
+        assert srv.url is not None
+        yield srv.url
+
+
+# -- Razorpay ------------------------------------------------------------------------------------
+def payout(base: str, key: str | None, **body: Any) -> httpx.Response:
+    headers = {"X-Payout-Idempotency": key} if key is not None else {}
+    return httpx.post(f"{base}/razorpay/v1/payouts", json={**PAYOUT, **body}, headers=headers)
+
+
+def test_razorpay_key_is_mandatory(base: str, ledger_file: str) -> None:
+    r = payout(base, None)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "BAD_REQUEST_ERROR"
+    assert r.json()["error"]["field"] == "X-Payout-Idempotency"
+    assert outcomes(ledger_file, "razorpay") == []
+
+
+def test_razorpay_key_is_4_to_36_letters_digits_hyphens_underscores_spaces(base: str) -> None:
+    assert [payout(base, k).status_code for k in ("abcd", "a" * 36, "pay out_1-x")] == [200, 200, 200]
+    assert [payout(base, k).status_code for k in ("abc", "a" * 37, "pay/out")] == [400, 400, 400]
+
+
+def test_razorpay_replays_the_saved_result_for_the_same_key(base: str, ledger_file: str) -> None:
+    first, again = payout(base, "po-1"), payout(base, "po-1")
+    assert first.json()["id"] == again.json()["id"] and first.json()["entity"] == "payout"
+    assert outcomes(ledger_file, "razorpay") == ["created", "replayed"]
+
+
+def test_razorpay_rejects_another_body_under_the_same_key(base: str, ledger_file: str) -> None:
+    payout(base, "po-2")
+    r = payout(base, "po-2", amount=200000)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "BAD_REQUEST_ERROR"
+    assert outcomes(ledger_file, "razorpay") == ["created", "rejected"]
+
+
+def test_razorpay_saves_a_failed_result_too(base: str, ledger_file: str) -> None:
+    Ledger(ledger_file, THREAD).configure("razorpay", error_first=1)
+    assert [payout(base, "po-3").status_code for _ in range(2)] == [500, 500]
+    assert outcomes(ledger_file, "razorpay") == ["failed", "replayed"]  # a new key is needed to retry
+
+
+def test_razorpay_key_is_valid_for_7_days(base: str, ledger_file: str) -> None:
+    first = payout(base, "po-4").json()["id"]
+    advance_clock(Ledger(ledger_file, THREAD), 6 * 86400)
+    assert payout(base, "po-4").json()["id"] == first
+    advance_clock(Ledger(ledger_file, THREAD), 86400 + 1)
+    assert payout(base, "po-4").json()["id"] != first
+
+
+def test_razorpay_key_in_progress_is_a_retryable_server_error(base: str, ledger_file: str) -> None:
+    r = while_in_flight(ledger_file, "razorpay", lambda: payout(base, "po-5"), lambda: payout(base, "po-5"))
+    assert r.status_code == 500 and r.json()["error"]["reason"] == "idempotency_key_in_use"
+    assert sorted(outcomes(ledger_file, "razorpay")) == ["conflict", "created"]
+
+
+# -- GoCardless ----------------------------------------------------------------------------------
+def gc(base: str, **kw: Any) -> Any:
+    # the SDK joins "/payments" onto the host, dropping the secret path: the secret is its token
+    return gocardless_pro.Client(access_token=base.rsplit("/", 1)[1], base_url=base, **kw)
+
+
+def test_gocardless_a_used_key_is_a_409_conflict_naming_the_resource(base: str, ledger_file: str) -> None:
+    first = gc(base).payments.create(params=GC_PAYMENT, headers={"Idempotency-Key": "gc-1"})
+    r = httpx.post(f"{base}/payments", json={"payments": GC_PAYMENT}, headers={"Idempotency-Key": "gc-1"})
+    assert r.status_code == 409
+    error = r.json()["error"]
+    assert error["type"] == "invalid_state" and error["errors"][0]["reason"] == "idempotent_creation_conflict"
+    assert error["errors"][0]["links"]["conflicting_resource_id"] == first.id
+    with pytest.raises(gocardless_pro.errors.IdempotentCreationConflictError) as info:
+        gc(base, raise_on_idempotency_conflict=True).payments.create(
+            params=GC_PAYMENT, headers={"Idempotency-Key": "gc-1"}
+        )
+    assert info.value.conflicting_resource_id == first.id
+    assert outcomes(ledger_file, "gocardless") == ["created", "rejected", "rejected"]
+
+
+def test_gocardless_sdk_fetches_the_conflicting_resource(base: str, ledger_file: str) -> None:
+    first = gc(base).payments.create(params=GC_PAYMENT, headers={"Idempotency-Key": "gc-2"})
+    again = gc(base).payments.create(params=GC_PAYMENT, headers={"Idempotency-Key": "gc-2"})
+    assert again.id == first.id and again.amount == 1500
+    assert outcomes(ledger_file, "gocardless") == ["created", "rejected"]
+
+
+def test_gocardless_the_key_alone_decides(base: str, ledger_file: str) -> None:
+    first = gc(base).payments.create(params=GC_PAYMENT, headers={"Idempotency-Key": "gc-3"})
+    other = gc(base).payments.create(params={**GC_PAYMENT, "amount": 99}, headers={"Idempotency-Key": "gc-3"})
+    assert other.id == first.id and other.amount == 1500  # the first payment, not a new one
+    assert outcomes(ledger_file, "gocardless") == ["created", "rejected"]
+
+
+def test_gocardless_a_failed_request_is_safe_to_retry_with_the_same_key(base: str, ledger_file: str) -> None:
+    Ledger(ledger_file, THREAD).configure("gocardless", error_first=1)
+    client = gc(base)
+    with pytest.raises(gocardless_pro.errors.GoCardlessInternalError):
+        client.payments.create(params=GC_PAYMENT, headers={"Idempotency-Key": "gc-4"})
+    assert client.payments.create(params=GC_PAYMENT, headers={"Idempotency-Key": "gc-4"}).status == (
+        "pending_submission"
+    )
+    assert outcomes(ledger_file, "gocardless") == ["failed", "created"]
+
+
+def test_gocardless_create_answers_201(base: str) -> None:
+    r = httpx.post(f"{base}/payments", json={"payments": GC_PAYMENT}, headers={"Idempotency-Key": "gc-5"})
+    assert r.status_code == 201 and r.json()["payments"]["id"].startswith("PM")
+
+
+def test_gocardless_sdk_automatic_key_is_per_call(base: str, ledger_file: str) -> None:
+    client = gc(base)
+    ids = {client.payments.create(params=GC_PAYMENT).id for _ in range(2)}
+    assert len(ids) == 2  # two calls (two processes, after a kill) are two payments
+    keys = [c.key for c in Ledger(ledger_file, THREAD).calls("gocardless")]
+    assert all(keys) and keys[0] != keys[1]
+
+
+def test_gocardless_key_in_flight_is_a_409(base: str, ledger_file: str) -> None:
+    def post() -> httpx.Response:
+        return httpx.post(
+            f"{base}/payments", json={"payments": GC_PAYMENT}, headers={"Idempotency-Key": "gc-6"}
+        )
+
+    r = while_in_flight(ledger_file, "gocardless", post, post)
+    assert r.status_code == 409 and r.json()["error"]["errors"][0]["reason"] == "idempotency_key_in_use"
+
+
+# -- Checkout.com --------------------------------------------------------------------------------
+def cko(base: str, key: str, **body: Any) -> httpx.Response:
+    return httpx.post(
+        f"{base}/checkout/payments", json={**CKO_PAYMENT, **body}, headers={"Cko-Idempotency-Key": key}
+    )
+
+
+def test_checkout_a_success_is_replayed_with_the_same_status_and_body(base: str, ledger_file: str) -> None:
+    first, again = cko(base, "c-1"), cko(base, "c-1")
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert first.json() == again.json()
+    assert outcomes(ledger_file, "checkout") == ["created", "replayed"]
+
+
+def test_checkout_an_error_is_not_saved(base: str, ledger_file: str) -> None:
+    Ledger(ledger_file, THREAD).configure("checkout", error_first=1)
+    assert [cko(base, "c-2").status_code for _ in range(2)] == [500, 201]  # re-attempted under the key
+    assert outcomes(ledger_file, "checkout") == ["failed", "created"]
+
+
+def test_checkout_concurrent_requests_with_one_key_get_409(base: str, ledger_file: str) -> None:
+    r = while_in_flight(ledger_file, "checkout", lambda: cko(base, "c-3"), lambda: cko(base, "c-3"))
+    assert r.status_code == 409 and r.json()["error_type"] == "request_conflict"
+
+
+def test_checkout_keys_expire_after_24_hours(base: str, ledger_file: str) -> None:
+    first = cko(base, "c-4").json()["id"]
+    advance_clock(Ledger(ledger_file, THREAD), 24 * 3600 + 1)
+    assert cko(base, "c-4").json()["id"] != first
+
+
+def test_checkout_sdk_request_payment_replays_under_its_key(base: str, ledger_file: str) -> None:
+    sdk_module = pytest.importorskip("checkout_sdk.checkout_sdk")
+    from checkout_sdk.environment import Environment
+    from checkout_sdk.payments.payments import PaymentRequest
+
+    root = f"{base}/checkout/"
+    env = Environment(
+        base_uri=root,
+        authorization_uri=root + "connect/token",
+        files_uri=root,
+        transfers_uri=root,
+        balances_uri=root,
+        forward_uri=root,
+        identity_uri=root,
+        is_sandbox=True,
+    )
+    with warnings.catch_warnings():  # the merchant subdomain is for the real host, not 127.0.0.1
+        warnings.simplefilter("ignore", DeprecationWarning)
+        builder = sdk_module.CheckoutSdk.builder().secret_key("sk_sbox_m73dzbpy7cf3gfd46xr4yj5xo4e")
+        api = builder.environment(env).use_legacy_domain().build()
+    request = PaymentRequest()
+    request.amount, request.currency, request.reference = 2500, "GBP", "ORD-5"
+    first = api.payments.request_payment(request, "ck-sdk")
+    again = api.payments.request_payment(request, "ck-sdk")
+    assert first.id == again.id and first.http_metadata.status_code == 201
+    assert outcomes(ledger_file, "checkout") == ["created", "replayed"]
