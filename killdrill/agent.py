@@ -175,7 +175,7 @@ class node:
                 boundary(after)
                 return result
 
-            return async_wrapper  # type: ignore[return-value]
+            return async_wrapper  # type: ignore[return-value]  # wraps() keeps fn's signature
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -184,4 +184,4 @@ class node:
             boundary(after)
             return result
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]  # wraps() keeps fn's signature

@@ -403,9 +403,10 @@ class Ledger:
         text = " ".join(str(why).split())
         return LedgerError(f"killdrill: ledger {self.where} is unusable: {text}")
 
-    def _file_id(self) -> tuple[int, int] | None:
+    @staticmethod
+    def _file_id(path: str) -> tuple[int, int] | None:
         try:
-            st = os.stat(self.path)  # type: ignore[arg-type]
+            st = os.stat(path)
         except OSError:
             return None
         return (st.st_dev, st.st_ino)
@@ -416,7 +417,7 @@ class Ledger:
             if engine is not None and self.path is not None:
                 # A file deleted and made anew at the same path (a reused workdir) must not be read
                 # through connections still open on the old one.
-                was, now = _file_ids.get(self.url), self._file_id()
+                was, now = _file_ids.get(self.url), self._file_id(self.path)
                 if was is not None and was != now:
                     self._forget()
                     engine = None
@@ -435,7 +436,7 @@ class Ledger:
                     self._prepare(engine)
                 _ready.add(self.url)
             if self.path is not None and _file_ids.get(self.url) is None:
-                _file_ids[self.url] = self._file_id()
+                _file_ids[self.url] = self._file_id(self.path)
         return engine
 
     @contextlib.contextmanager

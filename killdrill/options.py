@@ -21,7 +21,7 @@ import shlex
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from killdrill.errors import UsageError
 
@@ -88,13 +88,15 @@ class DrillOptions:
 
 # ---- value kinds: one parser each ----------------------------------------------------------------
 
+IniType = Literal["string", "args", "linelist", "bool"]  # pytest addini types the kinds use
+
 
 class Kind:
     """How one kind of value is read from text (a flag's argument, an ini value, one ini line),
     accepted from Python (a marker keyword), and written back as flag arguments."""
 
     repeated = False  # the flag may be given many times; the ini value is a list
-    ini_type = "string"
+    ini_type: IniType = "string"
     metavar: str | None = None
 
     def from_text(self, text: str) -> Any:
@@ -145,7 +147,7 @@ class Number(Kind):
 class Flag(Kind):
     """On or off: a CLI switch, an ini bool, a marker ``True``/``False``."""
 
-    ini_type = "bool"
+    ini_type: IniType = "bool"
     _WORDS = {
         "1": True,
         "true": True,
@@ -266,7 +268,7 @@ class Names(Repeated[tuple[str, ...]]):
     """Names (integrations, modules, checks): each stripped, no blanks inside, duplicates once."""
 
     metavar: str = "NAME"
-    ini_type: str = "args"
+    ini_type: IniType = "args"
 
     def item(self, text: str) -> str:
         name = text.strip()
@@ -296,7 +298,7 @@ class Pairs(Repeated[dict[str, Any]]):
     split: Callable[[str], tuple[str, Any]]
     join: Callable[[str, Any], str]
     metavar: str = "KEY=VALUE"
-    ini_type: str = "linelist"
+    ini_type: IniType = "linelist"
 
     def item(self, text: str) -> tuple[str, Any]:
         return self.split(text)
