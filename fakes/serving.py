@@ -97,6 +97,7 @@ class ServerFakes(Fakes):
         payload: dict[str, Any],
         perform: Perform,
         rules: KeyRules = STRIPE_RULES,
+        fence: tuple[str, int] | None = None,
     ) -> Answer:
         """Process one request over HTTP (claim, latency, execute), under the armed connection fault."""
         fault = self.faults.take(provider, op) if self.faults is not None else None
@@ -113,6 +114,7 @@ class ServerFakes(Fakes):
             pid=self.pid,
             split=True,
             rules=rules,
+            fence=fence,
         )
         if fault == "drop":
             assert self.faults is not None
@@ -121,6 +123,12 @@ class ServerFakes(Fakes):
         return answer
 
     def _run(
-        self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        fence: tuple[str, int] | None = None,
     ) -> NoReturn:
-        raise Answered(self.execute(provider, op, key, payload, perform))
+        raise Answered(self.execute(provider, op, key, payload, perform, fence=fence))

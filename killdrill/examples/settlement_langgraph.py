@@ -70,7 +70,11 @@ def build_graph(fakes: Fakes, thread: str, *, naive: bool, store: ResultStore | 
         return {"amount": state["usage_units"] * PRICE_CENTS_PER_UNIT}
 
     def charge_customer(state: Settlement) -> Settlement:
-        payload = {"account": state["account"], "cycle": state["cycle"], "amount": state["amount"]}
+        payload: dict[str, Any] = {
+            "account": state["account"],
+            "cycle": state["cycle"],
+            "amount": state["amount"],
+        }
         k = None if naive else key("charge_customer", state, amount=state["amount"])
         charge = fakes.payments.charge(idempotency_key=k, currency="usd", **payload)
         return {"charge_id": charge["id"]}
