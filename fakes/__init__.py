@@ -29,6 +29,17 @@ they survive the caller's restarts; each budget counts down as requests consume 
 ``latency=S``     HTTP only: hold a request S seconds between claiming its key and executing;
 ``key_ttl=S``     how long a completed key is remembered (default: the provider's, 24 h for Stripe).
 
+Fencing tokens (``fence=``, on ``payments.charge``, ``counter.increment`` and ``kv.set``): the
+fake keeps the highest token presented per resource (the idempotency key of a charge, the
+counter's name, the kv key) and refuses a request carrying a lower one (``StaleFence``, a 409,
+recorded ``rejected``: nothing happened), the storage-side check of a lease's fencing token
+(killdrill.effects.fencing).  ``provider.fence(resource, token)`` presents a new holder's token
+before it writes and answers the highest token that already wrote.  Fences are kept per drill
+thread.  Real providers that offer it: conditional writes (DynamoDB condition expressions, etcd
+or ZooKeeper compare-and-set, GCS generation preconditions) and Kafka's producer epochs.  Stripe
+offers none, so the Stripe wire route has no ``fence``: there the idempotency key is the defence.
+Without ``fence`` every fake behaves as before.
+
 Key expiry runs on a harness clock: real time plus an offset persisted in the ledger, which
 :func:`advance_clock` moves forward (a test proves the 24 h rule without waiting a day).
 How a repeated key is answered is a :class:`KeyRules` per provider; the default is Stripe's.
@@ -48,6 +59,7 @@ from killdrill.fakes.errors import (
     IdempotencyError,
     IndeterminateError,
     InjectedFault,
+    StaleFence,
 )
 from killdrill.fakes.handle import Fakes, connect
 from killdrill.fakes.processing import FAULT_SETTINGS, Answer, Perform, process
@@ -76,6 +88,7 @@ __all__ = [
     "Payments",
     "Perform",
     "Provider",
+    "StaleFence",
     "Tickets",
     "Webhooks",
     "advance_clock",

@@ -21,9 +21,17 @@ class Payments(Provider):
         Operation("get", read=True),
     )
 
-    def charge(self, idempotency_key: str | None = None, **payload: Any) -> dict[str, Any]:
+    def charge(
+        self, idempotency_key: str | None = None, *, fence: int | None = None, **payload: Any
+    ) -> dict[str, Any]:
+        """``fence``: a fencing token for the idempotency key (not part of the payload)."""
+        if fence is not None and idempotency_key is None:
+            raise TypeError("payments.charge(fence=...) fences an idempotency key: pass one")
         data = {**payload, "object": "charge", "status": "succeeded", "refunded": False}
-        return self._invoke("charge", idempotency_key, payload, self._create("ch", data, ref=idempotency_key))
+        fenced = (idempotency_key, fence) if fence is not None and idempotency_key is not None else None
+        return self._invoke(
+            "charge", idempotency_key, payload, self._create("ch", data, ref=idempotency_key), fenced
+        )
 
     def refund(
         self, charge_id: str, idempotency_key: str | None = None, amount: int | None = None
@@ -98,13 +106,18 @@ class Counter(Provider):
     name = "counter"
     operations = (Operation("increment", keyed=True), Operation("get", read=True))
 
-    def increment(self, name: str, by: int = 1, idempotency_key: str | None = None) -> dict[str, Any]:
+    def increment(
+        self, name: str, by: int = 1, idempotency_key: str | None = None, *, fence: int | None = None
+    ) -> dict[str, Any]:
+        """``fence``: a fencing token for this counter (a conditional update, as DynamoDB's)."""
+
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
             value = tx.counter(name, by)
             effect_id = tx.next_id("inc")
             return effect_id, {"id": effect_id, "name": name, "by": by, "value": value}
 
-        return self._invoke("increment", idempotency_key, {"name": name, "by": by}, perform)
+        fenced = (name, fence) if fence is not None else None
+        return self._invoke("increment", idempotency_key, {"name": name, "by": by}, perform, fenced)
 
     def get(self, name: str) -> int:
         return self.ledger.counter_value(name)
@@ -117,12 +130,15 @@ class KV(Provider):
     operations = (Operation("set"), Operation("get", read=True))
     convergent = True
 
-    def set(self, key: str, value: Any) -> dict[str, Any]:
+    def set(self, key: str, value: Any, *, fence: int | None = None) -> dict[str, Any]:
+        """``fence``: a fencing token for this key (a compare-and-set, as etcd's or ZooKeeper's)."""
+
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
             tx.kv_set(key, value)
             return key, {"key": key, "value": value}
 
-        return self._invoke("set", None, {"key": key, "value": value}, perform)
+        fenced = (key, fence) if fence is not None else None
+        return self._invoke("set", None, {"key": key, "value": value}, perform, fenced)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.ledger.kv_get(key, default)

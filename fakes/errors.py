@@ -58,6 +58,13 @@ class InjectedFault(FakeProviderError):
     code = "injected_fault"
 
 
+class StaleFence(FakeProviderError):
+    """A write carrying a fencing token lower than one the resource already saw: nothing happened."""
+
+    status = 409
+    code = "stale_fence"
+
+
 class IndeterminateError(FakeProviderError):
     """A configured fault after the effect committed: it happened, the caller was not told."""
 

@@ -64,11 +64,20 @@ class Fakes:
         except KeyError:
             raise AttributeError(f"{type(self).__name__} has no fake provider {name!r}") from None
 
-    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
+    def _run(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        fence: tuple[str, int] | None = None,
+    ) -> Any:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
         answer = process(
-            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid()
-        )
+            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid(),
+            fence=fence,
+        )  # fmt: skip
         boundary(f"during:{provider}.{op}")
         if answer.fault is not None:
             raise IndeterminateError(

@@ -12,6 +12,7 @@ from killdrill.fakes.errors import (
     FakeProviderError,
     IndeterminateError,
     InjectedFault,
+    StaleFence,
 )
 from killdrill.fakes.rules import STRIPE_RULES, KeyRules, harness_now
 from killdrill.ledger import IN_FLIGHT, Ledger, Tx, canonical_json
@@ -72,6 +73,28 @@ def _take(tx: Tx, provider: str, settings: dict[str, Any], budget: str) -> bool:
     return True
 
 
+def check_fence(
+    tx: Tx, provider: str, fence: tuple[str, int], *, write: bool = True
+) -> FakeProviderError | None:
+    """Refuse a token below the highest this resource has seen; remember a newer one (and, for a
+    write, that this token wrote).  Kept per drill thread, in the provider's settings rows."""
+    resource, token = fence
+    if isinstance(token, bool) or not isinstance(token, int):
+        return FakeProviderError(f"fence must be an integer token, not {token!r}", param="fence")
+    row = f"{provider}.fences"
+    fences = tx.settings(row)
+    seen = fences.get(resource) or {"seen": 0, "wrote": 0}
+    if token < seen["seen"]:
+        return StaleFence(
+            f"{provider}: fencing token {token} for {resource!r} is stale: token {seen['seen']} was"
+            " already presented; this writer lost its lease",
+            param="fence",
+        )
+    fences[resource] = {"seen": token, "wrote": token if write else seen["wrote"]}
+    tx.set_settings(row, fences)
+    return None
+
+
 def process(
     ledger: Ledger,
     provider: str,
@@ -84,15 +107,22 @@ def process(
     pid: int,
     split: bool = False,
     rules: KeyRules = STRIPE_RULES,
+    fence: tuple[str, int] | None = None,
 ) -> Answer:
     """Decide, perform and record one request.
 
     In-process (``split=False``) it is one transaction.  The HTTP server passes ``split=True``:
     a keyed request first claims its key (committed: a concurrent request now gets a 409), waits
     the configured latency, then executes and stores its response in a second transaction.
+    ``fence`` (resource, token): refused before anything else when the resource saw a higher token.
     """
     with ledger.transaction() as tx:
         settings = tx.settings(provider)
+        if fence is not None:
+            refused = check_fence(tx, provider, fence)
+            if refused is not None:
+                call = tx.record(provider, op, key, payload, REJECTED, None, attempt, pid)
+                return Answer(call, refused.status, refused.to_body(), error=refused, store=False)
         if key is not None:
             ttl = float(settings.get("key_ttl") or rules.ttl)
             state = tx.key_state(provider, key, ttl, now=harness_now(tx))

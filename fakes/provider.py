@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from killdrill.fakes.processing import FAULT_SETTINGS, Perform
+from killdrill.fakes.processing import FAULT_SETTINGS, Perform, check_fence
 from killdrill.ledger import Ledger, Tx
 from killdrill.providers import Operation, ProviderSpec, register
 from killdrill.records import Call
@@ -95,8 +95,29 @@ class Provider:
         """This provider's recorded calls, in order."""
         return self.ledger.calls(self.name, op)
 
-    def _invoke(self, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> dict[str, Any]:
-        return self.fakes._run(self.name, op, key, payload, perform)
+    def fence(self, resource: str, token: int) -> int:
+        """Present a new lease holder's fencing token before it writes (Kafka's producer-epoch
+        bump, a ZooKeeper/etcd compare-and-set): from now on a lower token is refused.  Returns
+        the highest token that had already *written* to ``resource`` (0: none), so the new holder
+        can tell that its predecessor's write landed.  Not a call of the effect: not recorded."""
+        with self.ledger.transaction() as tx:
+            wrote = int((tx.settings(f"{self.name}.fences").get(resource) or {}).get("wrote", 0))
+            refused = check_fence(tx, self.name, (resource, token), write=False)
+        if refused is not None:
+            raise refused
+        return wrote
+
+    def _invoke(
+        self,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        fence: tuple[str, int] | None = None,
+    ) -> dict[str, Any]:
+        if fence is None:  # the signature a Fakes subclass may still override
+            return self.fakes._run(self.name, op, key, payload, perform)
+        return self.fakes._run(self.name, op, key, payload, perform, fence=fence)
 
     def _create(self, prefix: str, data: dict[str, Any], ref: str | None = None) -> Perform:
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:

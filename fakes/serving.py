@@ -97,6 +97,7 @@ class ServerFakes(Fakes):
         payload: dict[str, Any],
         perform: Perform,
         rules: KeyRules = STRIPE_RULES,
+        fence: tuple[str, int] | None = None,
     ) -> Answer:
         """Process one request over HTTP (claim, latency, execute), under the armed connection fault."""
         fault = self.faults.take(provider, op) if self.faults is not None else None
@@ -113,6 +114,7 @@ class ServerFakes(Fakes):
             pid=self.pid,
             split=True,
             rules=rules,
+            fence=fence,
         )
         if fault == "drop":
             assert self.faults is not None
@@ -120,5 +122,13 @@ class ServerFakes(Fakes):
             answer = replace(answer, fault="drop")
         return answer
 
-    def _run(self, provider: str, op: str, key: str | None, payload: dict[str, Any], perform: Perform) -> Any:
-        raise Answered(self.execute(provider, op, key, payload, perform))
+    def _run(
+        self,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        perform: Perform,
+        fence: tuple[str, int] | None = None,
+    ) -> Any:
+        raise Answered(self.execute(provider, op, key, payload, perform, fence=fence))

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killdrill import fleet
 from killdrill.chaos_case import chaos_case, plan_schedule, shard_indices
 from killdrill.chaos_pool import Interrupted, WorkerPool, as_interrupted, interruptible
 from killdrill.chaos_progress import Progress
@@ -53,6 +54,7 @@ from killdrill.chaos_report import (
 from killdrill.corpus import CORPUS_VERSION, update_corpus
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import ExitCode
+from killdrill.netfaults import with_net_fault
 from killdrill.records import (
     CaseResult,
     Discovery,
@@ -105,7 +107,7 @@ class ChaosOptions:
     shrink_runs: int = 24
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
-    net_faults: bool = False  # also draw drop:/reset: connection faults (killdrill.netfaults)
+    faults: tuple[str, ...] = ("kill",)  # also "pause", "upgrade" (killdrill.fleet), "net" (netfaults)
 
 
 @dataclass
@@ -211,9 +213,8 @@ def _run_chaos(
         sched = plan_schedule(
             discovery, options.seed, index, min_kills=options.min_kills, max_kills=options.max_kills
         )
-        if options.net_faults:
-            from killdrill.netfaults import with_net_fault
-
+        sched = fleet.draw_faults(sched, discovery.labels(), options.seed, index, options.faults)
+        if "net" in options.faults:
             sched = with_net_fault(sched, discovery, options.seed, index)
         text = str(sched)
         if plans is not None:  # before the run starts: a crash still leaves the reproduction

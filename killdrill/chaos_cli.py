@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from killdrill import fleet
 from killdrill.chaos import ChaosOptions, ChaosResult, Interrupted, render_text, run_chaos
 from killdrill.drill import DrillOptions
 from killdrill.errors import HarnessError, UsageError
@@ -106,6 +107,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
         budget = parse_budget(args.budget) if args.budget else None
         kills = parse_kills(args.kills)
         shard = parse_shard(args.shard)
+        faults = fleet.parse_faults(args.faults)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     runs = args.runs if args.runs is not None else (None if budget is not None else 100)
@@ -129,8 +131,10 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
         shrink=not args.no_shrink,
         shrink_runs=args.shrink_runs,
         max_failures=args.max_failures,
-        net_faults=args.net_faults,
+        faults=faults,
     )
+    if ("upgrade" in faults) != bool(getattr(args, "resume_with", None)):
+        raise UsageError("--faults ...,upgrade and --resume-with -- CMD go together (the upgrade's command)")
     print(
         f"killdrill chaos: seed {seed} (reproduce with --seed {seed}), shard {shard[0]}/{shard[1]}",
         file=sys.stderr,
@@ -192,6 +196,13 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
         metavar="TIME",
         help="stop starting runs this long after discovery, e.g. 20m (runs in flight finish)",
     )
+    g.add_argument(
+        "--faults",
+        default="kill",
+        metavar="LIST",
+        help="faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with), "
+        "net (drop:/reset: toward the HTTP fakes, one run in two)",
+    )
     g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
     g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")
     g.add_argument("--shard", default="1/1", metavar="K/N", help="run only the K-th of N disjoint parts")
@@ -214,10 +225,5 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
         "its catalogue and interval lengths (the schedules' text is the seed's either way)",
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
-    g.add_argument(
-        "--net-faults",
-        action="store_true",
-        help="also draw drop:/reset: connection faults toward the HTTP fakes (one run in two)",
-    )
     flags.add(p, skip=("workers",))  # chaos's --workers are its worker processes
     p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

@@ -40,7 +40,6 @@ from killdrill.supervisor import clear_interrupt, interrupt_all
 __all__ = ["Interrupted", "WorkerPool", "as_interrupted", "interruptible"]
 
 
-
 def as_interrupted(exc: BaseException) -> Interrupted | None:
     """``exc`` as the job's interruption: ours, or a supervisor's that ours caused (when a
     library swallowed ours, the supervisor loop raises its own at its next step)."""

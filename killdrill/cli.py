@@ -286,8 +286,25 @@ def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> No
 _python_showwarning = warnings.showwarning
 
 
+def split_upgrade(command: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """``OLD... --resume-with -- NEW...``: the first command, and the upgrade's (killdrill.fleet)."""
+    command = list(command)
+    for i in range(len(command) - 1):
+        if command[i] == "--resume-with" and command[i + 1] == "--":
+            new = command[i + 2 :]
+            if not new:
+                raise UsageError("--resume-with -- needs the new version's command after it")
+            return command[:i], new
+    return command, None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
+    try:
+        command, upgrade = split_upgrade(command)
+    except UsageError as exc:
+        print(f"killdrill: error: {exc}", file=sys.stderr)
+        return ExitCode.ERROR
     parser = build_parser()
     if not command:
         forgot = _forgot_separator(parser, own)
@@ -296,6 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ExitCode.ERROR
     args = parser.parse_args(own)
     args.command = command
+    if upgrade is not None:
+        if getattr(args, "resume_with", None):
+            print("killdrill: error: --resume-with given twice (flag and trailing form)", file=sys.stderr)
+            return ExitCode.ERROR
+        args.resume_with = upgrade
     try:
         with signals_raise(only_default=True), warnings.catch_warnings():
             warnings.simplefilter("always")

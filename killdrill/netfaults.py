@@ -1,4 +1,4 @@
-"""Chaos draws connection faults toward the HTTP fakes when asked (``killdrill chaos --net-faults``).
+"""Chaos draws connection faults toward the HTTP fakes when asked (``killdrill chaos --faults net``).
 
 One run in two (decided by the seed and the run's index alone, like every chaos schedule) gets a
 ``drop:`` or ``reset:`` fault on a ``during:PROVIDER.OP[#N]`` point of the catalogue for its first

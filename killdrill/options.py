@@ -72,6 +72,7 @@ class DrillOptions:
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
+    resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (killdrill.fleet)
 
     def __post_init__(self) -> None:
         """The Python API meets the same bounds as the flags and ini keys (``max_attempts=-1`` is
@@ -425,6 +426,14 @@ OPTIONS: tuple[Option, ...] = (
         "--identity",
     ),
     Option("between", Command(), None, "command run between attempts (reconciliation)", "--between"),
+    Option(
+        "resume_with",
+        Command(),
+        None,
+        "the upgrade: attempts 2..k run this command, judged against the first command's clean run"
+        " (also: ... -- OLD CMD --resume-with -- NEW CMD)",
+        "--resume-with",
+    ),
     Option(
         "env",
         Pairs(_split_env, _join_pair, "K=V"),

@@ -3,7 +3,8 @@
 A *point* is a named boundary an agent reaches (``before:charge_customer``,
 ``during:payments.charge``).  A *kill* says what to do to one attempt (kill at the
 N-th occurrence of a point, a few milliseconds after it, at an offset from spawn, or
-hold the agent there for a while).  A *schedule* is one kill per attempt.
+hold the agent there for a while, or pause it: the zombie worker of killdrill.fleet).  A
+*schedule* is one kill per attempt.
 
 Parsing errors are :class:`ScheduleError` carrying the exact offending text, so the
 CLI and the pytest plugin can report them as usage errors in one line.
@@ -34,6 +35,10 @@ _POINT_RE = re.compile(
     rf"^(?P<kind>{'|'.join(KINDS)}):(?P<name>{_NAME})(?:#(?P<occ>\d+))?"
     rf"(?:(?P<op>[+~])(?:{_DUR.format(g='dur')}|{_PCT}))?$"
 )
+_LABEL = rf"(?:{'|'.join(KINDS)}):{_NAME}(?:#\d+)?"
+_PAUSE_RE = re.compile(rf"^pause:(?P<point>{_LABEL})(?:@(?P<until>{_LABEL}))?$")
+"""``pause:POINT[#N][@OTHER[#M]]``: SIGSTOP the attempt's tree at POINT and start the resumer;
+continue the paused attempt when the resumer exits, or (``@OTHER``) when it reaches OTHER."""
 FAULTS = ("drop", "reset")
 """Connection faults toward the HTTP fakes (not kills: the attempt lives on and its client retries).
 ``drop:PROVIDER.OP`` lets the provider commit the N-th request of that op, holds the response
@@ -102,6 +107,8 @@ class Kill:
     hold_ms: float | None = None
     offset_ms: float | None = None
     pct: float | None = None
+    pause: bool = False
+    until: str | None = None  # with pause: the resumer's point (label, ``#M`` kept) that wakes it
     fault: str | None = None  # "drop" / "reset": a connection fault at ``during:PROVIDER.OP``
 
     @property
@@ -111,13 +118,20 @@ class Kill:
 
     @property
     def is_kill(self) -> bool:
-        """False for a pure hold (``POINT~Xs``): the attempt is not meant to die."""
-        return self.hold_ms is None and self.fault is None
+        """False for a pure hold (``POINT~Xs``), a pause or a connection fault: the attempt is not
+        meant to die."""
+        return self.hold_ms is None and not self.pause and self.fault is None
 
     @property
     def is_named(self) -> bool:
         """A kill exactly at a named point (no delay, no offset): deterministic."""
-        return self.point is not None and self.delay_ms is None and self.hold_ms is None and self.pct is None
+        return (
+            self.point is not None
+            and self.delay_ms is None
+            and self.hold_ms is None
+            and self.pct is None
+            and not self.pause
+        )
 
     @property
     def kind(self) -> str | None:
@@ -129,6 +143,8 @@ class Kill:
                 return f"start+{_fmt_pct(self.pct)}"
             return f"offset:{_fmt_ms(self.offset_ms or 0.0)}"
         text = self.point if self.occurrence == 1 else f"{self.point}#{self.occurrence}"
+        if self.pause:
+            return f"pause:{text}" + (f"@{self.until}" if self.until else "")
         if self.fault is not None:
             text = f"{self.fault}:{text.split(':', 1)[1]}"
         if self.pct is not None:
@@ -147,12 +163,15 @@ class Kill:
 
 def parse_kill(text: str) -> Kill:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
-    ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``; or a connection fault
-    toward the HTTP fakes: ``drop:payments.charge#2~1s``, ``reset:payments.charge``."""
+    ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``
+    (the zombie, killdrill.fleet); or a connection fault toward the HTTP fakes:
+    ``drop:payments.charge#2~1s``, ``reset:payments.charge``."""
     raw = text
     text = text.strip()
     if not text:
         raise ScheduleError(raw, "empty kill point")
+    if text.startswith("pause:"):
+        return _parse_pause(raw, text)
     m = _OFFSET_RE.match(text)
     if m:
         return Kill(offset_ms=_duration_ms(raw, m["off"], m["off_unit"]))
@@ -176,12 +195,12 @@ def parse_kill(text: str) -> Kill:
         if text.startswith("start"):
             why = "expected start+F% with 0 <= F < 100 (at most 4 decimals), e.g. start+12.5%"
         elif ":" not in text:
-            why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms)"
+            why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms, pause:POINT)"
         elif kind in FAULTS:
             why = f"expected {kind}:PROVIDER.OP[#N]" + ("[~Xs]" if kind == "drop" else "")
         elif kind not in (*KINDS, *FAULTS, "offset"):
-            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS + FAULTS)} or offset"
-            close = difflib.get_close_matches(kind, (*KINDS, *FAULTS, "offset"), n=1)
+            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS + FAULTS)}, offset or pause"
+            close = difflib.get_close_matches(kind, (*KINDS, *FAULTS, "offset", "pause"), n=1)
             if close:
                 why += f" (did you mean {close[0]}:{text.split(':', 1)[1]}?)"
         elif kind == "offset":
@@ -204,6 +223,23 @@ def parse_kill(text: str) -> Kill:
         else:
             hold = ms
     return Kill(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold, pct=pct)
+
+
+def _parse_pause(raw: str, text: str) -> Kill:
+    m = _PAUSE_RE.match(text)
+    if not m:
+        raise ScheduleError(
+            raw,
+            "expected pause:KIND:NAME[#N][@KIND:NAME[#M]] (no delay, hold or percentage),"
+            " e.g. pause:after:effects.lease or pause:after:effects.lease@during:tickets.create",
+        )
+    point = parse_kill(m["point"])
+    until = None
+    if m["until"]:
+        other = parse_kill(m["until"])
+        assert other.point is not None
+        until = occurrence_label(other.point, other.occurrence)
+    return Kill(point=point.point, occurrence=point.occurrence, pause=True, until=until)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def _candidates(discovery: Discovery, case: CaseResult) -> list[list[str]]:
     out: list[list[str]] = []
     for number, kill in enumerate(parse_schedule(case.schedule), 1):
         options: list[str] = []
-        if not kill.is_named and number <= len(case.attempts):
+        if not kill.is_named and not kill.pause and number <= len(case.attempts):  # a pause stays one
             where = interval_of(case.attempts[number - 1])
             if where == START:
                 options.append(labels[0])
@@ -107,7 +107,6 @@ def shrink(
     from hypothesis import strategies as st
     from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
     from hypothesis.errors import NoSuchExample
-
 
     target = tuple(sorted(case.kinds))
     cands = _candidates(drill.discover(), case)

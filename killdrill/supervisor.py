@@ -141,6 +141,7 @@ class LaunchSpec:
     grace_s: float = 5.0
     control_dir: str = ""
     launcher: Launcher | None = None  # fork from a warm template instead of spawning
+    deferred: bool = False  # not started by run_many: a hook starts it (``Supervisor.start``), or never
 
 
 BoundaryHook = Callable[["Running", TraceEvent, Connection], bool]
@@ -209,7 +210,10 @@ class Supervisor:
         return self.run_many([spec])[0]
 
     def run_many(self, specs: Sequence[LaunchSpec]) -> list[Attempt]:
-        """Start every spec at once and drive them all to their end."""
+        """Start every spec at once (but the deferred ones) and drive them all to their end.
+
+        The attempts are returned in the order they started; a deferred spec never started has none.
+        """
         self._selector = selectors.DefaultSelector()
         self._timers = []
         self._running = []
@@ -218,7 +222,8 @@ class Supervisor:
         try:
             with _terminate_as_exception():
                 for spec in specs:
-                    self._running.append(self._start(spec))
+                    if not spec.deferred:
+                        self.start(spec)
                 self._loop()
         finally:
             with _active_lock:
@@ -231,6 +236,12 @@ class Supervisor:
             self._selector.close()
             self._selector = None
         return [self._attempt(run) for run in self._running]
+
+    def start(self, spec: LaunchSpec) -> Running:
+        """Start one more attempt inside the running loop (a hook's deferred resumer)."""
+        run = self._start(spec)
+        self._running.append(run)
+        return run
 
     def release(self, run: Running, conn: Connection) -> None:
         """Let a held agent go on (used by hooks that took over an answer)."""

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill import fleet
 from killdrill.concurrency import Barrier
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
 from killdrill.drill.options import STATE_DIR, DrillOptions
@@ -45,6 +46,7 @@ class DrillBase:
         self.command = tuple(command)
         self.options = replace(options or DrillOptions(), **overrides)
         self._argv = resolve_command(self.command)
+        self._resume_argv = resolve_command(self.options.resume_with) if self.options.resume_with else None
         self._discovery: Discovery | None = None
         self.workdirs = Workdirs(self.options.root, self.options.ledger_url)
         self._lock = threading.Lock()
@@ -60,6 +62,8 @@ class DrillBase:
             raise HarnessError(
                 "--launcher fork needs a `python -m MODULE ...` or `python SCRIPT ...` command"
             )
+        if self.options.launcher == "fork" and self._resume_argv and not python_target(self._resume_argv):
+            raise HarnessError("--launcher fork needs the --resume-with command to be a python one too")
 
     def _load_model(self) -> ModelFake | None:
         """The model fake of this drill, its script read and checked now (one line if it is wrong)."""
@@ -135,7 +139,7 @@ class DrillBase:
         state = workdir / STATE_DIR
         env = self._env(workdir, thread)
         return LaunchSpec(
-            argv=fill(self._argv, thread, str(workdir)),
+            argv=fill(fleet.resume_argv(self._argv, self._resume_argv, number), thread, str(workdir)),
             env=detection_env(env, self.options.integrations, bootstrap_dir()) if detect else env,
             cwd=self.options.cwd,
             stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),

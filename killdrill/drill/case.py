@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from killdrill import fleet
 from killdrill.baselines import ledger_break
 from killdrill.concurrency import Barrier
 from killdrill.drill.case_verdict import Judging, first_label, workload_shaped
@@ -46,6 +47,7 @@ class CaseRunning(Judging):
     ) -> CaseResult:
         """Run one case.  ``check=False`` skips the catalogue check (random chaos schedules)."""
         sched = parse_schedule(schedule)
+        fleet.check_schedule(sched)
         discovery = self.discover()
         if check:
             self.check_schedule(sched)
@@ -95,6 +97,9 @@ class CaseRunning(Judging):
             if number == 2 and self.options.resumers > 1 and not resumers_used:
                 resumers_used = True
                 batch = self._concurrent(workdir, thread, number, kill)
+            elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
+                batch = fleet.run_paused(self, workdir, thread, number, kill, sched.for_attempt(number + 1))
+                number += len(batch) - 1
             else:
                 batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])
             attempts.extend(batch)
@@ -161,6 +166,7 @@ class CaseRunning(Judging):
             model = model_work(baseline, ledger)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self._resume_notes(catalogue, attempts, ledger))
+        notes.extend(fleet.upgrade_notes(self.command, self.options.resume_with, attempts))
         result = CaseResult(
             command=self.command,
             schedule=text,

@@ -14,6 +14,8 @@ result.  The pieces:
 - :func:`durable_effect` for providers that honour keys (re-send on doubt: they replay),
   :func:`gate` for irreversible effects (at most once, reconciled by a lookup), and
   :func:`run_saga` for compensations that themselves run at most once, in reverse.
+- :class:`FencedStore` and :func:`fenced_effect`: a lease with a fencing token, for workers
+  whose liveness cannot be checked (another host); the provider must check the token.
 
 :class:`RacyResultStore` is a *planted defect* (read, then insert, with a window): it
 exists so the concurrency drill and the detection corpus have something real to catch.
@@ -29,6 +31,7 @@ from killdrill.effects.errors import (
     StepRejected,
     TransportNotSent,
 )
+from killdrill.effects.fencing import LEASES_TABLE, FencedStore, Lease, LeaseHeld, LeaseLost, fenced_effect
 from killdrill.effects.keys import canonical_json, idempotency_key, payload_hash
 from killdrill.effects.records import (
     EV_CLAIMED,
@@ -56,6 +59,7 @@ __all__ = [
     "EV_REPLAYED",
     "EV_SUCCEEDED",
     "IN_FLIGHT",
+    "LEASES_TABLE",
     "RELEASED",
     "STATES_TABLE",
     "SUCCEEDED",
@@ -64,7 +68,11 @@ __all__ = [
     "EffectError",
     "EffectEvent",
     "EffectRecord",
+    "FencedStore",
     "KeyReuseError",
+    "Lease",
+    "LeaseHeld",
+    "LeaseLost",
     "RacyResultStore",
     "ResultStore",
     "SagaFailed",
@@ -74,6 +82,7 @@ __all__ = [
     "TransportNotSent",
     "canonical_json",
     "durable_effect",
+    "fenced_effect",
     "gate",
     "idempotency_key",
     "make_engine",

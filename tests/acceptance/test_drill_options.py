@@ -94,6 +94,7 @@ NON_DEFAULT_FLAGS = [
     "--check", "compensation_order",
     "--model-script", "script.json",
     "--model-variance", "7",
+    "--resume-with", "python v2.py --thread {thread}",
 ]  # fmt: skip
 
 
@@ -159,6 +160,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "checks": ["compensation_order"],
         "model_script": "script.json",
         "model_variance": "7",
+        "resume_with": "python v2.py --thread {thread}",
     }
     from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)

@@ -167,8 +167,8 @@ def test_chaos_draws_connection_faults_when_asked(tmp_path: Path) -> None:
         plans = [json.loads(line)["schedule"] for line in (report / "plans.jsonl").read_text().splitlines()]
         return proc.returncode, plans
 
-    rc, plans = chaos("stable", "--net-faults")
+    rc, plans = chaos("stable", "--faults", "kill,net")
     faulted = [p for p in plans if p.startswith(("drop:", "reset:"))]
     assert rc == 0 and faulted and {p.split(":")[0] for p in faulted} == {"drop", "reset"}, plans
-    assert chaos("none", "--net-faults")[0] == 1
+    assert chaos("none", "--faults", "net")[0] == 1
     assert not any(p.startswith(("drop:", "reset:")) for p in chaos("stable")[1])  # only when asked

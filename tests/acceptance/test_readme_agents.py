@@ -137,7 +137,7 @@ def test_the_fakes_table_lists_every_operation_with_its_signature() -> None:
         for method, fn in vars(cls).items():
             if not method.startswith("_") and callable(fn):
                 expected.append(f"{name}.{method}{_signature(fn)}")
-    for method in ("configure", "calls"):
+    for method in ("configure", "calls", "fence"):
         expected.append(f"PROVIDER.{method}{_signature(getattr(fakes.Provider, method))}")
     assert sorted(rows) == sorted(expected)
 
