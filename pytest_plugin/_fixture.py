@@ -88,6 +88,7 @@ class KilldrillFixture:
                 error = exc
             if error is not None:
                 self._harness_failure(None, error)
+            assert drill is not None  # built above, or _harness_failure raised
             self._drills[ident] = drill
         return drill
 

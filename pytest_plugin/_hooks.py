@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--killdrill-rediscover", action="store_true", help="ignore cached discoveries and run them again"
     )
     for name, row in _INI.items():
-        parser.addini(name, row.help, type=row.kind.ini_type)  # type: ignore[arg-type]
+        parser.addini(name, row.help, type=row.kind.ini_type)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -125,11 +125,10 @@ _STATE = pytest.StashKey[_State]()
 def _harness_errors() -> tuple[type[Exception], ...]:
     """What fails a test in one line (never a traceback through killdrill): every KilldrillError,
     and the harness errors not yet under that root (the layered redesign moves them there)."""
-    from killdrill.errors import KilldrillError
+    from killdrill.errors import HarnessError, KilldrillError
     from killdrill.launcher import LaunchError
     from killdrill.ledger import LedgerError
     from killdrill.points import ScheduleError
-    from killdrill.supervisor import HarnessError
 
     return (KilldrillError, HarnessError, LedgerError, LaunchError, ScheduleError)
 

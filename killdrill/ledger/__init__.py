@@ -23,10 +23,10 @@ from killdrill.ledger._schema import (
     KeyState,
     LedgerError,
     canonical,
-    canonical_json,
     ledger_path,
 )
 from killdrill.ledger._tx import Tx
+from killdrill.matching import canonical as canonical_json  # the one canonical form (stored, compared)
 
 __all__ = [
     "IN_FLIGHT",

@@ -15,12 +15,12 @@ from killdrill.ledger._schema import (
     KeyState,
     calls_t,
     canonical,
-    canonical_json,
     effects_t,
     keys_t,
     kv_t,
     settings_t,
 )
+from killdrill.matching import canonical as canonical_json
 from killdrill.records import Call
 
 if TYPE_CHECKING:

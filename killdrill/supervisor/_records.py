@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from killdrill.control import Connection, ControlListener
 from killdrill.launcher import Launcher
@@ -46,8 +46,8 @@ class Running:
     listener: ControlListener
     popen: Any  # subprocess.Popen, or a launcher.ForkedProcess
     started: float
-    stdout: object
-    stderr: object
+    stdout: IO[bytes] | None  # the attempt's log files; None under a launcher (its keeper writes them)
+    stderr: IO[bytes] | None
     trace: list[TraceEvent] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     fired: bool = False

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import IO, Any
 
 from killdrill import containment
 from killdrill.control import BoundaryMessage, Connection, ControlListener, ProtocolError
@@ -204,7 +204,12 @@ class Supervisor:
         return self._track(spec, listener, popen, stdout, stderr)
 
     def _track(
-        self, spec: LaunchSpec, listener: ControlListener, popen: Any, stdout: Any, stderr: Any
+        self,
+        spec: LaunchSpec,
+        listener: ControlListener,
+        popen: Any,
+        stdout: IO[bytes] | None,
+        stderr: IO[bytes] | None,
     ) -> Running:
         assert self._selector is not None
         run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
@@ -353,7 +358,7 @@ class Supervisor:
         for f in (run.stdout, run.stderr):
             if f is not None:
                 with contextlib.suppress(OSError):
-                    f.close()  # type: ignore[attr-defined]
+                    f.close()
         escaped = sweep(run.listener.token) if getattr(run.popen, "keeper", None) is None else []
         if escaped:
             run.notes.append(f"killed {len(escaped)} process(es) that escaped the tree: {escaped}")

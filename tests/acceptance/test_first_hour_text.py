@@ -15,8 +15,6 @@ AGENTS = Path(__file__).parents[1] / "agents"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
 
-
-
 def test_state_diverged_names_the_differing_field_of_a_long_value(tmp_path: Path) -> None:
     drill = Drill(["python", str(AGENTS / "statement.py"), "--ckpt", "{workdir}/c.json"], root=tmp_path)
     case = drill.run_case("after:write_statement")
@@ -27,11 +25,13 @@ def test_state_diverged_names_the_differing_field_of_a_long_value(tmp_path: Path
 
 
 def test_workdir_lines_say_where_the_evidence_is_or_that_it_is_gone(tmp_path: Path) -> None:
-    drill = Drill(STEPS, root=tmp_path)
+    # one clean run is enough to discover (this test is about the text, not about volatile fields)
+    drill = Drill(STEPS, root=tmp_path, discovery_runs=1)
     passed = drill.run_case("after:charge")
     assert passed.ok and not Path(passed.workdir).exists()
     assert "Workdir: removed (the case passed; --keep keeps passing workdirs)" in render_case(passed)
-    failed = Drill([*STEPS, "--bug", "nokey"], root=tmp_path / "bad").run_case("after:charge")
+    buggy = Drill([*STEPS, "--bug", "nokey"], root=tmp_path / "bad", discovery_runs=1)
+    failed = buggy.run_case("after:charge")
     text = render_case(failed)
     state = Path(failed.workdir) / ".killdrill"
     assert f"Workdir: {failed.workdir}" in text
@@ -57,6 +57,8 @@ def test_report_files_have_one_mode(tmp_path: Path) -> None:
         "--seed",
         "1",
         "--workers",
+        "1",
+        "--discovery-runs",
         "1",
         "--report",
         str(out),

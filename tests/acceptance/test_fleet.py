@@ -382,7 +382,11 @@ def test_readme_upgrade_lines_as_written(index: int) -> None:
 
 # ---- the pytest marker and fixture ----------------------------------------------------------------
 def test_pytest_marker_and_keyword_take_resume_with_and_pauses(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 30\n")
+    # forked attempts (the agents import the fakes: seconds of interpreter starts saved); the CLI
+    # test above spawns them, pauses and upgrades included
+    pytester.makeini(
+        "[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 30\nkilldrill_launcher = fork\n"
+    )
     pytester.makepyfile(
         test_inner_fleet=f"""
         import pytest

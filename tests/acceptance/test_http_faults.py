@@ -160,7 +160,7 @@ def test_chaos_draws_connection_faults_when_asked(tmp_path: Path) -> None:
         report = tmp_path / key / "-".join(extra or ("plain",))
         proc = subprocess.run(
             [sys.executable, "-W", "ignore", "-m", "killdrill", "chaos", "--http-fakes", "--launcher", "fork",
-             "--discovery-runs", "1", "--runs", "6", "--seed", "3", "--workers", "2", "--no-shrink",
+             "--discovery-runs", "1", "--runs", "6", "--seed", "3", "--workers", "1", "--no-shrink",
              "--report", str(report), *extra, "--", *client("--key", key)],
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip

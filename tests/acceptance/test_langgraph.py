@@ -302,8 +302,9 @@ def settlement(*, durability: str = "sync", naive: bool = False, postgres: str |
 
 
 # The fork launcher (one warm template, a fork per attempt) gives the same verdicts as spawning
-# fresh processes at a fraction of the cost, so the full drills and the async naive drill use it;
-# the sync naive and drain drills spawn, which also covers the bootstrap in a fresh interpreter.
+# fresh processes at a fraction of the cost, so every drill but one uses it; the drain drill
+# spawns, which also covers the bootstrap in a fresh interpreter (and the README's LangGraph
+# agent is drilled by spawning in tests/acceptance/test_readme_agents.py).
 EXAMPLE = "killdrill.examples.settlement_langgraph"
 FORK: dict[str, Any] = {"launcher": "fork", "preload": ("langgraph.checkpoint.sqlite", EXAMPLE)}
 
@@ -329,9 +330,7 @@ def expect(d: Drill, cases: dict[str, tuple[str, ...]]) -> None:
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
 def test_naive_graph_duplicates_where_it_must(tmp_path: Path, durability: str) -> None:
-    # sync spawns (the bootstrap in a fresh interpreter); async forks from a warm template
-    fork = {} if durability == "sync" else FORK
-    with drill(tmp_path, settlement(durability=durability, naive=True), **fork) as d:
+    with drill(tmp_path, settlement(durability=durability, naive=True), **FORK) as d:
         catalogue = d.points()
         for node in NODES:
             assert {f"before:{node}", f"after:{node}", f"committed:{node}"} <= set(catalogue)
@@ -357,7 +356,7 @@ def test_writes_delay_reproduces_issue_8039_on_two_cores(tmp_path: Path) -> None
 
 def test_correct_graph_passes_every_point_in_sync_mode(tmp_path: Path) -> None:
     repeat = int(os.environ.get("KILLDRILL_LANGGRAPH_REPEAT", "1"))  # KILLDRILL_LANGGRAPH_REPEAT=3: more
-    d = drill(tmp_path, settlement(), workers=2, **FORK)
+    d = drill(tmp_path, settlement(), **FORK)
     catalogue = d.points()
     for node in NODES:
         assert {f"before:{node}", f"after:{node}", f"committed:{node}"} <= set(catalogue)
@@ -375,7 +374,7 @@ def test_correct_graph_passes_every_point_in_async_mode_repeated(tmp_path: Path)
     E.g. at ``committed:charge_customer`` the writes are saved against a checkpoint that may
     not be saved yet, so the charge can run again: its key must make the provider replay.
     """
-    d = drill(tmp_path, settlement(durability="async"), workers=2, **FORK)
+    d = drill(tmp_path, settlement(durability="async"), **FORK)
     result = d.run_all()  # once per push; nightly/test_nightly_drills.py repeats drills
     failed = [c for c in result.cases if not c.ok]
     assert not failed, "\n\n".join(c.text() for c in failed)
