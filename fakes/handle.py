@@ -72,7 +72,7 @@ class Fakes:
         payload: dict[str, Any],
         perform: Perform,
         fence: tuple[str, int] | None = None,
-    ) -> Any:
+    ) -> dict[str, Any]:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
         answer = process(
             self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid(),

@@ -190,8 +190,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
 
     # -- the guard --------------------------------------------------------------------------
     def _guarded(self) -> None:
-        path, _, query = self.path.partition("?")
-        path = self._authenticated(path)
+        raw_path, _, query = self.path.partition("?")
+        path = self._authenticated(raw_path)
         if path is None:
             self._refuse(404, "Unrecognized request URL.")  # says nothing about why
             return

@@ -231,6 +231,7 @@ def _anthropic_stream(reply: Reply, model: str) -> bytes:
         ("message_start", {"type": "message_start", "message": start})
     ]
     for i, block in enumerate(full["content"]):
+        opened: dict[str, Any]
         if block["type"] == "text":
             opened = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
@@ -326,6 +327,7 @@ def _chat_completions(handler: _Handler, raw: bytes) -> None:
     if reply is None:
         return
     body = json.loads(raw)
+    # _serve answered, so the server has a model fake with a script
     model = str(body.get("model") or handler.server.model.script.model)  # type: ignore[union-attr]
     if body.get("stream"):
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -339,6 +341,7 @@ def _messages(handler: _Handler, raw: bytes) -> None:
     if reply is None:
         return
     body = json.loads(raw)
+    # _serve answered, so the server has a model fake with a script
     model = str(body.get("model") or handler.server.model.script.model)  # type: ignore[union-attr]
     if body.get("stream"):
         _send_bytes(handler, 200, "text/event-stream", _anthropic_stream(reply, model))

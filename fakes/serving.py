@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from killdrill.agent import ControlClient
 from killdrill.fakes.handle import Fakes
@@ -130,5 +130,5 @@ class ServerFakes(Fakes):
         payload: dict[str, Any],
         perform: Perform,
         fence: tuple[str, int] | None = None,
-    ) -> Any:
+    ) -> NoReturn:
         raise Answered(self.execute(provider, op, key, payload, perform, fence=fence))

@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar
 
 __all__ = ["ControlChannelError", "ControlClient", "armed", "boundary", "node"]
 
@@ -94,11 +94,11 @@ class ControlClient:
 
 
 # None: environment not read yet; False: unarmed (the fast path); _Client: armed.
-_client: ControlClient | bool | None = None
+_client: ControlClient | Literal[False] | None = None
 _init_lock = threading.Lock()
 
 
-def _init() -> ControlClient | bool:
+def _init() -> ControlClient | Literal[False]:
     global _client
     with _init_lock:
         if _client is None:
@@ -134,7 +134,7 @@ def boundary(point: str) -> None:
         client = _init()
         if client is False:
             return
-    client.send(point)  # type: ignore[union-attr]
+    client.send(point)
 
 
 def armed() -> bool:
@@ -164,8 +164,6 @@ class node:
         if exc_type is None:
             boundary(self.after)
 
-    @overload
-    def __call__(self, fn: F) -> F: ...
     def __call__(self, fn: F) -> F:
         before, after = self.before, self.after
         if inspect.iscoroutinefunction(fn):
@@ -177,7 +175,7 @@ class node:
                 boundary(after)
                 return result
 
-            return async_wrapper  # type: ignore[return-value]
+            return async_wrapper  # type: ignore[return-value]  # wraps() keeps fn's signature
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -186,4 +184,4 @@ class node:
             boundary(after)
             return result
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]  # wraps() keeps fn's signature

@@ -274,19 +274,18 @@ def _multi_key(conn: sa.Connection, st: sa.Table) -> list[MultiKeyOperation]:
 
 
 def _stats(conn: sa.Connection, st: sa.Table, ev: sa.Table) -> ReplayStats:
-    counts = dict(
-        conn.execute(
-            sa.select(ev.c.event, sa.func.count())
-            .where(ev.c.event.in_([EV_SUCCEEDED, EV_REPLAYED, EV_RECONCILED]))
-            .group_by(ev.c.event)
-        ).all()
-    )
+    rows = conn.execute(
+        sa.select(ev.c.event, sa.func.count())
+        .where(ev.c.event.in_([EV_SUCCEEDED, EV_REPLAYED, EV_RECONCILED]))
+        .group_by(ev.c.event)
+    ).all()
+    counts: dict[str, int] = {event: int(n) for event, n in rows}
     keys = conn.execute(sa.select(sa.func.count()).select_from(st)).scalar_one()
-    fresh, replayed = int(counts.get(EV_SUCCEEDED, 0)), int(counts.get(EV_REPLAYED, 0))
+    fresh, replayed = counts.get(EV_SUCCEEDED, 0), counts.get(EV_REPLAYED, 0)
     return ReplayStats(
         fresh=fresh,
         replayed=replayed,
-        reconciled=int(counts.get(EV_RECONCILED, 0)),
+        reconciled=counts.get(EV_RECONCILED, 0),
         keys=int(keys),
         ratio=(replayed / fresh) if fresh else None,
     )

@@ -264,11 +264,11 @@ def _run_chaos(
             exhausted = False
             while True:
                 while not exhausted and pool.idle and more():
-                    index = next(todo, None)
-                    if index is None:
+                    upcoming = next(todo, None)
+                    if upcoming is None:
                         exhausted = True
                         break
-                    pool.submit(index, plan(index), options.seed)
+                    pool.submit(upcoming, plan(upcoming), options.seed)
                 if not pool.busy:
                     break
                 for index, data, seconds in pool.results():
@@ -326,7 +326,7 @@ def _header(command: Sequence[str], options: ChaosOptions) -> dict[str, Any]:
         "runs": options.runs,
         "budget_s": options.budget_s,
         "kills": [options.min_kills, options.max_kills],
-        "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
 

@@ -124,7 +124,7 @@ class WorkerPool:
         busy = {w.conn: w for w in self.workers if w.task is not None}
         out = []
         for conn in wait(list(busy), timeout):
-            worker = busy[conn]  # type: ignore[index]
+            worker = busy[conn]  # type: ignore[index]  # wait() returns the Connections it was given
             try:
                 msg = worker.conn.recv()
             except (EOFError, OSError):

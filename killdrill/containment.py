@@ -41,7 +41,7 @@ def _load_prctl() -> Callable[..., int] | None:
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl  # type: ignore[no-any-return]
+        return libc.prctl
     except (OSError, AttributeError):
         return None
 

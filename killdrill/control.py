@@ -270,6 +270,7 @@ class ControlListener:
         points = 0
         while b"\n" in conn.buffer:
             line, conn.buffer = conn.buffer.split(b"\n", 1)
+            msg: BoundaryMessage | ProtocolError | None
             if conn.waiting is not None or points:
                 msg = self._reject(conn, "a control message sent before the answer to the previous one")
             else:

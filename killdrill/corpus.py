@@ -64,7 +64,7 @@ def _update_locked(p: Path, command: Sequence[str], failures: Sequence[Shrunk], 
         return (list(e["command"]), e["schedule"], sorted(e["kinds"]))
 
     known = {json.dumps(ident(e)) for e in data["regressions"]}
-    today = _dt.datetime.now(_dt.UTC).date().isoformat()
+    today = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
     added = 0
     for f in failures:
         entry = {

@@ -194,8 +194,14 @@ class Launcher:
         exec_: bool = False,
     ) -> ForkedProcess:
         """Start one attempt under its own keeper: exec ``argv`` or (``exec_`` False) run it forked."""
-        spec = {"argv": list(argv), "env": dict(env), "cwd": cwd, "stdout": stdout, "stderr": stderr}
-        spec["exec"] = exec_
+        spec = {
+            "argv": list(argv),
+            "env": dict(env),
+            "cwd": cwd,
+            "stdout": stdout,
+            "stderr": stderr,
+            "exec": exec_,
+        }
         reply = self._request({"spawn": spec})
         if reply is None:
             raise LaunchError(f"the launcher template died: {self._stderr()}")

@@ -403,9 +403,10 @@ class Ledger:
         text = " ".join(str(why).split())
         return LedgerError(f"killdrill: ledger {self.where} is unusable: {text}")
 
-    def _file_id(self) -> tuple[int, int] | None:
+    @staticmethod
+    def _file_id(path: str) -> tuple[int, int] | None:
         try:
-            st = os.stat(self.path)  # type: ignore[arg-type]
+            st = os.stat(path)
         except OSError:
             return None
         return (st.st_dev, st.st_ino)
@@ -416,7 +417,7 @@ class Ledger:
             if engine is not None and self.path is not None:
                 # A file deleted and made anew at the same path (a reused workdir) must not be read
                 # through connections still open on the old one.
-                was, now = _file_ids.get(self.url), self._file_id()
+                was, now = _file_ids.get(self.url), self._file_id(self.path)
                 if was is not None and was != now:
                     self._forget()
                     engine = None
@@ -435,7 +436,7 @@ class Ledger:
                     self._prepare(engine)
                 _ready.add(self.url)
             if self.path is not None and _file_ids.get(self.url) is None:
-                _file_ids[self.url] = self._file_id()
+                _file_ids[self.url] = self._file_id(self.path)
         return engine
 
     @contextlib.contextmanager
@@ -532,24 +533,31 @@ class Ledger:
         except exc.DatabaseError as e:
             raise self._fail(getattr(e, "orig", e)) from None
 
-    def _upsert(self, conn: Connection, table: sa.Table, pk: dict[str, Any], values: dict[str, Any]) -> None:
+    def _insert_or_update(
+        self, table: sa.Table, values: dict[str, Any], keys: list[str], set_: dict[str, Any]
+    ) -> sa.Insert:
+        """INSERT ... ON CONFLICT (keys) DO UPDATE: each dialect has its own construct for it."""
         if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(table).values(**pk, **values)
-        conn.execute(stmt.on_conflict_do_update(index_elements=list(pk), set_=values))
+            from sqlalchemy.dialects import postgresql
+
+            pg_stmt = postgresql.insert(table).values(**values)
+            return pg_stmt.on_conflict_do_update(index_elements=keys, set_=set_)
+        from sqlalchemy.dialects import sqlite
+
+        lite_stmt = sqlite.insert(table).values(**values)
+        return lite_stmt.on_conflict_do_update(index_elements=keys, set_=set_)
+
+    def _upsert(self, conn: Connection, table: sa.Table, pk: dict[str, Any], values: dict[str, Any]) -> None:
+        conn.execute(self._insert_or_update(table, {**pk, **values}, list(pk), values))
 
     def _upsert_counter(self, conn: Connection, name: str, by: int) -> int:
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(counters_t).values(thread=self.thread, name=name, value=by)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["thread", "name"], set_={"value": counters_t.c.value + by}
-        ).returning(counters_t.c.value)
-        return int(conn.execute(stmt).scalar_one())
+        stmt = self._insert_or_update(
+            counters_t,
+            {"thread": self.thread, "name": name, "value": by},
+            ["thread", "name"],
+            {"value": counters_t.c.value + by},
+        )
+        return int(conn.execute(stmt.returning(counters_t.c.value)).scalar_one())
 
     def _get_effect(self, conn: Connection, provider: str, effect_id: str) -> dict[str, Any] | None:
         data = conn.execute(

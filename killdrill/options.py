@@ -21,7 +21,7 @@ import shlex
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 from killdrill.errors import UsageError
 
@@ -89,13 +89,15 @@ class DrillOptions:
 
 # ---- value kinds: one parser each ----------------------------------------------------------------
 
+IniType = Literal["string", "args", "linelist", "bool"]  # pytest addini types the kinds use
+
 
 class Kind:
     """How one kind of value is read from text (a flag's argument, an ini value, one ini line),
     accepted from Python (a marker keyword), and written back as flag arguments."""
 
     repeated = False  # the flag may be given many times; the ini value is a list
-    ini_type = "string"
+    ini_type: IniType = "string"
     metavar: str | None = None
 
     def from_text(self, text: str) -> Any:
@@ -146,7 +148,7 @@ class Number(Kind):
 class Flag(Kind):
     """On or off: a CLI switch, an ini bool, a marker ``True``/``False``."""
 
-    ini_type = "bool"
+    ini_type: IniType = "bool"
     _WORDS = {
         "1": True,
         "true": True,
@@ -241,7 +243,10 @@ class Command(Kind):
         return [shlex.join(value)]
 
 
-class Repeated(Kind):
+Combined = TypeVar("Combined")
+
+
+class Repeated(Kind, Generic[Combined]):
     """A flag given once per item; the ini value is one item per line (or per word)."""
 
     repeated = True
@@ -249,22 +254,22 @@ class Repeated(Kind):
     def item(self, text: str) -> Any:
         raise NotImplementedError
 
-    def combine(self, items: Iterable[Any]) -> Any:
+    def combine(self, items: Iterable[Any]) -> Combined:
         raise NotImplementedError
 
-    def from_text(self, text: str) -> Any:
+    def from_text(self, text: str) -> Combined:
         return self.combine([self.item(text)])
 
-    def from_items(self, texts: Iterable[str]) -> Any:
+    def from_items(self, texts: Iterable[str]) -> Combined:
         return self.combine(self.item(t) for t in texts)
 
 
 @dataclass(frozen=True)
-class Names(Repeated):
+class Names(Repeated[tuple[str, ...]]):
     """Names (integrations, modules, checks): each stripped, no blanks inside, duplicates once."""
 
     metavar: str = "NAME"
-    ini_type: str = "args"
+    ini_type: IniType = "args"
 
     def item(self, text: str) -> str:
         name = text.strip()
@@ -287,14 +292,14 @@ class Names(Repeated):
 
 
 @dataclass(frozen=True)
-class Pairs(Repeated):
+class Pairs(Repeated[dict[str, Any]]):
     """``KEY=VALUE`` items into a mapping.  ``split`` splits one item (names stripped), ``join``
     writes one back; a marker may give the mapping itself."""
 
     split: Callable[[str], tuple[str, Any]]
     join: Callable[[str, Any], str]
     metavar: str = "KEY=VALUE"
-    ini_type: str = "linelist"
+    ini_type: IniType = "linelist"
 
     def item(self, text: str) -> tuple[str, Any]:
         return self.split(text)

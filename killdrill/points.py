@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -254,7 +254,7 @@ class Schedule:
     def __len__(self) -> int:
         return len(self.kills)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Kill]:
         return iter(self.kills)
 
     def for_attempt(self, attempt: int) -> Kill | None:

@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from killdrill import containment
 from killdrill.containment import kill_attempt
@@ -157,8 +157,8 @@ class Running:
     listener: ControlListener
     popen: Any  # subprocess.Popen, or a launcher.ForkedProcess
     started: float
-    stdout: object
-    stderr: object
+    stdout: IO[bytes] | None  # the attempt's log files; None under a launcher (its keeper writes them)
+    stderr: IO[bytes] | None
     trace: list[TraceEvent] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     fired: bool = False
@@ -322,7 +322,12 @@ class Supervisor:
         return self._track(spec, listener, popen, stdout, stderr)
 
     def _track(
-        self, spec: LaunchSpec, listener: ControlListener, popen: Any, stdout: Any, stderr: Any
+        self,
+        spec: LaunchSpec,
+        listener: ControlListener,
+        popen: Any,
+        stdout: IO[bytes] | None,
+        stderr: IO[bytes] | None,
     ) -> Running:
         assert self._selector is not None
         run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
@@ -471,7 +476,7 @@ class Supervisor:
         for f in (run.stdout, run.stderr):
             if f is not None:
                 with contextlib.suppress(OSError):
-                    f.close()  # type: ignore[attr-defined]
+                    f.close()
         escaped = sweep(run.listener.token) if getattr(run.popen, "keeper", None) is None else []
         if escaped:
             run.notes.append(f"killed {len(escaped)} process(es) that escaped the tree: {escaped}")

@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--killdrill-rediscover", action="store_true", help="ignore cached discoveries and run them again"
     )
     for name, row in _INI.items():
-        parser.addini(name, row.help, type=row.kind.ini_type)  # type: ignore[arg-type]
+        parser.addini(name, row.help, type=row.kind.ini_type)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -228,11 +228,10 @@ _STATE = pytest.StashKey[_State]()
 def _harness_errors() -> tuple[type[Exception], ...]:
     """What fails a test in one line (never a traceback through killdrill): every KilldrillError,
     and the harness errors not yet under that root (the layered redesign moves them there)."""
-    from killdrill.errors import KilldrillError
+    from killdrill.errors import HarnessError, KilldrillError
     from killdrill.launcher import LaunchError
     from killdrill.ledger import LedgerError
     from killdrill.points import ScheduleError
-    from killdrill.supervisor import HarnessError
 
     return (KilldrillError, HarnessError, LedgerError, LaunchError, ScheduleError)
 
@@ -542,6 +541,7 @@ class KilldrillFixture:
                 error = exc
             if error is not None:
                 self._harness_failure(None, error)
+            assert drill is not None  # built above, or _harness_failure raised
             self._drills[ident] = drill
         return drill
 

@@ -96,15 +96,16 @@ def agent_files(command: Sequence[str], cwd: str | None = None) -> list[list[Any
 def discovery_key(command: Sequence[str], options: Mapping[str, Any]) -> Key:
     from killdrill import __version__
 
+    files = agent_files(command, options.get("cwd"))
+    if options.get("model_script"):  # editing the model's script changes what a clean run does
+        files += _stat_files(iter([Path(options.get("cwd") or os.getcwd(), options["model_script"])]))
     data = {
         "command": list(command),
         "options": {k: options.get(k) for k in _DISCOVERY_OPTIONS},
         "python": sys.executable,
         "killdrill": __version__,
-        "files": agent_files(command, options.get("cwd")),
+        "files": files,
     }
-    if options.get("model_script"):  # editing the model's script changes what a clean run does
-        data["files"] += _stat_files(iter([Path(options.get("cwd") or os.getcwd(), options["model_script"])]))
     text = json.dumps(data, sort_keys=True, default=str)
     # the key data is compared after a JSON round trip, so keep its JSON form
     return Key(hashlib.sha256(text.encode()).hexdigest()[:24], json.loads(text))

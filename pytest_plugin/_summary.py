@@ -25,7 +25,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     exc = call.excinfo.value if call.excinfo is not None else None
-    if not report.failed or type(exc).__name__ != "ExactlyOnceViolation" or not hasattr(exc, "result"):
+    if exc is None or not report.failed or type(exc).__name__ != "ExactlyOnceViolation":
+        return
+    if not hasattr(exc, "result"):
         return
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:

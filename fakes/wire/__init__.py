@@ -161,7 +161,7 @@ class Exchange:
     @property
     def config(self) -> Mapping[str, Any]:
         """The drill's configuration of the wire fakes (``FakesServer(wire=...)``)."""
-        return getattr(self.handler.server, "wire", None) or {}  # type: ignore[attr-defined]
+        return getattr(self.handler.server, "wire", None) or {}
 
     def fakes(self) -> ServerFakes:
         return self._bound[0]

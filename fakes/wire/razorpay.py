@@ -48,7 +48,7 @@ RULES = KeyRules(in_flight=_in_flight, mismatch=_mismatch, ttl=7 * 24 * 3600.0)
 
 def _error(status: int, description: str, reason: str | None = None, field: str | None = None) -> Reply:
     code = "BAD_REQUEST_ERROR" if status < 500 else "SERVER_ERROR"
-    body = {
+    body: dict[str, Any] = {
         "error": {
             "code": code,
             "description": description,

@@ -53,6 +53,8 @@ def message_record(
     for part in msg.walk():
         if not part.is_multipart():
             content = part.get_payload(decode=True) or b""
+            if not isinstance(content, bytes):  # decode=True gives bytes for every non-multipart part
+                raise TypeError(f"undecodable {part.get_content_type()} part")
             if thread:
                 content = content.replace(thread.encode(), b"{thread}")
             digest.update(content)
@@ -89,7 +91,7 @@ class _Handler:
             None, self.fake.deliver, raw, envelope.mail_from or "", list(envelope.rcpt_tos)
         )
         if not heard:
-            if server.transport is not None:
+            if isinstance(server.transport, asyncio.WriteTransport):  # any socket or TLS transport
                 server.transport.abort()
             return "421 closing"
         return "250 OK"

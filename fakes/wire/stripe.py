@@ -46,7 +46,7 @@ def decode_form(body: str) -> dict[str, Any]:
                 if not isinstance(child, dict):
                     raise ValueError(f"{name!r} nests into the plain value of {part!r}")
                 node = child
-    return _lists(out)
+    return {k: _lists(v) for k, v in out.items()}  # numbered keys below the top level are lists
 
 
 def _lists(value: Any) -> Any:

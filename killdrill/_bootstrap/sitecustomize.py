@@ -77,7 +77,7 @@ class _ImportWatch:
 
 
 if os.environ.get("KILLDRILL_DETECT"):
-    sys.meta_path.insert(0, _ImportWatch())  # type: ignore[arg-type]
+    sys.meta_path.insert(0, _ImportWatch())
 
 _names = os.environ.get("KILLDRILL_INTEGRATIONS")
 if _names:

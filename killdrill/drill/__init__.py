@@ -70,9 +70,9 @@ class Drill(CaseRunning):
         results: list[CaseResult | None] = [None] * len(todo)
 
         def one(i: int) -> None:
-            results[i] = self.run_case(todo[i], check=False)
+            result = results[i] = self.run_case(todo[i], check=False)
             if on_case is not None:
-                on_case(results[i])  # type: ignore[arg-type]
+                on_case(result)
 
         if self.options.workers > 1:
             pool = ThreadPoolExecutor(self.options.workers)

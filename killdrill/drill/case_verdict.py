@@ -142,10 +142,10 @@ class Judging(Discovering):
 
 def first_label(sched: Schedule) -> str | None:
     """The label of the schedule's first kill when it names a point (``before:x#2``), else None."""
-    if not sched.kills or sched.kills[0].point is None:
+    first = sched.kills[0] if sched.kills else None
+    if first is None or first.point is None:
         return None
-    first = sched.kills[0]
-    return occurrence_label(first.point, first.occurrence)  # type: ignore[arg-type]
+    return occurrence_label(first.point, first.occurrence)
 
 
 def workload_shaped(violations: Sequence[Violation], sched: Schedule) -> bool:

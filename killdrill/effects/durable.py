@@ -73,7 +73,7 @@ def durable_effect(
     while True:
         c = _claim_waiting(store, key, wait_s, poll_s, **kw)
         if c.state == "succeeded":
-            return c.record.result  # type: ignore[no-any-return]
+            return c.record.result  # type: ignore[no-any-return]  # the T perform() returned, from JSON
         if c.state == "claimed":
             return _perform(store, key, perform)
         if not provider_honours_keys:

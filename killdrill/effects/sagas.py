@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,7 +97,7 @@ def run_saga(store: ResultStore, saga_id: str, steps: Sequence[SagaStep]) -> Sag
                 results[step.name] = _run_step(
                     store,
                     key,
-                    lambda step=step, key=key: step.action(key),  # type: ignore[misc]
+                    functools.partial(step.action, key),
                     honours_keys=step.honours_keys,
                     reconcile=step.reconcile,
                     saga_id=saga_id,
@@ -123,7 +124,7 @@ def run_saga(store: ResultStore, saga_id: str, steps: Sequence[SagaStep]) -> Sag
         _run_step(
             store,
             key,
-            lambda step=step, key=key, r=done.result: step.compensate(key, r),  # type: ignore[misc]
+            functools.partial(step.compensate, key, done.result),
             honours_keys=step.compensate_honours_keys,
             reconcile=step.compensate_reconcile,
             saga_id=saga_id,

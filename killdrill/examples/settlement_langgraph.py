@@ -70,7 +70,11 @@ def build_graph(fakes: Fakes, thread: str, *, naive: bool, store: ResultStore | 
         return {"amount": state["usage_units"] * PRICE_CENTS_PER_UNIT}
 
     def charge_customer(state: Settlement) -> Settlement:
-        payload = {"account": state["account"], "cycle": state["cycle"], "amount": state["amount"]}
+        payload: dict[str, Any] = {
+            "account": state["account"],
+            "cycle": state["cycle"],
+            "amount": state["amount"],
+        }
         k = None if naive else key("charge_customer", state, amount=state["amount"])
         charge = fakes.payments.charge(idempotency_key=k, currency="usd", **payload)
         return {"charge_id": charge["id"]}
@@ -144,16 +148,22 @@ def open_checkpointer(
 ) -> Iterator[tuple[Any, ResultStore | None]]:
     """The checkpointer and, in the correct form, the effect store next to it."""
     if postgres:
+        import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
 
-        with PostgresSaver.from_conn_string(psycopg_url(postgres)) as saver:
+        # The connection PostgresSaver.from_conn_string would open, opened here to lock on it.
+        with psycopg.connect(
+            psycopg_url(postgres), autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            saver = PostgresSaver(conn)
             # Several agents (xdist workers, resumers) may create the tables at once.
-            saver.conn.execute("SELECT pg_advisory_lock(7262011)")
+            conn.execute("SELECT pg_advisory_lock(7262011)")
             try:
                 saver.setup()
                 store = None if naive else ResultStore(sqlalchemy_url(postgres))
             finally:
-                saver.conn.execute("SELECT pg_advisory_unlock(7262011)")
+                conn.execute("SELECT pg_advisory_unlock(7262011)")
             try:
                 yield saver, store
             finally:
@@ -164,10 +174,10 @@ def open_checkpointer(
         raise SystemExit("settlement_langgraph: give --db PATH (SQLite) or --postgres URL")
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    with SqliteSaver.from_conn_string(db) as saver:
+    with SqliteSaver.from_conn_string(db) as sqlite_saver:
         store = None if naive else ResultStore(f"{db}.effects")
         try:
-            yield saver, store
+            yield sqlite_saver, store
         finally:
             if store is not None:
                 store.close()

@@ -29,7 +29,8 @@ from killdrill.effects import idempotency_key
 def load_state(path: str) -> dict[str, Any]:
     try:
         with open(path) as f:
-            return json.load(f)
+            state: dict[str, Any] = json.load(f)
+            return state
     except FileNotFoundError:
         return {}
 
@@ -82,6 +83,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             identity = {"account": args.account, "cycle": args.cycle, "amount": args.amount}
             options["idempotency_key"] = idempotency_key(args.thread, "charge_customer", 0, identity)
         with killdrill.node("charge_customer"):
+            # stripe types params as a TypedDict; this example builds a plain dict
             intent = client.v1.payment_intents.create(params=params, options=options)  # type: ignore[arg-type]
         state["payment_intent"] = intent.id
         with killdrill.node("save_state"):

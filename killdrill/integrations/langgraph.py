@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from importlib.abc import Loader
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -305,10 +306,10 @@ def _patch(module: ModuleType) -> None:
             _replace(async_cls, "__init__", _wrap_init(async_cls.__init__, _instrument_async_loop))
 
 
-class _PatchingLoader:
+class _PatchingLoader(Loader):
     """Runs the real loader, then patches the module before anyone else sees it."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Loader) -> None:
         self.loader = loader
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
