@@ -20,7 +20,9 @@ def steps(*extra: str) -> list[str]:
     return [PY, str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/ckpt.json", *extra]
 
 
-@pytest.mark.parametrize("bug", [(), ("--bug", "nokey")])
+@pytest.mark.parametrize(
+    "bug", [pytest.param((), marks=pytest.mark.slow), ("--bug", "nokey")]
+)  # the buggy agent per push: its verdicts differ by case, so they prove more
 def test_fork_and_spawn_give_identical_verdicts(tmp_path: Path, bug: tuple[str, ...]) -> None:
     verdicts = {}
     for launcher in ("spawn", "fork"):
