@@ -140,11 +140,11 @@ def stopped_within(marker: str, limit_s: float) -> float:
     [
         ("spawn", "ctrl-c", 130),
         ("spawn", "sigterm", 143),
-        ("spawn", "sigkill", -9),
-        ("fork", "sigterm", 143),
+        pytest.param("spawn", "sigkill", -9, marks=pytest.mark.slow),
+        pytest.param("fork", "sigterm", 143, marks=pytest.mark.slow),
         ("fork", "sigkill", -9),
     ],
-)
+)  # per push every signal and both launchers once; the other pairs under -m slow
 def test_interrupted_chaos_stops_fast_and_leaves_nothing(
     tmp_path: Path, how: str, code: int, launcher: str, discovery_file: str
 ) -> None:

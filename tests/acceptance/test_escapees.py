@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,12 +60,23 @@ def test_no_escapee_outlives_its_case(tmp_path: Path, marker: str, launcher: str
         assert_nothing_left(marker, late)  # with the fork template still up
 
 
-@pytest.mark.parametrize(
-    ("launcher", "workers"),
-    [("spawn", 2), ("fork", 2), ("spawn", 1)],
-    ids=["spawn-w2", "fork-w2", "spawn-w1"],
-)
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def _harness_kills() -> list[Any]:
+    """Per push each signal, each launcher and each worker count once; all nine pairs under -m slow."""
+    per_push = {("SIGINT", "spawn", 1), ("SIGTERM", "fork", 2), ("SIGKILL", "spawn", 2)}
+    return [
+        pytest.param(
+            sig,
+            launcher,
+            workers,
+            id=f"{sig.name}-{launcher}-w{workers}",
+            marks=() if (sig.name, launcher, workers) in per_push else pytest.mark.slow,
+        )
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+        for launcher, workers in (("spawn", 2), ("fork", 2), ("spawn", 1))
+    ]
+
+
+@pytest.mark.parametrize(("sig", "launcher", "workers"), _harness_kills())
 def test_killed_harness_leaves_nothing(
     tmp_path: Path, marker: str, launcher: str, workers: int, sig: signal.Signals
 ) -> None:
