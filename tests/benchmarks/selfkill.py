@@ -19,6 +19,7 @@ from collections import Counter
 import killdrill
 import killdrill.agent
 import killdrill.fakes
+import killdrill.fakes.handle
 
 seen: Counter[str] = Counter()
 
@@ -32,7 +33,7 @@ def _self_kill_at(label: str) -> None:
 
     killdrill.agent.boundary = boundary
     killdrill.boundary = boundary  # type: ignore[assignment]
-    killdrill.fakes.boundary = boundary  # type: ignore[attr-defined]
+    killdrill.fakes.handle.boundary = boundary  # where the in-process fakes announce during:
 
 
 if __name__ == "__main__":
