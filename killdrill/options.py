@@ -15,6 +15,7 @@ integration/module names) are stripped; an ``env`` value is kept exactly as writ
 
 from __future__ import annotations
 
+import abc
 import math
 import os
 import shlex
@@ -92,7 +93,7 @@ class DrillOptions:
 IniType = Literal["string", "args", "linelist", "bool"]  # pytest addini types the kinds use
 
 
-class Kind:
+class Kind(abc.ABC):
     """How one kind of value is read from text (a flag's argument, an ini value, one ini line),
     accepted from Python (a marker keyword), and written back as flag arguments."""
 
@@ -100,8 +101,9 @@ class Kind:
     ini_type: IniType = "string"
     metavar: str | None = None
 
+    @abc.abstractmethod
     def from_text(self, text: str) -> Any:
-        raise NotImplementedError
+        """The value of one flag argument or ini value (a one-line UsageError when it is bad)."""
 
     def from_value(self, value: Any) -> Any:
         """A marker keyword or ``Drill(**overrides)`` value: text goes through ``from_text``."""
@@ -251,11 +253,13 @@ class Repeated(Kind, Generic[Combined]):
 
     repeated = True
 
+    @abc.abstractmethod
     def item(self, text: str) -> Any:
-        raise NotImplementedError
+        """One item (one flag argument, one ini line)."""
 
+    @abc.abstractmethod
     def combine(self, items: Iterable[Any]) -> Combined:
-        raise NotImplementedError
+        """The option's value from all its items."""
 
     def from_text(self, text: str) -> Combined:
         return self.combine([self.item(text)])
