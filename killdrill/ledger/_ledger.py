@@ -344,17 +344,7 @@ class Ledger:
             ).first()
         if row is None:
             return None
-        return KeyState(
-            provider=provider,
-            key=key,
-            op=row.op,
-            payload=row.payload,
-            status=row.status,
-            response=json.loads(row.response) if row.response else None,
-            effect_id=row.effect_id,
-            attempt=row.attempt,
-            since=row.since,
-        )
+        return KeyState.from_row(provider, key, row)
 
     def settings(self, provider: str) -> dict[str, Any]:
         """A provider's persisted fault settings (and the fault budgets still unused)."""

@@ -116,6 +116,21 @@ class KeyState:
     attempt: int
     since: float
 
+    @classmethod
+    def from_row(cls, provider: str, key: str, row: Any) -> KeyState:
+        """The state of ``key`` from its ``killdrill_keys`` row (the reader and the writer both)."""
+        return cls(
+            provider=provider,
+            key=key,
+            op=row.op,
+            payload=row.payload,
+            status=row.status,
+            response=json.loads(row.response) if row.response else None,
+            effect_id=row.effect_id,
+            attempt=row.attempt,
+            since=row.since,
+        )
+
 
 def _to_url(url: str | os.PathLike[str]) -> tuple[str, str | None]:
     """(SQLAlchemy URL, SQLite file path or None).  A plain path becomes a SQLite file."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -115,17 +114,7 @@ class Tx:
                 )
             )
             return None
-        return KeyState(
-            provider=provider,
-            key=key,
-            op=row.op,
-            payload=row.payload,
-            status=row.status,
-            response=json.loads(row.response) if row.response else None,
-            effect_id=row.effect_id,
-            attempt=row.attempt,
-            since=row.since,
-        )
+        return KeyState.from_row(provider, key, row)
 
     def claim_key(self, provider: str, key: str, op: str, payload: dict[str, Any], attempt: int) -> None:
         """Mark ``key`` in flight: its first request is being executed."""
