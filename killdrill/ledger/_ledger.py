@@ -1,4 +1,4 @@
-"""The ``Ledger`` of one case: opening (one cached engine per database, schema made once),
+"""The ``Ledger`` of one case: opening (one cached database per URL, schema made once),
 write transactions, and the reads the verdict and the fakes make."""
 
 from __future__ import annotations
@@ -11,49 +11,38 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import exc
-from sqlalchemy.engine import Connection, Engine
-
+from killdrill.ledger._db import Connection, Database, open_database, unusable
 from killdrill.ledger._schema import (
     IN_FLIGHT,
     LEDGER_FORMAT,
+    SCHEMA,
     KeyState,
     LedgerError,
-    _make_engine,
     _to_url,
-    calls_t,
-    counters_t,
-    effects_t,
-    keys_t,
-    kv_t,
     ledger_path,
-    meta_t,
-    metadata,
-    settings_t,
 )
 from killdrill.ledger._tx import Tx
 from killdrill.records import Call, InFlight, LedgerSnapshot
 
-_engines: dict[str, Engine] = {}
-_file_ids: dict[str, tuple[int, int] | None] = {}  # SQLite file identity each cached engine was opened on
+_databases: dict[str, Database] = {}
+_file_ids: dict[str, tuple[int, int] | None] = {}  # SQLite file identity each cached database was opened on
 _ready: set[str] = set()
-_engines_lock = threading.Lock()
+_databases_lock = threading.Lock()
 
 
-def _forget_engines_after_fork() -> None:
+def _forget_databases_after_fork() -> None:
     # Pooled connections must never be shared with a forked child.
-    global _engines_lock
-    for engine in _engines.values():
-        engine.dispose(close=False)
-    _engines.clear()
+    global _databases_lock
+    for db in _databases.values():
+        db.forget_after_fork()
+    _databases.clear()
     _file_ids.clear()
     _ready.clear()
-    _engines_lock = threading.Lock()
+    _databases_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_engines_after_fork)
+    os.register_at_fork(after_in_child=_forget_databases_after_fork)
 
 
 class Ledger:
@@ -62,9 +51,9 @@ class Ledger:
     def __init__(self, url: str | os.PathLike[str], thread: str) -> None:
         self.url, self.path = _to_url(url)
         self.thread = thread
-        self.where = self.path or sa.engine.make_url(self.url).render_as_string(hide_password=True)
-        self.engine = self._engine()
-        self.dialect = self.engine.dialect.name
+        self.where = self.path or _hide_password(self.url)
+        self.db = self._database()
+        self.dialect = self.db.dialect
 
     @classmethod
     def in_workdir(cls, workdir: str | os.PathLike[str], thread: str) -> Ledger:
@@ -87,33 +76,35 @@ class Ledger:
             return None
         return (st.st_dev, st.st_ino)
 
-    def _engine(self) -> Engine:
-        with _engines_lock:
-            engine = _engines.get(self.url)
-            if engine is not None and self.path is not None:
+    def _database(self) -> Database:
+        with _databases_lock:
+            db = _databases.get(self.url)
+            if db is not None and self.path is not None:
                 # A file deleted and made anew at the same path (a reused workdir) must not be read
                 # through connections still open on the old one.
                 was, now = _file_ids.get(self.url), self._file_id(self.path)
                 if was is not None and was != now:
                     self._forget()
-                    engine = None
-            if engine is None:
+                    db = None
+            if db is None:
                 if self.path is not None:
                     if os.path.isdir(self.path):
                         raise self._fail("it is a directory")
                     os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 try:
-                    engine = _make_engine(self.url)
-                except (exc.ArgumentError, exc.NoSuchModuleError, ImportError) as e:
-                    raise self._fail(e) from None
-                _engines[self.url] = engine
+                    db = open_database(self.url, self.path)
+                except Exception as e:
+                    if unusable(e):
+                        raise self._fail(e) from None
+                    raise
+                _databases[self.url] = db
             if self.url not in _ready:
                 with self._first_open_lock():
-                    self._prepare(engine)
+                    self._prepare(db)
                 _ready.add(self.url)
             if self.path is not None and _file_ids.get(self.url) is None:
                 _file_ids[self.url] = self._file_id(self.path)
-        return engine
+        return db
 
     @contextlib.contextmanager
     def _first_open_lock(self) -> Iterator[None]:
@@ -135,56 +126,66 @@ class Ledger:
             os.close(fd)
 
     def _forget(self) -> None:
-        engine = _engines.pop(self.url, None)
+        db = _databases.pop(self.url, None)
         _file_ids.pop(self.url, None)
         _ready.discard(self.url)
-        if engine is not None:
-            engine.dispose()
+        if db is not None:
+            db.dispose()
 
     def close(self) -> None:
         """Close this ledger's pooled connections (a harness reading many cases keeps no files open)."""
-        with _engines_lock:
+        with _databases_lock:
             self._forget()
 
-    def _prepare(self, engine: Engine) -> None:
+    def _prepare(self, db: Database) -> None:
         """Create the schema once per database, safely when several processes race to do it."""
         try:
-            with engine.connect() as conn, conn.execution_options(kd_read=True).begin():
-                if self._schema_ok(conn):
+            with db.read() as conn:
+                if self._schema_ok(conn, db.dialect):
                     return
-            with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE, so one process creates, others wait
-                if engine.dialect.name == "postgresql":
-                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(7241063)"))
-                if self._schema_ok(conn):
+            with db.write() as conn:  # SQLite: BEGIN IMMEDIATE, so one process creates, others wait
+                if db.dialect == "postgresql":
+                    conn.execute("SELECT pg_advisory_xact_lock(7241063)")
+                if self._schema_ok(conn, db.dialect):
                     return
-                if self.path is not None:
+                if db.dialect == "sqlite":
                     foreign = [
-                        n for n in sa.inspect(conn).get_table_names() if not n.startswith("killdrill_")
+                        row["name"]
+                        for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                        if not row["name"].startswith(("killdrill_", "sqlite_"))
                     ]
                     if foreign:
                         raise self._fail(
                             "it is a SQLite database but not a killdrill ledger "
                             f"(tables: {', '.join(sorted(foreign)[:5])})"
                         )
-                metadata.create_all(conn, checkfirst=True)
-                conn.execute(meta_t.insert().values(name="format", value=LEDGER_FORMAT))
+                for statement in SCHEMA:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO killdrill_meta (name, value) VALUES ('format', :format)",
+                    {"format": LEDGER_FORMAT},
+                )
         except LedgerError:
             raise
-        except exc.SQLAlchemyError as e:
+        except db.errors as e:
             raise self._fail(getattr(e, "orig", None) or e) from None
 
-    def _schema_ok(self, conn: Connection) -> bool:
-        if conn.dialect.name == "sqlite":  # one cheap query instead of an inspector (every agent start)
-            found = conn.exec_driver_sql(
+    def _schema_ok(self, conn: Connection, dialect: str) -> bool:
+        if dialect == "sqlite":  # one cheap query instead of an inspector (every agent start)
+            found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'killdrill_meta'"
-            ).first()
-            if found is None:
-                return False
-        elif not sa.inspect(conn).has_table("killdrill_meta"):
+            )
+        else:
+            found = conn.execute(
+                "SELECT 1 FROM information_schema.tables"
+                " WHERE table_name = 'killdrill_meta' AND table_schema = current_schema()"
+            )
+        if not found:
             return False
-        value = conn.execute(sa.select(meta_t.c.value).where(meta_t.c.name == "format")).scalar()
-        if value is None:
+        rows = conn.execute("SELECT value FROM killdrill_meta WHERE name = 'format'")
+        if not rows:
             return False
+        value = rows[0]["value"]
         if value != LEDGER_FORMAT:
             raise self._fail(f"ledger format {value!r}, this killdrill reads {LEDGER_FORMAT!r}")
         return True
@@ -194,64 +195,53 @@ class Ledger:
     def transaction(self) -> Iterator[Tx]:
         """One write transaction holding this thread's lock; committed on exit, rolled back on error."""
         try:
-            with self.engine.begin() as conn:
+            with self.db.write() as conn:
                 yield Tx(self, conn)
-        except exc.OperationalError as e:
-            raise self._fail(getattr(e, "orig", e)) from None
+        except self.db.errors as e:
+            raise self._fail(getattr(e, "orig", None) or e) from None
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn:
-                conn = conn.execution_options(kd_read=True)
-                with conn.begin():
-                    yield conn
-        except exc.DatabaseError as e:
-            raise self._fail(getattr(e, "orig", e)) from None
+            with self.db.read() as conn:
+                yield conn
+        except self.db.errors as e:
+            raise self._fail(getattr(e, "orig", None) or e) from None
 
-    def _insert_or_update(
-        self, table: sa.Table, values: dict[str, Any], keys: list[str], set_: dict[str, Any]
-    ) -> sa.Insert:
-        """INSERT ... ON CONFLICT (keys) DO UPDATE: each dialect has its own construct for it."""
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects import postgresql
-
-            pg_stmt = postgresql.insert(table).values(**values)
-            return pg_stmt.on_conflict_do_update(index_elements=keys, set_=set_)
-        from sqlalchemy.dialects import sqlite
-
-        lite_stmt = sqlite.insert(table).values(**values)
-        return lite_stmt.on_conflict_do_update(index_elements=keys, set_=set_)
-
-    def _upsert(self, conn: Connection, table: sa.Table, pk: dict[str, Any], values: dict[str, Any]) -> None:
-        conn.execute(self._insert_or_update(table, {**pk, **values}, list(pk), values))
+    # -- statements the write transaction shares with the reads ---------------------------------
+    def _upsert(self, conn: Connection, table: str, pk: dict[str, Any], values: dict[str, Any]) -> None:
+        """INSERT ... ON CONFLICT (pk) DO UPDATE: the same text on SQLite and PostgreSQL."""
+        columns = [*pk, *values]
+        update = ", ".join(f"{c} = excluded.{c}" for c in values)
+        conn.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
+            f" ON CONFLICT ({', '.join(pk)}) DO UPDATE SET {update}",
+            {**pk, **values},
+        )
 
     def _upsert_counter(self, conn: Connection, name: str, by: int) -> int:
-        stmt = self._insert_or_update(
-            counters_t,
-            {"thread": self.thread, "name": name, "value": by},
-            ["thread", "name"],
-            {"value": counters_t.c.value + by},
+        rows = conn.execute(
+            "INSERT INTO killdrill_counters (thread, name, value) VALUES (:thread, :name, :by)"
+            " ON CONFLICT (thread, name) DO UPDATE SET value = killdrill_counters.value + :by"
+            " RETURNING value",
+            {"thread": self.thread, "name": name, "by": by},
         )
-        return int(conn.execute(stmt.returning(counters_t.c.value)).scalar_one())
+        return int(rows[0]["value"])
 
     def _get_effect(self, conn: Connection, provider: str, effect_id: str) -> dict[str, Any] | None:
-        data = conn.execute(
-            sa.select(effects_t.c.data).where(
-                effects_t.c.thread == self.thread,
-                effects_t.c.provider == provider,
-                effects_t.c.effect_id == effect_id,
-            )
-        ).scalar()
-        return json.loads(data) if data is not None else None
+        rows = conn.execute(
+            "SELECT data FROM killdrill_effects"
+            " WHERE thread = :thread AND provider = :provider AND effect_id = :effect_id",
+            {"thread": self.thread, "provider": provider, "effect_id": effect_id},
+        )
+        return json.loads(rows[0]["data"]) if rows else None
 
     def _settings(self, conn: Connection, provider: str) -> dict[str, Any]:
-        data = conn.execute(
-            sa.select(settings_t.c.data).where(
-                settings_t.c.thread == self.thread, settings_t.c.provider == provider
-            )
-        ).scalar()
-        return json.loads(data) if data else {}
+        rows = conn.execute(
+            "SELECT data FROM killdrill_settings WHERE thread = :thread AND provider = :provider",
+            {"thread": self.thread, "provider": provider},
+        )
+        return json.loads(rows[0]["data"]) if rows and rows[0]["data"] else {}
 
     # -- read API -----------------------------------------------------------------------------
     def calls(self, provider: str | None = None, op: str | None = None) -> list[Call]:
@@ -260,25 +250,29 @@ class Ledger:
             return self._calls(conn, provider, op)
 
     def _calls(self, conn: Connection, provider: str | None, op: str | None) -> list[Call]:
-        q = sa.select(calls_t).where(calls_t.c.thread == self.thread)
+        where, params = "thread = :thread", {"thread": self.thread}
         if provider is not None:
-            q = q.where(calls_t.c.provider == provider)
+            where, params["provider"] = where + " AND provider = :provider", provider
         if op is not None:
-            q = q.where(calls_t.c.op == op)
+            where, params["op"] = where + " AND op = :op", op
         return [
             Call(
-                seq=r.seq,
-                provider=r.provider,
-                op=r.op,
-                key=r.key,
-                payload=json.loads(r.payload),
-                outcome=r.outcome,
-                effect_id=r.effect_id,
-                attempt=r.attempt,
-                pid=r.pid,
-                time=r.time,
+                seq=r["seq"],
+                provider=r["provider"],
+                op=r["op"],
+                key=r["key"],
+                payload=json.loads(r["payload"]),
+                outcome=r["outcome"],
+                effect_id=r["effect_id"],
+                attempt=r["attempt"],
+                pid=r["pid"],
+                time=r["time"],
             )
-            for r in conn.execute(q.order_by(calls_t.c.seq))
+            for r in conn.execute(
+                "SELECT seq, provider, op, key, payload, outcome, effect_id, attempt, pid, time"
+                f" FROM killdrill_calls WHERE {where} ORDER BY seq",
+                params,
+            )
         ]
 
     def snapshot(self) -> LedgerSnapshot:
@@ -286,38 +280,39 @@ class Ledger:
         with self._read() as conn:
             calls = self._calls(conn, None, None)
             state = {
-                r.key: json.loads(r.value)
+                r["key"]: json.loads(r["value"])
                 for r in conn.execute(
-                    sa.select(kv_t.c.key, kv_t.c.value)
-                    .where(kv_t.c.thread == self.thread)
-                    .order_by(kv_t.c.key)
+                    "SELECT key, value FROM killdrill_kv WHERE thread = :thread ORDER BY key",
+                    {"thread": self.thread},
                 )
             }
             in_flight = tuple(
-                InFlight(provider=r.provider, op=r.op, key=r.key, attempt=r.attempt, since=r.since)
+                InFlight(
+                    provider=r["provider"], op=r["op"], key=r["key"], attempt=r["attempt"], since=r["since"]
+                )
                 for r in conn.execute(
-                    sa.select(keys_t)
-                    .where(keys_t.c.thread == self.thread, keys_t.c.status == IN_FLIGHT)
-                    .order_by(keys_t.c.since)
+                    "SELECT provider, op, key, attempt, since FROM killdrill_keys"
+                    " WHERE thread = :thread AND status = :status ORDER BY since",
+                    {"thread": self.thread, "status": IN_FLIGHT},
                 )
             )
         return LedgerSnapshot(calls=tuple(calls), state=state, in_flight=in_flight)
 
     def kv_get(self, key: str, default: Any = None) -> Any:
         with self._read() as conn:
-            value = conn.execute(
-                sa.select(kv_t.c.value).where(kv_t.c.thread == self.thread, kv_t.c.key == key)
-            ).scalar()
-        return json.loads(value) if value is not None else default
+            rows = conn.execute(
+                "SELECT value FROM killdrill_kv WHERE thread = :thread AND key = :key",
+                {"thread": self.thread, "key": key},
+            )
+        return json.loads(rows[0]["value"]) if rows else default
 
     def counter_value(self, name: str) -> int:
         with self._read() as conn:
-            value = conn.execute(
-                sa.select(counters_t.c.value).where(
-                    counters_t.c.thread == self.thread, counters_t.c.name == "value:" + name
-                )
-            ).scalar()
-        return int(value or 0)
+            rows = conn.execute(
+                "SELECT value FROM killdrill_counters WHERE thread = :thread AND name = :name",
+                {"thread": self.thread, "name": "value:" + name},
+            )
+        return int(rows[0]["value"]) if rows else 0
 
     def effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
         """The provider's current record of one effect (a charge, a message, a reservation)."""
@@ -326,25 +321,31 @@ class Ledger:
 
     def effects(self, provider: str, ref: str | None = None) -> list[dict[str, Any]]:
         """A provider's effects by id (creation order per prefix), optionally those with a client ``ref``."""
+        where, params = (
+            "thread = :thread AND provider = :provider",
+            {"thread": self.thread, "provider": provider},
+        )
+        if ref is not None:
+            where, params["ref"] = where + " AND ref = :ref", ref
         with self._read() as conn:
-            q = sa.select(effects_t.c.data).where(
-                effects_t.c.thread == self.thread, effects_t.c.provider == provider
+            rows = conn.execute(
+                f"SELECT data FROM killdrill_effects WHERE {where} ORDER BY effect_id", params
             )
-            if ref is not None:
-                q = q.where(effects_t.c.ref == ref)
-            return [json.loads(d) for d in conn.execute(q.order_by(effects_t.c.effect_id)).scalars()]
+        return [json.loads(r["data"]) for r in rows]
 
     def key(self, provider: str, key: str) -> KeyState | None:
         """What the provider remembers of an idempotency key (expired keys included)."""
         with self._read() as conn:
-            row = conn.execute(
-                sa.select(keys_t).where(
-                    keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
-                )
-            ).first()
-        if row is None:
-            return None
-        return KeyState.from_row(provider, key, row)
+            row = self._key_row(conn, provider, key)
+        return None if row is None else KeyState.from_row(provider, key, row)
+
+    def _key_row(self, conn: Connection, provider: str, key: str) -> Any:
+        rows = conn.execute(
+            "SELECT op, payload, status, response, effect_id, attempt, since FROM killdrill_keys"
+            " WHERE thread = :thread AND provider = :provider AND key = :key",
+            {"thread": self.thread, "provider": provider, "key": key},
+        )
+        return rows[0] if rows else None
 
     def settings(self, provider: str) -> dict[str, Any]:
         """A provider's persisted fault settings (and the fault budgets still unused)."""
@@ -353,9 +354,17 @@ class Ledger:
 
     def configure(self, provider: str, **settings: Any) -> dict[str, Any]:
         """Merge fault settings for ``provider`` into the ledger, so they survive restarts."""
-        with self.engine.begin() as conn:
-            tx = Tx(self, conn)  # the thread's lock: a concurrent call sees old or new, never half
+        with self.transaction() as tx:  # the thread's lock: a concurrent call sees old or new, never half
             data = tx.settings(provider)
             data.update(settings)
             tx.set_settings(provider, data)
         return data
+
+
+def _hide_password(url: str) -> str:
+    """``url`` as shown in messages: ``scheme://user:***@host/db``."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in creds:
+        return url
+    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"

@@ -1,5 +1,5 @@
-"""What the ledger stores and where: the SQLAlchemy Core schema, its format tag, the key states,
-the canonical payload form, and the URL/engine set-up (SQLite pragmas, the write lock up front)."""
+"""What the ledger stores and where: the tables, their format tag, the key states, the canonical
+payload form, and which URL is a SQLite file."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine
-
 from killdrill.errors import HarnessError
 from killdrill.matching import canonical as canonical_json  # the one canonical form (stored, compared)
 
@@ -19,73 +15,44 @@ LEDGER_FORMAT = "killdrill-ledger/1"
 IN_FLIGHT = "in_flight"
 DONE = "done"
 
-metadata = sa.MetaData()
-meta_t = sa.Table(
-    "killdrill_meta",
-    metadata,
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-counters_t = sa.Table(
-    "killdrill_counters",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("name", sa.String(200), primary_key=True),
-    sa.Column("value", sa.BigInteger, nullable=False),
-)
-calls_t = sa.Table(
-    "killdrill_calls",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("seq", sa.Integer, primary_key=True),
-    sa.Column("provider", sa.String(64), nullable=False),
-    sa.Column("op", sa.String(64), nullable=False),
-    sa.Column("key", sa.Text),
-    sa.Column("payload", sa.Text, nullable=False),
-    sa.Column("outcome", sa.String(16), nullable=False),
-    sa.Column("effect_id", sa.String(200)),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("time", sa.Float, nullable=False),
-)
-keys_t = sa.Table(
-    "killdrill_keys",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("provider", sa.String(64), primary_key=True),
-    sa.Column("key", sa.String(500), primary_key=True),
-    sa.Column("op", sa.String(64), nullable=False),
-    sa.Column("payload", sa.Text, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("response", sa.Text),
-    sa.Column("effect_id", sa.String(200)),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("since", sa.Float, nullable=False),
-)
-effects_t = sa.Table(
-    "killdrill_effects",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("provider", sa.String(64), primary_key=True),
-    sa.Column("effect_id", sa.String(200), primary_key=True),
-    sa.Column("ref", sa.Text),
-    sa.Column("data", sa.Text, nullable=False),
-    sa.Index("killdrill_effects_ref", "thread", "provider", "ref"),
-)
-kv_t = sa.Table(
-    "killdrill_kv",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("key", sa.String(500), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-settings_t = sa.Table(
-    "killdrill_settings",
-    metadata,
-    sa.Column("thread", sa.String(200), primary_key=True),
-    sa.Column("provider", sa.String(64), primary_key=True),
-    sa.Column("data", sa.Text, nullable=False),
-)
+TABLES = {
+    "killdrill_meta": "name VARCHAR(64) NOT NULL, value TEXT NOT NULL, PRIMARY KEY (name)",
+    "killdrill_counters": (
+        "thread VARCHAR(200) NOT NULL, name VARCHAR(200) NOT NULL, value BIGINT NOT NULL, "
+        "PRIMARY KEY (thread, name)"
+    ),
+    "killdrill_calls": (
+        "thread VARCHAR(200) NOT NULL, seq INTEGER NOT NULL, provider VARCHAR(64) NOT NULL, "
+        "op VARCHAR(64) NOT NULL, key TEXT, payload TEXT NOT NULL, outcome VARCHAR(16) NOT NULL, "
+        "effect_id VARCHAR(200), attempt INTEGER NOT NULL, pid INTEGER NOT NULL, time FLOAT NOT NULL, "
+        "PRIMARY KEY (thread, seq)"
+    ),
+    "killdrill_keys": (
+        "thread VARCHAR(200) NOT NULL, provider VARCHAR(64) NOT NULL, key VARCHAR(500) NOT NULL, "
+        "op VARCHAR(64) NOT NULL, payload TEXT NOT NULL, status VARCHAR(16) NOT NULL, response TEXT, "
+        "effect_id VARCHAR(200), attempt INTEGER NOT NULL, since FLOAT NOT NULL, "
+        "PRIMARY KEY (thread, provider, key)"
+    ),
+    "killdrill_effects": (
+        "thread VARCHAR(200) NOT NULL, provider VARCHAR(64) NOT NULL, effect_id VARCHAR(200) NOT NULL, "
+        "ref TEXT, data TEXT NOT NULL, PRIMARY KEY (thread, provider, effect_id)"
+    ),
+    "killdrill_kv": (
+        "thread VARCHAR(200) NOT NULL, key VARCHAR(500) NOT NULL, value TEXT NOT NULL, "
+        "PRIMARY KEY (thread, key)"
+    ),
+    "killdrill_settings": (
+        "thread VARCHAR(200) NOT NULL, provider VARCHAR(64) NOT NULL, data TEXT NOT NULL, "
+        "PRIMARY KEY (thread, provider)"
+    ),
+}
+"""Every table and its columns, in the portable SQL both SQLite and PostgreSQL take (the same
+definitions SQLAlchemy's ``create_all`` made for ledgers written by earlier versions)."""
+
+SCHEMA = [
+    *(f"CREATE TABLE IF NOT EXISTS {name} ({columns})" for name, columns in TABLES.items()),
+    "CREATE INDEX IF NOT EXISTS killdrill_effects_ref ON killdrill_effects (thread, provider, ref)",
+]
 
 
 class LedgerError(HarnessError, RuntimeError):
@@ -122,46 +89,30 @@ class KeyState:
         return cls(
             provider=provider,
             key=key,
-            op=row.op,
-            payload=row.payload,
-            status=row.status,
-            response=json.loads(row.response) if row.response else None,
-            effect_id=row.effect_id,
-            attempt=row.attempt,
-            since=row.since,
+            op=row["op"],
+            payload=row["payload"],
+            status=row["status"],
+            response=json.loads(row["response"]) if row["response"] else None,
+            effect_id=row["effect_id"],
+            attempt=row["attempt"],
+            since=row["since"],
         )
 
 
 def _to_url(url: str | os.PathLike[str]) -> tuple[str, str | None]:
-    """(SQLAlchemy URL, SQLite file path or None).  A plain path becomes a SQLite file."""
+    """(URL, SQLite file path or None).  A plain path, or ``sqlite:///PATH``, is a SQLite file.
+
+    A SQLite URL's query options are not used (the ledger sets its own); one without a file
+    (in memory: every connection its own database) cannot hold a ledger.
+    """
     text = os.fspath(url)
     if "://" not in text:
         path = os.path.abspath(text)
         return f"sqlite:///{path}", path
-    parsed = sa.engine.make_url(text)
-    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
-        return text, os.path.abspath(parsed.database)
+    scheme = text.split("://", 1)[0]
+    if scheme == "sqlite" or scheme.startswith("sqlite+"):
+        database = text.split("://", 1)[1].removeprefix("/").split("?", 1)[0]
+        if not database or database == ":memory:":
+            raise LedgerError(f"killdrill: ledger {text} is unusable: a ledger must be a file, not in memory")
+        return text, os.path.abspath(database)
     return text, None
-
-
-def _make_engine(url: str) -> Engine:
-    parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=False)
-    engine = sa.create_engine(url, connect_args={"timeout": 30.0, "check_same_thread": False})
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # The pysqlite recipe: let us emit BEGIN ourselves, so a write takes the lock up front.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("kd_read") else "BEGIN IMMEDIATE")
-
-    return engine

@@ -5,20 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
-from killdrill.ledger._schema import (
-    DONE,
-    IN_FLIGHT,
-    KeyState,
-    calls_t,
-    canonical,
-    effects_t,
-    keys_t,
-    kv_t,
-    settings_t,
-)
+from killdrill.ledger._db import Connection
+from killdrill.ledger._schema import DONE, IN_FLIGHT, KeyState, canonical
 from killdrill.matching import canonical as canonical_json
 from killdrill.records import Call
 
@@ -38,6 +26,13 @@ class Tx:
         self.thread = ledger.thread
         self._bump("seq", 0)  # the thread's lock, taken first in every write transaction
         self.seq = 0
+
+    def _insert(self, table: str, **values: Any) -> None:
+        """One row of this thread into ``table``."""
+        values = {"thread": self.thread, **values}
+        self.conn.execute(
+            f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join(':' + c for c in values)})", values
+        )
 
     def _bump(self, name: str, by: int = 1) -> int:
         return self.ledger._upsert_counter(self.conn, name, by)
@@ -75,20 +70,18 @@ class Tx:
             pid=pid,
             time=time.time(),
         )
-        self.conn.execute(
-            calls_t.insert().values(
-                thread=self.thread,
-                seq=call.seq,
-                provider=provider,
-                op=op,
-                key=key,
-                payload=canonical_json(payload),
-                outcome=outcome,
-                effect_id=effect_id,
-                attempt=attempt,
-                pid=pid,
-                time=call.time,
-            )
+        self._insert(
+            "killdrill_calls",
+            seq=call.seq,
+            provider=provider,
+            op=op,
+            key=key,
+            payload=canonical_json(payload),
+            outcome=outcome,
+            effect_id=effect_id,
+            attempt=attempt,
+            pid=pid,
+            time=call.time,
         )
         return call
 
@@ -99,76 +92,73 @@ class Tx:
         """The key's state, or None if unseen or expired (an expired key is forgotten here).
 
         ``now`` is the harness clock (real time unless a test advanced it)."""
-        row = self.conn.execute(
-            sa.select(keys_t).where(
-                keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
-            )
-        ).first()
+        row = self.ledger._key_row(self.conn, provider, key)
         if row is None:
             return None
         now = time.time() if now is None else now
-        if ttl is not None and row.status == DONE and row.since + ttl < now:
+        if ttl is not None and row["status"] == DONE and row["since"] + ttl < now:
             self.conn.execute(
-                keys_t.delete().where(
-                    keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key
-                )
+                "DELETE FROM killdrill_keys WHERE thread = :thread AND provider = :provider AND key = :key",
+                {"thread": self.thread, "provider": provider, "key": key},
             )
             return None
         return KeyState.from_row(provider, key, row)
 
     def claim_key(self, provider: str, key: str, op: str, payload: dict[str, Any], attempt: int) -> None:
         """Mark ``key`` in flight: its first request is being executed."""
-        self.conn.execute(
-            keys_t.insert().values(
-                thread=self.thread,
-                provider=provider,
-                key=key,
-                op=op,
-                payload=canonical_json(payload),
-                status=IN_FLIGHT,
-                response=None,
-                effect_id=None,
-                attempt=attempt,
-                since=time.time(),
-            )
+        self._insert(
+            "killdrill_keys",
+            provider=provider,
+            key=key,
+            op=op,
+            payload=canonical_json(payload),
+            status=IN_FLIGHT,
+            response=None,
+            effect_id=None,
+            attempt=attempt,
+            since=time.time(),
         )
 
     def complete_key(self, provider: str, key: str, response: dict[str, Any], effect_id: str | None) -> None:
         """Store the first response under ``key``: later requests with it replay this."""
         self.conn.execute(
-            keys_t.update()
-            .where(keys_t.c.thread == self.thread, keys_t.c.provider == provider, keys_t.c.key == key)
-            .values(status=DONE, response=canonical_json(response), effect_id=effect_id, since=time.time())
+            "UPDATE killdrill_keys SET status = :status, response = :response, effect_id = :effect_id,"
+            " since = :since WHERE thread = :thread AND provider = :provider AND key = :key",
+            {
+                "status": DONE,
+                "response": canonical_json(response),
+                "effect_id": effect_id,
+                "since": time.time(),
+                "thread": self.thread,
+                "provider": provider,
+                "key": key,
+            },
         )
 
     def release_key(self, provider: str, key: str) -> None:
         """Forget an in-flight key whose request provably did nothing (a retryable refusal)."""
         self.conn.execute(
-            keys_t.delete().where(
-                keys_t.c.thread == self.thread,
-                keys_t.c.provider == provider,
-                keys_t.c.key == key,
-                keys_t.c.status == IN_FLIGHT,
-            )
+            "DELETE FROM killdrill_keys"
+            " WHERE thread = :thread AND provider = :provider AND key = :key AND status = :status",
+            {"thread": self.thread, "provider": provider, "key": key, "status": IN_FLIGHT},
         )
 
     # -- effects ----------------------------------------------------------------------------
     def put_effect(self, provider: str, effect_id: str, data: dict[str, Any], ref: str | None = None) -> None:
-        self.conn.execute(
-            effects_t.insert().values(
-                thread=self.thread, provider=provider, effect_id=effect_id, ref=ref, data=canonical_json(data)
-            )
+        self._insert(
+            "killdrill_effects", provider=provider, effect_id=effect_id, ref=ref, data=canonical_json(data)
         )
 
     def update_effect(self, provider: str, effect_id: str, data: dict[str, Any]) -> None:
         self.conn.execute(
-            effects_t.update()
-            .where(
-                effects_t.c.thread == self.thread,
-                effects_t.c.provider == provider,
-                effects_t.c.effect_id == effect_id,
-            )
-            .values(data=canonical_json(data))
+            "UPDATE killdrill_effects SET data = :data"
+            " WHERE thread = :thread AND provider = :provider AND effect_id = :effect_id",
+            {
+                "data": canonical_json(data),
+                "thread": self.thread,
+                "provider": provider,
+                "effect_id": effect_id,
+            },
         )
 
     def get_effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
@@ -177,7 +167,7 @@ class Tx:
     # -- kv and settings ----------------------------------------------------------------------
     def kv_set(self, key: str, value: Any) -> None:
         self.ledger._upsert(
-            self.conn, kv_t, {"thread": self.thread, "key": key}, {"value": canonical_json(value)}
+            self.conn, "killdrill_kv", {"thread": self.thread, "key": key}, {"value": canonical_json(value)}
         )
 
     def settings(self, provider: str) -> dict[str, Any]:
@@ -186,7 +176,7 @@ class Tx:
     def set_settings(self, provider: str, data: dict[str, Any]) -> None:
         self.ledger._upsert(
             self.conn,
-            settings_t,
+            "killdrill_settings",
             {"thread": self.thread, "provider": provider},
             {"data": canonical_json(data)},
         )

@@ -44,7 +44,7 @@ def test_sqlalchemy_url_is_accepted(tmp_path: Path) -> None:
 def test_engine_is_cached_per_url(tmp_path: Path) -> None:
     a = Ledger(str(tmp_path / "l.sqlite"), "t1")
     b = Ledger(str(tmp_path / "l.sqlite"), "t2")
-    assert a.engine is b.engine
+    assert a.db is b.db
     started = time.perf_counter()
     for _ in range(20):
         Ledger(str(tmp_path / "l.sqlite"), "t3")
