@@ -1,8 +1,9 @@
 """The durable ledger: every call a fake provider received, and the fakes' own state.
 
 One schema on SQLite (default: a file in the case's workdir, through the standard library's
-``sqlite3``) or any other URL (PostgreSQL, through SQLAlchemy; see killdrill.ledger._db).  Every row carries the case's ``thread``, so one shared database holds
-many cases and a case never sees another's rows.
+``sqlite3``) or any other URL (PostgreSQL, through SQLAlchemy; see killdrill.ledger._db).
+Every row carries the case's ``thread``, so one shared database holds many cases and a case
+never sees another's rows.
 
 Concurrency: every write transaction starts by bumping the thread's sequence counter with an
 ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``.  That row lock (PostgreSQL) or the
