@@ -26,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable, Collection, Iterable
@@ -63,20 +65,33 @@ def supported() -> bool:
 
 
 def _parents() -> dict[int, int]:
-    """pid -> parent pid for every live (non-zombie) process we can see."""
+    """pid -> parent pid for every live (non-zombie) process we can see.
+
+    Raw ``os.open``/``os.read`` on /proc (no file objects): a scan is on the kill path of every
+    attempt, and this halves it (measured 1.6 -> 0.9 ms for 100 processes).
+    """
     table: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split(b" ", 2)
-        if fields[0] in (b"Z", b"X"):
-            continue
-        table[int(name)] = int(fields[1])
+    proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in os.listdir(proc):
+            if not name.isdigit():
+                continue
+            try:
+                fd = os.open(f"{name}/stat", os.O_RDONLY, dir_fd=proc)
+            except OSError:
+                continue
+            try:
+                stat = os.read(fd, 4096)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            fields = stat[stat.rindex(b")") + 2 :].split(b" ", 2)
+            if fields[0] in (b"Z", b"X"):
+                continue
+            table[int(name)] = int(fields[1])
+    finally:
+        os.close(proc)
     return table
 
 
@@ -181,35 +196,44 @@ def kill_and_reap_all(agent: int, status: int | None) -> int | None:
 
     Children already SIGKILLed (by the harness) get 10 ms to die before the first scan, which
     then is not needed; one freeze-and-kill normally gets all; a rescan every 0.5 s covers
-    what it could not see.
+    what it could not see.  Between reaps it sleeps until the next SIGCHLD (blocked here and
+    taken with ``sigtimedwait``), not a fixed tick: an attempt ends as soon as its last process does.
     """
     import time
 
     rescan_at = time.monotonic() + 0.01
-    while True:
-        try:
-            pid, st = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return status
-        if pid == agent:
-            status = st
-        if pid:
-            continue
-        if time.monotonic() >= rescan_at:
-            freeze_and_kill(os.getpid())
-            rescan_at = time.monotonic() + 0.5
-        else:
-            time.sleep(0.001)
+    saved = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+    try:
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return status
+            if pid == agent:
+                status = st
+            if pid:
+                continue
+            now = time.monotonic()
+            if now >= rescan_at:
+                freeze_and_kill(os.getpid())
+                rescan_at = time.monotonic() + 0.5
+            else:
+                signal.sigtimedwait([signal.SIGCHLD], rescan_at - now)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, saved)
 
 
-def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) -> NoReturn:
+class NotStarted(Exception):
+    """The agent could not be started; the text says why in one line."""
+
+
+def keeper(start_agent: Callable[[], int], report_fd: int, parent: int) -> NoReturn:
     """Become an attempt's keeper: start the agent, report its pid, own and clean its tree.
 
-    ``start_agent(error_fd)`` runs in the agent's process (after fork): it sets the process up
-    and execs or runs the agent; on failure before that it writes one line to ``error_fd``.
-    The keeper writes ``pid N`` (or ``error TEXT``) to ``report_fd`` once the agent started,
-    and ``exit CODE`` (the agent's, negative for a signal) once nothing of the attempt is left.
-    A keeper that dies without the last line was killed: its parent must clean up after it.
+    ``start_agent()`` starts the agent as this process's child and returns its pid, or raises
+    NotStarted.  The keeper writes ``pid N`` (or ``error TEXT``) to ``report_fd`` once the agent
+    started, and ``exit CODE`` (the agent's, negative for a signal) once nothing of the attempt
+    is left.  A keeper that dies without the last line was killed: its parent must clean up after it.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
     code = 0
@@ -218,17 +242,10 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
         prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # the template died before we could hear it
             os._exit(1)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        agent = os.fork()
-        if agent == 0:
-            os.close(err_r)
-            os.close(report_fd)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
-            start_agent(err_w)
-        os.close(err_w)
-        error = read_all(err_r).decode("utf-8", "replace").strip()
-        if error:
-            os.write(report_fd, f"error {error}\n".encode())
+        try:
+            agent = start_agent()
+        except NotStarted as exc:
+            os.write(report_fd, f"error {exc}\n".encode())
             os._exit(0)
         os.write(report_fd, f"pid {agent}\n".encode())
         stopping = False
@@ -259,6 +276,69 @@ def keeper(start_agent: Callable[[int], NoReturn], report_fd: int, parent: int) 
     os._exit(code)
 
 
+def fork_agent(run: Callable[[int], NoReturn]) -> int:
+    """Start the agent as a fork of this process: ``run(error_fd)`` sets it up and runs it.
+
+    Until ``run`` execs or closes ``error_fd``, a line written there means it did not start.
+    """
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    agent = os.fork()
+    if agent == 0:
+        os.close(err_r)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        run(err_w)
+    os.close(err_w)
+    error = read_all(err_r).decode("utf-8", "replace").strip()
+    if error:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(agent, 0)
+        raise NotStarted(error)
+    return agent
+
+
+_DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE)
+"""Signals an agent starts with at their default action, whatever its keeper had."""
+
+
+def spawn_agent(argv: list[str], env: dict[str, str], cwd: str | None, stdout: str, stderr: str) -> int:
+    """Start the agent by ``posix_spawn`` (a vfork-exec: 1.5 instead of 2.9 ms measured here for a
+    fork of the keeper and an exec): its own session, stdio files, every signal unblocked.
+
+    Unlike a forked agent it gets no parent-death signal; if its keeper is killed, the template
+    (a subreaper) inherits it and kills it before the harness hears that the attempt ended.
+    """
+    try:
+        if cwd:
+            try:
+                os.chdir(cwd)  # the keeper's own directory: a spawned child starts there
+            except OSError as exc:
+                raise OSError(exc.errno, f"{exc.strerror}: working directory {cwd!r}") from None
+        program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env.get("PATH", os.defpath))
+        if program is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+        out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            return os.posix_spawn(
+                program,
+                argv,
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, out, 1),
+                    (os.POSIX_SPAWN_DUP2, err, 2),
+                ],
+                setsid=True,
+                setsigmask=(),
+                setsigdef=_DEFAULT_SIGNALS,
+            )
+        finally:
+            os.close(out)
+            os.close(err)
+    except OSError as exc:
+        raise NotStarted(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+
+
 def read_all(fd: int) -> bytes:
     """Everything until EOF, then close ``fd``."""
     chunks = []
@@ -287,15 +367,3 @@ def setup_agent(err_fd: int, cwd: str | None, stdout: str, stderr: str) -> None:
             os.chdir(cwd)
         except OSError as exc:
             raise OSError(exc.errno, f"{exc.strerror}: working directory {cwd!r}") from None
-
-
-def exec_agent(err_fd: int, argv: list[str], env: dict[str, str]) -> NoReturn:
-    """Exec the command (PATH from ``env``); on failure say why on ``err_fd`` and exit 127."""
-    try:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.write(err_fd, f"cannot start {argv[0]!r}: {exc.strerror or exc}".encode())
-    os._exit(127)
