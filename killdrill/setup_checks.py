@@ -7,8 +7,9 @@
 - The command has neither ``{workdir}`` nor ``{thread}``: unless the agent reads
   ``KILLDRILL_WORKDIR``/``KILLDRILL_THREAD``, every case shares one checkpoint and resumes the
   previous case's finished run (every case then reads ``point_not_reached``).
-- The second clean run of discovery reached fewer points than the first: the state is shared
-  between runs (the same mistake, proven rather than guessed).
+- A clean run in a fresh workdir, under the first clean run's thread, reached fewer points than
+  the first: the state is shared between runs (the same mistake, proven rather than guessed).
+  Fewer points under *another* thread proves nothing: the work may depend on the thread.
 
 They are :class:`SetupWarning` warnings: the CLI prints them as ``killdrill: warning: ...``,
 pytest lists them in its warnings summary.
@@ -93,11 +94,12 @@ def placeholder_hint(command: Sequence[str]) -> str | None:
 
 
 def diverged_hint(command: Sequence[str], first: int, second: int) -> str | None:
-    """Two clean runs of a fresh workdir each should reach the same number of points."""
+    """Two clean runs of one thread, each in a fresh workdir, should reach the same number of points."""
     if second >= first:
         return None
     return (
-        f"the second clean run of {shlex.join(command)} reached {second} kill point(s), the first {first}: "
+        f"a second clean run of {shlex.join(command)} under the same thread reached {second} kill "
+        f"point(s), the first {first}: "
         "the runs share state outside their workdir (a fixed checkpoint path?); give each case its own "
         "with {workdir} and {thread} in the command"
     )

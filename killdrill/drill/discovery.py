@@ -78,8 +78,6 @@ class Discovering(DrillBase):
                 "killdrill.node(...) / killdrill.boundary(...), use the fakes, or enable an integration"
                 + (shared if placeholder_hint(self.command) else "")
             )
-        if len(runs) > 1:
-            warn(diverged_hint(self.command, len(first.trace), len(runs[1][1].trace)))
 
         def labels(a: Attempt) -> list[str]:
             return [e.label for e in a.trace]
@@ -104,6 +102,9 @@ class Discovering(DrillBase):
             mode = PER_THREAD_BASELINE
             reason = f"the clean runs under two threads did different work: {differ}"
             same_thread, same = self._clean_run(runs[0][0], "discovery-same-thread")
+            # Fewer points under another thread may be the thread's work; fewer under the same
+            # thread in a fresh workdir is state kept outside it.
+            warn(diverged_hint(self.command, len(first.trace), len(same_thread.trace)))
             volatile = volatile_fields(runs[0][2], same)
             again = workload_difference(labels(first), runs[0][2], labels(same_thread), same)
             if again:

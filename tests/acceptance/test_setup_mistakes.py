@@ -67,13 +67,13 @@ def test_typo_in_a_point_gets_did_you_mean(tmp_path: Path, schedule: str, sugges
 
 
 def test_command_without_placeholders_warns_and_proves_the_sharing(tmp_path: Path) -> None:
-    """A fixed checkpoint path: the second clean run finds the first one's finished run."""
+    """A fixed checkpoint path: a second clean run of the same thread finds the first one's finished run."""
     fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", str(tmp_path / "c.json")]
     proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *fixed)
     assert proc.returncode == 0, proc.stderr
     found = warnings_of(proc)
     assert any("the command has no {workdir} or {thread}" in w for w in found), proc.stderr
-    assert any("the second clean run" in w and "reached 0 kill point(s), the first 8" in w for w in found)
+    assert any("a second clean run" in w and "reached 0 kill point(s), the first 8" in w for w in found)
 
 
 def test_command_with_placeholders_has_no_warning(tmp_path: Path) -> None:
