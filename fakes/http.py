@@ -39,7 +39,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from killdrill.agent import ControlClient
 from killdrill.fakes import FakeProviderError, fake_classes, wire
 from killdrill.fakes import model as _model
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
@@ -221,8 +220,7 @@ class FakesServer:
         control_token: str | None = None,
     ) -> None:
         """Record the next requests under ``thread``/``attempt``; announce ``during:`` on that channel."""
-        control = ControlClient(control_address, control_token or "") if control_address else None
-        binding = Binding(self.ledger_url, thread, attempt, control)
+        binding = Binding.of_attempt(self.ledger_url, thread, attempt, control_address, control_token)
         self._initial = binding
         if self._server is not None:
             self._server.binding = binding

@@ -80,6 +80,17 @@ class Binding:
         """The binding's ledger handle, opened on first use and shared by its requests."""
         return Ledger(self.url, self.thread)
 
+    @classmethod
+    def of_attempt(
+        cls, url: str, thread: str, attempt: int, control_address: str | None, control_token: str | None
+    ) -> Binding:
+        """An attempt's binding; its ``during:`` announcements open a connection each (a server's
+        handler thread is short-lived: its socket must not outlive it)."""
+        control = (
+            ControlClient(control_address, control_token or "", persistent=False) if control_address else None
+        )
+        return cls(url, thread, attempt, control)
+
 
 class ServerFakes(Fakes):
     """The fakes as the server runs them: claim, hold, execute; the route renders the answer."""

@@ -40,9 +40,10 @@ class ControlClient:
     from the address the supervisor hands them, to announce ``during:`` points.
     """
 
-    def __init__(self, address: str, token: str) -> None:
+    def __init__(self, address: str, token: str, *, persistent: bool = True) -> None:
         self.address = address
         self.token = token
+        self.persistent = persistent  # False: a connection per call (short-lived server threads)
         self.local = threading.local()
 
     def _connect(self) -> socket.socket:
@@ -81,6 +82,8 @@ class ControlClient:
         if "error" in reply:
             self._drop()
             raise ControlChannelError(f"killdrill: supervisor rejected {point}: {reply['error']}")
+        if not self.persistent:
+            self._drop()
 
     def _drop(self) -> None:
         for name in ("reader", "sock"):

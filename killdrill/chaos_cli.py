@@ -13,15 +13,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from killdrill import fleet
-from killdrill.chaos import ChaosOptions, ChaosResult, Interrupted, render_text, run_chaos
 from killdrill.drill import DrillOptions
 from killdrill.errors import HarnessError, UsageError
 from killdrill.options import check_output_dir, check_output_file
 from killdrill.records import Discovery
 from killdrill.report import write_json
+
+if TYPE_CHECKING:
+    from killdrill.chaos import ChaosResult
 
 __all__ = ["DrillFlags", "add_parser", "parse_budget", "parse_kills", "parse_shard"]
 
@@ -102,6 +104,10 @@ def check_corpus(path: str) -> None:
 
 
 def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
+    # The job (and Hypothesis under it) is imported when it runs: every other subcommand, and
+    # `killdrill --help`, starts without it.
+    from killdrill.chaos import ChaosOptions, Interrupted, render_text, run_chaos
+
     command = flags.command(args)
     try:
         budget = parse_budget(args.budget) if args.budget else None

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from killdrill.chaos_report import is_chaos_report, merge_reports
-from killdrill.chaos_report import render_text as render_chaos_text
 from killdrill.errors import ExitCode, UsageError
 from killdrill.records import CaseResult, Discovery, DrillResult
 from killdrill.report import load_report, render_cases, render_drill, summarize_cases, write_json
@@ -20,6 +18,9 @@ __all__ = ["add_parser"]
 
 def _cmd_report(args: argparse.Namespace) -> int:
     """``killdrill report FILE...``: render saved reports, merged (e.g. chaos shards) into one."""
+    from killdrill.chaos_report import is_chaos_report, merge_reports  # not paid by other subcommands
+    from killdrill.chaos_report import render_text as render_chaos_text
+
     if all(is_chaos_report(p) for p in args.files):  # shards of one chaos job
         try:
             merged_chaos = merge_reports(args.files)

@@ -30,7 +30,7 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
-from killdrill.agent import ControlChannelError, ControlClient
+from killdrill.agent import ControlChannelError
 from killdrill.fakes.httpguard import MAX_BODY, REQUEST_DEADLINE_S
 from killdrill.fakes.serving import Binding
 from killdrill.fakes.wire import record_effect  # one binding type for the HTTP and SMTP fakes
@@ -143,8 +143,7 @@ class SmtpFake:
         self, thread: str, attempt: int, control_address: str | None = None, control_token: str | None = None
     ) -> None:
         """Record the next messages under ``thread``/``attempt``; announce ``during:`` on that channel."""
-        control = ControlClient(control_address, control_token or "") if control_address else None
-        self.binding = Binding(self.ledger_url, thread, attempt, control)
+        self.binding = Binding.of_attempt(self.ledger_url, thread, attempt, control_address, control_token)
 
     def deliver(self, raw: bytes, mail_from: str, rcpt_tos: list[str]) -> bool:
         """Commit the message, announce ``during:mailbox.send``; False: nobody is left to answer."""

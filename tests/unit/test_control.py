@@ -31,6 +31,16 @@ from killdrill.control import (
     peer_credentials,
 )
 
+_clients: list[socket.socket] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """The test's client sockets are closed after it (no ResourceWarning from a test)."""
+    yield
+    while _clients:
+        _clients.pop().close()
+
 
 @pytest.fixture
 def listener(tmp_path: Path) -> Iterator[ControlListener]:
@@ -43,6 +53,7 @@ def listener(tmp_path: Path) -> Iterator[ControlListener]:
 
 def _connect(lst: ControlListener) -> tuple[socket.socket, Connection]:
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    _clients.append(client)
     client.connect(lst.address if not lst.address.startswith("@") else "\0" + lst.address[1:])
     client.settimeout(5)
     conn = _accept(lst)
