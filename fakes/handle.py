@@ -15,6 +15,7 @@ from killdrill.fakes.errors import IndeterminateError
 from killdrill.fakes.processing import Perform, process
 from killdrill.fakes.provider import Provider, fake_classes
 from killdrill.ledger import Ledger
+from killdrill.providers import load_entry_points
 
 if TYPE_CHECKING:
     from killdrill.fakes.builtin import KV, Counter, Inventory, Mailbox, Payments, Tickets, Webhooks
@@ -50,6 +51,9 @@ class Fakes:
         fake = self._fakes.get(name)
         if fake is None:
             cls = fake_classes().get(name)
+            if cls is None:
+                load_entry_points()  # a provider another package declares, not imported yet
+                cls = fake_classes().get(name)
             if cls is None:
                 raise KeyError(name)
             fake = self._fakes.setdefault(name, cls(self))

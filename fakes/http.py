@@ -123,7 +123,8 @@ def _route(method: str, pattern: str) -> Callable[[Callable[[_Handler, Request],
 @_route("POST", r"/fakes/([a-z_]+)/([a-z_]+)")
 def _generic(h: _Handler, req: Request) -> None:
     provider, op = req.match.groups()
-    operation = spec(provider).operation(op) if provider in fake_classes() else None
+    declared = spec(provider)  # loads the entry points when the name is not a built-in
+    operation = declared.operation(op) if provider in fake_classes() else None
     if operation is None and not (op == "configure" and provider in fake_classes()):
         h.stripe_error(404, f"no such fake operation: {provider}.{op}")
         return

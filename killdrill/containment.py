@@ -296,8 +296,9 @@ def fork_agent(run: Callable[[int], NoReturn]) -> int:
     return agent
 
 
-_DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE)
-"""Signals an agent starts with at their default action, whatever its keeper had."""
+_DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ)
+"""Signals an agent starts with at their default action, whatever its keeper had (Python ignores
+SIGPIPE and SIGXFSZ; ``subprocess`` restores both for a child, and so does this)."""
 
 
 def spawn_agent(argv: list[str], env: dict[str, str], cwd: str | None, stdout: str, stderr: str) -> int:

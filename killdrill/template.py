@@ -137,6 +137,15 @@ def _fork_keeper(inherited: list[int]) -> _Keeper:
     return _Keeper(pid, spec_w, report_r)
 
 
+def _spare(inherited: list[int]) -> _Keeper | None:
+    """A keeper for the next attempt, or None if the fork failed now (the attempt forks its own,
+    and says why if that fails too)."""
+    try:
+        return _fork_keeper(inherited)
+    except OSError:
+        return None
+
+
 def _hand_over(spec: bytes, keeper: _Keeper) -> bool:
     """Give a waiting keeper its attempt; False if it is gone (killed while it waited)."""
     try:
@@ -158,7 +167,10 @@ def _spawn(
     data = json.dumps(spec).encode()
     keeper = spare if spare is not None and _hand_over(data, spare) else None
     if keeper is None:
-        keeper = _fork_keeper(inherited)
+        try:
+            keeper = _fork_keeper(inherited)
+        except OSError as exc:  # out of processes or memory: this attempt fails, the template stays
+            return None, -1, {"error": f"cannot fork the attempt's keeper: {exc.strerror or exc}"}
         _hand_over(data, keeper)
     reply = _read_line(keeper.report_r).decode("utf-8", "replace").strip()
     if reply.startswith("pid "):
@@ -238,7 +250,7 @@ def _template(fd: int) -> None:
     send({"ready": True})
     keepers: dict[int, tuple[int, int]] = {}  # keeper pid -> (agent pid, keeper's report pipe)
     inherited = [fd, wake_r, wake_w]  # what a keeper closes: the template's own channels
-    spare: _Keeper | None = _fork_keeper(inherited)
+    spare = _spare(inherited)
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
@@ -261,7 +273,7 @@ def _template(fd: int) -> None:
                     if keeper is not None:
                         keepers[keeper] = (reply["pid"], report)
                     send(reply)
-                    spare = _fork_keeper(inherited)  # for the next attempt, while this one starts
+                    spare = _spare(inherited)  # for the next attempt, while this one starts
             while True:
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
@@ -276,7 +288,7 @@ def _template(fd: int) -> None:
                 elif spare is not None and pid == spare.pid:  # the idle keeper died (killed): fork another
                     os.close(spare.spec_w)
                     os.close(spare.report_r)
-                    spare = _fork_keeper(inherited)
+                    spare = _spare(inherited)
     finally:
         _shutdown(keepers, spare)
 
