@@ -35,7 +35,7 @@ import struct
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -87,7 +87,7 @@ class _Handler(GuardedHandler):
 
     def fakes(self) -> tuple[ServerFakes, Binding]:
         """The fakes as bound now.  The attempt comes from the binding only, never from the caller."""
-        binding = self.server.binding
+        binding = self.server.bindings.get(self.secret) or self.server.binding
         pid_text = self.headers.get("X-Killdrill-Pid", "")
         pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
         return ServerFakes(binding.ledger, binding.attempt, pid, binding.faults), binding
@@ -161,7 +161,8 @@ wire.load_families()  # the wire fakes' routes join the same table
 
 
 class _Server(GuardedServer):
-    binding: Binding
+    binding: Binding  # requests under the server's own secret
+    bindings: dict[str, Binding]  # requests under an attempt's secret
     model: _model.ModelFake | None = None
     wire: Mapping[str, Any]  # configuration of the wire fakes, e.g. {"hooks": {...}}
 
@@ -190,6 +191,8 @@ class FakesServer:
         self.secret = secret or secrets.token_urlsafe(18)
         self.model = model
         self._initial = Binding(self.ledger_url, thread, attempt, None)
+        self._initial_launch: Hashable | None = None
+        self._launch_secrets: dict[Hashable, str] = {}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.url: str | None = None
@@ -201,6 +204,7 @@ class FakesServer:
             return self.url
         Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
         server = _Server(("127.0.0.1", self.port), _Handler, self.secret)
+        server.bindings = {}
         server.binding = self._initial
         server.model = self.model
         server.wire = self.wire
@@ -213,18 +217,40 @@ class FakesServer:
         self.url = f"http://127.0.0.1:{server.server_address[1]}/{self.secret}"
         return self.url
 
+    def attempt_url(self, launch: Hashable) -> tuple[str, str]:
+        """A base URL (and its secret) of one launch alone (``launch``: any key the caller gives
+        :meth:`bind` again): what it sends is recorded under its attempt and announced on its
+        channel even while others run (concurrent resumers, a paused zombie). Call start() first."""
+        assert self._server is not None and self.url is not None, "start() the server first"
+        secret = self._launch_secrets.get(launch)
+        if secret is None:
+            secret = self._launch_secrets[launch] = secrets.token_urlsafe(18)
+            self._server.attempt_secrets.add(secret)
+        return self.url.rsplit("/", 1)[0] + "/" + secret, secret
+
     def bind(
         self,
         thread: str,
         attempt: int,
         control_address: str | None = None,
         control_token: str | None = None,
+        *,
+        launch: Hashable | None = None,
     ) -> None:
-        """Record the next requests under ``thread``/``attempt``; announce ``during:`` on that channel."""
+        """Record requests of ``attempt`` under ``thread``; announce ``during:`` on that channel.
+
+        Requests under the server's own URL follow the launch bound last; those under a launch's
+        own URL (:meth:`attempt_url`) follow that launch, whichever started last."""
         binding = Binding.of_attempt(self.ledger_url, thread, attempt, control_address, control_token)
-        self._initial = binding
+        self._set_binding(binding, launch)
+
+    def _set_binding(self, binding: Binding, launch: Hashable | None) -> None:
+        self._initial, self._initial_launch = binding, launch
         if self._server is not None:
             self._server.binding = binding
+            secret = self._launch_secrets.get(launch) if launch is not None else None
+            if secret is not None:
+                self._server.bindings[secret] = binding
 
     def arm(self, run: Any) -> None:
         """Arm the connection fault of the attempt just bound (a supervisor's ``Running`` whose kill
@@ -238,15 +264,14 @@ class FakesServer:
             run.notes.append(note)
 
         plan = FaultPlan(kill.fault, kill.point, kill.occurrence, (kill.hold_ms or 0.0) / 1000.0, applied)
-        self._initial = replace(self._initial, faults=plan)
-        if self._server is not None:
-            self._server.binding = self._initial
+        self._set_binding(replace(self._initial, faults=plan), self._initial_launch)
 
     def stop(self) -> None:
         """Stop serving, close every connection and wait for every handler thread to end."""
         server, self._server = self._server, None
         if server is None:
             return
+        self._launch_secrets.clear()
         server.shutdown()
         server.server_close()
         server.close_all()

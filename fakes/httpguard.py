@@ -81,6 +81,7 @@ class GuardedServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[GuardedHandler], secret: str) -> None:
         super().__init__(address, handler)
         self.secret = secret
+        self.attempt_secrets: set[str] = set()  # one per attempt: requests say which attempt sent them
         self.errors = 0  # exceptions that escaped a handler (counted, never printed)
         self._lock = threading.Lock()
         self._live: dict[socket.socket, float | None] = {}
@@ -164,6 +165,7 @@ class GuardedHandler(BaseHTTPRequestHandler):
     """Authenticates, bounds and times every request, then dispatches it through ``ROUTES``."""
 
     server: GuardedServer
+    secret = ""  # the secret the current request carried (set by the guard)
     protocol_version = "HTTP/1.1"
     timeout = REQUEST_DEADLINE_S  # per read; the watchdog bounds the whole request
 
@@ -216,20 +218,24 @@ class GuardedHandler(BaseHTTPRequestHandler):
             self.send_json(404, _error(f"Unrecognized request URL ({self.command}: {path})."))
 
     def _authenticated(self, path: str) -> str | None:
-        """The path without the secret segment, or None when the request does not carry the secret."""
-        secret = self.server.secret.encode()
+        """The path without the secret segment, or None when the request does not carry a secret.
+
+        The server's own secret, or one of its attempts' (``GuardedServer.attempt_secrets``);
+        the one it carried is kept in ``self.secret`` (which attempt sent it)."""
+        candidates = [self.server.secret, *self.server.attempt_secrets]
         head, _, rest = path.lstrip("/").partition("/")
-        if secrets.compare_digest(head.encode("utf-8", "replace"), secret):
-            return "/" + rest
         header = self.headers.get(SECRET_HEADER, "")
-        if header and secrets.compare_digest(header.encode("utf-8", "replace"), secret):
-            return path
         # SDKs that drop the base URL's path (gocardless_pro joins "/payments" onto the host) carry
         # the secret as their access token: KILLDRILL_FAKES_SECRET as the API key.
         scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-        bearer = token.strip().encode("utf-8", "replace")
-        if scheme.lower() == "bearer" and secrets.compare_digest(bearer, secret):
-            return path
+        bearer = token.strip() if scheme.lower() == "bearer" else ""
+        for given, stripped in ((head, "/" + rest), (header, path), (bearer, path)):
+            if not given:
+                continue
+            for secret in candidates:
+                if secrets.compare_digest(given.encode("utf-8", "replace"), secret.encode()):
+                    self.secret = secret
+                    return stripped
         return None
 
     def _read_body(self) -> bytes | None:

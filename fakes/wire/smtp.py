@@ -26,6 +26,7 @@ import hashlib
 import re
 import socket
 import threading
+from collections.abc import Hashable
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
@@ -140,9 +141,18 @@ class SmtpFake:
         return self.address
 
     def bind(
-        self, thread: str, attempt: int, control_address: str | None = None, control_token: str | None = None
+        self,
+        thread: str,
+        attempt: int,
+        control_address: str | None = None,
+        control_token: str | None = None,
+        *,
+        launch: Hashable | None = None,
     ) -> None:
-        """Record the next messages under ``thread``/``attempt``; announce ``during:`` on that channel."""
+        """Record the next messages under ``thread``/``attempt``; announce ``during:`` on that channel.
+
+        One binding for all (``launch`` is not used): SMTP has no per-attempt address here, so with
+        attempts running at once (resumers, a paused zombie) a message is the last-bound attempt's."""
         self.binding = Binding.of_attempt(self.ledger_url, thread, attempt, control_address, control_token)
 
     def deliver(self, raw: bytes, mail_from: str, rcpt_tos: list[str]) -> bool:

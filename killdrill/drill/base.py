@@ -162,9 +162,10 @@ class DrillBase:
             wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
             http = FakesServer(self.workdirs.ledger_url(workdir), wire=wire, model=self._model)
             servers.append(http)
-            url = http.start()
-            for spec in specs:
-                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": http.secret}
+            http.start()
+            for spec in specs:  # each attempt its own URL: its requests are its own, however many run
+                url, secret = http.attempt_url(id(spec))
+                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
                 if self._model is not None:
                     spec.env.update(model_env(url))
         if self.options.smtp_fake:
@@ -180,7 +181,8 @@ class DrillBase:
 
             def on_start(run: Running) -> None:
                 for server in servers:
-                    server.bind(thread, run.spec.number, run.listener.address, run.listener.token)
+                    address, token = run.listener.address, run.listener.token
+                    server.bind(thread, run.spec.number, address, token, launch=id(run.spec))
                     if hasattr(server, "arm"):
                         server.arm(run)  # a drop:/reset: connection fault of this attempt
 

@@ -105,6 +105,33 @@ def test_bind_sets_thread_and_attempt_no_header_overrides(server: FakesServer, l
     assert [c.attempt for c in Ledger(ledger_file, "other").calls()] == [3, 3]
 
 
+def test_each_attempt_url_records_under_its_own_attempt_whichever_was_bound_last(
+    server: FakesServer, ledger_file: str
+) -> None:
+    """Concurrent attempts (resumers, a paused zombie): a request is its sender's, not the last bound's."""
+    url2, secret2 = server.attempt_url("a")
+    url3, secret3 = server.attempt_url("b")
+    assert secret2 != secret3 and secret2 != server.secret and server.attempt_url("a") == (url2, secret2)
+    server.bind("t", 2, None, None, launch="a")
+    server.bind("t", 3, None, None, launch="b")  # started last
+    for url in (url2, url3, server.url):
+        conn = http.client.HTTPConnection(urlsplit(url).netloc, timeout=10)
+        body = json.dumps({"key": "k", "value": url})
+        conn.request("POST", urlsplit(url).path + "/fakes/kv/set", body=body)
+        assert conn.getresponse().status == 200
+        conn.close()
+    # An SDK that drops the base URL's path sends the attempt's secret as its API key.
+    bearer = http.client.HTTPConnection(urlsplit(url2).netloc, timeout=10)
+    bearer.request("POST", "/fakes/kv/set", body="{}", headers={"Authorization": f"Bearer {secret2}"})
+    assert bearer.getresponse().status == 400  # authenticated (a bad body), so it was routed
+    bearer.close()
+    assert [c.attempt for c in Ledger(ledger_file, "t").calls()] == [2, 3, 3]
+    unknown = http.client.HTTPConnection(urlsplit(url2).netloc, timeout=10)
+    unknown.request("POST", "/not-a-secret/fakes/kv/set", body="{}")
+    assert unknown.getresponse().status == 404
+    unknown.close()
+
+
 def test_configure_over_http_is_persisted(server: FakesServer, ledger_file: str) -> None:
     status, _, body = request(server, "POST", "/fakes/payments/configure", {"fail_first": 1})
     assert status == 200 and body["result"]["fail_first"] == 1
