@@ -68,15 +68,21 @@ class ForkedProcess:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self.launcher.exit_code(self.pid, timeout=0)
-        return self.returncode
+        return self._take(0)
 
     def wait(self, timeout: float | None = None) -> int:
+        code = self._take(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
+        return code
+
+    def _take(self, timeout: float | None) -> int | None:
+        # The launcher forgets the status only once it is ours: an exception raised in between
+        # (Ctrl-C lands anywhere) must not lose it, or the next wait() would wait forever.
         if self.returncode is None:
             self.returncode = self.launcher.exit_code(self.pid, timeout=timeout)
-        if self.returncode is None:
-            raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
+            if self.returncode is not None:
+                self.launcher.forget(self.pid)
         return self.returncode
 
 
@@ -224,10 +230,15 @@ class Launcher:
         with self._cond:
             self._cond.wait_for(lambda: pid in self._exits or self._dead, timeout=timeout)
             if pid in self._exits:
-                return self._exits.pop(pid)
+                return self._exits[pid]
             if self._dead:
                 raise LaunchError("the pre-forking template died")
             return None
+
+    def forget(self, pid: int) -> None:
+        """Drop a status its process has taken (the pid may be used again)."""
+        with self._cond:
+            self._exits.pop(pid, None)
 
     def close(self) -> None:
         if self._sock is not None:

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The harnesses the tests start must get SIGINT as a foreground shell gives it, whatever
+    started pytest: a background job of a script inherits SIGINT ignored, and a harness that
+    ignores it (as the CLI rightly does then) would fail every Ctrl-C test."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if TYPE_CHECKING:
     from killdrill.drill import Drill

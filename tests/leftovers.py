@@ -6,8 +6,11 @@ a second cannot.  Zombies are dead (this sandbox's init may not reap them) and d
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import time
+from typing import Any
 
 
 def _matches(pid: str, marker: bytes) -> bool:
@@ -108,3 +111,31 @@ def kill(marker: str) -> None:
             except OSError:
                 pass
         time.sleep(0.02)
+
+
+def stacks_env() -> dict[str, str]:
+    """An environment for a harness under test whose stacks :func:`hung` can dump (faulthandler)."""
+    return {**os.environ, "PYTHONFAULTHANDLER": "1"}
+
+
+def hung(proc: subprocess.Popen[Any], what: str) -> str:
+    """A harness that did not stop in time: abort it (faulthandler prints every thread's stack on
+    SIGABRT) and say where each thread was, plus what lives under it, for the failure message."""
+    import signal
+
+    under: list[str] = []
+    with contextlib.suppress(Exception):
+        import psutil
+
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            under.append(f"{p.pid} {p.status()} {' '.join(p.cmdline())[:120]}")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    if isinstance(err, bytes):
+        err = err.decode("utf-8", "replace")
+    return f"{what}\nprocesses under it:\n" + "\n".join(under) + f"\nits stderr (stacks):\n{err or ''}"

@@ -85,7 +85,9 @@ def test_killed_harness_leaves_nothing(
     argv = [PY, "-m", "killdrill", "drill", "--workers", str(workers), "--discovery-runs", "1"]
     argv += ["--launcher", launcher, "--root", str(tmp_path / "r")]
     argv += ["--", PY, str(AGENT), "all", marker, str(late)]
-    harness = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    harness = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=leftovers.stacks_env()
+    )
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "r").exists() or not any((tmp_path / "r").glob("*-before_work")):
@@ -100,7 +102,10 @@ def test_killed_harness_leaves_nothing(
         assert templates
         harness.send_signal(sig)
         signalled = time.monotonic()
-        _, err = harness.communicate(timeout=30)
+        try:
+            _, err = harness.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(leftovers.hung(harness, f"the harness did not stop within 30 s of {sig.name}"))
         took = time.monotonic() - signalled
     finally:
         if harness.poll() is None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests import leftovers
+
 AGENTS = Path(__file__).parents[1] / "agents"
 
 HARNESS = """
@@ -33,14 +35,19 @@ def gone(pid: int) -> bool:
 def test_agents_die_with_the_harness(tmp_path: Path, sig: signal.Signals) -> None:
     pids_file = tmp_path / "pids"
     code = HARNESS.format(agent=str(AGENTS / "sleeper.py"), pids=str(pids_file), root=str(tmp_path / "r"))
-    harness = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    harness = subprocess.Popen(
+        [sys.executable, "-c", code], stderr=subprocess.PIPE, env=leftovers.stacks_env()
+    )
     deadline = time.monotonic() + 30
     while not (pids_file.exists() and len(pids_file.read_text().split()) == 2):
         assert time.monotonic() < deadline and harness.poll() is None, harness.stderr.read().decode()  # type: ignore[union-attr]
         time.sleep(0.05)
     agent, grandchild = (int(p) for p in pids_file.read_text().split())
     harness.send_signal(sig)
-    harness.wait(timeout=10)
+    try:
+        harness.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(leftovers.hung(harness, f"the harness did not stop within 10 s of {sig.name}"))
     harness.stderr.close()  # type: ignore[union-attr]
     deadline = time.monotonic() + 5
     while not (gone(agent) and gone(grandchild)) and time.monotonic() < deadline:
