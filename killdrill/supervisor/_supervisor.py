@@ -236,22 +236,26 @@ class Supervisor:
         heapq.heappush(self._timers, (time.monotonic() + delay_s, next(self._seq), action))
 
     def _loop(self) -> None:
+        # Every boundary of every attempt passes through here: the armed round trip's harness half.
         assert self._selector is not None
+        select, timers = self._selector.select, self._timers
         while any(run.alive for run in self._running):
             if _interrupted.is_set():
                 raise Interrupted()
             now = time.monotonic()
-            while self._timers and self._timers[0][0] <= now:
-                _, _, action = heapq.heappop(self._timers)
-                action()
-                now = time.monotonic()
-            if not any(run.alive for run in self._running):
-                break
-            wait = self._timers[0][0] - now if self._timers else 1.0
+            if timers and timers[0][0] <= now:
+                while timers and timers[0][0] <= now:
+                    _, _, action = heapq.heappop(timers)
+                    action()
+                    now = time.monotonic()
+                if not any(run.alive for run in self._running):
+                    break
+            wait = timers[0][0] - now if timers else 1.0
             # Without a pidfd, poll the process at a short interval.
-            if any(run.pidfd is None and run.alive for run in self._running):
+            unwatched = [run for run in self._running if run.pidfd is None and run.alive]
+            if unwatched:
                 wait = min(wait, 0.005)
-            for key, _ in self._selector.select(max(0.0, min(wait, 1.0))):
+            for key, _ in select(max(0.0, min(wait, 1.0))):
                 listener, obj = key.data
                 if listener is None:
                     self._reap(obj, block=True)
@@ -261,11 +265,13 @@ class Supervisor:
                         conn = listener.accept()
                 else:
                     self._on_readable(self._owner(listener), listener, obj)
-            for run in self._running:
-                if run.alive and run.pidfd is None:
+            for run in unwatched:
+                if run.alive:
                     self._reap(run, block=False)
 
     def _owner(self, listener: ControlListener) -> Running:
+        if len(self._running) == 1:
+            return self._running[0]
         return next(run for run in self._running if run.listener is listener)
 
     def _on_readable(self, run: Running, listener: ControlListener, conn: Connection) -> None:
