@@ -58,32 +58,19 @@ class Tx:
     ) -> Call:
         """Record the call this transaction answered; it gets the thread's next sequence number."""
         self.seq = self._bump("seq")
-        call = Call(
-            seq=self.seq,
-            provider=provider,
-            op=op,
-            key=key,
-            payload=canonical(payload),
-            outcome=outcome,
-            effect_id=effect_id,
-            attempt=attempt,
-            pid=pid,
-            time=time.time(),
-        )
-        self._insert(
-            "killdrill_calls",
-            seq=call.seq,
-            provider=provider,
-            op=op,
-            key=key,
-            payload=canonical_json(payload),
-            outcome=outcome,
-            effect_id=effect_id,
-            attempt=attempt,
-            pid=pid,
-            time=call.time,
-        )
-        return call
+        fields: dict[str, Any] = {
+            "seq": self.seq,
+            "provider": provider,
+            "op": op,
+            "key": key,
+            "outcome": outcome,
+            "effect_id": effect_id,
+            "attempt": attempt,
+            "pid": pid,
+            "time": time.time(),
+        }
+        self._insert("killdrill_calls", payload=canonical_json(payload), **fields)
+        return Call(payload=canonical(payload), **fields)
 
     # -- idempotency keys -------------------------------------------------------------------
     def key_state(
