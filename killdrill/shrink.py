@@ -118,8 +118,10 @@ def shrink(
         return ",".join(c[i] for (keep, i), c in zip(choice, cands, strict=True) if keep) or "none"
 
     def reproduces(choice: Sequence[tuple[bool, int]]) -> bool:
+        return holds(text_of(choice))
+
+    def holds(text: str) -> bool:
         nonlocal ran
-        text = text_of(choice)
         if text not in memo:
             if ran >= max_runs:
                 return False
@@ -160,4 +162,17 @@ def shrink(
     except NoSuchExample:  # the engine could not replay the start: keep the greedy result
         best = tuple(current)
     text = text_of(best)
+    # Dropping a kill moves the ones after it to an earlier attempt, where a timed kill lands
+    # elsewhere: give each timed kill left the named boundaries of where it landed *now*.
+    final = cases.get(text)
+    if final is not None and text != "none":
+        landed = _candidates(drill.discover(), final)
+        kills = [c[-1] for c in landed]
+        for i, options in enumerate(landed):
+            for option in options[:-1]:
+                trial = ",".join([*kills[:i], option, *kills[i + 1 :]])
+                if holds(trial):
+                    kills[i] = option
+                    break
+        text = ",".join(kills)
     return Shrunk(text, target, case.schedule, index, drill.reproduce_line(text), ran, cases.get(text))
