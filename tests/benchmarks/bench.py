@@ -278,12 +278,24 @@ def bench_prefork(root: Path) -> dict[str, Any]:
     ts, rs = _drill(1, root / "lg-spawn", command=LANGGRAPH, integrations=("langgraph",))
     tf, rf = _drill(1, root / "lg-fork", command=LANGGRAPH, integrations=("langgraph",), launcher="fork")
     same = [(c.schedule, c.kinds) for c in rs.cases] == [(c.schedule, c.kinds) for c in rf.cases]
+    # A difference must be explainable afterwards: which cases, and what each failing case said.
+    differ = [
+        {
+            "schedule": s.schedule,
+            "spawn": list(s.kinds),
+            "fork": list(f.kinds),
+            "text": (s if s.kinds else f).text(),
+        }
+        for s, f in zip(rs.cases, rf.cases, strict=False)
+        if s.kinds != f.kinds
+    ]
     return {
         "langgraph_cases": len(rs.cases),
         "langgraph_drill_spawn_s": ts,
         "langgraph_drill_fork_s": tf,
         "prefork_speedup": ts / tf,
         "prefork_identical_verdicts": same,
+        "prefork_differences": differ,  # type: ignore[dict-item]
     }
 
 
@@ -343,6 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     figures = run(args.quick)
     for name, value in figures.items():
+        if isinstance(value, list):  # details (e.g. which cases differed): in the JSON
+            print(f"{name}: {len(value)} (see {args.json})")
+            continue
         text = f"{value:.3f}" if isinstance(value, float) else str(value)
         goal = GOALS.get(name)
         mark = (
