@@ -170,8 +170,8 @@ def shrink(
         kills = [c[-1] for c in landed]
         for i, options in enumerate(landed):
             for option in options[:-1]:
-                trial = ",".join([*kills[:i], option, *kills[i + 1 :]])
-                if holds(trial):
+                moved = ",".join([*kills[:i], option, *kills[i + 1 :]])
+                if holds(moved):
                     kills[i] = option
                     break
         text = ",".join(kills)
