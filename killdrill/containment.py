@@ -112,7 +112,8 @@ def subtree(root: int, spare: Collection[int] = ()) -> list[int]:
     return order
 
 
-def _signal_all(pids: Iterable[int], sig: int) -> None:
+def signal_all(pids: Iterable[int], sig: int) -> None:
+    """Send ``sig`` to each pid that still exists (and is ours to signal)."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
@@ -128,7 +129,7 @@ def _state(pid: int) -> bytes:
     return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
 
 
-def _until_stopped(pids: Iterable[int], limit_s: float = 0.2) -> None:
+def until_stopped(pids: Iterable[int], limit_s: float = 0.2) -> None:
     """Wait (briefly) until every pid is stopped or dead: a process whose SIGSTOP is still in
     flight may be finishing a fork, and its child must be in the next scan."""
     import time
@@ -153,11 +154,11 @@ def freeze_and_kill(root: int, spare: Collection[int] = ()) -> list[int]:
         new = [pid for pid in subtree(root, spare) if pid not in seen]
         if not new:
             break
-        _signal_all(new, signal.SIGSTOP)
-        _until_stopped(new)
+        signal_all(new, signal.SIGSTOP)
+        until_stopped(new)
         seen.update(new)
         order.extend(new)
-    _signal_all(order, signal.SIGKILL)
+    signal_all(order, signal.SIGKILL)
     return order
 
 
@@ -175,13 +176,13 @@ def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL, *, sca
             os.killpg(pid, signal.SIGSTOP)
     found = subtree(keeper if keeper is not None else pid) if scan or keeper is None else []
     if sig == signal.SIGKILL:
-        _signal_all(found, signal.SIGSTOP)
+        signal_all(found, signal.SIGSTOP)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    _signal_all([pid, *found], sig)
+    signal_all([pid, *found], sig)
     if keeper is not None and sig == signal.SIGKILL:
-        _signal_all([keeper], signal.SIGCONT)  # an agent may have stopped its keeper
-        _signal_all([keeper], signal.SIGTERM)
+        signal_all([keeper], signal.SIGCONT)  # an agent may have stopped its keeper
+        signal_all([keeper], signal.SIGTERM)
 
 
 # ---- the keeper (runs in a process forked by the launcher template) ----------------------------

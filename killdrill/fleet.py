@@ -27,8 +27,6 @@ know about either fault.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import time
 from collections.abc import Sequence
@@ -36,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from killdrill.containment import subtree
+from killdrill.containment import signal_all, subtree, until_stopped
 from killdrill.control import Connection
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label
 from killdrill.records import Attempt, TraceEvent
@@ -105,22 +103,6 @@ def _tree(run: Running) -> list[int]:
     return pids
 
 
-def _signal(pids: Sequence[int], sig: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def _stopped(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True  # gone
-    state = stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
-    return state in (b"T", b"t", b"Z", b"X")
-
-
 def stop_tree(run: Running, limit_s: float = 0.5) -> list[int]:
     """SIGSTOP the attempt's tree, rescanning until no new process appears (one mid-fork)."""
     seen: list[int] = []
@@ -129,10 +111,9 @@ def stop_tree(run: Running, limit_s: float = 0.5) -> list[int]:
         new = [pid for pid in _tree(run) if pid not in seen]
         if not new:
             return seen
-        _signal(new, signal.SIGSTOP)
+        signal_all(new, signal.SIGSTOP)
         seen += new
-        while time.monotonic() < deadline and not all(_stopped(pid) for pid in new):
-            time.sleep(0.0005)
+        until_stopped(new, deadline - time.monotonic())
         if time.monotonic() >= deadline:
             return seen
 
@@ -207,7 +188,7 @@ class Pause:
         if not self.zombie.alive:
             return
         pids = self.stopped + [pid for pid in _tree(self.zombie) if pid not in self.stopped]
-        _signal(pids, signal.SIGCONT)
+        signal_all(pids, signal.SIGCONT)
         paused_ms = (time.monotonic() - self.paused_at) * 1000.0
         self.zombie.notes.append(
             f"paused (SIGSTOP of its process tree) at {self._label}"

@@ -19,6 +19,7 @@ from killdrill.ledger._schema import (
     KeyState,
     LedgerError,
     _to_url,
+    insert_sql,
     ledger_path,
 )
 from killdrill.ledger._tx import Tx
@@ -211,13 +212,7 @@ class Ledger:
     # -- statements the write transaction shares with the reads ---------------------------------
     def _upsert(self, conn: Connection, table: str, pk: dict[str, Any], values: dict[str, Any]) -> None:
         """INSERT ... ON CONFLICT (pk) DO UPDATE: the same text on SQLite and PostgreSQL."""
-        columns = [*pk, *values]
-        update = ", ".join(f"{c} = excluded.{c}" for c in values)
-        conn.execute(
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
-            f" ON CONFLICT ({', '.join(pk)}) DO UPDATE SET {update}",
-            {**pk, **values},
-        )
+        conn.execute(insert_sql(table, (*pk, *values), tuple(pk)), {**pk, **values})
 
     def _upsert_counter(self, conn: Connection, name: str, by: int) -> int:
         rows = conn.execute(

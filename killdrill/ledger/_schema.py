@@ -3,6 +3,7 @@ payload form, and which URL is a SQLite file."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -53,6 +54,17 @@ SCHEMA = [
     *(f"CREATE TABLE IF NOT EXISTS {name} ({columns})" for name, columns in TABLES.items()),
     "CREATE INDEX IF NOT EXISTS killdrill_effects_ref ON killdrill_effects (thread, provider, ref)",
 ]
+
+
+@functools.lru_cache(maxsize=64)
+def insert_sql(table: str, columns: tuple[str, ...], conflict: tuple[str, ...] = ()) -> str:
+    """``INSERT`` of ``columns`` (``:name`` parameters); with ``conflict``, an upsert that sets
+    every other column: the same text on SQLite and PostgreSQL, built once per shape."""
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
+    if conflict:
+        update = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in conflict)
+        sql += f" ON CONFLICT ({', '.join(conflict)}) DO UPDATE SET {update}"
+    return sql
 
 
 class LedgerError(HarnessError, RuntimeError):

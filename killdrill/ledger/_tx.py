@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from killdrill.ledger._db import Connection
-from killdrill.ledger._schema import DONE, IN_FLIGHT, KeyState, canonical
+from killdrill.ledger._schema import DONE, IN_FLIGHT, KeyState, canonical, insert_sql
 from killdrill.matching import canonical as canonical_json
 from killdrill.records import Call
 
@@ -30,9 +30,7 @@ class Tx:
     def _insert(self, table: str, **values: Any) -> None:
         """One row of this thread into ``table``."""
         values = {"thread": self.thread, **values}
-        self.conn.execute(
-            f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join(':' + c for c in values)})", values
-        )
+        self.conn.execute(insert_sql(table, tuple(values)), values)
 
     def _bump(self, name: str, by: int = 1) -> int:
         return self.ledger._upsert_counter(self.conn, name, by)
