@@ -135,6 +135,31 @@ def test_keeper_reports_the_agents_status(tmp_path: Path) -> None:
         assert child.wait(timeout=30) == expected
 
 
+def test_a_killed_spare_keeper_is_replaced_and_the_next_attempt_starts(tmp_path: Path) -> None:
+    """The template keeps one keeper forked ahead of the next attempt; if that idle keeper is
+    killed, the attempt still starts (under a new one) and nothing of the dead one is left."""
+    import psutil
+
+    from killdrill.launcher import Launcher
+
+    out, err = str(tmp_path / "out"), str(tmp_path / "err")
+    with Launcher(PY, preload=()) as template:
+        assert template._proc is not None
+        idle = [p for p in psutil.Process(template._proc.pid).children() if not p.children()]
+        assert len(idle) == 1, idle  # the spare, waiting for a spec
+        idle[0].kill()
+        idle[0].wait(timeout=5)
+        child = template.spawn([PY, "-c", "raise SystemExit(3)"], env=dict(os.environ), cwd=None,
+                               stdout=out, stderr=err, exec_=True)  # fmt: skip
+        assert child.wait(timeout=30) == 3
+        assert child.keeper != idle[0].pid
+        deadline = time.monotonic() + 5  # a new spare, for the attempt after
+        while time.monotonic() < deadline and len(psutil.Process(template._proc.pid).children()) != 1:
+            time.sleep(0.02)
+        spares = psutil.Process(template._proc.pid).children()
+        assert len(spares) == 1 and spares[0].pid not in (idle[0].pid, child.keeper), spares
+
+
 @pytest.mark.parametrize("launcher", ["spawn", "fork"])
 @pytest.mark.parametrize("victim", ["parricide", "regicide"])
 def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
