@@ -145,6 +145,9 @@ def test_a_killed_spare_keeper_is_replaced_and_the_next_attempt_starts(tmp_path:
     out, err = str(tmp_path / "out"), str(tmp_path / "err")
     with Launcher(PY, preload=()) as template:
         assert template._proc is not None
+        deadline = time.monotonic() + 5  # the template forks it once it said it is ready
+        while time.monotonic() < deadline and not psutil.Process(template._proc.pid).children():
+            time.sleep(0.02)
         idle = [p for p in psutil.Process(template._proc.pid).children() if not p.children()]
         assert len(idle) == 1, idle  # the spare, waiting for a spec
         idle[0].kill()
