@@ -48,6 +48,9 @@ Modules: ``errors`` (Stripe-shaped errors), ``rules`` (key rules, harness clock)
 (one request: decide, perform, record), ``provider`` (the base class, which registers each fake),
 ``builtin`` (the seven fakes), ``handle`` (``Fakes``, ``connect``).  A new fake is one module
 defining a :class:`Provider` subclass: see :mod:`killdrill.fakes.provider`.
+
+Layer (as ``killdrill.fakes``): beside verdict and process; may import ``ledger``, ``agent``,
+``providers``, ``records``, ``canonical`` and ``errors``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The built-in fakes, one per effect class (see DESIGN.md); each declares its operations once."""
+"""The built-in fakes, one per effect class (killdrill/ARCHITECTURE.md, "Effect classes").
+
+Each declares its operations once.
+"""
 
 from __future__ import annotations
 

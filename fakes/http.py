@@ -51,7 +51,7 @@ from killdrill.providers import spec
 __all__ = ["FakesServer", "decode_form", "main"]
 
 
-class _Handler(GuardedHandler):
+class _FakesHandler(GuardedHandler):
     """The fakes' routes share this: Stripe-shaped errors and headers, the attempt's binding."""
 
     server: _Server
@@ -104,12 +104,12 @@ class _BadRequest(Exception):
     """A request a real provider would answer 400."""
 
 
-def _route(method: str, pattern: str) -> Callable[[Callable[[_Handler, Request], None]], Route]:
+def _route(method: str, pattern: str) -> Callable[[Callable[[_FakesHandler, Request], None]], Route]:
     """Register a fakes route; a ``_BadRequest`` it raises is a 400."""
 
-    def register(fn: Callable[[_Handler, Request], None]) -> Route:
+    def register(fn: Callable[[_FakesHandler, Request], None]) -> Route:
         def run(handler: GuardedHandler, request: Request) -> None:
-            assert isinstance(handler, _Handler)
+            assert isinstance(handler, _FakesHandler)
             try:
                 fn(handler, request)
             except _BadRequest as exc:
@@ -121,7 +121,7 @@ def _route(method: str, pattern: str) -> Callable[[Callable[[_Handler, Request],
 
 
 @_route("POST", r"/fakes/([a-z_]+)/([a-z_]+)")
-def _generic(h: _Handler, req: Request) -> None:
+def _generic(h: _FakesHandler, req: Request) -> None:
     provider, op = req.match.groups()
     declared = spec(provider)  # loads the entry points when the name is not a built-in
     operation = declared.operation(op) if provider in fake_classes() else None
@@ -203,7 +203,7 @@ class FakesServer:
             assert self.url is not None
             return self.url
         Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
-        server = _Server(("127.0.0.1", self.port), _Handler, self.secret)
+        server = _Server(("127.0.0.1", self.port), _FakesHandler, self.secret)
         server.bindings = {}
         server.binding = self._initial
         server.model = self.model

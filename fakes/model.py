@@ -36,7 +36,7 @@ from killdrill.providers import Operation, ProviderSpec, register
 from killdrill.records import ANSWERED
 
 if TYPE_CHECKING:
-    from killdrill.fakes.http import _Handler
+    from killdrill.fakes.http import _FakesHandler
 
 __all__ = ["MODEL_PROVIDER", "ROUTES", "ModelFake", "anthropic_conversation", "openai_conversation"]
 
@@ -258,7 +258,7 @@ def _anthropic_stream(reply: Reply, model: str) -> bytes:
 
 
 # ---- the routes --------------------------------------------------------------------------------
-def _send_bytes(handler: _Handler, status: int, content_type: str, data: bytes) -> None:
+def _send_bytes(handler: _FakesHandler, status: int, content_type: str, data: bytes) -> None:
     handler.send_response(status)
     handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(data)))
@@ -266,22 +266,22 @@ def _send_bytes(handler: _Handler, status: int, content_type: str, data: bytes) 
     handler.wfile.write(data)
 
 
-def _openai_error(handler: _Handler, status: int, message: str) -> None:
+def _openai_error(handler: _FakesHandler, status: int, message: str) -> None:
     body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
     _send_bytes(handler, status, "application/json", json.dumps(body).encode())
 
 
-def _anthropic_error(handler: _Handler, status: int, message: str) -> None:
+def _anthropic_error(handler: _FakesHandler, status: int, message: str) -> None:
     body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
     _send_bytes(handler, status, "application/json", json.dumps(body).encode())
 
 
 def _serve(
-    handler: _Handler,
+    handler: _FakesHandler,
     raw: bytes,
     op: str,
     parse: Callable[[Mapping[str, Any]], Conversation],
-    error: Callable[[_Handler, int, str], None],
+    error: Callable[[_FakesHandler, int, str], None],
 ) -> Reply | None:
     """Parse, answer from the script, record the call, announce ``during:``; None if answered already."""
     fake: ModelFake | None = getattr(handler.server, "model", None)
@@ -322,7 +322,7 @@ def _serve(
     return reply
 
 
-def _chat_completions(handler: _Handler, raw: bytes) -> None:
+def _chat_completions(handler: _FakesHandler, raw: bytes) -> None:
     reply = _serve(handler, raw, "chat", openai_conversation, _openai_error)
     if reply is None:
         return
@@ -336,7 +336,7 @@ def _chat_completions(handler: _Handler, raw: bytes) -> None:
         _send_bytes(handler, 200, "application/json", json.dumps(_openai_body(reply, model)).encode())
 
 
-def _messages(handler: _Handler, raw: bytes) -> None:
+def _messages(handler: _FakesHandler, raw: bytes) -> None:
     reply = _serve(handler, raw, "messages", anthropic_conversation, _anthropic_error)
     if reply is None:
         return
@@ -349,7 +349,7 @@ def _messages(handler: _Handler, raw: bytes) -> None:
         _send_bytes(handler, 200, "application/json", json.dumps(_anthropic_body(reply, model)).encode())
 
 
-ROUTES: dict[str, Callable[[_Handler, bytes], None]] = {
+ROUTES: dict[str, Callable[[_FakesHandler, bytes], None]] = {
     "/v1/chat/completions": _chat_completions,
     "/v1/messages": _messages,
 }

@@ -2,6 +2,6 @@
 
 import sys
 
-from killdrill.cli import main
+from killdrill.cli.main import main
 
 sys.exit(main())

@@ -25,10 +25,6 @@ class KilldrillError(Exception):
 
     exit_code: ExitCode = ExitCode.ERROR
 
-    def one_line(self) -> str:
-        """The message as one line (what the CLI prints and the plugin reports)."""
-        return " ".join(str(self).split())
-
 
 class UsageError(KilldrillError):
     """The user asked for something that cannot be done as asked (bad option, bad file, bad path)."""
@@ -36,3 +32,11 @@ class UsageError(KilldrillError):
 
 class HarnessError(KilldrillError):
     """The harness could not do its job (bad command, spawn failure, unusable ledger)."""
+
+
+def one_line(exc: BaseException) -> tuple[str, str]:
+    """An error as the front ends print it: its first line (without a ``killdrill:`` prefix),
+    then any context after it (e.g. the tail of a failed clean run's stderr). The CLI and the
+    pytest plugin both say errors through this."""
+    first, _, rest = str(exc).strip().partition("\n")
+    return first.removeprefix("killdrill: ").strip(), rest

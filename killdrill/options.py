@@ -3,7 +3,7 @@
 A row describes one ``DrillOptions`` field: its value kind (the one parser of that kind of
 value, with its bound), default, help, CLI flag, pytest ini key, whether it changes what a
 clean run does (the plugin's discovery cache key) and whether it belongs in a case's
-reproduction line.  The CLI flags (``killdrill.cli``), the plugin's ini keys and marker
+reproduction line.  The CLI flags (``killdrill.cli.main``), the plugin's ini keys and marker
 keywords, ``Drill.reproduce_line`` and the discovery cache key are all read from ``OPTIONS``,
 so an option added here appears everywhere at once and cannot drift.
 
@@ -68,12 +68,12 @@ class DrillOptions:
     resumers: int = 1  # concurrent resumers after the first kill
     barrier: str | None = None  # with resumers: only this point is a barrier (default: all)
     workers: int = 1  # cases run in parallel by run_all
-    launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.launcher)
+    launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.process.launcher)
     preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
-    resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (killdrill.fleet)
+    resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
 
     def __post_init__(self) -> None:
         """The Python API meets the same bounds as the flags and ini keys (``max_attempts=-1`` is

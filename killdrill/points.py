@@ -1,9 +1,9 @@
-"""Kill points and schedules: the grammar of DESIGN.md, parsed into values.
+"""Kill points and schedules: the grammar of killdrill/ARCHITECTURE.md, parsed into values.
 
 A *point* is a named boundary an agent reaches (``before:charge_customer``,
 ``during:payments.charge``).  A *kill* says what to do to one attempt (kill at the
 N-th occurrence of a point, a few milliseconds after it, at an offset from spawn, or
-hold the agent there for a while, or pause it: the zombie worker of killdrill.fleet).  A
+hold the agent there for a while, or pause it: the zombie worker of killdrill.faults.fleet).  A
 *schedule* is one kill per attempt.
 
 Parsing errors are :class:`ScheduleError` carrying the exact offending text, so the
@@ -39,13 +39,13 @@ _LABEL = rf"(?:{'|'.join(KINDS)}):{_NAME}(?:#\d+)?"
 _PAUSE_RE = re.compile(rf"^pause:(?P<point>{_LABEL})(?:@(?P<until>{_LABEL}))?$")
 """``pause:POINT[#N][@OTHER[#M]]``: SIGSTOP the attempt's tree at POINT and start the resumer;
 continue the paused attempt when the resumer exits, or (``@OTHER``) when it reaches OTHER."""
-FAULTS = ("drop", "reset")
+NET_FAULTS = ("drop", "reset")
 """Connection faults toward the HTTP fakes (not kills: the attempt lives on and its client retries).
 ``drop:PROVIDER.OP`` lets the provider commit the N-th request of that op, holds the response
 (``~Xs``, default none) and closes the connection unanswered; ``reset:PROVIDER.OP`` resets the
 connection before the request is processed (nothing committed)."""
 _FAULT_RE = re.compile(
-    rf"^(?P<fault>{'|'.join(FAULTS)}):(?P<name>{_NAME})(?:#(?P<occ>\d+))?(?:~{_DUR.format(g='dur')})?$"
+    rf"^(?P<fault>{'|'.join(NET_FAULTS)}):(?P<name>{_NAME})(?:#(?P<occ>\d+))?(?:~{_DUR.format(g='dur')})?$"
 )
 _OFFSET_RE = re.compile(rf"^offset:{_DUR.format(g='off')}$")
 _START_RE = re.compile(rf"^start\+{_PCT}$")
@@ -112,11 +112,6 @@ class Kill:
     fault: str | None = None  # "drop" / "reset": a connection fault at ``during:PROVIDER.OP``
 
     @property
-    def is_resolved(self) -> bool:
-        """False for a percentage kill whose milliseconds are not known yet."""
-        return self.pct is None or (self.delay_ms if self.point else self.offset_ms) is not None
-
-    @property
     def is_kill(self) -> bool:
         """False for a pure hold (``POINT~Xs``), a pause or a connection fault: the attempt is not
         meant to die."""
@@ -164,7 +159,7 @@ class Kill:
 def parse_kill(text: str) -> Kill:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
     ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``
-    (the zombie, killdrill.fleet); or a connection fault toward the HTTP fakes:
+    (the zombie, killdrill.faults.fleet); or a connection fault toward the HTTP fakes:
     ``drop:payments.charge#2~1s``, ``reset:payments.charge``."""
     raw = text
     text = text.strip()
@@ -196,11 +191,11 @@ def parse_kill(text: str) -> Kill:
             why = "expected start+F% with 0 <= F < 100 (at most 4 decimals), e.g. start+12.5%"
         elif ":" not in text:
             why = f"expected KIND:NAME with KIND one of {', '.join(KINDS)} (or offset:Xms, pause:POINT)"
-        elif kind in FAULTS:
+        elif kind in NET_FAULTS:
             why = f"expected {kind}:PROVIDER.OP[#N]" + ("[~Xs]" if kind == "drop" else "")
-        elif kind not in (*KINDS, *FAULTS, "offset"):
-            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS + FAULTS)}, offset or pause"
-            close = difflib.get_close_matches(kind, (*KINDS, *FAULTS, "offset", "pause"), n=1)
+        elif kind not in (*KINDS, *NET_FAULTS, "offset"):
+            why = f"unknown kind {kind!r}; expected one of {', '.join(KINDS + NET_FAULTS)}, offset or pause"
+            close = difflib.get_close_matches(kind, (*KINDS, *NET_FAULTS, "offset", "pause"), n=1)
             if close:
                 why += f" (did you mean {close[0]}:{text.split(':', 1)[1]}?)"
         elif kind == "offset":

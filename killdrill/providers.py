@@ -22,6 +22,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from killdrill.errors import UsageError
+
 __all__ = [
     "BUILTIN_MODULES",
     "ENTRY_POINT_GROUP",
@@ -57,7 +59,7 @@ class Operation:
 
     def __post_init__(self) -> None:
         if (self.undoes is None) != (self.target is None):
-            raise ValueError(f"operation {self.name!r}: give both undoes= and target=, or neither")
+            raise UsageError(f"operation {self.name!r}: give both undoes= and target=, or neither")
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def register(provider: ProviderSpec) -> ProviderSpec:
     with _lock:
         known = _REGISTRY.get(provider.name)
         if known is not None and known != provider:
-            raise ValueError(f"provider {provider.name!r} is already declared differently: {known}")
+            raise UsageError(f"provider {provider.name!r} is already declared differently: {known}")
         _REGISTRY[provider.name] = provider
     return provider
 

@@ -7,37 +7,61 @@ processes without pickling live objects.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Stable violation kinds (DESIGN.md): used in JSON, junit properties and tests.
-DUPLICATE_EFFECT = "duplicate_effect"
-KEY_CHANGED = "key_changed"
-KEY_REUSED = "key_reused"
-MISSING_EFFECT = "missing_effect"
-UNEXPECTED_EFFECT = "unexpected_effect"
-STATE_DIVERGED = "state_diverged"
-STUCK_IN_FLIGHT = "stuck_in_flight"
-POINT_NOT_REACHED = "point_not_reached"
-RESUME_FAILED = "resume_failed"
-HANG = "hang"
-HARNESS_ERROR = "harness_error"
-COMPENSATION_ORDER = "compensation_order"  # opt-in check (--check compensation_order)
-VIOLATION_KINDS = (
-    DUPLICATE_EFFECT,
-    KEY_CHANGED,
-    KEY_REUSED,
-    MISSING_EFFECT,
-    UNEXPECTED_EFFECT,
-    STATE_DIVERGED,
-    STUCK_IN_FLIGHT,
-    POINT_NOT_REACHED,
-    RESUME_FAILED,
-    HANG,
-    HARNESS_ERROR,
-    COMPENSATION_ORDER,
-)
+
+class StableName(str, enum.Enum):
+    """A name other code relies on (JSON, junit properties, tests): compares, hashes, formats and
+    serializes as its string, so ``kind == "hang"`` and ``json.dumps`` keep working."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class ViolationKind(StableName):
+    """Why a case is not exactly-once (docs: ARCHITECTURE.md, "Stable names")."""
+
+    DUPLICATE_EFFECT = "duplicate_effect"
+    KEY_CHANGED = "key_changed"
+    KEY_REUSED = "key_reused"
+    MISSING_EFFECT = "missing_effect"
+    UNEXPECTED_EFFECT = "unexpected_effect"
+    STATE_DIVERGED = "state_diverged"
+    STUCK_IN_FLIGHT = "stuck_in_flight"
+    POINT_NOT_REACHED = "point_not_reached"
+    RESUME_FAILED = "resume_failed"
+    HANG = "hang"
+    HARNESS_ERROR = "harness_error"
+    COMPENSATION_ORDER = "compensation_order"  # opt-in check (--check compensation_order)
+
+
+DUPLICATE_EFFECT = ViolationKind.DUPLICATE_EFFECT
+KEY_CHANGED = ViolationKind.KEY_CHANGED
+KEY_REUSED = ViolationKind.KEY_REUSED
+MISSING_EFFECT = ViolationKind.MISSING_EFFECT
+UNEXPECTED_EFFECT = ViolationKind.UNEXPECTED_EFFECT
+STATE_DIVERGED = ViolationKind.STATE_DIVERGED
+STUCK_IN_FLIGHT = ViolationKind.STUCK_IN_FLIGHT
+POINT_NOT_REACHED = ViolationKind.POINT_NOT_REACHED
+RESUME_FAILED = ViolationKind.RESUME_FAILED
+HANG = ViolationKind.HANG
+HARNESS_ERROR = ViolationKind.HARNESS_ERROR
+COMPENSATION_ORDER = ViolationKind.COMPENSATION_ORDER
+VIOLATION_KINDS = tuple(ViolationKind)
+
+
+class Verdict(StableName):
+    """A case's verdict, as text, JSON and JUnit say it."""
+
+    EXACTLY_ONCE = "exactly-once"
+    VIOLATED = "violated"
+
 
 # Outcomes of a fake provider call, as recorded in the ledger.
 CREATED = "created"  # the effect happened now
@@ -145,13 +169,20 @@ class TraceEvent:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
-# How an attempt ended.
-KILLED = "killed"  # killed by the schedule, as planned
-EXITED = "exited"  # exited on its own (see returncode)
-DRAINED = "drained"  # exited with the drained status after a --signal TERM
-TIMED_OUT = "hang"  # killed by the per-attempt timeout
-NOT_REACHED = "point_not_reached"  # exited before the scheduled kill could land
-HARNESS_FAILED = "harness_error"  # spawn failed, control channel abuse, ...
+class AttemptOutcome(StableName):
+    """How an attempt ended. Where an outcome is also a violation, it has the violation's name."""
+
+    KILLED = "killed"  # killed by the schedule, as planned
+    EXITED = "exited"  # exited on its own (see returncode)
+    DRAINED = "drained"  # exited with the drained status after a --signal TERM
+    HANG = "hang"  # killed by the per-attempt timeout
+    POINT_NOT_REACHED = "point_not_reached"  # exited before the scheduled kill could land
+    HARNESS_ERROR = "harness_error"  # spawn failed, control channel abuse, ...
+
+
+KILLED = AttemptOutcome.KILLED
+EXITED = AttemptOutcome.EXITED
+DRAINED = AttemptOutcome.DRAINED
 
 
 @dataclass(frozen=True)
@@ -253,7 +284,7 @@ class CaseResult:
         return tuple(dict.fromkeys(v.kind for v in self.violations))
 
     def text(self) -> str:
-        """The verdict for a person (``killdrill.report.render_case``)."""
+        """The verdict for a person (``killdrill.report.drill.render_case``)."""
         return presenter().case(self)
 
     def assert_exactly_once(self) -> CaseResult:
@@ -266,7 +297,7 @@ class CaseResult:
         return {
             "command": list(self.command),
             "schedule": self.schedule,
-            "verdict": "exactly-once" if self.ok else "violated",
+            "verdict": Verdict.EXACTLY_ONCE if self.ok else Verdict.VIOLATED,
             "thread": self.thread,
             "workdir": self.workdir,
             "attempts": [a.to_dict() for a in self.attempts],
@@ -443,7 +474,7 @@ class DrillResult:
         return all(c.ok for c in self.cases)
 
     def text(self) -> str:
-        """The drill's table and summary for a person (``killdrill.report.render_drill``)."""
+        """The drill's table and summary for a person (``killdrill.report.drill.render_drill``)."""
         return presenter().drill(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -458,7 +489,7 @@ class DrillResult:
 class Presenter:
     """How results become text and summaries.
 
-    Records are plain data at the bottom of the package; the rendering (:mod:`killdrill.report`)
+    Records are plain data at the bottom of the package; the rendering (:mod:`killdrill.report.drill`)
     sits above the verdict it quotes.  ``report`` installs itself here when imported (and
     :mod:`killdrill.drill`, which makes every result, imports it), so ``CaseResult.text()`` stays
     the one-call convenience it has always been without records importing upward.
@@ -473,12 +504,17 @@ _presenter: Presenter | None = None
 
 
 def install_presenter(p: Presenter) -> None:
-    """Called once by :mod:`killdrill.report` at import."""
+    """Called once by :mod:`killdrill.report.drill` at import."""
     global _presenter
     _presenter = p
 
 
 def presenter() -> Presenter:
-    if _presenter is None:  # cannot happen through ``killdrill``: its __init__ imports the report
-        raise RuntimeError("killdrill.report is not imported: nothing renders results")
+    if _presenter is None:  # records alone imported (``from killdrill.records import CaseResult``)
+        import importlib
+
+        importlib.import_module("killdrill.report.drill")  # installs the presenter; by name: records
+        # sits below the report in the layers, and this is the one place that renders a result
+    assert _presenter is not None
+
     return _presenter

@@ -13,6 +13,9 @@ it off).  Importing this module stays cheap: only pytest and the standard librar
 supervisor, the ledger (SQLAlchemy) and the verdict load when a fixture or ``discover=`` is
 used.  Discovery runs once per command and options per session, and is kept in pytest's cache
 keyed by the command and the stat of the agent's files, so collection stays fast.
+
+Layer (as ``killdrill.pytest_plugin``): a front end, like ``cli``; may import every package but
+``cli``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import pytest
 from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, _convert_option, _marker_spec, _Usage
 from killdrill.pytest_plugin._parametrize import _Regression
 from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command
+from killdrill.records import Verdict
 
 if TYPE_CHECKING:
     from killdrill.drill import Drill
@@ -126,7 +127,7 @@ class KilldrillFixture:
         self.results.append(result)
         props = self._request.node.user_properties
         props.append(("killdrill_schedule", result.schedule))
-        props.append(("killdrill_verdict", "exactly-once" if result.ok else "violated"))
+        props.append(("killdrill_verdict", Verdict.EXACTLY_ONCE if result.ok else Verdict.VIOLATED))
         props.append(("killdrill_kinds", ",".join(result.kinds)))
         props.append(("killdrill_reproduce", result.reproduce))
         return result
@@ -161,7 +162,7 @@ class KilldrillFixture:
     def _write_json(self) -> None:
         if self._state.json_dir is None or not self.results:
             return
-        from killdrill.report import summarize_cases, write_json
+        from killdrill.report.drill import summarize_cases, write_json
 
         nodeid = self._request.node.nodeid
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[:120]

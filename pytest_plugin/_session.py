@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from killdrill.errors import one_line
 from killdrill.pytest_plugin._cache import DiscoveryCache, discovery_key
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
 
@@ -115,7 +116,7 @@ class _State:
         try:
             return self.cache.get_or_make(key, make)
         except _harness_errors() as exc:
-            self.errors[key.digest] = " ".join(str(exc).removeprefix("killdrill: ").split("\n", 1)[:1])
+            self.errors[key.digest] = one_line(exc)[0]
             raise HarnessError(self.errors[key.digest]) from None
 
 
@@ -126,9 +127,9 @@ def _harness_errors() -> tuple[type[Exception], ...]:
     """What fails a test in one line (never a traceback through killdrill): every KilldrillError,
     and the harness errors not yet under that root (the layered redesign moves them there)."""
     from killdrill.errors import HarnessError, KilldrillError
-    from killdrill.launcher import LaunchError
     from killdrill.ledger import LedgerError
     from killdrill.points import ScheduleError
+    from killdrill.process.launcher import LaunchError
 
     return (KilldrillError, HarnessError, LedgerError, LaunchError, ScheduleError)
 

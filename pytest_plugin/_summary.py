@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from killdrill.records import Verdict
+
 
 def headline(result: Any) -> str:
     """``duplicate_effect, key_changed at during:payments.charge: payments.charge ... landed 2 times``."""
-    kinds = ", ".join(result.kinds) or "violated"
+    kinds = ", ".join(result.kinds) or Verdict.VIOLATED
     first = result.violations[0].message.splitlines()[0] if result.violations else ""
     return f"{kinds} at {result.schedule or 'none'}" + (f": {first}" if first else "")
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = Path(__file__).parent / "agents" / "basic"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
 

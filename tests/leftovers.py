@@ -58,7 +58,8 @@ def templates(harness: int) -> list[int]:
                 cmdline = f.read()
         except OSError:
             continue
-        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == harness and b"killdrill.template" in cmdline:
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        if ppid == harness and b"killdrill.process.template" in cmdline:
             found.append(int(pid))
     return found
 

@@ -58,8 +58,8 @@ Reply = tuple[int, Any, Mapping[str, str]]
 """What a profile renders: HTTP status, JSON body, extra headers."""
 
 
-class _Handler(Protocol):
-    """What a route needs of the HTTP fakes' request handler (``killdrill.fakes.http._Handler``)."""
+class _RouteHandler(Protocol):
+    """What a route needs of the HTTP fakes' request handler (``killdrill.fakes.http._FakesHandler``)."""
 
     server: Any
     headers: Any
@@ -131,7 +131,7 @@ def stripe_render(
 class Exchange:
     """One request to a wire fake, and how to answer it."""
 
-    def __init__(self, handler: _Handler, request: Request) -> None:
+    def __init__(self, handler: _RouteHandler, request: Request) -> None:
         self.handler = handler
         self.method = request.method
         self.path = request.path

@@ -2,7 +2,7 @@
 
 Base URL ``$KILLDRILL_FAKES_URL/checkout``: ``POST /payments`` (JSON, recorded as
 ``checkout.payment``) and ``GET /payments/{id}``.  The rules (checkout.com/docs/payments/
-manage-payments/idempotency), one test each in ``tests/unit/test_wire_providers.py``:
+manage-payments/idempotency), one test each in ``tests/unit/fakes/wire/test_providers.py``:
 
 - the key is the ``Cko-Idempotency-Key`` header; keys expire after 24 h (harness clock);
 - only a successful (2xx) result is saved: a repeated key returns the same status and body;

@@ -3,7 +3,7 @@
 Base URL ``$KILLDRILL_FAKES_URL`` itself (``gocardless_pro.Client(base_url=...)``; the SDK
 joins absolute paths, so a prefix would be dropped):
 ``POST /payments`` (``{"payments": {...}}``, recorded as ``gocardless.payment``) and ``GET
-/payments/{id}``.  The rules, one test each in ``tests/unit/test_wire_providers.py``:
+/payments/{id}``.  The rules, one test each in ``tests/unit/fakes/wire/test_providers.py``:
 
 - ``Idempotency-Key`` on a create: a key that already created a resource is never replayed: 409
   ``invalid_state`` with reason ``idempotent_creation_conflict`` and

@@ -2,7 +2,7 @@
 
 Base URL ``$KILLDRILL_FAKES_URL/razorpay``: ``POST /v1/payouts`` (JSON, recorded as
 ``razorpay.payout``) and ``GET /v1/payouts/{id}``.  The rules (razorpay.com/docs/api/x/
-payout-idempotency), one test each in ``tests/unit/test_wire_providers.py``:
+payout-idempotency), one test each in ``tests/unit/fakes/wire/test_providers.py``:
 
 - ``X-Payout-Idempotency`` is mandatory (since 15 March 2025): missing, 400 ``BAD_REQUEST_ERROR``;
 - the key is 4-36 characters of letters, digits, hyphens, underscores and spaces, else 400;

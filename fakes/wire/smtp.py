@@ -75,7 +75,7 @@ def _any_login(server: SMTP, session: Session, envelope: Envelope, mechanism: st
     return AuthResult(success=True)
 
 
-class _Handler:
+class _SmtpHandler:
     """aiosmtpd's handler: records, announces, and answers 250 or hangs up."""
 
     def __init__(self, fake: SmtpFake) -> None:
@@ -119,7 +119,7 @@ class SmtpFake:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self.port))
         loop = asyncio.new_event_loop()
-        handler = _Handler(self)
+        handler = _SmtpHandler(self)
         self._server = loop.run_until_complete(
             loop.create_server(
                 lambda: SMTP(

@@ -2,7 +2,7 @@
 
 Served: ``POST /v1/payment_intents`` (recorded as ``payments.charge``), ``GET
 /v1/payment_intents/{id}`` and ``POST /v1/refunds`` (``payments.refund``), form-encoded as the SDK
-sends them.  The rules, one test each in ``tests/unit/test_wire_stripe.py``:
+sends them.  The rules, one test each in ``tests/unit/fakes/wire/test_stripe.py``:
 
 - ``Idempotency-Key`` up to 255 characters (longer: 400, nothing happens);
 - a key is remembered 24 h on the harness clock (:func:`killdrill.fakes.advance_clock`);

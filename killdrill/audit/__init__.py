@@ -10,6 +10,8 @@
 The connection is read-only (SQLite opened ``mode=ro``, PostgreSQL ``READ ONLY``
 transactions), so it is safe to point at a production effect log.
 Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable log (one line on stderr).
+
+Layer: beside verdict and process; may import ``effects`` and ``errors``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A drill: discover a command's kill points, then run cases that kill and resume it.
 
-Data flow of one case (DESIGN.md): a fresh workdir; attempt 1 armed with the schedule's
+Data flow of one case (killdrill/ARCHITECTURE.md): a fresh workdir; attempt 1 armed with the schedule's
 first kill; attempts 2..k resumed with the same thread id and workdir (the next kill,
 or none); an optional between-attempts command; then the verdict of the case's ledger
 against the baseline ledger of a clean run, and a report with a one-line reproduction.
@@ -12,6 +12,9 @@ very first boundary after progress had been made is flagged ``resumed_from_start
 :class:`Drill` is built in layers, one module each: ``base`` (workdirs, launcher, launching
 attempts), ``discovery``, ``case_verdict``, ``case``; ``options``, ``env`` and ``workdirs``
 hold what they share.
+
+Layer: above report and faults; may import every package below it (report, faults, verdict,
+process, fakes, ledger, integrations, and the shared value modules), never chaos or a front end.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import killdrill.report  # noqa: F401  (installs how results render: CaseResult.text())
+import killdrill.report.drill  # noqa: F401  (installs how results render: CaseResult.text())
 from killdrill.drill.case import CaseRunning
-from killdrill.drill.options import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
+from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
 from killdrill.errors import HarnessError
 from killdrill.points import Schedule, parse_schedule
+from killdrill.process.supervisor import clear_interrupt, interrupt_all
 from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation
-from killdrill.supervisor import clear_interrupt, interrupt_all
 
 __all__ = [
     "STATE_DIR",

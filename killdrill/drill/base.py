@@ -16,23 +16,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from killdrill import fleet
-from killdrill.concurrency import Barrier
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
-from killdrill.drill.options import STATE_DIR, DrillOptions
+from killdrill.drill.errors import STATE_DIR, DrillOptions
+from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.workdirs import Workdirs
-from killdrill.errors import HarnessError
+from killdrill.errors import HarnessError, UsageError
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import ScriptError, load_script
+from killdrill.faults import fleet
+from killdrill.faults.resumers import Barrier
 from killdrill.integrations import preload_modules
-from killdrill.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.options import reproduce_args  # the one table of drill options
 from killdrill.points import Kill
+from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
+from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import Attempt, Discovery
-from killdrill.setup_checks import detection_env
-from killdrill.supervisor import LaunchSpec, Running, Supervisor
-from killdrill.verdict import CHECKS
+from killdrill.verdict import OPT_IN_CHECKS
 
 if TYPE_CHECKING:
     from killdrill.fakes.wire.smtp import SmtpFake
@@ -52,9 +52,9 @@ class DrillBase:
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
-        unknown = [c for c in self.options.checks if c not in CHECKS]
+        unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
         if unknown:
-            raise HarnessError(f"unknown check {unknown[0]!r}: expected one of {', '.join(CHECKS)}")
+            raise UsageError(f"unknown check {unknown[0]!r}: expected one of {', '.join(OPT_IN_CHECKS)}")
         if self.options.launcher not in ("spawn", "fork"):
             raise HarnessError(f"unknown launcher {self.options.launcher!r}: expected spawn or fork")
         self._model = self._load_model()
@@ -107,7 +107,7 @@ class DrillBase:
         """Where workdirs go (see :class:`Workdirs`)."""
         return self.workdirs.root
 
-    def reproduce_line(self, schedule: str, *, thread: str | None = None) -> str:
+    def reproduce_line(self, schedule: str) -> str:
         """``killdrill run`` of this case: the options that differ from the defaults, from the table."""
         args = ["killdrill", "run", "--schedule", schedule, *reproduce_args(self.options)]
         return shlex.join([*args, "--", *self.command])

@@ -13,30 +13,31 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from killdrill import fleet
-from killdrill.baselines import ledger_break
-from killdrill.concurrency import Barrier
 from killdrill.drill.case_verdict import Judging, first_label, workload_shaped
 from killdrill.drill.env import fill, last_line, resolve_command
-from killdrill.drill.options import STATE_DIR
-from killdrill.intervals import resolve_schedule
-from killdrill.model_work import model_work
+from killdrill.drill.errors import STATE_DIR
+from killdrill.drill.intervals import resolve_schedule
+from killdrill.faults import fleet
+from killdrill.faults.resumers import Barrier
+from killdrill.ledger import LedgerError
 from killdrill.points import Kill, Schedule, parse_schedule
 from killdrill.records import (
     EXITED,
     HANG,
     HARNESS_ERROR,
-    NOT_REACHED,
     PER_THREAD_BASELINE,
     POINT_NOT_REACHED,
     RESUME_FAILED,
     SHARED_BASELINE,
     Attempt,
+    AttemptOutcome,
     CaseResult,
     LedgerSnapshot,
     Violation,
 )
 from killdrill.verdict import summarize
+from killdrill.verdict.baselines import ledger_break
+from killdrill.verdict.model_work import model_work
 
 
 class CaseRunning(Judging):
@@ -139,7 +140,7 @@ class CaseRunning(Judging):
         model: dict[str, Any] = {}
         try:
             ledger = self.workdirs.snapshot(workdir, thread)
-        except Exception as exc:  # a broken ledger is the harness's problem, said in one line
+        except (LedgerError, OSError, ValueError) as exc:  # unreadable or corrupt (JSON) ledger: one line
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
             judged = self._judge(baseline, ledger, attempts, violations, completed)
@@ -156,7 +157,7 @@ class CaseRunning(Judging):
                         for v in violations
                         if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
                     ]
-                    if len(attempts) == 1 and attempts[0].outcome == NOT_REACHED:
+                    if len(attempts) == 1 and attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED:
                         notes.append(
                             f"not applicable: this thread's clean run never reaches {sched.kills[0]}"
                         )
@@ -193,7 +194,7 @@ class CaseRunning(Judging):
         """After each attempt: the ledger still holds every call recorded before, and the marker."""
         try:
             now, marked = self.workdirs.snapshot_and_mark(workdir, thread, mark)
-        except Exception as exc:
+        except (LedgerError, OSError, ValueError) as exc:  # a bug in killdrill is not a verdict: it raises
             return seen, Violation(HARNESS_ERROR, f"cannot read the ledger after attempt {number}: {exc}")
         why = ledger_break(seen, now, marked)
         if why:

@@ -7,7 +7,6 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from killdrill.baselines import repeated_calls, workload_difference
 from killdrill.drill.discovery import Discovering
 from killdrill.drill.env import how_ended, last_line, slug
 from killdrill.errors import HarnessError
@@ -16,19 +15,18 @@ from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     HANG,
     HARNESS_ERROR,
-    HARNESS_FAILED,
     KILLED,
     MISSING_EFFECT,
-    NOT_REACHED,
     POINT_NOT_REACHED,
-    TIMED_OUT,
     UNEXPECTED_EFFECT,
     Attempt,
+    AttemptOutcome,
     CatalogueEntry,
     LedgerSnapshot,
     Violation,
 )
 from killdrill.verdict import judge
+from killdrill.verdict.baselines import repeated_calls, workload_difference
 
 
 class Judging(Discovering):
@@ -70,7 +68,7 @@ class Judging(Discovering):
         return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run"
 
     def _attempt_violation(self, a: Attempt, schedule: str) -> Violation | None:
-        if a.outcome == NOT_REACHED:
+        if a.outcome == AttemptOutcome.POINT_NOT_REACHED:
             why = "; ".join(a.notes) or f"the attempt {how_ended(a)} before reaching it"
             return Violation(
                 POINT_NOT_REACHED,
@@ -78,7 +76,7 @@ class Judging(Discovering):
                 + (f"; stderr ends with: {last_line(a.stderr_tail)}" if a.returncode else ""),
                 detail={"attempt": a.number, "kill": a.kill, "returncode": a.returncode},
             )
-        if a.outcome == TIMED_OUT:
+        if a.outcome == AttemptOutcome.HANG:
             where = a.trace[-1].label if a.trace else "before its first boundary"
             return Violation(
                 HANG,
@@ -86,7 +84,7 @@ class Judging(Discovering):
                 f"(last boundary: {where}); its process tree was killed",
                 detail={"attempt": a.number, "last_boundary": where},
             )
-        if a.outcome == HARNESS_FAILED:
+        if a.outcome == AttemptOutcome.HARNESS_ERROR:
             return Violation(
                 HARNESS_ERROR,
                 f"attempt {a.number}: {'; '.join(a.notes) or 'harness failure'}",

@@ -7,23 +7,29 @@ import shlex
 import shutil
 import uuid
 
-from killdrill.baselines import workload_difference
 from killdrill.drill.base import DrillBase
-from killdrill.drill.options import STATE_DIR, DiscoveryError, UnknownPointError
+from killdrill.drill.errors import STATE_DIR, DiscoveryError, UnknownPointError
+from killdrill.drill.setup_checks import (
+    diverged_hint,
+    imported_modules,
+    integration_hint,
+    placeholder_hint,
+    warn,
+)
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
     PER_THREAD_BASELINE,
     SHARED_BASELINE,
-    TIMED_OUT,
     Attempt,
+    AttemptOutcome,
     CatalogueEntry,
     CleanRun,
     Discovery,
     LedgerSnapshot,
 )
-from killdrill.setup_checks import diverged_hint, imported_modules, integration_hint, placeholder_hint, warn
 from killdrill.verdict import volatile_fields
+from killdrill.verdict.baselines import workload_difference
 
 
 class Discovering(DrillBase):
@@ -39,7 +45,7 @@ class Discovering(DrillBase):
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
-                    if attempt.outcome == TIMED_OUT
+                    if attempt.outcome == AttemptOutcome.HANG
                     else f"exited {attempt.returncode}"
                 )
                 err = attempt.stderr_tail.strip() or "(no stderr)"

@@ -11,11 +11,11 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from killdrill.baselines import LEDGER_MARKER
 from killdrill.drill.env import normalize, slug
-from killdrill.drill.options import STATE_DIR
+from killdrill.drill.errors import STATE_DIR
 from killdrill.ledger import Ledger
 from killdrill.records import LedgerSnapshot
+from killdrill.verdict.baselines import LEDGER_MARKER
 
 
 class Workdirs:

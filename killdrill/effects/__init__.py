@@ -20,6 +20,9 @@ result.  The pieces:
 :class:`RacyResultStore` is a *planted defect* (read, then insert, with a window): it
 exists so the concurrency drill and the detection corpus have something real to catch.
 Never use it.
+
+Layer: beside ledger and integrations; may import ``agent`` and the shared value modules
+(``canonical``, ``errors``).
 """
 
 from killdrill.effects.durable import durable_effect, gate

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 from typing import Any
+
+from killdrill.canonical import canonical_json as _canonical_json
 
 
 def canonical_json(value: Any) -> str:
@@ -14,24 +14,7 @@ def canonical_json(value: Any) -> str:
     Non-JSON values (datetimes, sets, objects) are refused rather than ``str()``-ed, since
     their text can change between attempts and silently change the key.
     """
-
-    def refuse(obj: object) -> Any:
-        raise TypeError(f"{type(obj).__name__} is not canonical JSON; convert it explicitly: {obj!r}")
-
-    def check(obj: Any) -> None:
-        if isinstance(obj, float) and not math.isfinite(obj):
-            raise ValueError(f"non-finite float {obj!r} has no canonical JSON form")
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if not isinstance(k, str):
-                    raise TypeError(f"payload keys must be strings, got {k!r}")
-                check(v)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                check(v)
-
-    check(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=refuse)
+    return _canonical_json(value, strict=True)
 
 
 def payload_hash(payload: Any) -> str:

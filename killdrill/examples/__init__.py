@@ -2,6 +2,9 @@
 
 ``SETTLEMENT`` is the drill command of the five-node settlement agent, as in the README
 (``python`` there means the interpreter running killdrill).
+
+Not layered: these are agents, users' code; they import the public API (``killdrill``,
+``killdrill.fakes``, ``killdrill.effects``) like any agent.
 """
 
 import os

@@ -44,7 +44,7 @@ PRICE_CENTS_PER_UNIT = 7
 _USAGE = {"acct_42": [120, 80, 45, 300], "acct_7": [10, 20]}
 
 
-class Settlement(TypedDict, total=False):
+class SettlementState(TypedDict, total=False):
     account: str
     cycle: str
     email: str
@@ -59,17 +59,17 @@ def build_graph(fakes: Fakes, thread: str, *, naive: bool, store: ResultStore | 
     """The StateGraph (uncompiled); effects close over ``fakes`` and the idempotency material."""
     from langgraph.graph import END, START, StateGraph
 
-    def key(node: str, state: Settlement, **extra: Any) -> str:
+    def key(node: str, state: SettlementState, **extra: Any) -> str:
         payload = {"account": state["account"], "cycle": state["cycle"], **extra}
         return idempotency_key(thread, node, 0, payload)
 
-    def read_usage(state: Settlement) -> Settlement:
+    def read_usage(state: SettlementState) -> SettlementState:
         return {"usage_units": sum(_USAGE.get(state["account"], []))}
 
-    def decide_amount(state: Settlement) -> Settlement:
+    def decide_amount(state: SettlementState) -> SettlementState:
         return {"amount": state["usage_units"] * PRICE_CENTS_PER_UNIT}
 
-    def charge_customer(state: Settlement) -> Settlement:
+    def charge_customer(state: SettlementState) -> SettlementState:
         payload: dict[str, Any] = {
             "account": state["account"],
             "cycle": state["cycle"],
@@ -79,7 +79,7 @@ def build_graph(fakes: Fakes, thread: str, *, naive: bool, store: ResultStore | 
         charge = fakes.payments.charge(idempotency_key=k, currency="usd", **payload)
         return {"charge_id": charge["id"]}
 
-    def write_invoice(state: Settlement) -> Settlement:
+    def write_invoice(state: SettlementState) -> SettlementState:
         invoice_id = f"inv_{state['account']}_{state['cycle']}"
         # An idempotent write (converges on replay) plus a non-idempotent counter.
         fakes.kv.set(
@@ -90,7 +90,7 @@ def build_graph(fakes: Fakes, thread: str, *, naive: bool, store: ResultStore | 
         fakes.counter.increment("invoices_issued", idempotency_key=k)
         return {"invoice_id": invoice_id}
 
-    def send_receipt(state: Settlement) -> Settlement:
+    def send_receipt(state: SettlementState) -> SettlementState:
         message = {
             "to": state["email"],
             "subject": f"Receipt for {state['cycle']}",
@@ -112,7 +112,7 @@ def build_graph(fakes: Fakes, thread: str, *, naive: bool, store: ResultStore | 
         )
         return {"receipt_id": sent.get("id", k) if isinstance(sent, dict) else k}
 
-    graph = StateGraph(Settlement)
+    graph = StateGraph(SettlementState)
     for name, fn in (
         ("read_usage", read_usage),
         ("decide_amount", decide_amount),
@@ -204,7 +204,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     with open_checkpointer(args.db, args.postgres, naive=args.naive) as (saver, store):
         app = build_graph(fakes, args.thread, naive=args.naive, store=store).compile(checkpointer=saver)
         started = saver.get_tuple(config) is not None
-        inputs: Settlement | None = (
+        inputs: SettlementState | None = (
             None
             if started
             else {"account": args.account, "cycle": args.cycle, "email": "billing@example.com"}

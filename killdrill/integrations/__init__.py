@@ -14,7 +14,9 @@ the agent at startup, through the bootstrap, when ``--integration NAME`` is on) 
 point group ``killdrill.integrations`` (``NAME = "your_package.your_module"``): a new integration
 is one module, in this package or in another distribution.  :func:`register` adds one in-process.
 
-Imported by the agent too (through the bootstrap): standard library only.
+Imported by the agent too (through the bootstrap): standard library and ``killdrill.errors`` only.
+
+Layer: beside ledger and effects; may import ``agent`` and ``errors`` only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
+
+from killdrill.errors import UsageError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -52,7 +56,7 @@ class Integration:
     activate: Callable[[], None] | None = None  # filled from the module's activate() when found
 
 
-class IntegrationNotFound(ImportError):
+class IntegrationNotFound(UsageError, ImportError):
     """No module ``killdrill.integrations.NAME`` and no entry point of that name (or neither
     declares ``INTEGRATION``)."""
 

@@ -13,21 +13,23 @@ have a primary key on (thread, provider, key) as a second line of defence.
 
 Durability: SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction
 survives a SIGKILL of the process (the fault killdrill injects), though not a power cut.
+
+Layer: beside integrations and effects; may import ``records``, ``canonical`` and ``errors``.
 """
 
 from __future__ import annotations
 
+from killdrill.canonical import canonical_json  # the one canonical form (stored, compared)
+from killdrill.canonical import canonical_value as canonical
 from killdrill.ledger._ledger import Ledger
 from killdrill.ledger._schema import (
     IN_FLIGHT,
     LEDGER_FORMAT,
     KeyState,
     LedgerError,
-    canonical,
     ledger_path,
 )
 from killdrill.ledger._tx import Tx
-from killdrill.matching import canonical as canonical_json  # the one canonical form (stored, compared)
 
 __all__ = [
     "IN_FLIGHT",

@@ -23,7 +23,7 @@ Row = Mapping[str, Any]
 _PRAGMAS = ("PRAGMA busy_timeout=30000", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
 
 
-class Connection(Protocol):
+class SqlConnection(Protocol):
     """One transaction's connection: run one statement, get its rows (name -> value)."""
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]: ...
@@ -35,9 +35,9 @@ class Database(Protocol):
     dialect: str
     errors: tuple[type[BaseException], ...]  # what its driver raises when the database fails
 
-    def read(self) -> contextlib.AbstractContextManager[Connection]: ...
+    def read(self) -> contextlib.AbstractContextManager[SqlConnection]: ...
 
-    def write(self) -> contextlib.AbstractContextManager[Connection]: ...
+    def write(self) -> contextlib.AbstractContextManager[SqlConnection]: ...
 
     def dispose(self) -> None: ...
 
@@ -86,7 +86,7 @@ class SQLiteDatabase:
         return conn
 
     @contextlib.contextmanager
-    def _transaction(self, begin: str) -> Iterator[Connection]:
+    def _transaction(self, begin: str) -> Iterator[SqlConnection]:
         conn = self._checkout()
         try:
             conn.execute(begin)
@@ -105,10 +105,10 @@ class SQLiteDatabase:
                 with self._lock:
                     self._idle.append(conn)
 
-    def read(self) -> contextlib.AbstractContextManager[Connection]:
+    def read(self) -> contextlib.AbstractContextManager[SqlConnection]:
         return self._transaction("BEGIN")
 
-    def write(self) -> contextlib.AbstractContextManager[Connection]:
+    def write(self) -> contextlib.AbstractContextManager[SqlConnection]:
         return self._transaction("BEGIN IMMEDIATE")
 
     def dispose(self) -> None:
@@ -154,12 +154,12 @@ class SQLAlchemyDatabase:
         self._texts: dict[str, Any] = {}
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[Connection]:
+    def read(self) -> Iterator[SqlConnection]:
         with self.engine.connect() as conn, conn.begin():
             yield _SQLAlchemyConnection(conn, self._texts)
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self) -> Iterator[SqlConnection]:
         with self.engine.begin() as conn:
             yield _SQLAlchemyConnection(conn, self._texts)
 

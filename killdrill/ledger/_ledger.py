@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from killdrill.ledger._db import Connection, Database, open_database, unusable
+from killdrill.ledger._db import Database, SqlConnection, open_database, unusable
 from killdrill.ledger._schema import (
     IN_FLIGHT,
     LEDGER_FORMAT,
@@ -171,7 +171,7 @@ class Ledger:
         except db.errors as e:
             raise self._fail(getattr(e, "orig", None) or e) from None
 
-    def _schema_ok(self, conn: Connection, dialect: str) -> bool:
+    def _schema_ok(self, conn: SqlConnection, dialect: str) -> bool:
         if dialect == "sqlite":  # one cheap query instead of an inspector (every agent start)
             found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'killdrill_meta'"
@@ -202,7 +202,7 @@ class Ledger:
             raise self._fail(getattr(e, "orig", None) or e) from None
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def _read(self) -> Iterator[SqlConnection]:
         try:
             with self.db.read() as conn:
                 yield conn
@@ -210,11 +210,11 @@ class Ledger:
             raise self._fail(getattr(e, "orig", None) or e) from None
 
     # -- statements the write transaction shares with the reads ---------------------------------
-    def _upsert(self, conn: Connection, table: str, pk: dict[str, Any], values: dict[str, Any]) -> None:
+    def _upsert(self, conn: SqlConnection, table: str, pk: dict[str, Any], values: dict[str, Any]) -> None:
         """INSERT ... ON CONFLICT (pk) DO UPDATE: the same text on SQLite and PostgreSQL."""
         conn.execute(insert_sql(table, (*pk, *values), tuple(pk)), {**pk, **values})
 
-    def _upsert_counter(self, conn: Connection, name: str, by: int) -> int:
+    def _upsert_counter(self, conn: SqlConnection, name: str, by: int) -> int:
         rows = conn.execute(
             "INSERT INTO killdrill_counters (thread, name, value) VALUES (:thread, :name, :by)"
             " ON CONFLICT (thread, name) DO UPDATE SET value = killdrill_counters.value + :by"
@@ -223,7 +223,7 @@ class Ledger:
         )
         return int(rows[0]["value"])
 
-    def _get_effect(self, conn: Connection, provider: str, effect_id: str) -> dict[str, Any] | None:
+    def _get_effect(self, conn: SqlConnection, provider: str, effect_id: str) -> dict[str, Any] | None:
         rows = conn.execute(
             "SELECT data FROM killdrill_effects"
             " WHERE thread = :thread AND provider = :provider AND effect_id = :effect_id",
@@ -231,7 +231,7 @@ class Ledger:
         )
         return json.loads(rows[0]["data"]) if rows else None
 
-    def _settings(self, conn: Connection, provider: str) -> dict[str, Any]:
+    def _settings(self, conn: SqlConnection, provider: str) -> dict[str, Any]:
         rows = conn.execute(
             "SELECT data FROM killdrill_settings WHERE thread = :thread AND provider = :provider",
             {"thread": self.thread, "provider": provider},
@@ -244,7 +244,7 @@ class Ledger:
         with self._read() as conn:
             return self._calls(conn, provider, op)
 
-    def _calls(self, conn: Connection, provider: str | None, op: str | None) -> list[Call]:
+    def _calls(self, conn: SqlConnection, provider: str | None, op: str | None) -> list[Call]:
         where, params = "thread = :thread", {"thread": self.thread}
         if provider is not None:
             where, params["provider"] = where + " AND provider = :provider", provider
@@ -334,7 +334,7 @@ class Ledger:
             row = self._key_row(conn, provider, key)
         return None if row is None else KeyState.from_row(provider, key, row)
 
-    def _key_row(self, conn: Connection, provider: str, key: str) -> Any:
+    def _key_row(self, conn: SqlConnection, provider: str, key: str) -> Any:
         rows = conn.execute(
             "SELECT op, payload, status, response, effect_id, attempt, since FROM killdrill_keys"
             " WHERE thread = :thread AND provider = :provider AND key = :key",

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from killdrill.errors import HarnessError
-from killdrill.matching import canonical as canonical_json  # the one canonical form (stored, compared)
 
 LEDGER_FORMAT = "killdrill-ledger/1"
 IN_FLIGHT = "in_flight"
@@ -69,11 +68,6 @@ def insert_sql(table: str, columns: tuple[str, ...], conflict: tuple[str, ...] =
 
 class LedgerError(HarnessError, RuntimeError):
     """The ledger cannot be opened or read: a one-line message that names the file."""
-
-
-def canonical(value: Any) -> Any:
-    """The JSON value a payload is stored and compared as (tuples become lists, keys sorted)."""
-    return json.loads(canonical_json(value))
 
 
 def ledger_path(workdir: str | os.PathLike[str]) -> str:

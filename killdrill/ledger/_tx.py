@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from killdrill.ledger._db import Connection
-from killdrill.ledger._schema import DONE, IN_FLIGHT, KeyState, canonical, insert_sql
-from killdrill.matching import canonical as canonical_json
+from killdrill.canonical import canonical_json
+from killdrill.canonical import canonical_value as canonical
+from killdrill.ledger._db import SqlConnection
+from killdrill.ledger._schema import DONE, IN_FLIGHT, KeyState, insert_sql
 from killdrill.records import Call
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ class Tx:
     The fakes build each call out of these primitives; nothing here commits by itself.
     """
 
-    def __init__(self, ledger: Ledger, conn: Connection) -> None:
+    def __init__(self, ledger: Ledger, conn: SqlConnection) -> None:
         self.ledger = ledger
         self.conn = conn
         self.thread = ledger.thread

@@ -4,7 +4,7 @@ Delivery cannot be exactly-once, so the verdict never counts calls: it counts *e
 A logical effect is ``(provider, op, identity)``; the identity is the canonical payload
 without the fields that legitimately vary between two clean runs (a model's wording, a
 timestamp: found by matching the two runs' calls by content, never by ledger order, see
-:mod:`killdrill.matching`), or the fields a user pins per op (``{"payments.charge": ["account_id",
+:mod:`killdrill.verdict.matching`), or the fields a user pins per op (``{"payments.charge": ["account_id",
 "billing_cycle"]}``).  An effect "landed" when a call's outcome is ``created``; replays,
 rejections and conflicts are evidence about keys, not effects.
 
@@ -17,11 +17,14 @@ Modules: ``grouping`` (identities, grouping, volatile fields, unknown calls, the
 ``registry`` (checks and :func:`judge`, which composes them), ``core`` (the core checks),
 ``compensation`` (opt-in ``compensation_order``), ``phrases`` (how messages say things).
 A new check is one registered function: see :mod:`killdrill.verdict.registry`.
+
+Layer: beside process, fakes and audit; may import ``providers``, ``records``, ``points``,
+``canonical`` and ``errors``. Its helpers live here too: ``matching`` (which calls are the same
+effect), ``baselines``, ``value_diff``, ``model_work``.
 """
 
 from __future__ import annotations
 
-from killdrill.matching import canonical  # one canonical form for the verdict and the matching
 from killdrill.verdict import compensation, core  # noqa: F401  (registers the built-in checks)
 from killdrill.verdict.compensation import compensation_order
 from killdrill.verdict.grouping import (
@@ -36,9 +39,10 @@ from killdrill.verdict.grouping import (
     unknown_calls,
     volatile_fields,
 )
+from killdrill.verdict.matching import canonical  # one canonical form for the verdict and the matching
 from killdrill.verdict.phrases import format_identity
 from killdrill.verdict.registry import (
-    CHECKS,
+    OPT_IN_CHECKS,
     Check,
     CheckContext,
     Effect,
@@ -48,7 +52,7 @@ from killdrill.verdict.registry import (
 )
 
 __all__ = [
-    "CHECKS",
+    "OPT_IN_CHECKS",
     "STATE_VOLATILE",
     "Check",
     "CheckContext",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from killdrill.matching import canonical, differing
 from killdrill.records import (
     DUPLICATE_EFFECT,
     KEY_CHANGED,
@@ -17,8 +16,8 @@ from killdrill.records import (
     Call,
     Violation,
 )
-from killdrill.value_diff import value_diff
 from killdrill.verdict.grouping import STATE_VOLATILE, effect_calls, effect_identity, is_convergent, op_name
+from killdrill.verdict.matching import canonical, differing
 from killdrill.verdict.phrases import (
     call_phrase,
     calls_detail,
@@ -32,6 +31,7 @@ from killdrill.verdict.phrases import (
     why_duplicated,
 )
 from killdrill.verdict.registry import CheckContext, Effect, check
+from killdrill.verdict.value_diff import value_diff
 
 __all__ = [
     "duplicate_effect",

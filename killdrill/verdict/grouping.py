@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from killdrill.matching import canonical, differing, match_calls
 from killdrill.points import ScheduleError, parse_kill
 from killdrill.providers import spec
 from killdrill.records import Attempt, Call, LedgerSnapshot
+from killdrill.verdict.matching import canonical, differing, match_calls
 
 __all__ = [
     "STATE_VOLATILE",
@@ -93,7 +93,7 @@ def group_effects(
 def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]]:
     """Per ``provider.op``, the payload fields whose values differ between two clean runs.
 
-    The calls of each op are *matched* by content (:func:`killdrill.matching.match_calls`),
+    The calls of each op are *matched* by content (:func:`killdrill.verdict.matching.match_calls`),
     never paired by ledger order: three parallel payouts that land in another order are still
     three payees, and ``account`` is not volatile because of it.  A field is volatile only if it
     differs within a matched pair; a call with no counterpart (unequal counts) says nothing.

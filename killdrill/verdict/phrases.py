@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from killdrill.matching import canonical, differing
 from killdrill.records import Call
+from killdrill.verdict.matching import canonical, differing
 
 __all__ = [
     "call_phrase",

@@ -31,8 +31,8 @@ from killdrill.verdict.grouping import EffectKey, effect_identity, group_effects
 from killdrill.verdict.phrases import calls_detail, format_identity
 
 __all__ = [
-    "CHECKS",
     "ENTRY_POINT_GROUP",
+    "OPT_IN_CHECKS",
     "Check",
     "CheckContext",
     "Effect",
@@ -158,7 +158,7 @@ def check(name: str, *, per_effect: bool = False, opt_in: bool = False) -> Calla
         with _lock:
             known = _REGISTRY.get(name)
             if known is not None and known.fn.__qualname__ != fn.__qualname__:
-                raise ValueError(f"check {name!r} is already registered ({known.fn.__qualname__})")
+                raise UsageError(f"check {name!r} is already registered ({known.fn.__qualname__})")
             doc = (fn.__doc__ or "").strip().split("\n")[0]
             _REGISTRY[name] = Check(name, fn, per_effect, opt_in, doc)
         return fn
@@ -206,10 +206,10 @@ class _OptIn(Mapping[str, Check]):
         return len(self._now())
 
     def __repr__(self) -> str:
-        return f"CHECKS({', '.join(self)})"
+        return f"OPT_IN_CHECKS({', '.join(self)})"
 
 
-CHECKS: Mapping[str, Check] = _OptIn()
+OPT_IN_CHECKS: Mapping[str, Check] = _OptIn()
 """Opt-in checks beyond the core ones, by name (``DrillOptions(checks=...)``, ``--check``)."""
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from killdrill.audit import main
 from killdrill.effects import ResultStore
-from tests.unit.test_audit import _clean_log
+from tests.unit.audit.test_audit import _clean_log
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
+from killdrill.drill.setup_checks import SetupWarning
 from killdrill.records import (
     HARNESS_ERROR,
     PER_THREAD_BASELINE,
@@ -23,7 +24,6 @@ from killdrill.records import (
     Discovery,
     LedgerSnapshot,
 )
-from killdrill.setup_checks import SetupWarning
 
 AGENTS = Path(__file__).resolve().parents[1] / "detection" / "agents"
 

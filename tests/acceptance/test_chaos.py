@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from killdrill.chaos import (
+from killdrill.chaos.job import (
     VIOLATED,
     ChaosOptions,
     chaos_case,
@@ -32,12 +32,12 @@ from killdrill.chaos import (
     shard_indices,
     update_corpus,
 )
+from killdrill.chaos.strategies import intervals, schedules
 from killdrill.drill import Drill, DrillOptions
+from killdrill.drill.intervals import START, resolve_schedule, strata
 from killdrill.examples import SETTLEMENT
-from killdrill.intervals import START, resolve_schedule, strata
 from killdrill.points import Kill, ScheduleError, occurrence_label, parse_kill, parse_schedule
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
-from killdrill.strategies import intervals, schedules
 
 if TYPE_CHECKING:
     from tests.conftest import SharedDiscoveries
@@ -180,7 +180,7 @@ def test_strategies_draw_valid_schedules(data: st.DataObject) -> None:
 
 
 def test_corpus_is_stable_and_deduplicated(tmp_path: Path) -> None:
-    from killdrill.chaos import Shrunk
+    from killdrill.chaos.job import Shrunk
 
     path = tmp_path / "corpus.json"
     f1 = Shrunk("during:payments.charge", ("key_changed", "duplicate_effect"), "offset:3ms", 0, "r", 1)
@@ -324,7 +324,7 @@ def test_budget_expiring_mid_run_ends_cleanly(tmp_path: Path) -> None:
 _UPDATER = """
 import sys, time
 from pathlib import Path
-from killdrill.chaos import Shrunk, update_corpus
+from killdrill.chaos.job import Shrunk, update_corpus
 path, who, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 while not go.exists():
     time.sleep(0.001)
@@ -351,7 +351,7 @@ def test_two_concurrent_jobs_lose_no_corpus_entry(tmp_path: Path) -> None:
 _REPORTER = """
 import json, sys
 from pathlib import Path
-from killdrill.chaos import write_junit, write_reports
+from killdrill.chaos.job import write_junit, write_reports
 data = json.loads(open(sys.argv[1]).read())
 write_reports(sys.argv[2], data)
 while True:  # junit.xml is the slowest to write: the widest window for a kill
@@ -360,7 +360,7 @@ while True:  # junit.xml is the slowest to write: the widest window for a kill
 
 
 def _big_report() -> dict:
-    from killdrill.chaos import RunRecord, report_dict
+    from killdrill.chaos.job import RunRecord, report_dict
     from killdrill.records import CaseResult
 
     d = _fake_discovery()
@@ -423,7 +423,7 @@ def test_same_seed_same_schedules_across_jobs_shards_and_workers(tmp_path: Path)
     """Three real jobs, each with its own discovery (its own timings): one process, and two shards
     on two workers each.  The planned schedules are byte-identical, and every run's report carries
     the command that reproduces it."""
-    steps = Path(__file__).resolve().parents[1] / "agents" / "steps.py"
+    steps = Path(__file__).resolve().parents[1] / "agents" / "basic" / "steps.py"
     agent = [sys.executable, str(steps), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
     def job(name: str, *extra: str) -> subprocess.CompletedProcess[str]:

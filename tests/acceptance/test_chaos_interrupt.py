@@ -60,7 +60,7 @@ def in_workers(marker: str) -> list[int]:
             parents = [" ".join(p.cmdline()) for p in psutil.Process(pid).parents()]
         except psutil.Error:
             continue
-        if any("killdrill.chaos_pool" in cmdline for cmdline in parents):
+        if any("killdrill.chaos.pool" in cmdline for cmdline in parents):
             out.append(pid)
     return out
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli_support import run_cli as killdrill
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 STEPS = ["--", "python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from killdrill.drill import Drill, DrillOptions
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 RUNS = 4
 SLOW_RUNS = 20
 

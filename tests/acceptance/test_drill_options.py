@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from killdrill.cli import build_parser, drill_options
+from killdrill.cli.main import build_parser, drill_options
 from killdrill.drill import Drill, DrillOptions
 from killdrill.options import OPTIONS, OptionError, by_field, convert
 from killdrill.pytest_plugin import _INI, OPTION_NAMES
 from killdrill.pytest_plugin._cache import _DISCOVERY_OPTIONS
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 PY = sys.executable
 
 

@@ -1,7 +1,7 @@
 """The durable-effects toolkit across real processes: two spawned claimers race for one key (on
 SQLite and PostgreSQL), and the example agent runs by hand.
 
-Its own module (not tests/unit/test_effects.py) because each spawned claimer imports the module
+Its own module (not tests/unit/effects/test_effects.py) because each spawned claimer imports the module
 of its target: this one imports only what the claimers need.
 """
 

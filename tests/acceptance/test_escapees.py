@@ -1,6 +1,6 @@
 """The hostile-agent suite: escapees of every kind never outlive their attempt, nor the harness.
 
-The agent (tests/agents/escapees.py) leaves four kinds of daemon behind in every attempt: a
+The agent (tests/agents/basic/escapees.py) leaves four kinds of daemon behind in every attempt: a
 new session with an empty environment, a double-forked exec'd daemon, a double-forked daemon
 that never execs, a pid-hopper.  Each writes "KIND PID" lines to a file while it lives, which
 proves it really ran and catches one that keeps sending effects after the kill.  Leftovers
@@ -23,7 +23,7 @@ import pytest
 from killdrill.drill import Drill, DrillOptions
 from tests import leftovers
 
-AGENT = Path(__file__).parents[1] / "agents" / "escapees.py"
+AGENT = Path(__file__).parents[1] / "agents" / "basic" / "escapees.py"
 KINDS = {"session", "doublefork", "noexec", "hopper"}
 PY = sys.executable
 
@@ -126,7 +126,7 @@ def test_killed_harness_leaves_nothing(
 
 def test_keeper_reports_the_agents_status(tmp_path: Path) -> None:
     """The keeper exits last but with the agent's own status: a code, or the signal it died of."""
-    from killdrill.launcher import warden
+    from killdrill.process.launcher import warden
 
     out, err = str(tmp_path / "out"), str(tmp_path / "err")
     env = dict(os.environ)
@@ -140,7 +140,7 @@ def test_a_killed_spare_keeper_is_replaced_and_the_next_attempt_starts(tmp_path:
     killed, the attempt still starts (under a new one) and nothing of the dead one is left."""
     import psutil
 
-    from killdrill.launcher import Launcher
+    from killdrill.process.launcher import Launcher
 
     out, err = str(tmp_path / "out"), str(tmp_path / "err")
     with Launcher(PY, preload=()) as template:
@@ -174,8 +174,8 @@ def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
     keeper its parent-death signal (SIGTERM), the attempt is a harness error, and the next
     attempt gets a new template.
     """
+    from killdrill.process.supervisor import LaunchSpec, Supervisor
     from killdrill.records import HARNESS_ERROR
-    from killdrill.supervisor import LaunchSpec, Supervisor
 
     late = tmp_path / "late"
     options = DrillOptions(root=tmp_path / "r", launcher=launcher)

@@ -8,7 +8,7 @@ from pathlib import Path
 from killdrill.drill import Drill, DrillOptions
 from killdrill.records import DRAINED, KILLED
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 PY = sys.executable
 
 

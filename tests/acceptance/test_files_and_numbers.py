@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from killdrill.points import MAX_MS, Kill, ScheduleError, parse_kill
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
 

@@ -8,10 +8,10 @@ import stat
 from pathlib import Path
 
 from killdrill.drill import Drill
-from killdrill.report import render_case
+from killdrill.report.drill import render_case
 from tests.cli_support import run_cli as cli
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 
 

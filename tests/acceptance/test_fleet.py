@@ -1,6 +1,6 @@
 """Fleet faults on real processes: the zombie worker (``pause:``) and the upgrade (``resume_with``).
 
-The agents are in tests/fleet_agents: ``reserve.py`` reserves stock under a lease (``--fenced``
+The agents are in tests/agents/fleet: ``reserve.py`` reserves stock under a lease (``--fenced``
 adds the fencing token, checked by the fake), ``checkout_v1.py`` is upgraded to
 ``checkout_v2_renamed.py`` (unsafe: a renamed node changes its key) or ``checkout_v2_safe.py``.
 """
@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from killdrill import fleet
-from killdrill.chaos import ChaosOptions, run_chaos
+from killdrill.chaos.job import ChaosOptions, run_chaos
 from killdrill.drill import Drill, DrillOptions
 from killdrill.effects import FencedStore, LeaseLost
+from killdrill.errors import UsageError
 from killdrill.fakes import StaleFence, connect
+from killdrill.faults import fleet
 from killdrill.points import Schedule, ScheduleError, parse_kill, parse_schedule
 from killdrill.records import EXITED
 from tests.cli_support import run_cli
 
-AGENTS = Path(__file__).parents[1] / "fleet_agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "fleet"
 REPEATS = 20
 
 
@@ -199,7 +200,7 @@ def test_a_pause_point_never_reached_is_point_not_reached(tmp_path: Path) -> Non
 
 
 def test_a_hung_resumer_is_killed_by_the_timeout_and_the_paused_tree_with_it(tmp_path: Path) -> None:
-    hang = [sys.executable, str(Path(__file__).parents[1] / "agents" / "hang.py")]
+    hang = [sys.executable, str(Path(__file__).parents[1] / "agents" / "basic" / "hang.py")]
     with Drill(reserve(fenced=True), options(tmp_path, timeout=4.0, resume_with=hang)) as drill:
         started = time.monotonic()
         case = drill.run_case("pause:after:effects.lease")
@@ -326,7 +327,7 @@ def test_chaos_draws_pauses_only_when_asked_and_deterministically() -> None:
     assert all(str(s.kills[0]).startswith("pause:after:a") for s in pauses)
     assert all(fleet.draw_faults(base, labels, 7, i, ("kill",)) == base for i in range(10))
     assert fleet.parse_faults("pause") == ("kill", "pause")
-    with pytest.raises(ValueError, match="unknown fault"):
+    with pytest.raises(UsageError, match="unknown fault"):
         fleet.parse_faults("kill,zombie")
     assert isinstance(drawn[0], Schedule)
 
@@ -369,7 +370,7 @@ def readme_lines() -> list[tuple[str, int]]:
 def run_readme_line(command: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    script = f"A=tests/fleet_agents\n{command}"
+    script = f"A=tests/agents/fleet\n{command}"
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=README.parent)
 
 
@@ -431,7 +432,7 @@ def test_pytest_marker_and_keyword_take_resume_with_and_pauses(pytester: pytest.
 
 def test_the_generic_http_route_checks_fences_too(tmp_path: Path) -> None:
     from killdrill.fakes.http import FakesServer
-    from tests.unit.test_http_fakes import request
+    from tests.unit.fakes.test_http import request
 
     with FakesServer(str(tmp_path / "ledger.sqlite"), thread="t", attempt=1) as server:
         assert request(server, "POST", "/fakes/counter/increment", {"name": "n", "fence": 2})[0] == 200

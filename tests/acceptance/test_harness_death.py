@@ -13,7 +13,7 @@ import pytest
 
 from tests import leftovers
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 
 HARNESS = """
 import sys

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from killdrill.control import BoundaryMessage, ControlListener
+from killdrill.process.control import BoundaryMessage, ControlListener
 from tests.leftovers import describe, survivors
 
-HOSTILE = Path(__file__).parents[1] / "hostile"
+HOSTILE = Path(__file__).parents[1] / "agents" / "hostile"
 PY = sys.executable
 
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from killdrill.chaos import ChaosOptions, ChaosResult, RunRecord, shrink, write_reports
+from killdrill.chaos.job import ChaosOptions, ChaosResult, RunRecord, shrink, write_reports
 from killdrill.drill import Drill, DrillOptions
 from killdrill.examples import SETTLEMENT
-from killdrill.html_report import render_html
+from killdrill.report.html import render_html
 
 if TYPE_CHECKING:
     from tests.conftest import SharedDiscoveries
@@ -30,7 +30,7 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory, shared_discovery: Share
     root = tmp_path_factory.mktemp("html")
     drill = Drill([*AGENT, "--bug", "uuid_key"], DrillOptions(timeout=30.0), root=str(root / "w"))
     discovery = shared_discovery(drill).discover()  # test_chaos.py drills this command too
-    from killdrill.chaos import chaos_case
+    from killdrill.chaos.job import chaos_case
 
     bad = chaos_case(drill, "after:charge_customer", seed=4)  # deterministic: before the checkpoint
     good = chaos_case(drill, "before:read_usage+0.1ms", seed=4)

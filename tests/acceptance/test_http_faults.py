@@ -23,7 +23,7 @@ from killdrill.drill import Drill, DrillOptions, UnknownPointError
 from killdrill.points import Kill, ScheduleError, parse_kill, parse_schedule
 from killdrill.records import CREATED, REPLAYED
 
-AGENT = Path(__file__).parents[1] / "agents" / "retrying_client.py"
+AGENT = Path(__file__).parents[1] / "agents" / "basic" / "retrying_client.py"
 
 
 def client(*args: str) -> list[str]:

@@ -1,6 +1,6 @@
 """Charges forged over HTTP by another local user, during a real drill of a correct agent.
 
-The fakes' guard itself (secret path, bounds, quiet 4xx) is tests/unit/test_http_guard.py;
+The fakes' guard itself (secret path, bounds, quiet 4xx) is tests/unit/fakes/test_httpguard.py;
 this runs the whole drill in a private network namespace with a forger of another uid.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-HOSTILE = Path(__file__).parents[1] / "hostile"
+HOSTILE = Path(__file__).parents[1] / "agents" / "hostile"
 
 
 def _other_user_unavailable() -> str | None:

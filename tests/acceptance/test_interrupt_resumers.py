@@ -21,7 +21,7 @@ pytest.importorskip("langgraph.checkpoint.sqlite")
 from killdrill.drill import Drill, DrillOptions
 from killdrill.records import CREATED, REPLAYED
 
-AGENT = Path(__file__).parents[1] / "agents" / "approval.py"
+AGENT = Path(__file__).parents[1] / "agents" / "basic" / "approval.py"
 POINT = "before:deliver_approval"
 RESUMERS = 3
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
-from killdrill.launcher import Launcher, python_target
-from killdrill.supervisor import HarnessError
+from killdrill.process.launcher import Launcher, python_target
+from killdrill.process.supervisor import HarnessError
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 PY = sys.executable
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from killdrill.cli import main as cli_main
+from killdrill.cli.main import main as cli_main
 from killdrill.drill import Drill, DrillOptions, HarnessError
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
@@ -25,7 +25,7 @@ _missing = [m for m in ("openai", "anthropic") if importlib.util.find_spec(m) is
 if _missing:
     pytest.skip(f"needs {', '.join(_missing)}", allow_module_level=True)
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 LOOP_SCRIPT = AGENTS / "llm_loop.yaml"
 USER = "Settle order A-17 for 4200 cents."
 OPENAI_TOOLS = [{"type": "function", "function": {"name": "charge_card", "parameters": {"type": "object"}}}]

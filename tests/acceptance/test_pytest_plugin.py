@@ -1,6 +1,6 @@
 """The pytest plugin, tested the way users meet it: real inner pytest runs (pytester).
 
-The agents are in tests/plugin_agents: ``steps.py`` has no effects and starts fast (most
+The agents are in tests/agents/plugin: ``steps.py`` has no effects and starts fast (most
 tests), ``tiny.py`` charges through the fakes, and ``--naive`` charges without a key, which is
 what a failing drill must show.  Inner runs set ``killdrill_discovery_runs = 1`` to stay fast.
 """
@@ -21,13 +21,13 @@ import pytest
 # parts cannot be imported twice in one process, so the harness side is imported here, once.
 import killdrill.drill
 import killdrill.ledger
-import killdrill.report
+import killdrill.report.drill
 import killdrill.verdict  # noqa: F401
 from killdrill.pytest_plugin import _same_command, random_schedules
 from killdrill.pytest_plugin._cache import agent_files, discovery_key
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 
-AGENTS = Path(__file__).parents[1] / "plugin_agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "plugin"
 STEPS = str(AGENTS / "steps.py")
 TINY = str(AGENTS / "tiny.py")
 INI = "[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 30\n"
@@ -243,7 +243,7 @@ def test_random_schedules_are_seeded_and_printed(inner: pytest.Pytester) -> None
 
 def test_regression_corpus_replays_matching_command(inner: pytest.Pytester) -> None:
     agent = steps_agent()
-    corpus = {  # the format killdrill chaos --regressions writes (killdrill.chaos.update_corpus)
+    corpus = {  # the format killdrill chaos --regressions writes (killdrill.chaos.job.update_corpus)
         "version": 1,
         "regressions": [
             {

@@ -22,9 +22,9 @@ from killdrill.fakes.http import FakesServer
 from killdrill.ledger import Ledger, Tx
 from killdrill.providers import spec
 from killdrill.records import LedgerSnapshot, Violation
-from killdrill.verdict import CHECKS, CheckContext, check, judge
+from killdrill.verdict import OPT_IN_CHECKS, CheckContext, check, judge
 
-AGENTS = Path(__file__).resolve().parents[1] / "agents"
+AGENTS = Path(__file__).resolve().parents[1] / "agents" / "basic"
 
 
 # ---- a provider, declared once --------------------------------------------------------------------
@@ -163,7 +163,7 @@ def keyless_call(ctx: CheckContext) -> list[Violation]:
 
 
 def test_a_check_from_outside_is_opt_in_and_composed_by_judge(tmp_path: Path) -> None:
-    assert "keyless_call" in CHECKS
+    assert "keyless_call" in OPT_IN_CHECKS
     case = _snapshot(tmp_path / "c.sqlite", "t", lambda f: f.bells.ring(door="x"))
     assert judge(case, case, ()) == []
     found = judge(case, case, (), checks=("keyless_call",))

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import killdrill
-from killdrill.cli import build_parser
-from killdrill.setup_checks import SetupWarning
+from killdrill.cli.main import build_parser
+from killdrill.drill.setup_checks import SetupWarning
 from tests.cli_support import run_cli as cli
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
 LANGGRAPH = [
     "python",

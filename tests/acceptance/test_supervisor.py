@@ -29,7 +29,7 @@ from killdrill.records import (
 if TYPE_CHECKING:
     from tests.conftest import SharedDiscoveries
 
-AGENTS = Path(__file__).parents[1] / "agents"
+AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 PY = sys.executable
 
 
@@ -192,7 +192,7 @@ def test_control_channel_abuse_is_reported_not_a_crash(mode: str, opts: DrillOpt
             drill.discover()  # the abuse happens in the clean run too
     else:
         assert drill.points() == ["before:start", "after:start"]
-    from killdrill.supervisor import LaunchSpec, Supervisor
+    from killdrill.process.supervisor import LaunchSpec, Supervisor
 
     wd = opts.root
     os.makedirs(f"{wd}/x/.killdrill", exist_ok=True)

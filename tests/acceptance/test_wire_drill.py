@@ -19,7 +19,7 @@ if _missing:
 
 from killdrill.drill import Drill, DrillOptions  # noqa: E402
 
-SHOP = str(Path(__file__).parents[1] / "wire_agents" / "shop.py")
+SHOP = str(Path(__file__).parents[1] / "agents" / "wire" / "shop.py")
 AGENT = ["python", SHOP, "--order", "o-{thread}", "--state", "{workdir}/state.json"]
 
 

@@ -8,7 +8,7 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``supervisor_overhead_ms``: per attempt (spawn, channel, kill, reap, ledger read) beyond the
   same attempt launched bare (``subprocess.run``, self-kill at the same point); the median of
   paired differences.
-- ``containment_cost_ratio``: the same supervised attempt with its keeper (killdrill.containment)
+- ``containment_cost_ratio``: the same supervised attempt with its keeper (killdrill.process.containment)
   over without one (plain spawn through ``setpriv --pdeathsig``, then the environment sweep:
   the launch before keepers), interleaved.
 - ``harness_overhead_ratio``: a full drill of the example vs the naive hand-written drill doing
@@ -87,7 +87,7 @@ def bench_boundary(loops: int) -> dict[str, float]:
 
 def _spec(workdir: Path, argv: Sequence[str], kill: str | None, number: int = 1) -> Any:
     from killdrill.points import parse_kill
-    from killdrill.supervisor import LaunchSpec
+    from killdrill.process.supervisor import LaunchSpec
 
     state = workdir / ".killdrill"
     state.mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def bench_armed(root: Path, n: int, runs: int = 5) -> dict[str, float]:
     whole attempt's median several-fold (measured 50 to 730 us in three consecutive attempts of
     the same code), so one attempt is one sample, not a measurement; the spread is reported too.
     """
-    from killdrill.supervisor import Supervisor
+    from killdrill.process.supervisor import Supervisor
 
     medians, p99s, calls = [], [], 0
     for i in range(runs):
@@ -147,7 +147,7 @@ def bench_supervisor(root: Path, reps: int) -> dict[str, float]:
     2 shared cores) swamps a difference of medians taken apart.
     """
     from killdrill.ledger import Ledger
-    from killdrill.supervisor import Supervisor
+    from killdrill.process.supervisor import Supervisor
 
     argv = [PY, "-c", _ATTEMPT_AGENT]
 
@@ -190,9 +190,9 @@ def bench_containment(root: Path, reps: int) -> dict[str, float]:
     """Per attempt, interleaved: under a keeper vs the uncontained launch it replaced."""
     import shutil as sh
 
-    from killdrill import containment
-    from killdrill.launcher import warden
-    from killdrill.supervisor import Supervisor
+    from killdrill.process import containment
+    from killdrill.process.launcher import warden
+    from killdrill.process.supervisor import Supervisor
 
     setpriv = sh.which("setpriv")
     if not containment.supported() or setpriv is None:

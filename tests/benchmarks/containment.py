@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.containment [--rounds N]
 
-Each round, for each launcher (spawn, fork): one full drill of tests/agents/escapees.py
+Each round, for each launcher (spawn, fork): one full drill of tests/agents/basic/escapees.py
 (every attempt leaves four kinds of escapee behind), then one ``drill --workers 2`` killed
 mid-attempt by each of SIGINT, SIGTERM and SIGKILL.  After each, leftovers are counted by
 marker over a second of /proc scans.  Prints the totals and the slowest stop / clean-up.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tests import leftovers
 
-AGENT = Path(__file__).resolve().parents[1] / "agents" / "escapees.py"
+AGENT = Path(__file__).resolve().parents[1] / "agents" / "basic" / "escapees.py"
 PY = sys.executable
 
 

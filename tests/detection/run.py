@@ -33,7 +33,7 @@ from killdrill.records import HANG, HARNESS_ERROR, POINT_NOT_REACHED, CaseResult
 from tests.detection.corpus import CORPUS, Agent, langgraph_available
 
 try:
-    import killdrill.chaos as CHAOS
+    import killdrill.chaos.job as CHAOS
 except ImportError:  # the chaos module is optional here: fall back to seeded offset kills
     CHAOS = None  # type: ignore[assignment]
 
@@ -89,7 +89,7 @@ class Row:
 
 
 def chaos_schedules(drill: Drill, seed: int, n: int) -> list[str]:
-    """``n`` random schedules, the same for the same seed: ``killdrill.chaos``'s plans when it
+    """``n`` random schedules, the same for the same seed: ``killdrill.chaos.job``'s plans when it
     is installed (1..3 kills, offsets and ``POINT+Xms``), else ``offset:`` kills over the run."""
     discovery = drill.discover()
     if CHAOS is not None:
@@ -238,7 +238,7 @@ def render(rows: Sequence[Row], *, drills: int, chaos: int, seed: int) -> str:
         f" ({100 * alarmed / max(1, full):.1f} per 100 drills), "
         f"{sum(r.chaos_false_alarms for r in correct)} of {sum(r.chaos_runs for r in correct)} chaos runs"
     )
-    how = "killdrill.chaos plans (1..3 kills)" if CHAOS is not None else "seeded offset: kills"
+    how = "killdrill.chaos.job plans (1..3 kills)" if CHAOS is not None else "seeded offset: kills"
     lines.append(f"seed {seed}; chaos runs = {how}; a run whose kills all missed is a miss, not a catch")
     for r in rows:
         for note in r.notes + r.false_alarm_cases:

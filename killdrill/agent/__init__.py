@@ -1,0 +1,208 @@
+"""Agent-side API: ``boundary(point)`` and ``node(name)``.
+
+Outside a drill (no ``KILLDRILL_CONTROL`` in the environment) both are no-ops that
+cost one global lookup and never touch the network or the disk.  Under a drill,
+``boundary`` sends the point to the supervisor over the attempt's private control
+channel and *blocks until the supervisor answers*: when the supervisor decides to
+kill at this point, it never answers, so the kill lands exactly here, whatever the
+timing of the machine.
+
+The environment is read lazily at the first call (not at import), so a process
+that imports killdrill before the supervisor's variables are set still works.
+Each thread, and each forked child, gets its own connection: a hold at one thread's
+boundary does not stall another thread, and a child never reads its parent's reply.
+
+Layer: agent (above records and errors); standard library only, since every agent imports it at
+start. ``_bootstrap/`` holds the ``sitecustomize`` the supervisor puts first on the agent's
+``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+__all__ = ["ControlChannelError", "ControlClient", "armed", "boundary", "node"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ControlChannelError(RuntimeError):
+    """The supervisor rejected a message or vanished while the agent waited at a point."""
+
+
+_GO = b'{"go": true}\n'
+"""The supervisor's answer that lets a boundary go on (killdrill.process.control writes exactly this)."""
+_MESSAGES: dict[str, bytes] = {}
+
+
+class ControlClient:
+    """A view of one attempt's control channel: an address, a token, a socket per thread.
+
+    Agents get one from the environment; the HTTP fakes (which run in the harness) build one
+    from the address the supervisor hands them, to announce ``during:`` points.
+    """
+
+    def __init__(self, address: str, token: str, *, persistent: bool = True) -> None:
+        self.address = address
+        self.token = token
+        self.persistent = persistent  # False: a connection per call (short-lived server threads)
+        self.local = threading.local()
+
+    def _connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        addr = "\0" + self.address[1:] if self.address.startswith("@") else self.address
+        try:
+            sock.connect(addr)
+        except OSError as exc:
+            sock.close()
+            raise ControlChannelError(
+                f"killdrill: cannot reach the supervisor at {self.address}: {exc}"
+            ) from exc
+        hello = {"token": self.token, "pid": os.getpid(), "thread": threading.current_thread().name}
+        sock.sendall(json.dumps(hello).encode() + b"\n")
+        self.local.sock = sock
+        self.local.reader = sock.makefile("rb")
+        return sock
+
+    def send(self, point: str) -> None:
+        sock = getattr(self.local, "sock", None) or self._connect()
+        message = _MESSAGES.get(point)
+        if message is None:
+            message = json.dumps({"point": point}).encode() + b"\n"
+            if len(_MESSAGES) < 4096:  # a loop's points repeat: encode each once
+                _MESSAGES[point] = message
+        try:
+            sock.sendall(message)
+            line = self.local.reader.readline()
+        except BaseException as exc:
+            # Interrupted mid-exchange (an agent's own timeout raising from a signal handler while
+            # held at a point, say): the answer still owed to this request would be read as the
+            # answer to the next one, so this connection is dropped and the next call reconnects.
+            self._drop()
+            if isinstance(exc, OSError) and exc.errno is not None:  # the socket, not the agent's own error
+                raise ControlChannelError(f"killdrill: control channel broke at {point}: {exc}") from exc
+            raise
+        if not line:
+            self._drop()
+            raise ControlChannelError(f"killdrill: the supervisor closed the control channel at {point}")
+        if line == _GO:  # the answer nearly every time: no JSON parse on the hot path
+            if not self.persistent:
+                self._drop()
+            return
+        reply = json.loads(line)
+        if "error" in reply:
+            self._drop()
+            raise ControlChannelError(f"killdrill: supervisor rejected {point}: {reply['error']}")
+        if not self.persistent:
+            self._drop()
+
+    def _drop(self) -> None:
+        for name in ("reader", "sock"):
+            obj = getattr(self.local, name, None)
+            setattr(self.local, name, None)
+            if obj is not None:
+                try:
+                    obj.close()
+                except OSError:
+                    pass
+
+
+# None: environment not read yet; False: unarmed (the fast path); _Client: armed.
+_client: ControlClient | Literal[False] | None = None
+_init_lock = threading.Lock()
+
+
+def _init() -> ControlClient | Literal[False]:
+    global _client
+    with _init_lock:
+        if _client is None:
+            address = os.environ.get("KILLDRILL_CONTROL")
+            _client = (
+                ControlClient(address, os.environ.get("KILLDRILL_CONTROL_TOKEN", "")) if address else False
+            )
+        return _client
+
+
+def _after_fork_in_child() -> None:
+    # The parent's sockets are shared with the child after fork; a child must never read the
+    # parent's replies, so it re-reads the environment and opens its own connections.
+    global _client, _init_lock
+    _client = None
+    _init_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def boundary(point: str) -> None:
+    """Announce that the agent reached ``point`` (``before:charge_customer``).
+
+    Blocks while the supervisor decides: continue, hold, or kill the whole process tree.
+    A no-op outside a drill.
+    """
+    client = _client
+    if client is False:
+        return
+    if client is None:
+        client = _init()
+        if client is False:
+            return
+    client.send(point)
+
+
+def armed() -> bool:
+    """True when this process runs under a killdrill supervisor."""
+    client = _client if _client is not None else _init()
+    return client is not False
+
+
+class node:
+    """Mark a step: emits ``before:NAME`` on entry and ``after:NAME`` on normal exit.
+
+    Use as ``@killdrill.node("charge_customer")`` on a function (sync or async) or as
+    ``with killdrill.node("charge_customer"):``.  ``after:`` is not emitted when the body
+    raises: the step did not complete.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.before = f"before:{name}"
+        self.after = f"after:{name}"
+
+    def __enter__(self) -> node:
+        boundary(self.before)
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            boundary(self.after)
+
+    def __call__(self, fn: F) -> F:
+        before, after = self.before, self.after
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                boundary(before)
+                result = await fn(*args, **kwargs)
+                boundary(after)
+                return result
+
+            return async_wrapper  # type: ignore[return-value]  # wraps() keeps fn's signature
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            boundary(before)
+            result = fn(*args, **kwargs)
+            boundary(after)
+            return result
+
+        return wrapper  # type: ignore[return-value]  # wraps() keeps fn's signature

@@ -1,0 +1,51 @@
+"""The one canonical form of a value: sorted-key, compact JSON.
+
+Two payloads are the same payload iff their canonical forms are equal: the ledger stores this
+form, the verdict compares it, the effects toolkit hashes it into keys. One function, two
+policies for values JSON cannot say (datetimes, sets, objects): what a fake *records* is
+``str()``-ed (the agent's call must still be recorded), what a *key* is derived from is refused
+(``strict``: its text could change between attempts and silently change the key).
+Standard library only: the agent imports it through the fakes and the effects toolkit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["canonical_json", "canonical_value"]
+
+
+def _refuse(obj: object) -> Any:
+    raise TypeError(f"{type(obj).__name__} is not canonical JSON; convert it explicitly: {obj!r}")
+
+
+def _check_strict(obj: Any) -> None:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise ValueError(f"non-finite float {obj!r} has no canonical JSON form")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"payload keys must be strings, got {k!r}")
+            _check_strict(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _check_strict(v)
+
+
+def canonical_json(value: Any, *, strict: bool = False) -> str:
+    """Sorted-key compact JSON text of ``value``: equal payloads give equal text.
+
+    ``strict`` refuses what JSON cannot say exactly (non-JSON types, non-string keys, NaN and
+    infinities) instead of ``str()``-ing it: for keys, which must not depend on a ``repr``."""
+    if strict:
+        _check_strict(value)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_refuse if strict else str
+    )
+
+
+def canonical_value(value: Any) -> Any:
+    """The JSON value ``value`` is stored and compared as (tuples become lists, keys sorted)."""
+    return json.loads(canonical_json(value))

@@ -1,0 +1,317 @@
+"""What a chaos job reports: per-run records, the kill spread, report.json / junit.xml /
+report.html (each written atomically: a killed job never leaves half a file), the end text,
+and the merge of one seed's shards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from killdrill.chaos.shrink import Shrunk
+from killdrill.chaos.strategies import START, interval_of
+from killdrill.errors import UsageError
+from killdrill.points import occurrence_label, parse_schedule
+from killdrill.records import HARNESS_ERROR, CaseResult, Discovery, StableName, Verdict
+from killdrill.report.drill import atomic_write_text
+
+__all__ = [
+    "CLEAN",
+    "ERRORED",
+    "MISSED",
+    "VIOLATED",
+    "RunRecord",
+    "atomic_write_text",
+    "chaos_counts",
+    "is_chaos_report",
+    "merge_reports",
+    "render_text",
+    "report_dict",
+    "spread",
+    "write_junit",
+    "write_reports",
+]
+
+class RunOutcome(StableName):
+    """How one chaos run ended."""
+
+    CLEAN = "clean"  # a kill landed and the case was exactly-once
+    VIOLATED = "violated"  # the case was not exactly-once
+    MISSED = "missed"  # no fault landed (the run ended before its first one): proves nothing
+    ERRORED = "harness_error"  # the harness could not run it
+
+
+CLEAN, VIOLATED, MISSED = RunOutcome.CLEAN, RunOutcome.VIOLATED, RunOutcome.MISSED
+ERRORED = RunOutcome.ERRORED
+"""Run outcomes: exactly-once with a kill landed; a violation; no kill landed; harness error."""
+
+
+def _landed(case: CaseResult) -> list[str]:
+    return [iv for a in case.attempts if (iv := interval_of(a)) is not None]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One random run: its index in the seed's sequence, its schedule and what happened."""
+
+    index: int
+    schedule: str
+    outcome: str
+    kinds: tuple[str, ...]
+    landed: tuple[str, ...]  # interval (boundary label or START) of each kill that landed
+    missed: int  # kills scheduled for attempts that ran but did not land
+    seconds: float
+    reproduce: str = ""  # the exact command that runs this schedule again
+
+    @classmethod
+    def of(cls, index: int, case: CaseResult, seconds: float) -> RunRecord:
+        landed = tuple(_landed(case))
+        ran = min(len(parse_schedule(case.schedule)), len(case.attempts))
+        missed = sum(1 for n in case.notes if n.startswith("kill missed:"))
+        if HARNESS_ERROR in case.kinds:
+            outcome = ERRORED
+        elif not case.ok:
+            outcome = VIOLATED
+        elif not landed:
+            outcome = MISSED
+        else:
+            outcome = CLEAN
+        return cls(
+            index,
+            case.schedule,
+            outcome,
+            tuple(sorted(case.kinds)),
+            landed,
+            min(missed, ran),
+            round(seconds, 3),
+            case.reproduce,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "schedule": self.schedule,
+            "outcome": self.outcome,
+            "kinds": list(self.kinds),
+            "landed": list(self.landed),
+            "missed": self.missed,
+            "seconds": self.seconds,
+            "reproduce": self.reproduce,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunRecord:
+        return cls(
+            d["index"],
+            d["schedule"],
+            d["outcome"],
+            tuple(d["kinds"]),
+            tuple(d["landed"]),
+            d["missed"],
+            d["seconds"],
+            d.get("reproduce", ""),
+        )
+
+
+def report_dict(
+    header: dict[str, Any],
+    discovery: Discovery,
+    runs: Sequence[RunRecord],
+    cases: Sequence[CaseResult],
+    failures: Sequence[Shrunk],
+) -> dict[str, Any]:
+    from killdrill.report.drill import summarize_cases
+
+    summary = summarize_cases(cases)
+    summary.update(chaos_counts(runs))
+    return {
+        "chaos": header,
+        "discovery": discovery.to_dict(),
+        "runs": [r.to_dict() for r in runs],
+        "cases": [c.to_dict() for c in cases],
+        "spread": spread(discovery, runs),
+        "failures": [f.to_dict() for f in failures],
+        "summary": summary,
+    }
+
+
+def chaos_counts(runs: Sequence[RunRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {CLEAN: 0, VIOLATED: 0, MISSED: 0, ERRORED: 0}
+    for r in runs:
+        counts[r.outcome] += 1
+    return {
+        "runs": len(runs),
+        "runs_clean": counts[CLEAN],
+        "runs_violated": counts[VIOLATED],
+        "runs_without_kill": counts[MISSED],
+        "runs_harness_error": counts[ERRORED],
+        "kills_landed": sum(len(r.landed) for r in runs),
+        "kills_missed": sum(r.missed for r in runs),
+    }
+
+
+def spread(discovery: Discovery, runs: Sequence[RunRecord]) -> dict[str, dict[str, int]]:
+    """Interval (from this boundary to the next) -> kills aimed at it (percentage kills), kills
+    that landed there, and of those in violated runs."""
+    out = {START: {"aimed": 0, "kills": 0, "violated": 0}}
+    out.update({label: {"aimed": 0, "kills": 0, "violated": 0} for label in discovery.labels()})
+    for r in runs:
+        for kill in parse_schedule(r.schedule):
+            if kill.pct is not None:
+                label = START if kill.point is None else occurrence_label(kill.point, kill.occurrence)
+                out.setdefault(label, {"aimed": 0, "kills": 0, "violated": 0})["aimed"] += 1
+        for iv in r.landed:
+            row = out.setdefault(iv, {"aimed": 0, "kills": 0, "violated": 0})
+            row["kills"] += 1
+            row["violated"] += r.outcome == VIOLATED
+    return out
+
+
+def write_reports(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
+    """``report.json``, ``junit.xml`` (one testcase per run) and a self-contained ``report.html``."""
+    from killdrill.report.drill import write_json
+    from killdrill.report.html import render_html
+
+    out = Path(folder)
+    write_json(out / "report.json", dict(data))
+    write_junit(out / "junit.xml", data)
+    atomic_write_text(out / "report.html", render_html(data))
+
+
+def write_junit(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
+    """One testcase per run, a failure element with the verdict text for each violated run."""
+    from killdrill.report.drill import render_case
+
+    runs = [RunRecord.from_dict(r) for r in data["runs"]]
+    cases = [CaseResult.from_dict(c) for c in data["cases"]]
+    header = data["chaos"]
+    suite = ET.Element(
+        "testsuite",
+        name=f"killdrill chaos seed {header['seed']} shard {header['shard']}",
+        tests=str(len(runs)),
+        failures=str(sum(r.outcome == VIOLATED for r in runs)),
+        errors=str(sum(r.outcome == ERRORED for r in runs)),
+        time=f"{sum(r.seconds for r in runs):.3f}",
+    )
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="seed", value=str(header["seed"]))
+    for rec, case in zip(runs, cases, strict=True):
+        tc = ET.SubElement(
+            suite,
+            "testcase",
+            classname="killdrill.chaos.job",
+            name=f"run {rec.index} [{rec.schedule}]",
+            time=f"{rec.seconds:.3f}",
+        )
+        if rec.outcome in (VIOLATED, ERRORED):
+            tag = "failure" if rec.outcome == VIOLATED else "error"
+            el = ET.SubElement(tc, tag, message=", ".join(rec.kinds), type=rec.kinds[0] if rec.kinds else tag)
+            el.text = render_case(case)
+        out = [f"reproduce: {rec.reproduce or case.reproduce}"]
+        if rec.outcome == MISSED:
+            out.append("no kill landed: " + "; ".join(case.notes))
+        ET.SubElement(tc, "system-out").text = "\n".join(out)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    xml = ET.tostring(root, encoding="unicode")
+    atomic_write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + xml + "\n")
+
+
+_OUTCOME_TEXT = {CLEAN: str(Verdict.EXACTLY_ONCE), MISSED: "no kill landed"}
+
+
+def render_text(data: Mapping[str, Any]) -> str:
+    """The end-of-job text: counts, the kill spread over intervals, the shrunk failures."""
+    h, s = data["chaos"], data["summary"]
+    lines = ["Runs (each with the command that reproduces it):"]
+    for r in data["runs"]:
+        verdict = (
+            ", ".join(r["kinds"]) if r["outcome"] in (VIOLATED, ERRORED) else _OUTCOME_TEXT[r["outcome"]]
+        )
+        lines.append(f"  run {r['index']} [{r['schedule']}] {verdict}")
+        lines.append(f"    {r.get('reproduce') or '(reproduction not recorded)'}")
+    lines += [
+        "",
+        f"killdrill chaos: seed {h['seed']}, shard {h['shard']}: {s['runs']} runs "
+        f"({s['runs_clean']} exactly-once, {s['runs_violated']} violated, "
+        f"{s['runs_without_kill']} without a kill landed, {s['runs_harness_error']} harness error), "
+        f"{s['kills_landed']} kills landed, "
+        f"{s['kills_missed']} kills missed (the attempt exited 0 before its random kill time: not a failure)"
+        + (f"; stopped by {h['stopped']}" if h.get("stopped") not in (None, "runs") else ""),
+        "",
+        "Kill spread (interval from this boundary to the next: kills aimed, landed, in violated runs):",
+    ]
+    rows = [
+        (label, str(v.get("aimed", "")), str(v["kills"]), str(v["violated"]) if v["violated"] else "")
+        for label, v in data["spread"].items()
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines.extend(
+        f"  {label.ljust(width)}  {aimed:>5}  {kills:>5}  {bad}".rstrip() for label, aimed, kills, bad in rows
+    )
+    failures = data.get("failures") or []
+    if failures:
+        lines.append("")
+        lines.append(f"{len(failures)} distinct failure(s), shrunk:")
+        for f in failures:
+            first = f" (run {f['index']})" if f.get("index") is not None else ""
+            lines.append(f"  [{f['schedule']}] {', '.join(f['kinds'])}  from [{f['original']}]{first}")
+            lines.append(f"    {f['reproduce']}")
+    elif s["runs_violated"]:
+        lines.append("")
+        lines.append("Violated runs (not shrunk):")
+        for r in data["runs"]:
+            if r["outcome"] == VIOLATED:
+                lines.append(f"  run {r['index']} [{r['schedule']}] {', '.join(r['kinds'])}")
+    lines.append("")
+    lines.append(f"seed: {h['seed']}")
+    return "\n".join(lines)
+
+
+def is_chaos_report(path: str | os.PathLike[str]) -> bool:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("chaos"), dict)
+
+
+def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
+    """Join the shards of one seed's chaos job; overlapping or foreign shards are an error."""
+    datas = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
+    first = datas[0]["chaos"]
+    for p, d in zip(paths, datas, strict=True):
+        h = d["chaos"]
+        if h["seed"] != first["seed"] or h["command"] != first["command"]:
+            raise UsageError(f"{p}: seed {h['seed']} / command differ from {paths[0]}: not shards of one job")
+    runs: dict[int, tuple[RunRecord, CaseResult]] = {}
+    for p, d in zip(paths, datas, strict=True):
+        for r, c in zip(d["runs"], d["cases"], strict=True):
+            if r["index"] in runs:
+                raise UsageError(f"{p}: run {r['index']} is also in another file: shards overlap")
+            runs[r["index"]] = (RunRecord.from_dict(r), CaseResult.from_dict(c))
+    failures: dict[tuple[str, tuple[str, ...]], Shrunk] = {}
+    for d in datas:
+        for f in d.get("failures", ()):
+            s = Shrunk.from_dict(f)
+            failures.setdefault((s.schedule, s.kinds), s)
+    ordered = [runs[i] for i in sorted(runs)]
+    header = {
+        **first,
+        "shard": ",".join(sorted({d["chaos"]["shard"] for d in datas})),
+        "stopped": ",".join(sorted({d["chaos"].get("stopped", "runs") for d in datas})),
+        "elapsed_s": max(d["chaos"].get("elapsed_s", 0.0) for d in datas),
+    }
+    return report_dict(
+        header,
+        Discovery.from_dict(datas[0]["discovery"]),
+        [r for r, _ in ordered],
+        [c for _, c in ordered],
+        list(failures.values()),
+    )

@@ -1,0 +1,362 @@
+"""``killdrill points|run|drill|chaos|report|audit ... -- COMMAND...``
+
+Exit codes: 0 every case exactly-once; 1 at least one violation; 2 bad usage or a
+harness error, said in one line without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from killdrill import audit
+from killdrill.cli import chaos as chaos_cli
+from killdrill.cli import report as report_cli
+from killdrill.cli.chaos import DrillFlags
+from killdrill.drill import DrillOptions
+from killdrill.errors import ExitCode, HarnessError, KilldrillError, UsageError, one_line
+from killdrill.options import (
+    OPTIONS,
+    Choice,
+    Flag,
+    Kind,
+    Number,
+    OptionError,
+    Repeated,
+    check_output_dir,
+    check_output_file,
+)
+from killdrill.points import KINDS
+from killdrill.process.interrupts import Interrupted, signals_raise
+from killdrill.records import Verdict
+from killdrill.report.drill import render_case, render_drill
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage in one line (exit 2), like every other killdrill error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Everything after the first ``--`` is the agent's command, untouched by argparse."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def _argparse_type(kind: Kind, name: str) -> Callable[[str], Any]:
+    """An argparse ``type`` from a table kind: its one parser, its errors in argparse's words."""
+    parse = kind.item if isinstance(kind, Repeated) else kind.from_text
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name  # argparse names the type in its messages
+    return convert
+
+
+positive_int = _argparse_type(Number(int, 1, "a whole number >= 1"), "int")
+
+
+def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
+    """The supervisor options shared by points, run, drill and chaos: one flag per row of
+    ``killdrill.options.OPTIONS`` (``skip``: fields a subcommand spells its own way)."""
+    g = p.add_argument_group("supervisor")
+    for row in OPTIONS:
+        if row.field in skip:
+            continue
+        kind = row.kind
+        kw: dict[str, Any] = {"dest": row.field, "help": row.help}
+        if isinstance(kind, Flag):
+            g.add_argument(row.flag, action="store_true", **kw)
+            continue
+        kw["type"] = _argparse_type(kind, row.field)
+        if kind.metavar:
+            kw["metavar"] = kind.metavar
+        if isinstance(kind, Choice):
+            kw["metavar"] = "|".join(kind.choices)
+        if isinstance(kind, Repeated):
+            g.add_argument(row.flag, action="append", default=[], **kw)
+        elif row.flag_const is not None:
+            g.add_argument(row.flag, nargs="?", const=row.flag_const, default=row.default, **kw)
+        else:
+            g.add_argument(row.flag, default=row.default, **kw)
+    g.add_argument("--langgraph", action="store_true", help="same as --integration langgraph")
+
+
+def drill_options(args: argparse.Namespace) -> DrillOptions:
+    """The DrillOptions of parsed flags (the flags' values were checked by the table's parsers)."""
+    values: dict[str, Any] = {}
+    for row in OPTIONS:
+        if not hasattr(args, row.field):
+            continue
+        value = getattr(args, row.field)
+        if isinstance(row.kind, Repeated):
+            value = row.kind.combine(value)
+        values[row.field] = value
+    if getattr(args, "langgraph", False):
+        values["integrations"] = (*values.get("integrations", ()), "langgraph")
+        values["integrations"] = tuple(dict.fromkeys(values["integrations"]))
+    if values.get("workers") is None:
+        values.pop("workers", None)
+    return DrillOptions(**values)
+
+
+def _need_command(args: argparse.Namespace) -> list[str]:
+    if not args.command:
+        raise UsageError(
+            "no command: put the agent's command after --, e.g. killdrill drill -- python agent.py"
+        )
+    return list(args.command)
+
+
+def check_ledger_url(url: str | None) -> None:
+    """A shared ledger that is not a killdrill ledger is said now, in one line (not by the agent's
+    traceback when its clean run opens it)."""
+    if url is None:
+        return
+    from killdrill.ledger import Ledger, LedgerError
+
+    try:
+        Ledger(url, "kd-check").close()
+    except LedgerError as exc:
+        raise HarnessError(f"--ledger-url: {str(exc).removeprefix('killdrill: ')}") from None
+
+
+def check_drill_inputs(args: argparse.Namespace) -> None:
+    """Every output path of a command, the drill's root and its ledger, checked before the agent runs."""
+    check_output_file(getattr(args, "json", None), "--json")
+    if getattr(args, "root", None) is not None:
+        check_output_dir(args.root, f"--root {args.root}")
+    check_ledger_url(getattr(args, "ledger_url", None))
+
+
+def _write_json(path: str | None, obj: dict[str, Any]) -> None:
+    if path:
+        from killdrill.report.drill import write_json
+
+        try:
+            write_json(path, obj)
+        except OSError as exc:  # checked before the run; the disk may still fill up
+            raise HarnessError(f"--json {path}: cannot write the report: {exc.strerror or exc}") from None
+
+
+def cmd_points(args: argparse.Namespace) -> int:
+    from killdrill.drill import Drill
+    from killdrill.report.drill import render_catalogue
+
+    command = _need_command(args)
+    options = drill_options(args)
+    check_drill_inputs(args)
+    drill = Drill(command, options)
+    discovery = drill.discover()
+    print(render_catalogue(discovery))
+    _write_json(args.json, discovery.to_dict())
+    return ExitCode.OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from killdrill.drill import Drill
+
+    command = _need_command(args)
+    options = drill_options(args)
+    check_drill_inputs(args)
+    drill = Drill(command, options)
+    result = drill.run_case(args.schedule)
+    print(render_case(result))
+    _write_json(args.json, {"cases": [result.to_dict()], "summary": _summary([result])})
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
+
+
+def _summary(cases: Sequence[Any]) -> dict[str, Any]:
+    from killdrill.report.drill import summarize_cases
+
+    return summarize_cases(cases)
+
+
+def cmd_drill(args: argparse.Namespace) -> int:
+    from killdrill.drill import Drill
+
+    command = _need_command(args)
+    options = drill_options(args)
+    check_drill_inputs(args)
+    drill = Drill(command, options)
+    discovery = drill.discover()
+    schedules = [s.strip() for s in args.points.split(";")] if args.points else None
+    total = len(schedules) if schedules is not None else len(discovery.catalogue)
+    done = 0
+    print(f"killdrill: {total} case(s) over {len(discovery.catalogue)} kill point(s)", file=sys.stderr)
+
+    def progress(case: Any) -> None:
+        nonlocal done
+        done += 1
+        verdict = str(Verdict.EXACTLY_ONCE) if case.ok else "VIOLATED " + ",".join(case.kinds)
+        print(f"  [{done}/{total}] {case.schedule:<40} {verdict}", file=sys.stderr, flush=True)
+
+    result = drill.run_all(schedules, on_case=progress)
+    print(render_drill(result))
+    _write_json(args.json, result.to_dict())
+    return ExitCode.OK if result.ok else ExitCode.VIOLATION
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="killdrill",
+        description="Kill an agent at named boundaries, resume it, prove each external effect landed once.",
+        epilog=f"Kill points: {'|'.join(KINDS)}:NAME[#N][+Xms|~Xs], offset:Xms; a schedule is a "
+        "comma-separated list, one kill per attempt. "
+        "Exit codes: 0 exactly-once, 1 violation, 2 usage or harness error.",
+    )
+    from killdrill import __version__
+
+    parser.add_argument("--version", action="version", version=f"killdrill {__version__}")
+    sub = parser.add_subparsers(dest="subcommand", metavar="{points,run,drill,chaos,report,audit}")
+    sub.required = True
+
+    p = sub.add_parser("points", help="print the kill-point catalogue a clean run reaches")
+    add_drill_options(p)
+    p.add_argument("--json", metavar="FILE", help="write the catalogue and baseline as JSON")
+    p.set_defaults(func=cmd_points)
+
+    p = sub.add_parser("run", help="run one case: a schedule of kills, one per attempt")
+    p.add_argument("--schedule", "-s", required=True, help="e.g. before:charge_customer,during:mailbox.send")
+    add_drill_options(p)
+    p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("drill", help="discover, then one case per kill point; a table and a summary")
+    add_drill_options(p)
+    p.add_argument("--points", metavar="S1;S2", help="only these schedules (';'-separated)")
+    p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
+    p.set_defaults(func=cmd_drill)
+
+    # commands defined next to what they drive register themselves; chaos shares the drill flags
+    flags = DrillFlags(
+        add=add_drill_options,
+        options=drill_options,
+        command=_need_command,
+        positive_int=positive_int,
+        check=check_drill_inputs,
+    )
+    chaos_cli.add_parser(sub, flags)
+    report_cli.add_parser(sub)
+    audit.add_parser(sub)
+    for name in TAKES_COMMAND:
+        sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
+    return parser
+
+
+TAKES_COMMAND = ("points", "run", "drill", "chaos")
+"""Subcommands whose agent command follows ``--``."""
+
+
+def _forgot_separator(parser: argparse.ArgumentParser, own: list[str]) -> str | None:
+    """``killdrill drill python agent.py``: say where the command goes, not argparse's usage."""
+    if not own or own[0] not in TAKES_COMMAND:
+        return None
+    _, extra = parser.parse_known_args(own)
+    if not extra:
+        return None
+    return (
+        f"unrecognized arguments {shlex.join(extra)}: put the agent's command after --, "
+        f"e.g. killdrill {own[0]} [options] -- python agent.py --thread '{{thread}}'"
+    )
+
+
+def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+    """Setup warnings as one line each (``killdrill: warning: ...``), others as Python prints them."""
+    from killdrill.drill.setup_checks import SetupWarning
+
+    if issubclass(category, SetupWarning):
+        print(f"killdrill: warning: {message}", file=sys.stderr, flush=True)
+    else:
+        _python_showwarning(message, category, *args, **kwargs)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def split_upgrade(command: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """``OLD... --resume-with -- NEW...``: the first command, and the upgrade's (killdrill.faults.fleet)."""
+    command = list(command)
+    for i in range(len(command) - 1):
+        if command[i] == "--resume-with" and command[i + 1] == "--":
+            new = command[i + 2 :]
+            if not new:
+                raise UsageError("--resume-with -- needs the new version's command after it")
+            return command[:i], new
+    return command, None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    own, command = _split_command(sys.argv[1:] if argv is None else argv)
+    try:
+        command, upgrade = split_upgrade(command)
+    except UsageError as exc:
+        print(f"killdrill: error: {exc}", file=sys.stderr)
+        return ExitCode.ERROR
+    parser = build_parser()
+    if not command:
+        forgot = _forgot_separator(parser, own)
+        if forgot:
+            print(f"killdrill: error: {forgot}", file=sys.stderr)
+            return ExitCode.ERROR
+    args = parser.parse_args(own)
+    args.command = command
+    if upgrade is not None:
+        if getattr(args, "resume_with", None):
+            print("killdrill: error: --resume-with given twice (flag and trailing form)", file=sys.stderr)
+            return ExitCode.ERROR
+        args.resume_with = upgrade
+    try:
+        with signals_raise(only_default=True), warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = _print_warning
+            return int(args.func(args))
+    except KilldrillError as exc:  # usage and harness errors alike: one line (then any context), exit 2
+        first, rest = one_line(exc)
+        print(f"killdrill: error: {first}", file=sys.stderr)
+        if rest:  # e.g. the tail of a failed clean run's stderr, after the one line
+            print(rest, file=sys.stderr)
+        return ExitCode.ERROR
+    except KeyboardInterrupt:  # SIGINT while someone else's handler was installed
+        print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
+        return _interrupted(128 + signal.SIGINT, as_program=argv is None)
+    except Interrupted as stop:
+        if not stop.reported:
+            how = "interrupted" if stop.signum == signal.SIGINT else "terminated"
+            print(f"killdrill: {how} ({stop.name}); every agent process was killed", file=sys.stderr)
+        # a chaos job (it reports its own stop) stopped every worker and attempt itself; its fork
+        # templates exit when their socket closes, so it skips the exit handlers' graceful wait
+        return _interrupted(stop.code, as_program=argv is None, exit_handlers=not stop.reported)
+
+
+def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> int:
+    """As the program, exit now: the launchers' exit handlers run (unless ``exit_handlers`` is
+    False), the interpreter's teardown (seconds on a loaded machine, nothing left to save) does not."""
+    if not as_program:
+        return code
+    import atexit
+
+    if exit_handlers:
+        atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Concurrent resume: N resumers of one thread, run in lockstep at every boundary.
+
+Two workers resuming the same thread at once is the hardest bug of the field (a claim
+that reads, then inserts; a checkpoint both believe they own).  Left to chance, the race
+window is hit rarely; here every boundary is a barrier: each resumer is held at a point
+until every live resumer has arrived at the same point (or exited), then all go on
+together.  ``point`` limits the barrier to one point.  A barrier that not all resumers
+reach within ``patience_s`` (one of them blocked on a lock, say) is released anyway, and
+the report says so, rather than hanging the case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from killdrill.process.control import Connection
+from killdrill.process.supervisor import Running, Supervisor
+from killdrill.records import TraceEvent
+
+
+@dataclass
+class Barrier:
+    point: str | None = None
+    patience_s: float = 1.0
+    supervisor: Supervisor | None = None
+    waiting: dict[str, list[tuple[Running, Connection]]] = field(default_factory=dict)
+    released: int = 0
+
+    def bind(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+
+    def __call__(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+        if self.point is not None and event.point != self.point:
+            return False
+        if run.spec.kill is not None and not run.fired and run.spec.kill.at(event.point, event.occurrence):
+            return False  # the scheduled kill of this resumer takes precedence
+        label = event.label
+        first = label not in self.waiting
+        self.waiting.setdefault(label, []).append((run, conn))
+        if first and self.supervisor is not None:
+            self.supervisor.at(self.patience_s, lambda: self._give_up(label))
+        self._check(label)
+        return True
+
+    def on_exit(self, run: Running) -> None:
+        for label in list(self.waiting):
+            self._check(label)
+
+    def _live(self) -> list[Running]:
+        assert self.supervisor is not None
+        return [r for r in self.supervisor.running if r.alive and r.outcome is None]
+
+    def _check(self, label: str) -> None:
+        arrived = {id(r) for r, _ in self.waiting.get(label, ())}
+        if arrived and all(id(r) in arrived for r in self._live()):
+            self._release(label)
+
+    def _give_up(self, label: str) -> None:
+        if label in self.waiting:
+            for run, _ in self.waiting[label]:
+                run.notes.append(
+                    f"barrier at {label} released after {self.patience_s:g}s: not every resumer came"
+                )
+            self._release(label)
+
+    def _release(self, label: str) -> None:
+        assert self.supervisor is not None
+        for run, conn in self.waiting.pop(label, ()):
+            self.supervisor.release(run, conn)
+        self.released += 1

@@ -1,0 +1,74 @@
+"""What the supervisor starts and tracks: the launch spec of an attempt and the attempt in flight."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from killdrill.points import Kill
+from killdrill.process.control import Connection, ControlListener
+from killdrill.process.launcher import Launcher
+from killdrill.records import TraceEvent
+
+
+@dataclass
+class LaunchSpec:
+    """Everything needed to start one attempt's process."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: str | None
+    stdout_path: str
+    stderr_path: str
+    number: int
+    kill: Kill | None
+    timeout_s: float
+    signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
+    grace_s: float = 5.0
+    control_dir: str = ""
+    launcher: Launcher | None = None  # fork from a warm template instead of spawning
+    deferred: bool = False  # not started by run_many: a hook starts it (``Supervisor.start``), or never
+
+
+BoundaryHook = Callable[["Running", TraceEvent, Connection], bool]
+"""Called for every boundary before the kill decision; return True to take over the answer
+(the hook must then call ``Running.release`` itself later, e.g. a barrier)."""
+
+
+@dataclass
+class Running:
+    """An attempt in flight: its process, channel, trace and what has been done to it."""
+
+    spec: LaunchSpec
+    listener: ControlListener
+    popen: Any  # subprocess.Popen, or a launcher.ForkedProcess
+    started: float
+    stdout: IO[bytes] | None  # the attempt's log files; None under a launcher (its keeper writes them)
+    stderr: IO[bytes] | None
+    trace: list[TraceEvent] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    fired: bool = False
+    killed_at: str | None = None
+    sent_signal: str | None = None
+    outcome: str | None = None
+    returncode: int | None = None
+    ended: float | None = None
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    pidfd: int | None = None
+    term_sent: bool = False
+
+    @property
+    def alive(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def tree_root(self) -> int:
+        """The pid every process of this attempt descends from: its keeper (or the agent, without)."""
+        return getattr(self.popen, "keeper", None) or int(self.popen.pid)
+
+    def elapsed_ms(self) -> float:
+        return (time.monotonic() - self.started) * 1000.0

@@ -1,0 +1,431 @@
+"""The supervisor's event loop: start attempts, answer their boundaries, time them out, reap them;
+and the registry of running supervisors that ``interrupt_all`` stops."""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import os
+import selectors
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
+
+from killdrill.errors import HarnessError
+from killdrill.process import containment
+from killdrill.process.attempts import BoundaryHook as BoundaryHook
+from killdrill.process.attempts import LaunchSpec as LaunchSpec
+from killdrill.process.attempts import Running as Running
+from killdrill.process.control import BoundaryMessage, Connection, ControlListener, ProtocolViolation
+from killdrill.process.interrupts import Interrupted as Interrupted
+from killdrill.process.interrupts import last_signal, signals_raise
+from killdrill.process.launcher import LaunchError, live_launchers, warden
+from killdrill.process.reaping import kill_tree as kill_tree
+from killdrill.process.reaping import sweep as sweep
+from killdrill.process.reaping import tail as tail
+from killdrill.records import (
+    DRAINED,
+    EXITED,
+    KILLED,
+    Attempt,
+    AttemptOutcome,
+    TraceEvent,
+)
+
+DRAINED_EXIT_CODE = 75
+"""Exit status an agent uses to say "I drained on SIGTERM, my checkpoint is committed"."""
+
+
+_active: set[Supervisor] = set()
+_active_lock = threading.Lock()
+_interrupted = threading.Event()
+
+
+def interrupt_all() -> None:
+    """Kill every attempt of every supervisor of this process now; their loops raise Interrupted.
+
+    Called from the main thread on Ctrl-C / SIGTERM while worker threads run cases: no new
+    attempt starts until ``clear_interrupt()``.
+    """
+    _interrupted.set()
+    with _active_lock:
+        supervisors = list(_active)
+    for launcher in live_launchers():
+        launcher.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
+    for sup in supervisors:
+        for run in list(sup.running):
+            if run.alive and getattr(run.popen, "keeper", None) is None:
+                kill_tree(run.popen.pid)
+
+
+def _interruption() -> Interrupted:
+    """What a loop raises after ``interrupt_all``: the one :class:`Interrupted`, with the signal
+    that caused it (SIGINT when it was called without one)."""
+    return Interrupted(last_signal() or signal.SIGINT)
+
+
+def clear_interrupt() -> None:
+    _interrupted.clear()
+
+
+class Supervisor:
+    """Runs attempts.  Thread-compatible, not thread-safe: one event loop per call.
+
+    ``on_attempt_start(running)`` lets the caller bind per-attempt services (the HTTP
+    fakes need the attempt's control address to announce ``during:`` points).
+    """
+
+    def __init__(
+        self,
+        *,
+        on_attempt_start: Callable[[Running], None] | None = None,
+        boundary_hook: BoundaryHook | None = None,
+    ) -> None:
+        self.on_attempt_start = on_attempt_start
+        self.boundary_hook = boundary_hook
+        self._selector: selectors.BaseSelector | None = None
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._running: list[Running] = []
+
+    # ---- public -------------------------------------------------------------------------
+    def run(self, spec: LaunchSpec) -> Attempt:
+        return self.run_many([spec])[0]
+
+    def run_many(self, specs: Sequence[LaunchSpec]) -> list[Attempt]:
+        """Start every spec at once (but the deferred ones) and drive them all to their end.
+
+        The attempts are returned in the order they started; a deferred spec never started has none.
+        """
+        self._selector = selectors.DefaultSelector()
+        self._timers = []
+        self._running = []
+        with _active_lock:
+            _active.add(self)
+        try:
+            with _terminate_as_exception():
+                for spec in specs:
+                    if not spec.deferred:
+                        self.start(spec)
+                self._loop()
+        finally:
+            with _active_lock:
+                _active.discard(self)
+            for run in self._running:
+                if run.alive:
+                    self._kill_tree(run)
+                    self._reap(run, block=True)
+                self._cleanup(run)
+            self._selector.close()
+            self._selector = None
+        return [self._attempt(run) for run in self._running]
+
+    def start(self, spec: LaunchSpec) -> Running:
+        """Start one more attempt inside the running loop (a hook's deferred resumer)."""
+        run = self._start(spec)
+        self._running.append(run)
+        return run
+
+    def release(self, run: Running, conn: Connection) -> None:
+        """Let a held agent go on (used by hooks that took over an answer)."""
+        if run.alive and conn.waiting is not None:
+            run.listener.release(conn)
+
+    def kill(self, run: Running, label: str, outcome: str = KILLED) -> None:
+        """Kill ``run``'s whole tree now (or begin the TERM drain), recording where and why."""
+        if not run.alive or run.outcome is not None:
+            return
+        run.killed_at = label
+        run.outcome = outcome
+        if run.spec.signal_name == "TERM" and outcome == KILLED:
+            run.sent_signal = "SIGTERM"
+            run.term_sent = True
+            self._kill_tree(run, signal.SIGTERM)
+            # An agent parked at a boundary cannot drain until it is let go.
+            for conn in list(run.listener.connections.values()):
+                if conn.waiting is not None:
+                    run.listener.release(conn)
+            self.at(run.spec.grace_s, lambda: self._after_grace(run))
+            return
+        run.sent_signal = "SIGKILL"
+        self._kill_tree(run)
+        # Anyone else blocked on this channel (an HTTP fake holding a response) sees EOF now.
+        run.listener.close_all_connections()
+
+    # ---- internals ----------------------------------------------------------------------
+    def _kill_tree(self, run: Running, sig: int = signal.SIGKILL) -> None:
+        kill_tree(run.popen.pid, sig, keeper=getattr(run.popen, "keeper", None))
+
+    def _start(self, spec: LaunchSpec) -> Running:
+        assert self._selector is not None
+        if _interrupted.is_set():
+            raise _interruption()
+        listener = ControlListener(spec.control_dir, self._selector).open()
+        env = dict(spec.env)
+        env["KILLDRILL_CONTROL"] = listener.address
+        env["KILLDRILL_CONTROL_TOKEN"] = listener.token
+        env["KILLDRILL_ATTEMPT"] = str(spec.number)
+        launcher, exec_ = spec.launcher, False
+        try:
+            if launcher is None and containment.supported():
+                launcher, exec_ = warden(), True
+            if launcher is not None:
+                forked = launcher.spawn(
+                    spec.argv, env=env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path,
+                    exec_=exec_,
+                )  # fmt: skip
+                return self._track(spec, listener, forked, None, None)
+        except LaunchError as exc:
+            listener.close()
+            raise HarnessError(str(exc)) from exc
+        return self._popen(spec, listener, env)
+
+    def _popen(self, spec: LaunchSpec, listener: ControlListener, env: dict[str, str]) -> Running:
+        """Without keepers (no prctl: not Linux): a plain child in its own session."""
+        import subprocess
+
+        stdout = open(spec.stdout_path, "wb")  # noqa: SIM115 - closed in _cleanup
+        stderr = open(spec.stderr_path, "wb")  # noqa: SIM115
+        try:
+            popen = subprocess.Popen(
+                list(spec.argv),
+                env=env,
+                cwd=spec.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            stdout.close()
+            stderr.close()
+            listener.close()
+            raise HarnessError(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
+        return self._track(spec, listener, popen, stdout, stderr)
+
+    def _track(
+        self,
+        spec: LaunchSpec,
+        listener: ControlListener,
+        popen: Any,
+        stdout: IO[bytes] | None,
+        stderr: IO[bytes] | None,
+    ) -> Running:
+        assert self._selector is not None
+        run = Running(spec, listener, popen, time.monotonic(), stdout, stderr)
+        # From now on the channel hears only this attempt's tree (its keeper's, when it has one:
+        # orphans are re-parented to the keeper) and the harness.
+        listener.attach(run.tree_root)
+        try:
+            # With a keeper, the attempt is over when the keeper exits: nothing of it is left then.
+            run.pidfd = os.pidfd_open(run.tree_root)
+            self._selector.register(run.pidfd, selectors.EVENT_READ, (None, run))
+        except (AttributeError, OSError):
+            run.pidfd = None
+        kill = spec.kill
+        if kill is not None and kill.offset_ms is not None:
+            label = str(kill)
+            self.at(kill.offset_ms / 1000.0, lambda: self._fire(run, label))
+        self.at(spec.timeout_s, lambda: self._timeout(run))
+        if self.on_attempt_start is not None:
+            self.on_attempt_start(run)
+        return run
+
+    def at(self, delay_s: float, action: Callable[[], None]) -> None:
+        """Run ``action`` on the event loop after ``delay_s`` seconds."""
+        heapq.heappush(self._timers, (time.monotonic() + delay_s, next(self._seq), action))
+
+    def _loop(self) -> None:
+        # Every boundary of every attempt passes through here: the armed round trip's harness half.
+        assert self._selector is not None
+        select, timers = self._selector.select, self._timers
+        while any(run.alive for run in self._running):
+            if _interrupted.is_set():
+                raise _interruption()
+            now = time.monotonic()
+            if timers and timers[0][0] <= now:
+                while timers and timers[0][0] <= now:
+                    _, _, action = heapq.heappop(timers)
+                    action()
+                    now = time.monotonic()
+                if not any(run.alive for run in self._running):
+                    break
+            wait = timers[0][0] - now if timers else 1.0
+            # Without a pidfd, poll the process at a short interval.
+            unwatched = [run for run in self._running if run.pidfd is None and run.alive]
+            if unwatched:
+                wait = min(wait, 0.005)
+            for key, _ in select(max(0.0, min(wait, 1.0))):
+                listener, obj = key.data
+                if listener is None:
+                    self._reap(obj, block=True)
+                elif obj is None:
+                    conn = listener.accept()
+                    while conn is not None:
+                        conn = listener.accept()
+                else:
+                    self._on_readable(self._owner(listener), listener, obj)
+            for run in unwatched:
+                if run.alive:
+                    self._reap(run, block=False)
+
+    def _owner(self, listener: ControlListener) -> Running:
+        if len(self._running) == 1:
+            return self._running[0]
+        return next(run for run in self._running if run.listener is listener)
+
+    def _on_readable(self, run: Running, listener: ControlListener, conn: Connection) -> None:
+        for msg in listener.read(conn):
+            if isinstance(msg, ProtocolViolation):
+                run.errors.append(f"control channel: {msg.message}")
+                if msg.fatal:
+                    self.kill(run, "protocol-error", outcome=AttemptOutcome.HARNESS_ERROR)
+                continue
+            self._on_boundary(run, msg)
+
+    def _on_boundary(self, run: Running, msg: BoundaryMessage) -> None:
+        run.counts[msg.point] += 1
+        event = TraceEvent(msg.point, run.counts[msg.point], round(run.elapsed_ms(), 3), msg.conn.peer_pid)
+        run.trace.append(event)
+        if run.outcome is not None:  # already being killed or drained: let it run on
+            run.listener.release(msg.conn)
+            return
+        if self.boundary_hook is not None and self.boundary_hook(run, event, msg.conn):
+            return
+        kill = run.spec.kill
+        if kill is not None and not run.fired and kill.at(event.point, event.occurrence):
+            run.fired = True
+            if kill.hold_ms is not None:
+                conn = msg.conn
+                run.notes.append(f"held at {event.label} for {kill.hold_ms:g}ms")
+                self.at(kill.hold_ms / 1000.0, lambda: self.release(run, conn))
+                return
+            if kill.delay_ms is not None:
+                run.listener.release(msg.conn)
+                label = str(kill)
+                self.at(kill.delay_ms / 1000.0, lambda: self._fire(run, label))
+                return
+            self.kill(run, event.label)
+            return
+        run.listener.release(msg.conn)
+
+    def _fire(self, run: Running, label: str) -> None:
+        run.fired = True
+        self.kill(run, label)
+
+    def _timeout(self, run: Running) -> None:
+        # A drain in progress is bounded by its grace period, not by the timeout.
+        if run.alive and run.outcome is None:
+            self.kill(run, f"timeout:{run.spec.timeout_s:g}s", outcome=AttemptOutcome.HANG)
+
+    def _after_grace(self, run: Running) -> None:
+        if run.alive:
+            run.notes.append(f"ignored SIGTERM: killed after the {run.spec.grace_s:g}s grace period")
+            run.sent_signal = "SIGTERM+SIGKILL"
+            self._kill_tree(run)
+            run.listener.close_all_connections()
+
+    def _reap(self, run: Running, *, block: bool) -> None:
+        if run.returncode is not None:
+            return
+        try:
+            rc = run.popen.wait() if block else run.popen.poll()
+        except LaunchError:
+            # Its keeper killed the whole attempt when the template died (or was killed by it).
+            run.errors.append("the launcher template died during the attempt; every process of it was killed")
+            rc = -signal.SIGKILL
+        if rc is None:
+            return
+        run.returncode = rc
+        run.ended = time.monotonic()
+        if getattr(run.popen, "keeper", None) is None:
+            # Leave nothing behind: stray members of the group (a keeper has seen to everything).
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(run.popen.pid, signal.SIGKILL)
+        if run.pidfd is not None and self._selector is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(run.pidfd)
+            os.close(run.pidfd)
+            run.pidfd = None
+        run.listener.close_all_connections()
+        on_exit = getattr(self.boundary_hook, "on_exit", None)
+        if on_exit is not None:
+            on_exit(run)
+
+    @property
+    def running(self) -> list[Running]:
+        return self._running
+
+    def _cleanup(self, run: Running) -> None:
+        run.listener.close()
+        stranger_note = run.listener.stranger_note()
+        if stranger_note:
+            run.notes.append(stranger_note)
+        for f in (run.stdout, run.stderr):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+        escaped = sweep(run.listener.token) if getattr(run.popen, "keeper", None) is None else []
+        if escaped:
+            run.notes.append(f"killed {len(escaped)} process(es) that escaped the tree: {escaped}")
+
+    def _attempt(self, run: Running) -> Attempt:
+        spec = run.spec
+        kill = spec.kill
+        rc = run.returncode
+        outcome = run.outcome
+        notes = list(run.notes)
+        exited_first = False
+        if outcome == KILLED and run.term_sent:
+            if rc == DRAINED_EXIT_CODE:
+                outcome = DRAINED
+            elif rc is not None and rc >= 0:
+                notes.append(f"exited {rc} after SIGTERM (drained status is {DRAINED_EXIT_CODE})")
+        elif outcome == KILLED and rc is not None and rc >= 0:
+            # A timed kill fired in the instant between the agent's own exit and its reaping:
+            # it finished by itself, so the kill did not land.
+            outcome, run.killed_at, exited_first = None, None, True
+            notes.append(f"exited {rc} by itself before the kill at {kill} landed")
+        if run.errors:
+            outcome = AttemptOutcome.HARNESS_ERROR
+        elif outcome is None:
+            if kill is not None and not run.fired:
+                outcome = AttemptOutcome.POINT_NOT_REACHED
+            elif kill is not None and kill.is_kill and run.killed_at is None:
+                outcome = AttemptOutcome.POINT_NOT_REACHED
+                if kill.delay_ms is not None and not exited_first:
+                    notes.append(f"exited within {kill.delay_ms:g}ms of {kill.point}: the kill missed")
+            else:
+                outcome = EXITED
+        duration = ((run.ended or time.monotonic()) - run.started) * 1000.0
+        return Attempt(
+            number=spec.number,
+            kill=str(kill) if kill is not None else None,
+            outcome=outcome,
+            returncode=rc,
+            duration_ms=round(duration, 3),
+            trace=tuple(run.trace),
+            killed_at=run.killed_at,
+            signal=run.sent_signal,
+            stdout_tail=tail(spec.stdout_path),
+            stderr_tail=tail(spec.stderr_path),
+            notes=tuple(notes + run.errors),
+        )
+
+
+@contextlib.contextmanager
+def _terminate_as_exception() -> Iterator[None]:
+    """While attempts run, turn a default-handled SIGTERM into SystemExit(143) raised here, so
+    every ``finally`` (killing the attempts' trees) runs.  Only from the main thread and only when
+    nobody installed their own handler (the CLI and the chaos job do)."""
+    with signals_raise(signals=(signal.SIGTERM,), only_default=True) as ours:
+        try:
+            yield
+        except Interrupted as stop:
+            if not ours:  # the CLI's or the chaos job's: theirs to handle
+                raise
+            raise SystemExit(stop.code) from None
