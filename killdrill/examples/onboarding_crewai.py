@@ -76,10 +76,9 @@ def build_flow(thread: str, workdir: str, *, bug: str | None) -> Any:
         @listen(charge_first_month)
         def send_welcome(self, charge_id: str) -> str:
             ref = f"{thread}:welcome"
-            if guarded:
-                if self.state.welcome_sent or fakes.mailbox.lookup(ref) is not None:
-                    self.state.welcome_sent = True
-                    return ref
+            if guarded and (self.state.welcome_sent or fakes.mailbox.lookup(ref) is not None):
+                self.state.welcome_sent = True
+                return ref
             fakes.mailbox.send(
                 to=self.state.email,
                 subject="Welcome aboard",

@@ -87,10 +87,10 @@ def _patch_steps(module: ModuleType) -> Callable[[], None]:
                 setattr(emitting_worker, attr, getattr(worker, attr))
         return emitting_worker
 
-    module.as_step_worker_function = as_step_worker_function
+    setattr(module, "as_step_worker_function", as_step_worker_function)  # noqa: B010
 
     def undo() -> None:
-        module.as_step_worker_function = original
+        setattr(module, "as_step_worker_function", original)  # noqa: B010
 
     return undo
 
