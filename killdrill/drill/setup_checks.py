@@ -37,11 +37,14 @@ __all__ = [
 DETECT_ENV = "KILLDRILL_DETECT"
 """Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
 
-WATCHED = ("langgraph",)
+WATCHED = ("langgraph", "crewai", "workflows")
 """Modules with an integration: importing one without it is worth a warning."""
 
 MARKER_PREFIX = "imported-"
 _FLAG = {"langgraph": "--langgraph"}
+_INTEGRATION_OF = {"workflows": "llama_index"}
+"""Watched top-level module -> its integration's name, where they differ (``llama-index-workflows``
+installs ``workflows``; ``llama_index.core.workflow`` imports it too)."""
 
 
 class SetupWarning(UserWarning):
@@ -51,7 +54,7 @@ class SetupWarning(UserWarning):
 def detection_env(env: Mapping[str, str], integrations: Iterable[str], bootstrap: str) -> dict[str, str]:
     """``env`` plus the import watch for every watched module whose integration is off."""
     active = set(integrations)
-    watch = [m for m in WATCHED if m not in active]
+    watch = [m for m in WATCHED if _INTEGRATION_OF.get(m, m) not in active]
     out = dict(env)
     if not watch:
         return out
@@ -72,7 +75,7 @@ def imported_modules(state_dir: str | os.PathLike[str]) -> set[str]:
 
 
 def integration_hint(imported: Iterable[str], integrations: Iterable[str]) -> str | None:
-    missing = sorted(set(imported) - set(integrations))
+    missing = sorted({_INTEGRATION_OF.get(m, m) for m in imported} - set(integrations))
     if not missing:
         return None
     name = missing[0]

@@ -1,0 +1,224 @@
+"""LlamaIndex Workflows integration: kill points for every ``@step`` of an unmodified ``Workflow``.
+
+Activated by the drill with ``--integration llama_index`` (the bootstrap calls :func:`activate`).
+Activation never imports ``workflows`` (the ``llama-index-workflows`` distribution, which
+``llama_index.core.workflow`` re-exports): an import hook patches it when the agent imports it.
+
+Points emitted (``STEP`` is the step function's name as written):
+
+``before:STEP``
+    the runtime's step worker (``as_step_worker_function``) is about to run the step.
+``after:STEP``
+    the step returned and its output is not yet handed back to the control loop.  Not emitted
+    when the step raised (a retry is a new ``before:``).
+``before:checkpoint``
+    the agent called ``Context.to_dict()``: a snapshot is about to be taken.
+``committed:checkpoint``
+    the consumer of ``handler.stream_events()`` asked for the next event after a ``to_dict()``:
+    the loop body that took the snapshot (and, in the documented pattern, wrote it somewhere)
+    finished.
+
+There is no ``committed:STEP``: the basic runtime persists nothing by itself, and where the
+user's own write of ``to_dict()`` lands is invisible to the harness.  ``committed:checkpoint`` is
+the nearest honest point, and only for the documented "save it while streaming" pattern; a
+snapshot saved elsewhere gets only ``before:checkpoint``.
+
+Imported by the agent at start (bootstrap): standard library only.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import AsyncGenerator, Callable, Sequence
+from importlib.abc import Loader
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from killdrill.agent import boundary
+from killdrill.integrations import Integration
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+
+__all__ = ["CHECKPOINT", "INTEGRATION", "activate", "active", "deactivate"]
+
+CHECKPOINT = "checkpoint"
+"""The name used by ``before:checkpoint`` / ``committed:checkpoint``."""
+
+INTEGRATION = Integration(
+    "llama_index",
+    preload=("workflows", "workflows.runtime.types.step_function"),
+    internal_steps=frozenset({CHECKPOINT}),
+)
+
+_STEPS = "workflows.runtime.types.step_function"
+_CONTEXT = "workflows.context.context"
+_HANDLER = "workflows.handler"
+_TARGETS = (_STEPS, _CONTEXT, _HANDLER)
+_lock = threading.RLock()
+_patched: dict[str, Callable[[], None]] = {}
+_finder: _PatchingFinder | None = None
+_snapshot_taken = threading.local()
+
+
+def _failed(outputs: Any) -> bool:
+    """True when the step worker's outputs say the step raised (``StepWorkerFailed``)."""
+    return isinstance(outputs, list) and any(getattr(o, "type", None) == "failed" for o in outputs)
+
+
+def _patch_steps(module: ModuleType) -> Callable[[], None]:
+    original = module.as_step_worker_function
+
+    @functools.wraps(original)
+    def as_step_worker_function(func: Any) -> Any:
+        worker = original(func)
+
+        async def emitting_worker(state: Any, step_name: str, *args: Any, **kwargs: Any) -> Any:
+            boundary(f"before:{step_name}")
+            outputs = await worker(state, step_name, *args, **kwargs)
+            if not _failed(outputs):
+                boundary(f"after:{step_name}")
+            return outputs
+
+        for attr in ("__name__", "__qualname__", "__wrapped__"):
+            if hasattr(worker, attr):
+                setattr(emitting_worker, attr, getattr(worker, attr))
+        return emitting_worker
+
+    setattr(module, "as_step_worker_function", as_step_worker_function)  # noqa: B010
+
+    def undo() -> None:
+        setattr(module, "as_step_worker_function", original)  # noqa: B010
+
+    return undo
+
+
+def _patch_context(module: ModuleType) -> Callable[[], None]:
+    cls = module.Context
+    original = cls.to_dict
+
+    @functools.wraps(original)
+    def to_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
+        boundary(f"before:{CHECKPOINT}")
+        result = original(self, *args, **kwargs)
+        _snapshot_taken.pending = True
+        return result
+
+    cls.to_dict = to_dict
+
+    def undo() -> None:
+        cls.to_dict = original
+
+    return undo
+
+
+def _patch_handler(module: ModuleType) -> Callable[[], None]:
+    cls = module.WorkflowHandler
+    original = cls.stream_events
+
+    @functools.wraps(original)
+    async def stream_events(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        _snapshot_taken.pending = False
+        async for ev in original(self, *args, **kwargs):
+            yield ev
+            if getattr(_snapshot_taken, "pending", False):  # the loop body saved a snapshot
+                _snapshot_taken.pending = False
+                boundary(f"committed:{CHECKPOINT}")
+
+    cls.stream_events = stream_events
+
+    def undo() -> None:
+        cls.stream_events = original
+
+    return undo
+
+
+_PATCHERS: dict[str, Callable[[ModuleType], Callable[[], None]]] = {
+    _STEPS: _patch_steps,
+    _CONTEXT: _patch_context,
+    _HANDLER: _patch_handler,
+}
+
+
+def _patch(module: ModuleType) -> None:
+    with _lock:
+        if module.__name__ in _PATCHERS and module.__name__ not in _patched:
+            _patched[module.__name__] = _PATCHERS[module.__name__](module)
+
+
+class _PatchingLoader(Loader):
+    """Runs the real loader, then patches the module before anyone else uses it."""
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        _patch(module)
+        if all(name in sys.modules for name in _TARGETS):
+            _remove_finder()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+class _PatchingFinder:
+    """Import hook: wraps the loaders of the step worker, Context and handler modules only."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname not in _TARGETS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+def _remove_finder() -> None:
+    global _finder
+    with _lock:
+        if _finder is not None and _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+        _finder = None
+
+
+def activate() -> None:
+    """Emit kill points for every LlamaIndex Workflow in this process (idempotent)."""
+    global _finder
+    with _lock:
+        for name in _TARGETS:
+            module = sys.modules.get(name)
+            if module is not None:
+                _patch(module)
+        if not all(name in _patched for name in _TARGETS) and _finder is None:
+            _finder = _PatchingFinder()
+            sys.meta_path.insert(0, _finder)
+
+
+def active() -> bool:
+    """True when :func:`activate` ran (patched, or waiting for the import)."""
+    return _finder is not None or bool(_patched)
+
+
+def deactivate() -> None:
+    """Undo :func:`activate` (for in-process tests)."""
+    with _lock:
+        _remove_finder()
+        for undo in _patched.values():
+            undo()
+        _patched.clear()
