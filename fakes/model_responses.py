@@ -24,7 +24,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from killdrill.fakes import model as _model
 from killdrill.fakes.model_script import Conversation, Reply, ScriptError, Turn, tool_schemas_text
@@ -71,7 +71,7 @@ def _turns(items: Sequence[Any]) -> list[Turn]:
         role = str(item.get("role") or "")
         assistant = (kind == "message" and role == "assistant") or kind == "function_call"
         if assistant:
-            text, called = "", ()
+            text, called = "", cast("tuple[str, ...]", ())
             if kind == "message":
                 text = _model._parts_text(item.get("content"))
             else:
