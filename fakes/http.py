@@ -41,6 +41,7 @@ from typing import Any
 
 from killdrill.fakes import FakeProviderError, fake_classes, wire
 from killdrill.fakes import model as _model
+from killdrill.fakes import model_responses as _model_responses
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
 from killdrill.fakes.serving import Answered, Binding, FaultPlan, Reset, ServerFakes
 from killdrill.fakes.wire import Exchange, stripe_render
@@ -155,7 +156,7 @@ def _model_route(path: str, serve: Callable[[Any, bytes], None]) -> None:
     route("POST", re.escape(path))(lambda handler, request: serve(handler, request.body))
 
 
-for _path, _serve_model in _model.ROUTES.items():
+for _path, _serve_model in {**_model.ROUTES, **_model_responses.ROUTES}.items():
     _model_route(_path, _serve_model)
 wire.load_families()  # the wire fakes' routes join the same table
 

@@ -41,7 +41,11 @@ if TYPE_CHECKING:
 __all__ = ["MODEL_PROVIDER", "ROUTES", "ModelFake", "anthropic_conversation", "openai_conversation"]
 
 MODEL_PROVIDER = "model"
-register(ProviderSpec(MODEL_PROVIDER, (Operation("chat"), Operation("messages")), call_only=True))
+register(
+    ProviderSpec(
+        MODEL_PROVIDER, (Operation("chat"), Operation("messages"), Operation("responses")), call_only=True
+    )
+)  # responses: the Responses API, fakes/model_responses.py
 # A model's answers are work the report adds up, never effects: the verdict does not judge them.
 
 

@@ -45,9 +45,11 @@ def bootstrap_dir() -> str:
 def model_env(url: str) -> dict[str, str]:
     """Point the OpenAI and Anthropic SDKs (and what is built on them) at the model fake.
 
-    The keys are dummies on purpose: a drill must never reach, or bill, a real model.
+    The keys are dummies on purpose: a drill must never reach, or bill, a real model.  The OpenAI
+    Agents SDK exports traces to api.openai.com whatever the base URL: turned off.
     """
     return {
+        "OPENAI_AGENTS_DISABLE_TRACING": "1",
         "OPENAI_BASE_URL": f"{url}/v1",
         "OPENAI_API_KEY": "sk-killdrill-fake",
         "ANTHROPIC_BASE_URL": url,

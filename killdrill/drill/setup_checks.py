@@ -37,14 +37,15 @@ __all__ = [
 DETECT_ENV = "KILLDRILL_DETECT"
 """Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
 
-WATCHED = ("langgraph", "crewai", "workflows")
+WATCHED = ("langgraph", "agents", "crewai", "workflows")
 """Modules with an integration: importing one without it is worth a warning."""
 
 MARKER_PREFIX = "imported-"
 _FLAG = {"langgraph": "--langgraph"}
-_INTEGRATION_OF = {"workflows": "llama_index"}
-"""Watched top-level module -> its integration's name, where they differ (``llama-index-workflows``
-installs ``workflows``; ``llama_index.core.workflow`` imports it too)."""
+INTEGRATION_OF = {"agents": "openai_agents", "workflows": "llama_index"}
+"""A watched module whose integration has another name (the OpenAI Agents SDK imports as ``agents``;
+``llama-index-workflows`` installs ``workflows``, which ``llama_index.core.workflow`` imports too)."""
+_WHAT = {"agents": "function tool and session save", "crewai": "flow method", "workflows": "workflow step"}
 
 
 class SetupWarning(UserWarning):
@@ -54,7 +55,7 @@ class SetupWarning(UserWarning):
 def detection_env(env: Mapping[str, str], integrations: Iterable[str], bootstrap: str) -> dict[str, str]:
     """``env`` plus the import watch for every watched module whose integration is off."""
     active = set(integrations)
-    watch = [m for m in WATCHED if _INTEGRATION_OF.get(m, m) not in active]
+    watch = [m for m in WATCHED if INTEGRATION_OF.get(m, m) not in active]
     out = dict(env)
     if not watch:
         return out
@@ -75,14 +76,15 @@ def imported_modules(state_dir: str | os.PathLike[str]) -> set[str]:
 
 
 def integration_hint(imported: Iterable[str], integrations: Iterable[str]) -> str | None:
-    missing = sorted({_INTEGRATION_OF.get(m, m) for m in imported} - set(integrations))
+    missing = sorted(m for m in set(imported) if INTEGRATION_OF.get(m, m) not in set(integrations))
     if not missing:
         return None
-    name = missing[0]
+    module = missing[0]
+    name = INTEGRATION_OF.get(module, module)
     return (
-        f"the agent imports {name} but the {name} integration is off, so only the fakes' during: points "
+        f"the agent imports {module} but the {name} integration is off, so only the fakes' during: points "
         f"are drilled: add {_FLAG.get(name, f'--integration {name}')} (pytest: killdrill_integrations = "
-        f"{name}) to kill it at every node and checkpoint"
+        f"{name}) to kill it at every {_WHAT.get(module, 'node and checkpoint')}"
     )
 
 

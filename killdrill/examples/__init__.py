@@ -50,3 +50,31 @@ ORDER_AGENT_PRELOAD = (
     "httpx",
 )
 """Modules the fork launcher imports once for the order agent (``--launcher fork --preload ...``)."""
+
+BILLING_OPENAI_AGENTS = (
+    "python",
+    "-m",
+    "killdrill.examples.billing_openai_agents",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/session.sqlite",
+)
+"""The OpenAI Agents SDK billing agent (``Agent`` + ``@function_tool``, ``SQLiteSession``,
+``Runner.run`` on the Responses API; stripe, smtplib): drill it with ``--integration openai_agents
+--smtp-fake --model-script BILLING_OPENAI_AGENTS_SCRIPT`` and ``BILLING_OPENAI_AGENTS_ENV``."""
+
+BILLING_OPENAI_AGENTS_SCRIPT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "billing_openai_agents.yaml"
+)
+"""The scripted model the billing agent talks to (``--model-script``)."""
+
+BILLING_OPENAI_AGENTS_ENV = {
+    "STRIPE_API_BASE": "{KILLDRILL_FAKES_URL}",
+    "SMTP_HOST": "{KILLDRILL_SMTP}",
+    "MAIL_LOOKUP_URL": "{KILLDRILL_FAKES_URL}/fakes/mailbox/lookup",
+}
+"""How the billing agent's own settings point at the fakes (``--env NAME=VALUE``)."""
+
+BILLING_OPENAI_AGENTS_PRELOAD = ("agents", "stripe", "httpx")
+"""Modules the fork launcher imports once for the billing agent (``--preload``)."""

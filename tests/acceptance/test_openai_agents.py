@@ -1,0 +1,106 @@
+"""The OpenAI Agents SDK, unedited, on its default Responses API against the model fake: the
+integration's points, real kills and resumes, the planted bugs caught with the expected kinds."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from killdrill.drill import Drill, DrillOptions
+from killdrill.examples import (
+    BILLING_OPENAI_AGENTS,
+    BILLING_OPENAI_AGENTS_ENV,
+    BILLING_OPENAI_AGENTS_PRELOAD,
+    BILLING_OPENAI_AGENTS_SCRIPT,
+)
+
+_missing = [m for m in ("agents", "stripe", "aiosmtpd") if importlib.util.find_spec(m) is None]
+if _missing:
+    pytest.skip(f"needs {', '.join(_missing)}: killdrill[openai_agents]", allow_module_level=True)
+
+POINTS = [
+    "committed:session",
+    "during:model.responses",
+    "before:charge_card",
+    "during:payments.charge",
+    "after:charge_card",
+    "committed:charge_card",
+    "committed:session#2",
+    "during:model.responses#2",
+    "before:send_receipt",
+    "during:mailbox.send",
+    "after:send_receipt",
+    "committed:send_receipt",
+    "committed:session#3",
+    "during:model.responses#3",
+    "committed:session#4",
+]
+
+
+def _drill(
+    tmp_path: Path, *args: str, variance: int | None = None, integration: bool = True, launcher: str = "fork"
+) -> Drill:
+    options = DrillOptions(
+        root=tmp_path,
+        http_fakes=True,
+        smtp_fake=True,
+        env=BILLING_OPENAI_AGENTS_ENV,
+        integrations=("openai_agents",) if integration else (),
+        model_script=BILLING_OPENAI_AGENTS_SCRIPT,
+        model_variance=variance,
+        launcher=launcher,
+        preload=BILLING_OPENAI_AGENTS_PRELOAD if launcher == "fork" else (),
+        timeout=60,
+        discovery_runs=1,
+    )
+    return Drill([*BILLING_OPENAI_AGENTS, *args], options)
+
+
+def test_activation_does_not_import_the_sdk() -> None:
+    code = (
+        "import sys; from killdrill.integrations import openai_agents as oa; oa.activate(); "
+        "import os; assert 'agents' not in sys.modules and oa.active(); "
+        "print(os.environ['OPENAI_AGENTS_DISABLE_TRACING'])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "1", proc.stderr
+
+
+def test_points_are_named_after_the_tools_and_the_correct_agent_passes_under_variance(tmp_path: Path) -> None:
+    with _drill(tmp_path, variance=5) as drill:
+        assert drill.discover().labels() == POINTS
+        points = ("after:charge_card", "after:send_receipt", "committed:charge_card")
+        cases = [drill.run_case(point) for point in points]
+    for case in cases:
+        assert case.ok, case.text()
+    # a kill after the tool returned, before the session's save, asks the model again
+    assert cases[0].model["respent_calls"] == 1
+
+
+def test_tool_call_id_key_passes_without_variance_and_is_caught_with_it(tmp_path: Path) -> None:
+    with _drill(tmp_path / "plain", "--bug", "call-id-key") as drill:
+        assert drill.run_case("after:charge_card").ok
+    with _drill(tmp_path / "varied", "--bug", "call-id-key", variance=0) as drill:
+        case = drill.run_case("after:charge_card")
+    assert case.kinds == ("duplicate_effect", "key_changed"), case.text()
+    assert case.ledger is not None
+    charges = [c for c in case.ledger.calls if c.provider == "payments"]  # the ledger itself, read
+    assert [c.attempt for c in charges] == [1, 2] and charges[0].key != charges[1].key
+
+
+def test_ungated_receipt_is_sent_twice_without_variance(tmp_path: Path) -> None:
+    with _drill(tmp_path, "--bug", "receipt-ungated") as drill:
+        case = drill.run_case("after:send_receipt")
+    assert case.kinds == ("duplicate_effect",), case.text()
+
+
+def test_the_hint_names_the_integration_when_the_agent_imports_agents(tmp_path: Path) -> None:
+    hint = "imports agents but the openai_agents integration is off.*--integration openai_agents"
+    # spawned: a fork template that preloaded the SDK would import it before any case's watch
+    drill = _drill(tmp_path, integration=False, launcher="spawn")
+    with drill, pytest.warns(UserWarning, match=hint):
+        drill.discover()
