@@ -30,7 +30,7 @@ from killdrill.fakes import model as _model
 from killdrill.fakes.model_script import Conversation, Reply, ScriptError, Turn, tool_schemas_text
 
 if TYPE_CHECKING:
-    from killdrill.fakes.http import _Handler
+    from killdrill.fakes.http import _FakesHandler
 
 __all__ = ["OP", "ROUTES", "responses_body", "responses_conversation", "responses_stream"]
 
@@ -232,7 +232,7 @@ def _remember(response_id: str, items: list[Any]) -> None:
 
 
 # ---- the route ---------------------------------------------------------------------------------
-def _responses(handler: _Handler, raw: bytes) -> None:
+def _responses(handler: _FakesHandler, raw: bytes) -> None:
     reply = _model._serve(handler, raw, OP, responses_conversation, _model._openai_error)
     if reply is None:
         return
@@ -248,5 +248,5 @@ def _responses(handler: _Handler, raw: bytes) -> None:
         _model._send_bytes(handler, 200, "application/json", json.dumps(full).encode())
 
 
-ROUTES: dict[str, Callable[[_Handler, bytes], None]] = {"/v1/responses": _responses}
+ROUTES: dict[str, Callable[[_FakesHandler, bytes], None]] = {"/v1/responses": _responses}
 """POST routes of the Responses API (registered in ``fakes/http.py`` beside ``model.ROUTES``)."""
