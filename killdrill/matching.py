@@ -18,9 +18,13 @@ from killdrill.records import Call
 __all__ = ["assignment", "canonical", "differing", "match_calls", "payload_distance"]
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+"""One encoder, not one per call: ``json.dumps`` with options builds a new one each time (issue 23)."""
+
+
 def canonical(value: Any) -> str:
     """Sorted-key compact JSON: two payloads are equal iff their canonical forms are."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _ENCODER.encode(value)
 
 
 def differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
@@ -94,8 +98,7 @@ def match_calls(
     Both sides should be the calls of one ``provider.op``; unequal counts leave the least alike
     calls of the longer side unpaired.  Ties go to ledger order.
     """
-    left = sorted(left, key=lambda c: c.seq)
-    right = sorted(right, key=lambda c: c.seq)
-    weight = len(left) + len(right) + 1  # keys never outweigh one differing field
-    cost = [[payload_distance(a, b, weight=weight) for b in right] for a in left]
-    return [(left[i], right[j]) for i, j in assignment(cost)]
+    # identical payloads pair by hashing first, only the rest is assigned (issue 23)
+    from killdrill.matching_scale import match_calls_fast  # imports this module
+
+    return match_calls_fast(left, right)
