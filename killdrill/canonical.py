@@ -34,16 +34,20 @@ def _check_strict(obj: Any) -> None:
             _check_strict(v)
 
 
+_LENIENT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+"""One encoder, not one per call: ``json.dumps`` with options builds a new one each time, and the
+verdict encodes every call's payload (about 40% of its time on a 10^4-effect case)."""
+
+
 def canonical_json(value: Any, *, strict: bool = False) -> str:
     """Sorted-key compact JSON text of ``value``: equal payloads give equal text.
 
     ``strict`` refuses what JSON cannot say exactly (non-JSON types, non-string keys, NaN and
     infinities) instead of ``str()``-ing it: for keys, which must not depend on a ``repr``."""
-    if strict:
-        _check_strict(value)
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_refuse if strict else str
-    )
+    if not strict:
+        return _LENIENT.encode(value)
+    _check_strict(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_refuse)
 
 
 def canonical_value(value: Any) -> Any:

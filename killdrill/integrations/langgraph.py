@@ -40,19 +40,18 @@ import functools
 import os
 import random
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from importlib.abc import Loader
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
 from killdrill.integrations import Integration
+from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
+    pass
 
 # Activation runs at interpreter start (bootstrap): stdlib only, nothing heavy (asyncio is
 # imported by the async wrappers, which only run inside an event loop).
@@ -91,7 +90,6 @@ _finished: dict[str, str] = {}
 _FINISHED_MAX = 4096
 _lock = threading.RLock()
 _originals: dict[tuple[object, str], Any] = {}
-_finder: _PatchingFinder | None = None
 _delay: DelaySpec | None = None
 
 
@@ -306,53 +304,7 @@ def _patch(module: ModuleType) -> None:
             _replace(async_cls, "__init__", _wrap_init(async_cls.__init__, _instrument_async_loop))
 
 
-class _PatchingLoader(Loader):
-    """Runs the real loader, then patches the module before anyone else sees it."""
-
-    def __init__(self, loader: Loader) -> None:
-        self.loader = loader
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__loader__ = self.loader  # tracebacks and get_source use the real one
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        _patch(module)
-        if all(name in sys.modules for name in _TARGETS):
-            _remove_finder()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
-
-
-class _PatchingFinder:
-    """Import hook: wraps the loader of LangGraph's runner and loop modules only."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname not in _TARGETS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _PatchingLoader(spec.loader)
-                return spec
-        return None
-
-
-def _remove_finder() -> None:
-    global _finder
-    with _lock:
-        if _finder is not None and _finder in sys.meta_path:
-            sys.meta_path.remove(_finder)
-        _finder = None
+_hook = PatchOnImport(_TARGETS, _patch)
 
 
 def activate() -> None:
@@ -361,28 +313,22 @@ def activate() -> None:
     Patches LangGraph now if it is already imported, otherwise when it is imported.
     Raises ``ValueError`` for a malformed ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY``.
     """
-    global _delay, _finder
+    global _delay
     with _lock:
         _delay = _delay_from_env()
-        for name in _TARGETS:
-            module = sys.modules.get(name)
-            if module is not None:
-                _patch(module)
-        if not all(name in sys.modules for name in _TARGETS) and _finder is None:
-            _finder = _PatchingFinder()
-            sys.meta_path.insert(0, _finder)
+        _hook.install()
 
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for LangGraph's import)."""
-    return _finder is not None or bool(_originals)
+    return _hook.waiting or bool(_originals)
 
 
 def deactivate() -> None:
     """Undo :func:`activate`: loops created afterwards emit nothing (for in-process tests)."""
     global _delay
     with _lock:
-        _remove_finder()
+        _hook.remove()
         for (owner, attr), value in _originals.items():
             setattr(owner, attr, value)
         _originals.clear()

@@ -29,18 +29,17 @@ Imported by the agent at start (bootstrap): standard library only.
 from __future__ import annotations
 
 import functools
-import sys
 import threading
-from collections.abc import AsyncGenerator, Callable, Sequence
-from importlib.abc import Loader
+from collections.abc import AsyncGenerator, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
 from killdrill.integrations import Integration
+from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
+    pass
 
 __all__ = ["CHECKPOINT", "INTEGRATION", "activate", "active", "deactivate"]
 
@@ -59,7 +58,6 @@ _HANDLER = "workflows.handler"
 _TARGETS = (_STEPS, _CONTEXT, _HANDLER)
 _lock = threading.RLock()
 _patched: dict[str, Callable[[], None]] = {}
-_finder: _PatchingFinder | None = None
 _snapshot_taken = threading.local()
 
 
@@ -148,77 +146,24 @@ def _patch(module: ModuleType) -> None:
             _patched[module.__name__] = _PATCHERS[module.__name__](module)
 
 
-class _PatchingLoader(Loader):
-    """Runs the real loader, then patches the module before anyone else uses it."""
-
-    def __init__(self, loader: Loader) -> None:
-        self.loader = loader
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__loader__ = self.loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        _patch(module)
-        if all(name in sys.modules for name in _TARGETS):
-            _remove_finder()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
-
-
-class _PatchingFinder:
-    """Import hook: wraps the loaders of the step worker, Context and handler modules only."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname not in _TARGETS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _PatchingLoader(spec.loader)
-                return spec
-        return None
-
-
-def _remove_finder() -> None:
-    global _finder
-    with _lock:
-        if _finder is not None and _finder in sys.meta_path:
-            sys.meta_path.remove(_finder)
-        _finder = None
+_hook = PatchOnImport(_TARGETS, _patch)
 
 
 def activate() -> None:
     """Emit kill points for every LlamaIndex Workflow in this process (idempotent)."""
-    global _finder
     with _lock:
-        for name in _TARGETS:
-            module = sys.modules.get(name)
-            if module is not None:
-                _patch(module)
-        if not all(name in _patched for name in _TARGETS) and _finder is None:
-            _finder = _PatchingFinder()
-            sys.meta_path.insert(0, _finder)
+        _hook.install()
 
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for the import)."""
-    return _finder is not None or bool(_patched)
+    return _hook.waiting or bool(_patched)
 
 
 def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests)."""
     with _lock:
-        _remove_finder()
+        _hook.remove()
         for undo in _patched.values():
             undo()
         _patched.clear()

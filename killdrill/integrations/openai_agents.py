@@ -39,18 +39,17 @@ from __future__ import annotations
 import functools
 import os
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from importlib.abc import Loader
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
 from killdrill.integrations import Integration
+from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
+    pass
 
 __all__ = ["INTEGRATION", "SESSION", "activate", "active", "deactivate", "point_name"]
 
@@ -75,7 +74,6 @@ _RAN_MAX = 4096
 _ran: dict[str, str] = {}  # call id -> point name of a tool whose function returned here
 _lock = threading.RLock()
 _originals: dict[tuple[object, str], Any] = {}
-_finder: _PatchingFinder | None = None
 
 
 def point_name(tool_name: str) -> str:
@@ -160,78 +158,25 @@ def _patch(module: ModuleType) -> None:
             _replace(module, _ADD, _wrap_add)
 
 
-class _PatchingLoader(Loader):
-    """Runs the real loader, then patches the module before anyone else sees it."""
-
-    def __init__(self, loader: Loader) -> None:
-        self.loader = loader
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__loader__ = self.loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        _patch(module)
-        if all(name in sys.modules for name in _TARGETS):
-            _remove_finder()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
-
-
-class _PatchingFinder:
-    """Import hook: wraps the loaders of the SDK's tool, tool-execution and session modules."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname not in _TARGETS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _PatchingLoader(spec.loader)
-                return spec
-        return None
-
-
-def _remove_finder() -> None:
-    global _finder
-    with _lock:
-        if _finder is not None and _finder in sys.meta_path:
-            sys.meta_path.remove(_finder)
-        _finder = None
+_hook = PatchOnImport(_TARGETS, _patch)
 
 
 def activate() -> None:
     """Emit kill points for every function tool and session save in this process (idempotent)."""
-    global _finder
     os.environ.setdefault(TRACING_ENV, "1")
     with _lock:
-        for name in _TARGETS:
-            module = sys.modules.get(name)
-            if module is not None:
-                _patch(module)
-        if not all(name in sys.modules for name in _TARGETS) and _finder is None:
-            _finder = _PatchingFinder()
-            sys.meta_path.insert(0, _finder)
+        _hook.install()
 
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for the SDK's import)."""
-    return _finder is not None or bool(_originals)
+    return _hook.waiting or bool(_originals)
 
 
 def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests); the tracing setting stays as it is."""
     with _lock:
-        _remove_finder()
+        _hook.remove()
         for (owner, attr), value in _originals.items():
             setattr(owner, attr, value)
         _originals.clear()

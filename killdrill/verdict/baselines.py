@@ -41,8 +41,9 @@ def workload_difference(
     for op in sorted(set(ca) | set(cb)):
         if ca[op] != cb[op]:
             parts.append(f"{op} landed {ca[op]} vs {cb[op]} times")
-    only_a = [lb for lb in a_labels if lb not in set(b_labels)]
-    only_b = [lb for lb in b_labels if lb not in set(a_labels)]
+    set_a, set_b = set(a_labels), set(b_labels)  # once, not per label: 10^4 points took 22 s
+    only_a = [lb for lb in a_labels if lb not in set_b]
+    only_b = [lb for lb in b_labels if lb not in set_a]
     for name, only in (("first", only_a), ("second", only_b)):
         if only:
             shown = ", ".join(only[:4]) + (f" +{len(only) - 4}" if len(only) > 4 else "")

@@ -89,8 +89,7 @@ def match_calls(
     Both sides should be the calls of one ``provider.op``; unequal counts leave the least alike
     calls of the longer side unpaired.  Ties go to ledger order.
     """
-    left = sorted(left, key=lambda c: c.seq)
-    right = sorted(right, key=lambda c: c.seq)
-    weight = len(left) + len(right) + 1  # keys never outweigh one differing field
-    cost = [[payload_distance(a, b, weight=weight) for b in right] for a in left]
-    return [(left[i], right[j]) for i, j in assignment(cost)]
+    # identical payloads pair by hashing first, only the rest is assigned (issue 23)
+    from killdrill.verdict.matching_scale import match_calls_fast  # imports this module
+
+    return match_calls_fast(left, right)

@@ -17,6 +17,9 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``prefork_speedup``: a full drill of the LangGraph example, plain spawn vs the pre-forking
   launcher (``DrillOptions(launcher="fork")``), with whether the verdicts were identical;
   without a launcher or langgraph it says so instead of giving a number.
+- ``effects_N[_stamped]_case_s`` / ``_us_per_effect`` / ``_harness_mb``: one case of a payout batch
+  of N = 10^2 .. 10^5 effects judged (discovery's matching, the checks, the report's ledger):
+  see :mod:`tests.benchmarks.effects`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.examples import SETTLEMENT
+from tests.benchmarks.effects import GOALS as EFFECT_GOALS
+from tests.benchmarks.effects import bench_effects
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -327,6 +332,7 @@ def run(quick: bool) -> dict[str, Any]:
         assert r2.ok, r2.text()
         out.update(drill_2_workers_s=t2, parallel_speedup=t1 / t2)
         out.update(bench_prefork(root))
+        out.update(bench_effects(quick))
         out["load_average_at_end"] = os.getloadavg()[0]
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -341,6 +347,7 @@ GOALS: dict[str, Callable[[float], bool]] = {
     "harness_overhead_ratio": lambda v: v <= 1.10,
     "parallel_speedup": lambda v: v >= 1.7,
     "prefork_speedup": lambda v: v >= 5,
+    **EFFECT_GOALS,
 }
 
 
