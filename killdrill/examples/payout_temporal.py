@@ -169,6 +169,7 @@ async def run(thread: str, bug: str) -> dict[str, Any]:
                     id=thread,
                     task_queue=TASK_QUEUE,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    task_timeout=timedelta(seconds=2),  # a workflow task sent to a killed worker
                 )
             except WorkflowAlreadyStartedError:
                 handle = client.get_workflow_handle(thread)  # a resume: attach to it
