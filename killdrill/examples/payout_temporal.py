@@ -29,7 +29,8 @@ which are the same on every attempt of that activity, plus the line for the batc
     server until that timeout expires: the resume waits for it and the drill reports ``hang``.
 
 Drill settings (see the README): short activity timeouts (start-to-close 2 s; heartbeat 1 s for
-the long activity) and ``max_cached_workflows=0``, so that a new worker gets the workflow task
+the long activity), a retry's first interval of 100 ms, a workflow task timeout of 2 s, and
+``max_cached_workflows=0``, so that a new worker gets the workflow task
 at once instead of after the dead worker's sticky queue times out.  The process ends with
 ``os._exit``: the SDK can abort at interpreter exit after the workflow closed (sdk-python#300,
 exit 134), which a drill would read as a crash.
@@ -100,7 +101,9 @@ def charge_customer(p: Payout) -> str:
         key = str(uuid.uuid4())
     else:
         key = _key()
-    charge = _fakes().payments.charge(idempotency_key=key, amount=p.amount, currency="usd", customer=p.account)
+    charge = _fakes().payments.charge(
+        idempotency_key=key, amount=p.amount, currency="usd", customer=p.account
+    )
     return str(charge["id"])
 
 
@@ -128,12 +131,15 @@ async def send_receipt(p: Payout) -> str:
 class PayoutWorkflow:
     @workflow.run
     async def run(self, p: Payout) -> dict[str, Any]:
-        quick = {"start_to_close_timeout": timedelta(seconds=2), "retry_policy": RetryPolicy(maximum_interval=timedelta(seconds=1))}
-        reserved = await workflow.execute_activity(reserve_funds, p, **quick)  # type: ignore[arg-type]
-        charge = await workflow.execute_activity(charge_customer, p, **quick)  # type: ignore[arg-type]
+        retry = RetryPolicy(
+            initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=1)
+        )
+        quick: dict[str, Any] = {"start_to_close_timeout": timedelta(seconds=2), "retry_policy": retry}
+        reserved = await workflow.execute_activity(reserve_funds, p, **quick)
+        charge = await workflow.execute_activity(charge_customer, p, **quick)
         if p.bug == "no-heartbeat":
             lines = await workflow.execute_activity(
-                settle_batch, p, start_to_close_timeout=timedelta(minutes=5), retry_policy=quick["retry_policy"]
+                settle_batch, p, start_to_close_timeout=timedelta(minutes=5), retry_policy=retry
             )
         else:
             lines = await workflow.execute_activity(
@@ -141,9 +147,9 @@ class PayoutWorkflow:
                 p,
                 start_to_close_timeout=timedelta(minutes=5),
                 heartbeat_timeout=timedelta(seconds=1),
-                retry_policy=quick["retry_policy"],
+                retry_policy=retry,
             )
-        receipt = await workflow.execute_activity(send_receipt, p, **quick)  # type: ignore[arg-type]
+        receipt = await workflow.execute_activity(send_receipt, p, **quick)
         return {"reserved": reserved, "charge": charge, "lines": lines, "receipt": receipt}
 
 

@@ -39,12 +39,12 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Integration",
     "IntegrationNotFound",
+    "Service",
     "find",
     "internal_steps",
     "known",
     "preload_modules",
     "register",
-    "Service",
     "start_services",
 ]
 

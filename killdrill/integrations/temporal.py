@@ -26,7 +26,7 @@ name given to ``@activity.defn(name=...)``; ``TYPE`` is the workflow type):
 ``after:workflow.TYPE``
     the workflow closed and ``WorkflowHandle.result()`` returned its result to the caller.
 
-Where the harness runs the Temporal dev server (:mod:`killdrill.integrations._temporal_server`),
+Where the harness runs the Temporal dev server (:mod:`killdrill.temporal_server`),
 the agent reads its address from ``KILLDRILL_TEMPORAL_ADDRESS`` and its case's namespace from
 ``KILLDRILL_TEMPORAL_NAMESPACE``.
 """
@@ -69,7 +69,7 @@ NAMESPACE_ENV = "KILLDRILL_TEMPORAL_NAMESPACE"
 INTEGRATION = Integration(
     "temporal",
     preload=("temporalio.client", "temporalio.worker"),  # what a fork template imports once
-    service="killdrill.integrations._temporal_server:TemporalDevServer",
+    service="killdrill.temporal_server:TemporalDevServer",
 )
 
 _ACTIVITY = "temporalio.worker._activity"
@@ -192,7 +192,11 @@ def _patch(module: ModuleType) -> None:
         elif module.__name__ == _BRIDGE:
             owner = module.Worker
             if (owner, "complete_activity_task") not in _originals:
-                _replace(owner, "complete_activity_task", _wrap_complete_activity_task(owner.complete_activity_task))
+                _replace(
+                    owner,
+                    "complete_activity_task",
+                    _wrap_complete_activity_task(owner.complete_activity_task),
+                )
         elif module.__name__ == _CLIENT_IMPL:
             owner = module._ClientImpl
             if (owner, "start_workflow") not in _originals:

@@ -54,7 +54,11 @@ def find_binary() -> str:
     given = os.environ.get(BINARY_ENV)
     if given:
         return given
-    candidates = [sysconfig.get_path("scripts"), os.path.join(sys.prefix, "bin"), os.path.dirname(sys.executable)]
+    candidates = [
+        sysconfig.get_path("scripts"),
+        os.path.join(sys.prefix, "bin"),
+        os.path.dirname(sys.executable),
+    ]
     for folder in candidates:
         path = os.path.join(folder, "temporal")
         if os.access(path, os.X_OK):
