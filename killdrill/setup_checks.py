@@ -37,8 +37,10 @@ __all__ = [
 DETECT_ENV = "KILLDRILL_DETECT"
 """Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
 
-WATCHED = ("langgraph",)
+WATCHED = ("langgraph", "temporalio")
 """Modules with an integration: importing one without it is worth a warning."""
+_INTEGRATION_OF = {"temporalio": "temporal"}
+"""A watched module whose integration has another name."""
 
 MARKER_PREFIX = "imported-"
 _FLAG = {"langgraph": "--langgraph"}
@@ -51,7 +53,7 @@ class SetupWarning(UserWarning):
 def detection_env(env: Mapping[str, str], integrations: Iterable[str], bootstrap: str) -> dict[str, str]:
     """``env`` plus the import watch for every watched module whose integration is off."""
     active = set(integrations)
-    watch = [m for m in WATCHED if m not in active]
+    watch = [m for m in WATCHED if _INTEGRATION_OF.get(m, m) not in active]
     out = dict(env)
     if not watch:
         return out
@@ -72,14 +74,17 @@ def imported_modules(state_dir: str | os.PathLike[str]) -> set[str]:
 
 
 def integration_hint(imported: Iterable[str], integrations: Iterable[str]) -> str | None:
-    missing = sorted(set(imported) - set(integrations))
+    active = set(integrations)
+    missing = sorted(
+        (_INTEGRATION_OF.get(m, m), m) for m in imported if _INTEGRATION_OF.get(m, m) not in active
+    )
     if not missing:
         return None
-    name = missing[0]
+    name, module = missing[0]
     return (
-        f"the agent imports {name} but the {name} integration is off, so only the fakes' during: points "
+        f"the agent imports {module} but the {name} integration is off, so only the fakes' during: points "
         f"are drilled: add {_FLAG.get(name, f'--integration {name}')} (pytest: killdrill_integrations = "
-        f"{name}) to kill it at every node and checkpoint"
+        f"{name}) to kill it at every {'activity' if name == 'temporal' else 'node and checkpoint'}"
     )
 
 

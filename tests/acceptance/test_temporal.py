@@ -175,3 +175,16 @@ def test_no_server_or_worker_outlives_the_harness(tmp_path: Path, sig: signal.Si
         harness.stderr.close()  # type: ignore[union-attr]
         leftovers.kill(str(root))
         leftovers.kill(agent.name)
+
+
+def test_a_forgotten_integration_is_said_in_one_line(tmp_path: Path) -> None:
+    from killdrill.setup_checks import SetupWarning
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import temporalio.client\nfrom killdrill.fakes import connect\nconnect().kv.set('k', 1)\n"
+    )
+    options = DrillOptions(root=tmp_path / "r", discovery_runs=1, timeout=30)
+    hint = "imports temporalio but the temporal integration is off"
+    with pytest.warns(SetupWarning, match=hint), Drill([sys.executable, str(agent)], options) as d:
+        d.discover()
