@@ -26,7 +26,7 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import ScriptError, load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
-from killdrill.integrations import preload_modules
+from killdrill.integrations import Service, preload_modules, start_services
 from killdrill.options import reproduce_args  # the one table of drill options
 from killdrill.points import Kill
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
@@ -52,6 +52,7 @@ class DrillBase:
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
+        self._services: list[Service] | None = None  # integrations' services (Temporal's server)
         unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
         if unknown:
             raise UsageError(f"unknown check {unknown[0]!r}: expected one of {', '.join(OPT_IN_CHECKS)}")
@@ -94,9 +95,25 @@ class DrillBase:
                 weakref.finalize(self, self._launcher.close)
             return self._launcher
 
+    def _service_env(self, workdir: Path, thread: str) -> dict[str, str]:
+        """What the integrations' services add to a launch in ``workdir`` (started on first use)."""
+        with self._lock:
+            if self._services is None:
+                self._services = start_services(self.options.integrations, self.root)
+                for service in self._services:
+                    weakref.finalize(self, service.close)
+            services = list(self._services)
+        env: dict[str, str] = {}
+        for service in services:
+            env.update(service.env(workdir, thread))
+        return env
+
     def close(self) -> None:
-        """Stop the fork template, if any (it also stops by itself when the harness exits);
-        remove the root we made if nothing was kept in it."""
+        """Stop the fork template, if any (it also stops by itself when the harness exits), and the
+        integrations' services; remove the root we made if nothing was kept in it."""
+        for service in self._services or ():
+            service.close()
+        self._services = None
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
@@ -137,7 +154,7 @@ class DrillBase:
         detect: bool = False,
     ) -> LaunchSpec:
         state = workdir / STATE_DIR
-        env = self._env(workdir, thread)
+        env = {**self._env(workdir, thread), **self._service_env(workdir, thread)}
         return LaunchSpec(
             argv=fill(fleet.resume_argv(self._argv, self._resume_argv, number), thread, str(workdir)),
             env=detection_env(env, self.options.integrations, bootstrap_dir()) if detect else env,

