@@ -2,6 +2,6 @@
 
 import sys
 
-from killdrill.cli.main import main
+from killdrill.cli.commands import main
 
 sys.exit(main())

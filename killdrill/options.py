@@ -3,7 +3,7 @@
 A row describes one ``DrillOptions`` field: its value kind (the one parser of that kind of
 value, with its bound), default, help, CLI flag, pytest ini key, whether it changes what a
 clean run does (the plugin's discovery cache key) and whether it belongs in a case's
-reproduction line.  The CLI flags (``killdrill.cli.main``), the plugin's ini keys and marker
+reproduction line.  The CLI flags (``killdrill.cli.commands``), the plugin's ini keys and marker
 keywords, ``Drill.reproduce_line`` and the discovery cache key are all read from ``OPTIONS``,
 so an option added here appears everywhere at once and cannot drift.
 

@@ -5,6 +5,6 @@ as one line; ``chaos`` and ``report`` add their subcommands. The only layer that
 ``argparse``. May import every other package.
 """
 
-from killdrill.cli.main import main
+from killdrill.cli.commands import main
 
 __all__ = ["main"]

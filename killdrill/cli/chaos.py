@@ -30,7 +30,7 @@ __all__ = ["DrillFlags", "add_parser", "parse_budget", "parse_kills", "parse_sha
 
 @dataclass(frozen=True)
 class DrillFlags:
-    """What ``killdrill.cli.main`` shares with this subcommand (passed in: the CLI module sits above):
+    """What ``killdrill.cli.commands`` shares with this subcommand (passed in: the CLI module sits above):
     the supervisor flags, how they become :class:`DrillOptions`, and the agent's command."""
 
     add: Callable[..., None]  # (parser, skip=fields) -> None
@@ -183,7 +183,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
 
 
 def add_parser(sub: Any, flags: DrillFlags) -> None:
-    """Register ``killdrill chaos`` with the CLI (``killdrill.cli.main`` calls it with its ``flags``)."""
+    """Register ``killdrill chaos`` with the CLI (``killdrill.cli.commands`` calls it with its ``flags``)."""
 
     p = sub.add_parser(
         "chaos",

@@ -55,7 +55,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    """Register ``killdrill report`` with the CLI (``killdrill.cli.main`` calls it)."""
+    """Register ``killdrill report`` with the CLI (``killdrill.cli.commands`` calls it)."""
     p = sub.add_parser(
         "report",
         help="render saved JSON reports as text; several files (chaos shards) are merged",

@@ -187,7 +187,7 @@ def test_report_merge_of_tampered_shards_is_one_line(tmp_path: Path) -> None:
 def test_main_turns_every_killdrill_error_into_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from killdrill import cli
+    from killdrill.cli import commands as cli
     from killdrill.errors import HarnessError
 
     def broken(args: object) -> int:

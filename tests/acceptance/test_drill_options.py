@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from killdrill.cli.main import build_parser, drill_options
+from killdrill.cli.commands import build_parser, drill_options
 from killdrill.drill import Drill, DrillOptions
 from killdrill.options import OPTIONS, OptionError, by_field, convert
 from killdrill.pytest_plugin import _INI, OPTION_NAMES

@@ -30,7 +30,7 @@ pytest.importorskip("langgraph")
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-BOOTSTRAP = os.path.join(os.path.dirname(killdrill.__file__), "_bootstrap")
+BOOTSTRAP = os.path.join(os.path.dirname(killdrill.__file__), "agent", "_bootstrap")
 NODES = ("read_usage", "decide_amount", "charge_customer", "write_invoice", "send_receipt")
 # The receipt's ref is the idempotency key, which contains the thread: pin what must be stable.
 IDENTITY = {"mailbox.send": ["to", "subject", "body"]}
@@ -286,9 +286,9 @@ def test_bootstrap_rejects_a_bad_delay_in_one_line(tmp_path: Path) -> None:
 
 
 def test_bootstrap_names_an_unknown_integration(tmp_path: Path) -> None:
-    proc = run_python("print('ran')", tmp_path, integrations="crewai")
+    proc = run_python("print('ran')", tmp_path, integrations="nosuchframework")
     assert proc.returncode == 0 and proc.stdout.strip() == "ran"
-    assert "killdrill: cannot load integration 'crewai'" in proc.stderr
+    assert "killdrill: cannot load integration 'nosuchframework'" in proc.stderr
 
 
 # ------------------------------------------------------------------ drills of the example agent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from killdrill.cli.main import main as cli_main
+from killdrill.cli.commands import main as cli_main
 from killdrill.drill import Drill, DrillOptions, HarnessError
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake

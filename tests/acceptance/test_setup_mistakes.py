@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import killdrill
-from killdrill.cli.main import build_parser
+from killdrill.cli.commands import build_parser
 from killdrill.drill.setup_checks import SetupWarning
 from tests.cli_support import run_cli as cli
 

@@ -247,7 +247,7 @@ def test_drill_json_shape_and_write_json_round_trip(tmp_path: Path) -> None:
 
 
 def test_report_command_merges_saved_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from killdrill.cli.main import main
+    from killdrill.cli.commands import main
 
     shard1 = write_json(tmp_path / "a.json", DrillResult(DISCOVERY, (ok_case("before:charge_customer"),)))
     shard2 = write_json(tmp_path / "b.json", DrillResult(DISCOVERY, (duplicated_case(),)))
@@ -262,7 +262,7 @@ def test_report_command_merges_saved_reports(tmp_path: Path, capsys: pytest.Capt
 def test_report_command_rejects_a_foreign_file_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from killdrill.cli.main import main
+    from killdrill.cli.commands import main
 
     (tmp_path / "x.json").write_text('{"hello": 1}')
     assert main(["report", str(tmp_path / "x.json")]) == 2
