@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from tests.cli_support import run_cli
+from tests.frameworks import need
 
-pytest.importorskip("crewai", reason="crewai is not installed (extra crewai, a venv of its own)")
+need("crewai", "crewai")
 
 AGENT = [
     "python",

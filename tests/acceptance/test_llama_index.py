@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.cli_support import run_cli
+from tests.frameworks import need
 
-pytest.importorskip("workflows", reason="llama-index-workflows is not installed (extra llama_index)")
+need("llama_index", "workflows")
 
 AGENT = [
     "python",

@@ -3,7 +3,6 @@ integration's points, real kills and resumes, the planted bugs caught with the e
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +16,9 @@ from killdrill.examples import (
     BILLING_OPENAI_AGENTS_PRELOAD,
     BILLING_OPENAI_AGENTS_SCRIPT,
 )
+from tests.frameworks import need
 
-_missing = [m for m in ("agents", "stripe", "aiosmtpd") if importlib.util.find_spec(m) is None]
-if _missing:
-    pytest.skip(f"needs {', '.join(_missing)}: killdrill[openai_agents]", allow_module_level=True)
+need("openai_agents", "agents", "stripe", "aiosmtpd")
 
 POINTS = [
     "committed:session",

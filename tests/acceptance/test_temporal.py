@@ -21,8 +21,9 @@ import pytest
 
 from killdrill.drill import Drill, DrillOptions
 from tests import leftovers
+from tests.frameworks import need
 
-pytest.importorskip("temporalio")
+need("temporal", "temporalio")
 
 EXAMPLE = "killdrill.examples.payout_temporal"
 FORK: dict[str, Any] = {"launcher": "fork", "preload": (EXAMPLE,)}
