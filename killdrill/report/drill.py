@@ -51,6 +51,9 @@ _NOTE_GLOSS = {
     ),
 }
 _STDERR_LINES = 12
+_RUN_CAUSES = frozenset(
+    {"unfinished_resume", "run_not_completed", "resume_crashed", "hang", "point_not_reached", "harness_error"}
+)  # causes about the run, not one effect (killdrill.verdict.diagnosis.Cause)
 _SUMMARY_LABELS = (
     ("exactly_once", str(Verdict.EXACTLY_ONCE)),
     ("duplicated", "duplicated"),
@@ -138,35 +141,37 @@ def diagnosis_lines(v: Violation, indent: str) -> list[str]:
 
 
 def causes_lines(cases: Iterable[CaseResult]) -> list[str]:
-    """Each distinct root cause over the failed cases, with its fix: the last lines a CI log shows."""
-    seen: dict[tuple[str, str], list[str]] = {}
-    first: dict[tuple[str, str], Violation] = {}
-    kinds: dict[tuple[str, str], dict[str, None]] = {}
+    """Each distinct root cause over the failed cases, with its fix: the last lines a CI log shows.
+
+    A cause about one effect (a key, a provider) is listed per effect; a cause about the run (an
+    unfinished resume, a run that stopped) once, with the effects it dropped."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
     for case in cases:
         for v in case.violations:
             if not v.cause:
                 continue
-            key = (v.cause, f"{v.provider or ''}.{v.op or ''}")
-            seen.setdefault(key, []).append(case.schedule or "none")
-            first.setdefault(key, v)
-            kinds.setdefault(key, {})[v.kind] = None
-    if not seen:
+            effect = f"{v.provider}.{v.op}" if v.provider and v.op else ""
+            key = (v.cause, "" if v.cause in _RUN_CAUSES else effect)
+            g = groups.setdefault(key, {"first": v, "cases": {}, "kinds": {}, "effects": {}})
+            g["cases"][case.schedule or "none"] = None
+            g["kinds"][v.kind] = None
+            if effect:
+                g["effects"][effect] = None
+    if not groups:
         return []
-    lines = ["Causes and fixes:"]
-    for key, schedules in seen.items():
-        v = first[key]
-        what = f"{v.provider}.{v.op} " if v.provider and v.op else ""
-        n = len(dict.fromkeys(schedules))
-        kind = ", ".join(kinds[key])
-        lines.append(f"  {v.cause}: {what}{kind} in {n} case{'s' if n != 1 else ''}" + (
-            f" ({', '.join(list(dict.fromkeys(schedules))[:3])}{', ...' if n > 3 else ''})"
-        ))
+    n = len(groups)
+    lines = [f"{n} root cause{'s' if n != 1 else ''}, and the fix for each:"]
+    for (cause, _), g in groups.items():
+        v, schedules = g["first"], list(g["cases"])
+        what = ", ".join(g["effects"]) or "the run"
+        shown = ", ".join(schedules[:3]) + (", ..." if len(schedules) > 3 else "")
+        count = f"{len(schedules)} case{'s' if len(schedules) != 1 else ''}"
+        lines.append(f"  {cause}: {what} ({', '.join(g['kinds'])}) in {count}: {shown}")
         if v.observed:
             lines.append(f"    observed: {v.observed}")
         if v.fix:
             lines.append(f"    fix: {v.fix}")
     return lines
-
 
 def _how_ended(a: Attempt) -> str:
     rc = f"rc {a.returncode}" if a.returncode is not None else "no exit status"

@@ -307,7 +307,8 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
             return (
                 Cause.UNFINISHED_RESUME,
                 f"attempt {unfinished.number} exited 0 with the thread unfinished: the checkpointer still "
-                f"holds pending tasks ({', '.join(unfinished.unfinished)}); {_killed_story(attempts[:-1])}",
+                f"holds pending tasks ({', '.join(unfinished.unfinished)})"
+                + "".join(f"; attempt {a.number} was killed at {a.killed_at}" for a in attempts if a.killed_at),
             )
         if stopped is not None:
             return Cause.RUN_NOT_COMPLETED, f"the run did not complete ({stopped.kind}): {stopped.message}"
