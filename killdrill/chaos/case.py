@@ -91,7 +91,10 @@ def chaos_case(drill: Drill, schedule: str | Schedule, *, seed: int | None = Non
         )
     violations = diagnose(violations, baseline=drill.baseline_for(case.schedule), attempts=case.attempts)
     result = replace(
-        case, violations=tuple(violations), notes=tuple(notes), summary=regroup_summary(case.summary, violations)
+        case,
+        violations=tuple(violations),
+        notes=tuple(notes),
+        summary=regroup_summary(case.summary, violations),
     )
     if result.ok and not drill.options.keep:
         shutil.rmtree(result.workdir, ignore_errors=True)

@@ -37,8 +37,8 @@ from killdrill.records import (
     Violation,
 )
 from killdrill.verdict import summarize
-from killdrill.verdict.diagnosis import diagnose, regroup_summary
 from killdrill.verdict.baselines import ledger_break
+from killdrill.verdict.diagnosis import diagnose, regroup_summary
 from killdrill.verdict.model_work import model_work
 
 

@@ -9,7 +9,6 @@ import uuid
 
 from killdrill.drill.base import DrillBase
 from killdrill.drill.errors import STATE_DIR, DiscoveryError, UnknownPointError
-from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
 from killdrill.drill.setup_checks import (
     diverged_hint,
     imported_modules,
@@ -17,6 +16,7 @@ from killdrill.drill.setup_checks import (
     placeholder_hint,
     warn,
 )
+from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
@@ -80,7 +80,9 @@ class Discovering(DrillBase):
         first = runs[0][1]
         warn(integration_hint(self._imported, self.options.integrations))
         warn(placeholder_hint(self.command))
-        if not first.trace and (err := shared_state_error(before, self.options.cwd, found_nothing=True, differed="")):
+        if not first.trace and (
+            err := shared_state_error(before, self.options.cwd, found_nothing=True, differed="")
+        ):
             raise err
         if not first.trace:
             shared = " (or it found a finished run: the command has no {workdir} or {thread})"
@@ -99,7 +101,9 @@ class Discovering(DrillBase):
         differ = ""
         for _, other, snap in runs[1:]:
             differ = differ or workload_difference(labels(first), runs[0][2], labels(other), snap)
-        if differ and (err := shared_state_error(before, self.options.cwd, found_nothing=False, differed=differ)):
+        if differ and (
+            err := shared_state_error(before, self.options.cwd, found_nothing=False, differed=differ)
+        ):
             raise err
         if len(runs) == 1:
             reason = "one clean run: thread dependence not checked"

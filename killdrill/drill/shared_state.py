@@ -67,7 +67,12 @@ def shared_state_error(
         what = (
             "the first clean run found a finished run in it (left by an earlier run)"
             if found_nothing and not written
-            else f"the clean runs wrote it and {'the first found nothing to do' if found_nothing else 'did different work (' + differed.split(';')[0] + ')'}"
+            else "the clean runs wrote it and "
+            + (
+                "the first found nothing to do"
+                if found_nothing
+                else f"did different work ({differed.split(';')[0]})"
+            )
         )
         fixed = value if os.path.isabs(value) else os.path.basename(value)
         return SharedStateError(

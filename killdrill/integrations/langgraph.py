@@ -312,7 +312,9 @@ def _record_view(config: Any, pending: list[str], source: str) -> None:
         import json
 
         state = os.path.join(workdir, ".killdrill")
-        path = os.path.join(state, f"{VIEW_PREFIX}{os.environ.get('KILLDRILL_ATTEMPT', '0')}-{os.getpid()}.json")
+        path = os.path.join(
+            state, f"{VIEW_PREFIX}{os.environ.get('KILLDRILL_ATTEMPT', '0')}-{os.getpid()}.json"
+        )
         try:
             tmp = path + ".tmp"
             with open(tmp, "w") as fh:

@@ -135,7 +135,9 @@ def diagnosis_lines(v: Violation, indent: str) -> list[str]:
     if v.fix:
         lines.append(f"{indent}fix: {v.fix}")
     if v.consequences:
-        lines.append(f"{indent}consequences (other effects that differ from the baseline only by this one's id):")
+        lines.append(
+            f"{indent}consequences (other effects that differ from the baseline only by this one's id):"
+        )
         lines.extend(f"{indent}  - {k.kind}: {k.message}" for k in v.consequences)
     return lines
 
@@ -172,6 +174,7 @@ def causes_lines(cases: Iterable[CaseResult]) -> list[str]:
         if v.fix:
             lines.append(f"    fix: {v.fix}")
     return lines
+
 
 def _how_ended(a: Attempt) -> str:
     rc = f"rc {a.returncode}" if a.returncode is not None else "no exit status"

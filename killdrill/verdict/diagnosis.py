@@ -90,8 +90,7 @@ FIXES: dict[Cause, str] = {
     Cause.KEY_NEW_PER_CALL: "compute the key once per action, before the retry loop, and reuse it on every "
     "retry: " + _KEY_FIX,
     Cause.SDK_GENERATED_KEY: "pass the key explicitly (stripe: idempotency_key=... on the create call); "
-    "the SDK's automatic key is new in every process and only covers its own in-process retries: "
-    + _KEY_FIX,
+    "the SDK's automatic key is new in every process and only covers its own in-process retries: " + _KEY_FIX,
     Cause.IRREVERSIBLE_RESENT: "gate the send: claim it durably before sending, and when a claim is left "
     "in flight by a kill, reconcile with the provider (mailbox.lookup(ref), the Message-ID) before "
     "sending again (killdrill.effects.gate); make it the last step",
@@ -191,7 +190,9 @@ def _lost_phrase(v: Violation) -> str:
     lost = [c for c in calls if isinstance(c, Mapping) and c.get("response_lost")]
     if lost:
         c = lost[0]
-        return f"attempt {c['attempt']}'s call landed but its response was lost (killed at {c['response_lost']})"
+        return (
+            f"attempt {c['attempt']}'s call landed but its response was lost (killed at {c['response_lost']})"
+        )
     landed = [c for c in v.calls if c.landed]
     return f"attempt {landed[0].attempt}'s call landed before its kill" if landed else ""
 
@@ -216,7 +217,11 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
     name = f"{provider}.{op}"
     if origin == "none":
         if keyed:
-            return Cause.NO_KEY, f"{name} was sent without an idempotency key in {_attempts_phrase(c.attempt for c in calls)}{resent}"
+            return (
+                Cause.NO_KEY,
+                f"{name} was sent without an idempotency key in "
+                f"{_attempts_phrase(c.attempt for c in calls)}{resent}",
+            )
         if _irreversible(provider):
             return (
                 Cause.IRREVERSIBLE_RESENT,
@@ -230,7 +235,10 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
         )
     if origin == "dropped":
         without = _attempts_phrase(c.attempt for c in calls if c.key is None)
-        return Cause.KEY_DROPPED, f"{name} was sent without its key in {without} and with it elsewhere{resent}"
+        return (
+            Cause.KEY_DROPPED,
+            f"{name} was sent without its key in {without} and with it elsewhere{resent}",
+        )
     shapes = sorted({s for c in calls if c.key and (s := key_shape(c.key)) and s != "sdk"})
     made = f" (the keys look made from {' and '.join(shapes)})" if shapes else ""
     n = len({c.key for c in calls})
@@ -259,7 +267,10 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
                 f"{name} is irreversible: its ref {calls[0].key} is not a key the provider dedupes by; "
                 f"sent by {_attempts_phrase(c.attempt for c in v.calls if c.landed)}{resent}",
             )
-        return Cause.UNKEYED_RESENT, f"{name} takes no idempotency key; landed {len([c for c in calls if c.landed])} times{resent}"
+        return (
+            Cause.UNKEYED_RESENT,
+            f"{name} takes no idempotency key; landed {len([c for c in calls if c.landed])} times{resent}",
+        )
     return (
         Cause.PROVIDER_NOT_DEDUPING,
         f"{name} landed {len([c for c in calls if c.landed])} times under the one key {calls[0].key}",
@@ -308,14 +319,19 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
                 Cause.UNFINISHED_RESUME,
                 f"attempt {unfinished.number} exited 0 with the thread unfinished: the checkpointer still "
                 f"holds pending tasks ({', '.join(unfinished.unfinished)})"
-                + "".join(f"; attempt {a.number} was killed at {a.killed_at}" for a in attempts if a.killed_at),
+                + "".join(
+                    f"; attempt {a.number} was killed at {a.killed_at}" for a in attempts if a.killed_at
+                ),
             )
         if stopped is not None:
             return Cause.RUN_NOT_COMPLETED, f"the run did not complete ({stopped.kind}): {stopped.message}"
         refused = [c for c in v.calls if c.outcome in (REJECTED, CONFLICT, FAILED)]
         if refused:
             c = refused[-1]
-            return Cause.CALL_REFUSED, f"attempt {c.attempt}'s call was {c.outcome} and not retried to a landing"
+            return (
+                Cause.CALL_REFUSED,
+                f"attempt {c.attempt}'s call was {c.outcome} and not retried to a landing",
+            )
         if not v.calls:
             return Cause.NOT_CALLED, f"no attempt called it: {_killed_story(attempts)} without calling it"
         return Cause.UNEXPLAINED, "it was called but landed fewer times than in the baseline"
@@ -387,9 +403,7 @@ def _only_ids_differ(got: Any, want: Any, mine: set[str], theirs: set[str]) -> b
     return _sub(a, mine) == _sub(b, theirs) and (_sub(a, mine) != a)
 
 
-def roots_and_consequences(
-    violations: Sequence[Violation], baseline: LedgerSnapshot
-) -> list[Violation]:
+def roots_and_consequences(violations: Sequence[Violation], baseline: LedgerSnapshot) -> list[Violation]:
     """Move missing/unexpected effects and diverged kv values that differ from the baseline only by
     an effect id a root violation produced under that root's ``consequences``."""
     roots = [v for v in violations if v.kind in _ROOT_KINDS and v.calls]
@@ -424,10 +438,13 @@ def roots_and_consequences(
                     owner[id(u)] = root
     for s in (v for v in violations if v.kind == STATE_DIVERGED):
         for root in roots:
-            if s.detail.get("present") and s.detail.get("in_baseline"):
-                if explains(root, s.detail.get("value"), s.detail.get("baseline")):
-                    owner[id(s)] = root
-                    break
+            if (
+                s.detail.get("present")
+                and s.detail.get("in_baseline")
+                and explains(root, s.detail.get("value"), s.detail.get("baseline"))
+            ):
+                owner[id(s)] = root
+                break
     if not owner:
         return list(violations)
     # a root that is itself a consequence hangs under its own root
@@ -447,7 +464,8 @@ def roots_and_consequences(
                     k,
                     cause=str(Cause.CONSEQUENCE),
                     observed=f"it differs from the baseline only by the id {name} produced "
-                    f"({', '.join(sorted(ids[id(v)][0]))} instead of {', '.join(sorted(ids[id(v)][1])) or '-'})",
+                    f"({', '.join(sorted(ids[id(v)][0]))} instead of "
+                    f"{', '.join(sorted(ids[id(v)][1])) or '-'})",
                     fix=FIXES[Cause.CONSEQUENCE],
                 )
                 for k in kids
@@ -470,8 +488,14 @@ def diagnose(
     their root.  Idempotent: a violation that has a cause keeps it."""
     stopped = next((v for v in violations if v.kind in (RESUME_FAILED, HANG, HARNESS_ERROR)), None)
     if stopped is None:
-        stopped = next((v for v in violations if v.kind == KEY_REUSED and v.calls and any(
-            c.outcome == REJECTED for c in v.calls)), None)
+        stopped = next(
+            (
+                v
+                for v in violations
+                if v.kind == KEY_REUSED and v.calls and any(c.outcome == REJECTED for c in v.calls)
+            ),
+            None,
+        )
     out = []
     for v in violations:
         if v.cause is None:
@@ -498,14 +522,12 @@ def regroup_summary(
                     counts["unexpected"] -= 1
                     counts["consequence"] = counts.get("consequence", 0) + 1
                 continue
-            field = {MISSING_EFFECT: "lost", UNEXPECTED_EFFECT: "unexpected"}.get(k.kind)
+            field = {str(MISSING_EFFECT): "lost", str(UNEXPECTED_EFFECT): "unexpected"}.get(str(k.kind))
             if field is None or counts.get(field, 0) <= 0:
                 continue
             counts[field] -= 1
-            if k.kind == UNEXPECTED_EFFECT:  # one changed effect: a lost + an unexpected pair is one
-                counts["consequence"] = counts.get("consequence", 0) + 1
-            elif not any(
-                o.kind == UNEXPECTED_EFFECT and o.provider == k.provider for o in v.consequences
-            ):
+            # one changed effect: its lost + unexpected pair counts once
+            paired = any(o.kind == UNEXPECTED_EFFECT and o.provider == k.provider for o in v.consequences)
+            if k.kind == UNEXPECTED_EFFECT or not paired:
                 counts["consequence"] = counts.get("consequence", 0) + 1
     return out

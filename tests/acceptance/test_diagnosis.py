@@ -11,7 +11,14 @@ import pytest
 from tests.cli_support import run_cli as cli
 
 AGENTS = Path(__file__).resolve().parents[1] / "agents" / "diagnosis"
-NEWCOMER = [sys.executable, str(AGENTS / "lg_newcomer.py"), "--thread", "{thread}", "--db", "{workdir}/ck.sqlite"]
+NEWCOMER = [
+    sys.executable,
+    str(AGENTS / "lg_newcomer.py"),
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ck.sqlite",
+]
 needs_langgraph = pytest.mark.skipif(importlib.util.find_spec("langgraph") is None, reason="needs langgraph")
 
 
@@ -21,7 +28,17 @@ def _tail(text: str, n: int = 8) -> str:
 
 @needs_langgraph
 def test_a_resume_that_drops_pending_tasks_is_named_unfinished_resume(tmp_path: Path) -> None:
-    proc = cli(tmp_path, "run", "--langgraph", "--schedule", "before:checkpoint#3", "--", *NEWCOMER, "--resume", "next")
+    proc = cli(
+        tmp_path,
+        "run",
+        "--langgraph",
+        "--schedule",
+        "before:checkpoint#3",
+        "--",
+        *NEWCOMER,
+        "--resume",
+        "next",
+    )
     assert proc.returncode == 1, proc.stderr
     assert "missing_effect" in proc.stdout
     assert "unfinished_resume: exited 0 with the thread unfinished" in proc.stdout
@@ -31,14 +48,34 @@ def test_a_resume_that_drops_pending_tasks_is_named_unfinished_resume(tmp_path: 
 
 @needs_langgraph
 def test_the_correct_resume_is_not_called_unfinished(tmp_path: Path) -> None:
-    proc = cli(tmp_path, "run", "--langgraph", "--schedule", "before:checkpoint#3", "--", *NEWCOMER, "--resume", "full")
+    proc = cli(
+        tmp_path,
+        "run",
+        "--langgraph",
+        "--schedule",
+        "before:checkpoint#3",
+        "--",
+        *NEWCOMER,
+        "--resume",
+        "full",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "unfinished" not in proc.stdout
 
 
 @needs_langgraph
 def test_one_uuid_key_is_one_root_cause_with_its_consequences(tmp_path: Path) -> None:
-    proc = cli(tmp_path, "run", "--langgraph", "--schedule", "during:payments.charge", "--", *NEWCOMER, "--key", "uuid")
+    proc = cli(
+        tmp_path,
+        "run",
+        "--langgraph",
+        "--schedule",
+        "during:payments.charge",
+        "--",
+        *NEWCOMER,
+        "--key",
+        "uuid",
+    )
     assert proc.returncode == 1, proc.stderr
     head = proc.stdout.splitlines()[0]
     assert head.endswith("duplicate_effect, key_changed"), head  # the webhook and email are not counted apart
@@ -61,14 +98,28 @@ def test_a_fixed_checkpoint_path_is_a_usage_error_before_any_case(tmp_path: Path
 
 
 def test_the_fixed_path_in_the_workdir_passes(tmp_path: Path) -> None:
-    agent = [sys.executable, str(AGENTS / "json_agent.py"), "--thread", "{thread}", "--db", "{workdir}/ckpt.json"]
+    agent = [
+        sys.executable,
+        str(AGENTS / "json_agent.py"),
+        "--thread",
+        "{thread}",
+        "--db",
+        "{workdir}/ckpt.json",
+    ]
     proc = cli(tmp_path, "run", "--schedule", "after:charge", "--", *agent)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("sub", ["points", "run", "drill"])
 def test_an_unknown_integration_is_a_usage_error(tmp_path: Path, sub: str) -> None:
-    agent = [sys.executable, str(AGENTS / "json_agent.py"), "--thread", "{thread}", "--db", "{workdir}/c.json"]
+    agent = [
+        sys.executable,
+        str(AGENTS / "json_agent.py"),
+        "--thread",
+        "{thread}",
+        "--db",
+        "{workdir}/c.json",
+    ]
     extra = ["--schedule", "after:charge"] if sub == "run" else []
     proc = cli(tmp_path, sub, "--integration", "langraph", *extra, "--", *agent)
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -13,7 +13,10 @@ parser.add_argument("--thread", required=True)
 parser.add_argument("--db", required=True)
 args = parser.parse_args()
 
-state = json.load(open(args.db)) if os.path.exists(args.db) else {"done": []}
+state = {"done": []}
+if os.path.exists(args.db):
+    with open(args.db) as fh:
+        state = json.load(fh)
 fakes = connect()
 for step in ("charge", "notify"):
     if step in state["done"]:
@@ -22,7 +25,9 @@ for step in ("charge", "notify"):
         if step == "charge":
             fakes.payments.charge(amount=100, currency="usd", idempotency_key=f"{args.thread}:charge")
         else:
-            fakes.webhooks.post(url="https://example.com", body={"ok": True}, idempotency_key=f"{args.thread}:hook")
+            fakes.webhooks.post(
+                url="https://example.com", body={"ok": True}, idempotency_key=f"{args.thread}:hook"
+            )
     state["done"].append(step)
     with open(args.db, "w") as fh:
         json.dump(state, fh)

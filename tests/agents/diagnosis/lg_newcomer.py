@@ -41,7 +41,9 @@ def charge(state: State) -> State:
 
 def notify(state: State) -> State:
     fakes.webhooks.post(
-        url="https://example.com/hooks", body={"charge": state["charge_id"]}, idempotency_key=f"{args.thread}:hook"
+        url="https://example.com/hooks",
+        body={"charge": state["charge_id"]},
+        idempotency_key=f"{args.thread}:hook",
     )
     return {"hooked": True}
 

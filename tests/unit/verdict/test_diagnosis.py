@@ -60,10 +60,16 @@ def _diagnosed(keys: tuple[str | None, str | None]) -> tuple[list[Violation], di
 
 
 def test_one_uuid_key_is_one_root_with_its_consequences() -> None:
-    out, summary = _diagnosed(("charge-6a127e98-09b5-42d3-9c77-a9d9b7c1fce5", "charge-01ee201b-d222-4ed6-98d8-efebc40589c0"))
+    out, summary = _diagnosed(
+        ("charge-6a127e98-09b5-42d3-9c77-a9d9b7c1fce5", "charge-01ee201b-d222-4ed6-98d8-efebc40589c0")
+    )
     assert [v.kind for v in out] == [DUPLICATE_EFFECT, KEY_CHANGED]
     dup = out[0]
-    assert dup.cause == Cause.KEY_NEW_PER_ATTEMPT and "uuid4" in dup.observed and "response was lost" in dup.observed
+    assert (
+        dup.cause == Cause.KEY_NEW_PER_ATTEMPT
+        and "uuid4" in dup.observed
+        and "response was lost" in dup.observed
+    )
     assert dup.fix == FIXES[Cause.KEY_NEW_PER_ATTEMPT]
     kids = {(k.kind, k.provider) for k in dup.consequences}
     assert kids == {
