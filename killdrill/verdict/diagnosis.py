@@ -121,8 +121,8 @@ FIXES: dict[Cause, str] = {
     Cause.COMPENSATION_OUT_OF_ORDER: "undo in the reverse order of the actions (a saga's compensations "
     "run last-done first), each under its own stable key",
     Cause.CONSEQUENCE: "fix the violation it is listed under",
-    Cause.RESUME_CRASHED: "make the resume path run: resume from the checkpoint (invoke(None, config)), "
-    "not from the input; the attempt's stderr is shown with the attempt",
+    Cause.RESUME_CRASHED: "the resumed attempt failed on its own: fix what its stderr shows (shown with "
+    "the attempt); a resume must start from the checkpoint and tolerate the killed attempt's leftovers",
     Cause.HANG: "find what the last boundary waits on: a lock or claim held by the killed attempt, a key "
     "answered 409 forever; release or reconcile stale claims on resume",
     Cause.POINT_NOT_REACHED: "a clean run reaches this point and this case did not: the run depends on "
@@ -355,6 +355,12 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
     if kind == COMPENSATION_ORDER:
         return Cause.COMPENSATION_OUT_OF_ORDER, v.message
     if kind == RESUME_FAILED:
+        if stopped is not None and stopped.kind == KEY_REUSED:  # the provider refused the replay
+            return (
+                Cause.PAYLOAD_RECOMPUTED,
+                f"the provider refused key {stopped.detail.get('key')} sent again with another payload "
+                f"(differs in {', '.join(stopped.detail.get('differs', ()))}), so the run could not finish",
+            )
         return Cause.RESUME_CRASHED, v.message
     if kind == HANG:
         return Cause.HANG, v.message
@@ -486,16 +492,10 @@ def diagnose(
 ) -> list[Violation]:
     """``violations`` with a cause, what was observed, and a fix each; consequences nested under
     their root.  Idempotent: a violation that has a cause keeps it."""
-    stopped = next((v for v in violations if v.kind in (RESUME_FAILED, HANG, HARNESS_ERROR)), None)
-    if stopped is None:
-        stopped = next(
-            (
-                v
-                for v in violations
-                if v.kind == KEY_REUSED and v.calls and any(c.outcome == REJECTED for c in v.calls)
-            ),
-            None,
-        )
+    refused = next(
+        (v for v in violations if v.kind == KEY_REUSED and any(c.outcome == REJECTED for c in v.calls)), None
+    )
+    stopped = refused or next((v for v in violations if v.kind in (RESUME_FAILED, HANG, HARNESS_ERROR)), None)
     out = []
     for v in violations:
         if v.cause is None:
