@@ -263,9 +263,10 @@ def render_case(result: CaseResult, *, causes: bool = True) -> str:
         lines.append(f"Seed: {result.seed}")
     lines.append("Reproduce:")
     lines.extend(f"  {line}" for line in _reproduce(result))
-    if causes and not result.ok:  # a CI log ends on what to change, not on the last reproduction line
+    tail = causes_lines([result]) if causes and not result.ok else []
+    if tail:  # a CI log ends on what to change, not on the last reproduction line
         lines.append("")
-        lines.extend(causes_lines([result]))
+        lines.extend(tail)
     return "\n".join(lines)
 
 
