@@ -115,7 +115,7 @@ def _render_violation(
     lines = [f"  {i}. {v.kind}: {v.message}"]
     seqs = tuple(c.seq for c in v.calls)
     if seqs and seqs in shown:
-        lines.append(f"       (same calls as {shown[seqs]}; cause and fix below it.)")
+        lines.append(f"       (same calls as {shown[seqs]}.)")
         return lines
     else:
         shown.setdefault(seqs, i)
