@@ -200,11 +200,15 @@ class Attempt:
     stdout_tail: str = ""
     stderr_tail: str = ""
     notes: tuple[str, ...] = ()
+    # Exited 0 while the integration saw the thread unfinished: the tasks it saw pending
+    # (LangGraph: the checkpointer's snap.tasks); empty when finished or not known.
+    unfinished: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["trace"] = [e.to_dict() for e in self.trace]
         d["notes"] = list(self.notes)
+        d["unfinished"] = list(self.unfinished)
         return d
 
     @classmethod
@@ -212,12 +216,18 @@ class Attempt:
         kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         kw["trace"] = tuple(TraceEvent.from_dict(e) for e in d.get("trace", ()))
         kw["notes"] = tuple(d.get("notes", ()))
+        kw["unfinished"] = tuple(d.get("unfinished", ()))
         return cls(**kw)
 
 
 @dataclass(frozen=True)
 class Violation:
-    """One broken promise, named by a stable kind, with the evidence a person needs."""
+    """One broken promise, named by a stable kind, with the evidence a person needs.
+
+    ``cause`` (a stable name, ``killdrill.verdict.diagnosis.Cause``), ``observed`` (what the drill
+    saw that names it) and ``fix`` (what to change) are the diagnosis; ``consequences`` are the
+    violations of other effects that differ from the baseline only by a value this one produced
+    (the charge id in a webhook body): listed under it, never counted on their own."""
 
     kind: str
     message: str
@@ -226,6 +236,10 @@ class Violation:
     identity: dict[str, Any] | None = None
     calls: tuple[Call, ...] = ()
     detail: dict[str, Any] = field(default_factory=dict)
+    cause: str | None = None
+    observed: str = ""
+    fix: str = ""
+    consequences: tuple[Violation, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -236,6 +250,10 @@ class Violation:
             "identity": self.identity,
             "calls": [c.to_dict() for c in self.calls],
             "detail": self.detail,
+            "cause": self.cause,
+            "observed": self.observed,
+            "fix": self.fix,
+            "consequences": [v.to_dict() for v in self.consequences],
         }
 
     @classmethod
@@ -248,6 +266,10 @@ class Violation:
             identity=d.get("identity"),
             calls=tuple(Call.from_dict(c) for c in d.get("calls", ())),
             detail=dict(d.get("detail", {})),
+            cause=d.get("cause"),
+            observed=d.get("observed") or "",
+            fix=d.get("fix") or "",
+            consequences=tuple(Violation.from_dict(v) for v in d.get("consequences", ())),
         )
 
 

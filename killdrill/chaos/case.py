@@ -23,6 +23,7 @@ from killdrill.records import (
     Violation,
 )
 from killdrill.verdict import judge
+from killdrill.verdict.diagnosis import diagnose, regroup_summary
 
 __all__ = ["chaos_case", "plan_schedule", "shard_indices"]
 
@@ -88,7 +89,13 @@ def chaos_case(drill: Drill, schedule: str | Schedule, *, seed: int | None = Non
                 checks=drill.options.checks,
             )
         )
-    result = replace(case, violations=tuple(violations), notes=tuple(notes))
+    violations = diagnose(violations, baseline=drill.baseline_for(case.schedule), attempts=case.attempts)
+    result = replace(
+        case,
+        violations=tuple(violations),
+        notes=tuple(notes),
+        summary=regroup_summary(case.summary, violations),
+    )
     if result.ok and not drill.options.keep:
         shutil.rmtree(result.workdir, ignore_errors=True)
     return result

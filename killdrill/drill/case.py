@@ -17,6 +17,7 @@ from killdrill.drill.case_verdict import Judging, first_label, workload_shaped
 from killdrill.drill.env import fill, last_line, resolve_command
 from killdrill.drill.errors import STATE_DIR
 from killdrill.drill.intervals import resolve_schedule
+from killdrill.drill.thread_view import with_thread_view
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
 from killdrill.ledger import LedgerError
@@ -37,6 +38,7 @@ from killdrill.records import (
 )
 from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
+from killdrill.verdict.diagnosis import diagnose, regroup_summary
 from killdrill.verdict.model_work import model_work
 
 
@@ -103,6 +105,7 @@ class CaseRunning(Judging):
                 number += len(batch) - 1
             else:
                 batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])
+            batch = with_thread_view(workdir, batch)  # exited 0 with work pending: unfinished_resume
             attempts.extend(batch)
             seen, broken = self._check_ledger(workdir, thread, mark, seen, number)
             if broken is not None:
@@ -165,6 +168,8 @@ class CaseRunning(Judging):
             violations.extend(judged)
             summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
             model = model_work(baseline, ledger)
+        violations = diagnose(violations, baseline=baseline, attempts=attempts)  # cause, fix, consequences
+        summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self._resume_notes(catalogue, attempts, ledger))
         notes.extend(fleet.upgrade_notes(self.command, self.options.resume_with, attempts))

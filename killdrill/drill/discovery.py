@@ -16,6 +16,7 @@ from killdrill.drill.setup_checks import (
     placeholder_hint,
     warn,
 )
+from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
@@ -69,6 +70,8 @@ class Discovering(DrillBase):
         """
         if self._discovery is not None and not force:
             return self._discovery
+        check_integrations(self.options.integrations)  # an unknown name: exit 2 before any run
+        before = fixed_paths(self.command, self.options.cwd)  # files the runs may share outside workdirs
         runs: list[tuple[str, Attempt, LedgerSnapshot]] = []
         for i in range(max(1, self.options.discovery_runs)):
             thread = f"kd-discovery-{uuid.uuid4().hex[:10]}"
@@ -77,6 +80,10 @@ class Discovering(DrillBase):
         first = runs[0][1]
         warn(integration_hint(self._imported, self.options.integrations))
         warn(placeholder_hint(self.command))
+        if not first.trace and (
+            err := shared_state_error(before, self.options.cwd, found_nothing=True, differed="")
+        ):
+            raise err
         if not first.trace:
             shared = " (or it found a finished run: the command has no {workdir} or {thread})"
             raise DiscoveryError(
@@ -94,6 +101,10 @@ class Discovering(DrillBase):
         differ = ""
         for _, other, snap in runs[1:]:
             differ = differ or workload_difference(labels(first), runs[0][2], labels(other), snap)
+        if differ and (
+            err := shared_state_error(before, self.options.cwd, found_nothing=False, differed=differ)
+        ):
+            raise err
         if len(runs) == 1:
             reason = "one clean run: thread dependence not checked"
         elif not differ:

@@ -26,6 +26,15 @@ grammar become ``_``; LangGraph's own ``__start__``-style tasks are skipped):
 ``committed:checkpoint``
     that checkpoint's ``put`` returned.
 
+The thread as the agent last saw it: each ``get_state``/``aget_state`` of a root graph, and each
+root run's end, leave ``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json`` with the thread's
+pending tasks (``snap.tasks`` without interrupts: work the checkpointer holds that nobody ran).
+The drill reads it when an attempt exits 0: an agent that resumes only ``if snap.next:`` exits
+with a task pending (a step whose writes were saved before the kill is a task, not ``next``).
+Recorded in the agent, from what LangGraph itself computed, rather than by the drill reading the
+checkpoint: the drill does not know where the checkpointer lives (SQLite, Postgres, memory) nor
+how to decode it, and the agent's own view is the one its resume decision was made on.
+
 Forced timing: ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY`` delays checkpointer writes so
 races that depend on the host's thread scheduling show up on a small machine.  Value:
 a comma-separated list of ``[writes=|put=]DURATION[..DURATION]``, e.g. ``5ms`` (every
@@ -81,7 +90,10 @@ INTEGRATION = Integration(
 
 _RUNNER = "langgraph.pregel._runner"
 _LOOP = "langgraph.pregel._loop"
-_TARGETS = (_RUNNER, _LOOP)
+_MAIN = "langgraph.pregel.main"
+_TARGETS = (_RUNNER, _LOOP, _MAIN)
+VIEW_PREFIX = "thread-view-"
+"""``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json``: the thread as this process last saw it."""
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
 _DUR = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
 _UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -276,6 +288,91 @@ def _instrument_async_loop(loop: Any) -> None:
         loop._checkpointer_put_after_previous = checkpointer_put_after_previous
 
 
+# ---------------------------------------------------------------- the thread's view
+
+_views: dict[str, dict[str, Any]] = {}
+
+
+def _record_view(config: Any, pending: list[str], source: str) -> None:
+    """Remember the root thread's pending tasks and write them where the drill reads them."""
+    try:
+        conf = config.get("configurable") or {}
+        if conf.get("checkpoint_ns"):
+            return  # a subgraph's view: the root's decides whether the thread is finished
+        thread = str(conf.get("thread_id"))
+    except AttributeError:
+        return
+    workdir = os.environ.get("KILLDRILL_WORKDIR")
+    if not workdir or conf.get("thread_id") is None:
+        return
+    with _lock:
+        _views[thread] = {"pending": pending, "source": source}
+        import json
+
+        state = os.path.join(workdir, ".killdrill")
+        path = os.path.join(
+            state, f"{VIEW_PREFIX}{os.environ.get('KILLDRILL_ATTEMPT', '0')}-{os.getpid()}.json"
+        )
+        try:
+            tmp = path + ".tmp"
+            with open(tmp, "w") as fh:
+                json.dump({"integration": "langgraph", "threads": _views}, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+
+def _pending(snap: Any) -> list[str]:
+    """Tasks the checkpointer holds for the thread, an interrupt (waiting on a person) aside."""
+    return [str(t.name) for t in getattr(snap, "tasks", ()) or () if not getattr(t, "interrupts", ())]
+
+
+def _wrap_get_state(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def get_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
+        snap = orig(self, config, *args, **kwargs)
+        _record_view(config, _pending(snap), "get_state")
+        return snap
+
+    return get_state
+
+
+def _wrap_aget_state(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    async def aget_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
+        snap = await orig(self, config, *args, **kwargs)
+        _record_view(config, _pending(snap), "get_state")
+        return snap
+
+    return aget_state
+
+
+def _loop_ended(loop: Any, exc_type: Any) -> None:
+    """A root run that ended without raising: done (or interrupted, waiting on a person)."""
+    if exc_type is None and getattr(loop, "status", None) in ("done", "interrupt_before", "interrupt_after"):
+        _record_view(getattr(loop, "config", None) or {}, [], "run")
+
+
+def _wrap_exit(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def __exit__(self: Any, exc_type: Any, *args: Any) -> Any:
+        result = orig(self, exc_type, *args)
+        _loop_ended(self, exc_type)
+        return result
+
+    return __exit__
+
+
+def _wrap_aexit(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    async def __aexit__(self: Any, exc_type: Any, *args: Any) -> Any:
+        result = await orig(self, exc_type, *args)
+        _loop_ended(self, exc_type)
+        return result
+
+    return __aexit__
+
+
 def _wrap_init(orig: Callable[..., None], instrument: Callable[[Any], None]) -> Callable[..., None]:
     @functools.wraps(orig)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -302,6 +399,11 @@ def _patch(module: ModuleType) -> None:
             sync_cls, async_cls = module.SyncPregelLoop, module.AsyncPregelLoop
             _replace(sync_cls, "__init__", _wrap_init(sync_cls.__init__, _instrument_sync_loop))
             _replace(async_cls, "__init__", _wrap_init(async_cls.__init__, _instrument_async_loop))
+            _replace(sync_cls, "__exit__", _wrap_exit(sync_cls.__exit__))
+            _replace(async_cls, "__aexit__", _wrap_aexit(async_cls.__aexit__))
+        elif module.__name__ == _MAIN and (module.Pregel, "get_state") not in _originals:
+            _replace(module.Pregel, "get_state", _wrap_get_state(module.Pregel.get_state))
+            _replace(module.Pregel, "aget_state", _wrap_aget_state(module.Pregel.aget_state))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
@@ -333,4 +435,5 @@ def deactivate() -> None:
             setattr(owner, attr, value)
         _originals.clear()
         _finished.clear()
+        _views.clear()
         _delay = None

@@ -51,11 +51,15 @@ _NOTE_GLOSS = {
     ),
 }
 _STDERR_LINES = 12
+_RUN_CAUSES = frozenset(
+    {"unfinished_resume", "run_not_completed", "resume_crashed", "hang", "point_not_reached", "harness_error"}
+)  # causes about the run, not one effect (killdrill.verdict.diagnosis.Cause)
 _SUMMARY_LABELS = (
     ("exactly_once", str(Verdict.EXACTLY_ONCE)),
     ("duplicated", "duplicated"),
     ("lost", "lost"),
     ("unexpected", "unexpected"),
+    ("consequence", "changed only by another violation's id"),
 )
 
 
@@ -111,12 +115,64 @@ def _render_violation(
     lines = [f"  {i}. {v.kind}: {v.message}"]
     seqs = tuple(c.seq for c in v.calls)
     if seqs and seqs in shown:
-        return [*lines, f"       (same calls as {shown[seqs]}.)"]
-    shown.setdefault(seqs, i)
-    prev: Call | None = None
-    for call in v.calls:
-        lines.append(f"       {_call_line(call, lost, prev)}")
-        prev = call
+        lines.append(f"       (same calls as {shown[seqs]}.)")
+        return lines
+    else:
+        shown.setdefault(seqs, i)
+        prev: Call | None = None
+        for call in v.calls:
+            lines.append(f"       {_call_line(call, lost, prev)}")
+            prev = call
+    lines.extend(diagnosis_lines(v, indent="       "))
+    return lines
+
+
+def diagnosis_lines(v: Violation, indent: str) -> list[str]:
+    """A violation's cause and fix, then the consequences listed under it (not counted on their own)."""
+    lines = []
+    if v.cause:
+        lines.append(f"{indent}cause: {v.cause}" + (f" — {v.observed}" if v.observed else ""))
+    if v.fix:
+        lines.append(f"{indent}fix: {v.fix}")
+    if v.consequences:
+        lines.append(
+            f"{indent}consequences (other effects that differ from the baseline only by this one's id):"
+        )
+        lines.extend(f"{indent}  - {k.kind}: {k.message}" for k in v.consequences)
+    return lines
+
+
+def causes_lines(cases: Iterable[CaseResult]) -> list[str]:
+    """Each distinct root cause over the failed cases, with its fix: the last lines a CI log shows.
+
+    A cause about one effect (a key, a provider) is listed per effect; a cause about the run (an
+    unfinished resume, a run that stopped) once, with the effects it dropped."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for case in cases:
+        for v in case.violations:
+            if not v.cause:
+                continue
+            effect = f"{v.provider}.{v.op}" if v.provider and v.op else ""
+            key = (v.cause, "" if v.cause in _RUN_CAUSES else effect)
+            g = groups.setdefault(key, {"first": v, "cases": {}, "kinds": {}, "effects": {}})
+            g["cases"][case.schedule or "none"] = None
+            g["kinds"][v.kind] = None
+            if effect:
+                g["effects"][effect] = None
+    if not groups:
+        return []
+    n = len(groups)
+    lines = [f"{n} root cause{'s' if n != 1 else ''}, and the fix for each:"]
+    for (cause, _), g in groups.items():
+        v, schedules = g["first"], list(g["cases"])
+        what = ", ".join(g["effects"]) or "the run"
+        shown = ", ".join(schedules[:3]) + (", ..." if len(schedules) > 3 else "")
+        count = f"{len(schedules)} case{'s' if len(schedules) != 1 else ''}"
+        lines.append(f"  {cause}: {what} ({', '.join(g['kinds'])}) in {count}: {shown}")
+        if v.observed:
+            lines.append(f"    observed: {v.observed}")
+        if v.fix:
+            lines.append(f"    fix: {v.fix}")
     return lines
 
 
@@ -170,9 +226,10 @@ def _effects_line(summary: Mapping[str, Mapping[str, int]]) -> str:
     return "; ".join(parts)
 
 
-def render_case(result: CaseResult) -> str:
-    """One case, for a person: verdict line, each violation with its calls, the attempts,
-    notes, the workdir, and the lines that reproduce it."""
+def render_case(result: CaseResult, *, causes: bool = True) -> str:
+    """One case, for a person: verdict line, each violation with its calls, cause and fix, the
+    attempts, notes, the workdir, the lines that reproduce it, then (``causes``) the causes and fixes
+    again, last, where a CI log's tail shows them."""
     kinds = f": {', '.join(result.kinds)}" if result.kinds else ""
     lines = [f"{_verdict(result)} [{result.schedule or 'none'}] {_command(result.command)}{kinds}"]
     lost = unknown_calls(result.ledger.calls, result.attempts) if result.ledger else _lost(result.violations)
@@ -206,6 +263,10 @@ def render_case(result: CaseResult) -> str:
         lines.append(f"Seed: {result.seed}")
     lines.append("Reproduce:")
     lines.extend(f"  {line}" for line in _reproduce(result))
+    tail = causes_lines([result]) if causes and not result.ok else []
+    if tail:  # a CI log ends on what to change, not on the last reproduction line
+        lines.append("")
+        lines.extend(tail)
     return "\n".join(lines)
 
 
@@ -244,7 +305,7 @@ def summarize_cases(cases: Iterable[CaseResult]) -> dict[str, Any]:
         for kind in case.kinds:
             by_kind[kind] = by_kind.get(kind, 0) + 1
         for provider, counts in case.summary.items():
-            into = providers.setdefault(provider, {k: 0 for k, _ in _SUMMARY_LABELS})
+            into = providers.setdefault(provider, {k: 0 for k, _ in _SUMMARY_LABELS if k != "consequence"})
             for k, n in counts.items():
                 into[k] = into.get(k, 0) + n
     ok = sum(c.ok for c in cases)
@@ -301,11 +362,16 @@ def render_cases(cases: Sequence[CaseResult]) -> str:
         lines.append(f"Effects over all cases: {_effects_line(summary['providers'])}")
     if summary.get("model"):
         lines.append(f"Model over all cases: {render_model_work(summary['model'])}")
-    for case in cases:
-        if not case.ok:
-            lines.append("")
-            lines.append("=" * 78)
-            lines.append(render_case(case))
+    failed = [case for case in cases if not case.ok]
+    for case in failed:
+        lines.append("")
+        lines.append("=" * 78)
+        lines.append(render_case(case, causes=False))
+    causes = causes_lines(failed)
+    if causes:
+        lines.append("")
+        lines.append("=" * 78)
+        lines.extend(causes)
     return "\n".join(lines)
 
 

@@ -297,7 +297,16 @@ def _timeline(case: CaseResult, run: Mapping[str, Any]) -> str:
         f"run {escape(str(run.get('index')))} "
         f"<b>{escape(case.schedule)}</b>{(' — ' + escape(kinds)) if kinds else ''}</div>"
     )
-    return f"<div class='run'>{head}{''.join(svg)}</div>"
+    causes = "".join(
+        f"<li><code>{escape(v.kind)}</code> — cause <code>{escape(v.cause)}</code>: {escape(v.observed)}"
+        f"<br>fix: {escape(v.fix)}"
+        + (f" ({len(v.consequences)} consequence(s) listed under it)" if v.consequences else "")
+        + "</li>"
+        for v in case.violations
+        if v.cause
+    )
+    diagnosis = f"<ul class='causes'>{causes}</ul>" if causes else ""
+    return f"<div class='run'>{head}{''.join(svg)}{diagnosis}</div>"
 
 
 def _ended(a: Attempt) -> str:

@@ -1,0 +1,52 @@
+"""The integration's view of the thread when an attempt exited 0: finished, or work left pending.
+
+An integration that can see the framework's checkpointer (``killdrill.integrations.langgraph``)
+leaves ``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json``: per thread, the tasks the
+agent's last look at it (or its last run's end) left pending.  An attempt that exits 0 with a
+task pending resumed too little (``unfinished_resume``): the drill names that instead of reading
+the effects it dropped as lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from killdrill.drill.errors import STATE_DIR
+from killdrill.records import EXITED, Attempt
+
+__all__ = ["VIEW_PREFIX", "pending_at_exit", "with_thread_view"]
+
+VIEW_PREFIX = "thread-view-"  # the integration's file name (killdrill.integrations.langgraph.VIEW_PREFIX)
+
+
+def pending_at_exit(workdir: Path, attempt: int) -> tuple[str, ...]:
+    """Tasks some thread was left with by attempt ``attempt``'s processes (empty: finished or unknown)."""
+    out: list[str] = []
+    for path in sorted((workdir / STATE_DIR).glob(f"{VIEW_PREFIX}{attempt}-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            threads = data.get("threads") or {}
+            for view in threads.values():
+                out.extend(str(t) for t in view.get("pending") or ())
+        except (OSError, ValueError, AttributeError):
+            continue
+    return tuple(dict.fromkeys(out))
+
+
+def with_thread_view(workdir: Path, batch: Sequence[Attempt]) -> list[Attempt]:
+    """The attempts of ``batch``, an attempt that exited 0 with its thread unfinished marked so."""
+    out = []
+    for a in batch:
+        if a.outcome == EXITED and a.returncode == 0:
+            pending = pending_at_exit(workdir, a.number)
+            if pending:
+                note = (
+                    f"unfinished_resume: exited 0 with the thread unfinished: the checkpointer still "
+                    f"holds pending tasks ({', '.join(pending)})"
+                )
+                a = replace(a, unfinished=pending, notes=(*a.notes, note))
+        out.append(a)
+    return out

@@ -1,0 +1,138 @@
+"""The diagnosis on constructed ledgers: each violation's cause and fix, consequences nested."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from killdrill.records import (
+    CREATED,
+    DUPLICATE_EFFECT,
+    EXITED,
+    KEY_CHANGED,
+    KILLED,
+    MISSING_EFFECT,
+    UNEXPECTED_EFFECT,
+    Attempt,
+    Call,
+    LedgerSnapshot,
+    Violation,
+)
+from killdrill.verdict import judge, summarize
+from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape, regroup_summary
+
+_seq = itertools.count(1)
+CHARGE = {"customer": "acme", "amount": 4200}
+
+
+def call(provider: str, op: str, key: str | None, payload: dict[str, Any], attempt: int, eid: str) -> Call:
+    return Call(next(_seq), provider, op, key, payload, CREATED, eid, attempt, 100 + attempt, 0.0)
+
+
+KILLED_DURING = Attempt(1, "during:payments.charge", KILLED, -9, 1.0, killed_at="during:payments.charge")
+RESUMED = Attempt(2, None, EXITED, 0, 1.0)
+
+
+def _charge_bug(keys: tuple[str | None, str | None]) -> tuple[LedgerSnapshot, LedgerSnapshot]:
+    base = LedgerSnapshot(
+        (
+            call("payments", "charge", "t:charge", CHARGE, 1, "ch_0001"),
+            call("webhooks", "post", "t:hook", {"body": {"charge": "ch_0001"}}, 1, "wh_0001"),
+            call("mailbox", "send", None, {"to": "a@x", "body": "charged ch_0001"}, 1, "msg_0001"),
+        )
+    )
+    case = LedgerSnapshot(
+        (
+            call("payments", "charge", keys[0], CHARGE, 1, "ch_0001"),
+            call("payments", "charge", keys[1], CHARGE, 2, "ch_0002"),
+            call("webhooks", "post", "t:hook", {"body": {"charge": "ch_0002"}}, 2, "wh_0001"),
+            call("mailbox", "send", None, {"to": "a@x", "body": "charged ch_0002"}, 2, "msg_0001"),
+        )
+    )
+    return base, case
+
+
+def _diagnosed(keys: tuple[str | None, str | None]) -> tuple[list[Violation], dict[str, dict[str, int]]]:
+    base, case = _charge_bug(keys)
+    attempts = [KILLED_DURING, RESUMED]
+    out = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+    return out, regroup_summary(summarize(base, case), out)
+
+
+def test_one_uuid_key_is_one_root_with_its_consequences() -> None:
+    out, summary = _diagnosed(
+        ("charge-6a127e98-09b5-42d3-9c77-a9d9b7c1fce5", "charge-01ee201b-d222-4ed6-98d8-efebc40589c0")
+    )
+    assert [v.kind for v in out] == [DUPLICATE_EFFECT, KEY_CHANGED]
+    dup = out[0]
+    assert (
+        dup.cause == Cause.KEY_NEW_PER_ATTEMPT
+        and "uuid4" in dup.observed
+        and "response was lost" in dup.observed
+    )
+    assert dup.fix == FIXES[Cause.KEY_NEW_PER_ATTEMPT]
+    kids = {(k.kind, k.provider) for k in dup.consequences}
+    assert kids == {
+        (MISSING_EFFECT, "webhooks"),
+        (UNEXPECTED_EFFECT, "webhooks"),
+        (MISSING_EFFECT, "mailbox"),
+        (UNEXPECTED_EFFECT, "mailbox"),
+    }
+    assert all(k.cause == Cause.CONSEQUENCE and "ch_0002" in k.observed for k in dup.consequences)
+    assert summary["webhooks"]["lost"] == 0 and summary["webhooks"]["unexpected"] == 0
+    assert summary["webhooks"]["consequence"] == 1 and summary["mailbox"]["consequence"] == 1
+    assert summary["payments"]["duplicated"] == 1
+
+
+def test_no_key_is_named_with_its_fix() -> None:
+    out, _ = _diagnosed((None, None))
+    assert out[0].kind == DUPLICATE_EFFECT and out[0].cause == Cause.NO_KEY
+    assert "idempotency_key" in out[0].fix
+    assert len(out[0].consequences) == 4
+
+
+def test_the_stripe_sdks_own_key_is_recognised() -> None:
+    assert key_shape("3f1c2a9b-77d0-12aa-0c3e-5b6f7a8b9c0d") == "sdk"  # no uuid4 version bits
+    assert key_shape("charge-6a127e98-09b5-42d3-9c77-a9d9b7c1fce5") == "a uuid4"
+    assert key_shape("charge-acme-1718000000123456789") == "the clock"
+    out, _ = _diagnosed(("3f1c2a9b-77d0-12aa-0c3e-5b6f7a8b9c0d", "0a9e8d7c-6b5a-f4e3-d2c1-b0a998877665"))
+    assert out[0].cause == Cause.SDK_GENERATED_KEY
+    assert "new in every process" in out[0].observed and "idempotency_key=" in out[0].fix
+
+
+def test_a_duplicated_email_says_gate_and_reconcile() -> None:
+    base = LedgerSnapshot((call("mailbox", "send", None, {"to": "a@x", "body": "hi"}, 1, "msg_0001"),))
+    case = LedgerSnapshot(
+        (
+            call("mailbox", "send", None, {"to": "a@x", "body": "hi"}, 1, "msg_0001"),
+            call("mailbox", "send", None, {"to": "a@x", "body": "hi"}, 2, "msg_0002"),
+        )
+    )
+    attempts = [Attempt(1, "during:mailbox.send", KILLED, -9, 1.0, killed_at="during:mailbox.send"), RESUMED]
+    (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+    assert v.cause == Cause.IRREVERSIBLE_RESENT and "irreversible" in v.observed
+    assert "lookup" in v.fix and "gate" in v.fix
+
+
+def test_an_unfinished_resume_names_itself() -> None:
+    base = LedgerSnapshot((call("webhooks", "post", "t:hook", {"body": 1}, 1, "wh_0001"),))
+    attempts = [
+        Attempt(1, "committed:charge", KILLED, -9, 1.0, killed_at="committed:charge"),
+        Attempt(2, None, EXITED, 0, 1.0, unfinished=("notify",)),
+    ]
+    (v,) = diagnose(judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts)
+    assert v.kind == MISSING_EFFECT and v.cause == Cause.UNFINISHED_RESUME
+    assert "pending tasks (notify)" in v.observed and "snap.tasks" in v.fix
+
+
+def test_a_missing_effect_without_a_known_cause_says_what_is_known() -> None:
+    base = LedgerSnapshot((call("webhooks", "post", "t:hook", {"body": 1}, 1, "wh_0001"),))
+    attempts = [Attempt(1, "committed:charge", KILLED, -9, 1.0, killed_at="committed:charge"), RESUMED]
+    (v,) = diagnose(judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts)
+    assert v.cause == Cause.NOT_CALLED and "no attempt called it" in v.observed
+
+
+def test_diagnosis_round_trips_through_json() -> None:
+    out, _ = _diagnosed((None, None))
+    again = Violation.from_dict(out[0].to_dict())
+    assert again == out[0] and again.to_dict()["cause"] == "no_key" and again.consequences
