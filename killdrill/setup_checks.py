@@ -1,6 +1,6 @@
 """Setup mistakes a drill would otherwise pass silently, each said in one line.
 
-- The agent imports LangGraph but the LangGraph integration is off: only the fakes'
+- The agent imports LangGraph (or DBOS) but its integration is off: only the fakes'
   ``during:`` points get drilled.  Discovery runs carry ``KILLDRILL_DETECT`` and the bootstrap
   on ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the
   agent imports a module that has an integration.
@@ -37,11 +37,12 @@ __all__ = [
 DETECT_ENV = "KILLDRILL_DETECT"
 """Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
 
-WATCHED = ("langgraph",)
+WATCHED = ("langgraph", "dbos")
 """Modules with an integration: importing one without it is worth a warning."""
 
 MARKER_PREFIX = "imported-"
 _FLAG = {"langgraph": "--langgraph"}
+_WHERE = {"dbos": "every step and workflow, before and after DBOS records it"}
 
 
 class SetupWarning(UserWarning):
@@ -79,7 +80,7 @@ def integration_hint(imported: Iterable[str], integrations: Iterable[str]) -> st
     return (
         f"the agent imports {name} but the {name} integration is off, so only the fakes' during: points "
         f"are drilled: add {_FLAG.get(name, f'--integration {name}')} (pytest: killdrill_integrations = "
-        f"{name}) to kill it at every node and checkpoint"
+        f"{name}) to kill it at {_WHERE.get(name, 'every node and checkpoint')}"
     )
 
 

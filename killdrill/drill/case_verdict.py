@@ -12,6 +12,7 @@ from killdrill.drill.discovery import Discovering
 from killdrill.drill.env import how_ended, last_line, slug
 from killdrill.errors import HarnessError
 from killdrill.integrations import internal_steps
+from killdrill.integrations._findings import findings_in
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     HANG,
@@ -21,6 +22,7 @@ from killdrill.records import (
     MISSING_EFFECT,
     NOT_REACHED,
     POINT_NOT_REACHED,
+    RESUME_FAILED,
     TIMED_OUT,
     UNEXPECTED_EFFECT,
     Attempt,
@@ -80,6 +82,14 @@ class Judging(Discovering):
             )
         if a.outcome == TIMED_OUT:
             where = a.trace[-1].label if a.trace else "before its first boundary"
+            found = findings_in(a.stderr_tail)
+            if found:  # an integration said why the run cannot go on (DBOS's version rule)
+                return Violation(
+                    RESUME_FAILED,
+                    f"attempt {a.number} never finished: {found[0].text} (no exit within "
+                    f"{self.options.timeout:g}s, last boundary: {where}; its process tree was killed)",
+                    detail={"attempt": a.number, "last_boundary": where, "cause": found[0].cause},
+                )
             return Violation(
                 HANG,
                 f"attempt {a.number} hung: no exit within {self.options.timeout:g}s "

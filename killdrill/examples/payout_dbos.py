@@ -38,6 +38,11 @@ The correct form (no ``--bug``):
   ``during:kv.set#2``, ``after:send_receipt``) re-runs the whole step: the email goes twice,
   ``duplicate_effect``.
 
+``--app-version V`` pins DBOS's application version.  Without it the version is a hash of the
+workflow source, and DBOS recovers only workflows of its own version: an upgrade that changes
+``payout`` leaves a killed run's workflow pending forever (a drill with ``--resume-with`` reports
+``resume_failed`` naming that cause); pinned, the new code recovers it.
+
 Exit 0 when the payout completed (also when it had completed before).
 """
 
@@ -130,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--account", default="acme")
     parser.add_argument("--cycle", default=DEFAULT_CYCLE)
     parser.add_argument("--bug", choices=BUGS)
+    parser.add_argument(
+        "--app-version", help="pin DBOS's application version (else a hash of the workflow source)"
+    )
     args = parser.parse_args(argv)
     _bug = args.bug
     os.makedirs(args.workdir, exist_ok=True)
@@ -138,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "system_database_url": f"sqlite:///{os.path.join(args.workdir, 'dbos.sqlite')}",
         "log_level": "WARNING",
     }
+    if args.app_version:
+        config["application_version"] = args.app_version
     DBOS(config=config)
     DBOS.launch()  # recovers this executor's pending workflows of this application version
     try:
