@@ -52,7 +52,7 @@ import argparse
 import os
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from dbos import DBOS, DBOSConfig, SetWorkflowID
@@ -117,7 +117,7 @@ def update_crm(account: str, cycle: str, amount: int) -> None:
 @DBOS.workflow()
 def payout(account: str, cycle: str) -> dict[str, Any]:
     # The bug clock_key reads the clock here, in the body: not recorded, new on every recovery.
-    started = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f") if _bug == "clock_key" else ""
+    started = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f") if _bug == "clock_key" else ""
     amount = quote(account, cycle)
     charge_id = charge(account, cycle, amount, started)
     record_invoice(account, cycle, charge_id, amount)

@@ -303,7 +303,9 @@ def _patch(module: ModuleType) -> None:
             )
             _replace(module, "_get_wf_invoke_func", _wrap_wf_invoke(module._get_wf_invoke_func))
         elif module.__name__ == _DBOS and (module, "startup_recovery_thread") not in _originals:
-            _replace(module, "startup_recovery_thread", _wrap_startup_recovery(module.startup_recovery_thread))
+            _replace(
+                module, "startup_recovery_thread", _wrap_startup_recovery(module.startup_recovery_thread)
+            )
 
 
 class _PatchingLoader(Loader):

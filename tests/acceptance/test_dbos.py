@@ -108,7 +108,9 @@ def test_points_of_an_agent_that_imports_no_killdrill(tmp_path: Path) -> None:
 
 
 def test_forgotten_integration_is_named_in_one_line(tmp_path: Path) -> None:
-    proc = run_cli(tmp_path, "points", "--discovery-runs", "1", "--root", str(tmp_path / "r"), "--", *payout())
+    proc = run_cli(
+        tmp_path, "points", "--discovery-runs", "1", "--root", str(tmp_path / "r"), "--", *payout()
+    )
     assert proc.returncode == 0, proc.stderr
     hints = [ln for ln in proc.stderr.splitlines() if "imports dbos" in ln]
     assert len(hints) == 1 and "--integration dbos" in hints[0], proc.stderr
