@@ -11,6 +11,7 @@ from killdrill.drill.discovery import Discovering
 from killdrill.drill.env import how_ended, last_line, slug
 from killdrill.errors import HarnessError
 from killdrill.integrations import internal_steps
+from killdrill.integrations._findings import findings_in
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     HANG,
@@ -18,6 +19,7 @@ from killdrill.records import (
     KILLED,
     MISSING_EFFECT,
     POINT_NOT_REACHED,
+    RESUME_FAILED,
     UNEXPECTED_EFFECT,
     Attempt,
     AttemptOutcome,
@@ -78,6 +80,14 @@ class Judging(Discovering):
             )
         if a.outcome == AttemptOutcome.HANG:
             where = a.trace[-1].label if a.trace else "before its first boundary"
+            found = findings_in(a.stderr_tail)
+            if found:  # an integration said why the run cannot go on (DBOS's version rule)
+                return Violation(
+                    RESUME_FAILED,
+                    f"attempt {a.number} never finished: {found[0].text} (no exit within "
+                    f"{self.options.timeout:g}s, last boundary: {where}; its process tree was killed)",
+                    detail={"attempt": a.number, "last_boundary": where, "cause": found[0].cause},
+                )
             return Violation(
                 HANG,
                 f"attempt {a.number} hung: no exit within {self.options.timeout:g}s "

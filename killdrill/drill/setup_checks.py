@@ -1,6 +1,6 @@
 """Setup mistakes a drill would otherwise pass silently, each said in one line.
 
-- The agent imports LangGraph but the LangGraph integration is off: only the fakes'
+- The agent imports LangGraph (or DBOS) but its integration is off: only the fakes'
   ``during:`` points get drilled.  Discovery runs carry ``KILLDRILL_DETECT`` and the bootstrap
   on ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the
   agent imports a module that has an integration.
@@ -37,7 +37,7 @@ __all__ = [
 DETECT_ENV = "KILLDRILL_DETECT"
 """Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
 
-WATCHED = ("langgraph", "agents", "crewai", "workflows", "temporalio")
+WATCHED = ("langgraph", "agents", "crewai", "workflows", "temporalio", "dbos")
 """Modules with an integration: importing one without it is worth a warning."""
 
 MARKER_PREFIX = "imported-"
@@ -50,6 +50,7 @@ _WHAT = {
     "crewai": "flow method",
     "workflows": "workflow step",
     "temporalio": "activity",
+    "dbos": "step and workflow, before and after DBOS records it",
 }
 
 

@@ -54,6 +54,13 @@ def _defect(name: str, defect: str, expect: tuple[str, ...], catch: tuple[str, .
 
 
 _LG = {"integrations": ("langgraph",)}
+# The bundled DBOS example (killdrill.examples.payout_dbos), one planted bug per --bug value.
+_DBOS_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("dbos",)}
+
+
+def _dbos(bug: str | None) -> tuple[str, ...]:
+    cmd = ("python", "-m", "killdrill.examples.payout_dbos", "--thread", "{thread}", "--workdir", "{workdir}")
+    return (*cmd, "--bug", bug) if bug else cmd
 
 
 def _shape(script: str, bug: str | None) -> tuple[str, ...]:
@@ -229,6 +236,29 @@ DEFECTS: tuple[Agent, ...] = (
         ("during:counter.increment",),
     ),
     *SHAPE_DEFECTS,
+    *(
+        Agent(f"payout_dbos {bug} (bundled)", why, expect, catch, _dbos(bug), options=_DBOS_OPTIONS)
+        for bug, why, expect, catch in (
+            (
+                "uuid_key",
+                "DBOS step charges with a uuid4 key",
+                (KEY_CHANGED, DUPLICATE_EFFECT),
+                ("after:charge",),
+            ),
+            (
+                "clock_key",
+                "DBOS charge key from the workflow's start time, read in the body",
+                (KEY_CHANGED, DUPLICATE_EFFECT),
+                ("after:charge",),
+            ),
+            (
+                "email_then_work",
+                "DBOS step sends an email, then does more work",
+                (DUPLICATE_EFFECT,),
+                ("during:kv.set#2", "after:send_receipt"),
+            ),
+        )
+    ),
 )
 
 _LANGGRAPH = (
@@ -276,6 +306,13 @@ CORRECT: tuple[Agent, ...] = (
         catch=("during:payments.charge", "during:mailbox.send"),
         command=_LANGGRAPH,
         options={"cwd": str(REPO), "integrations": ("langgraph",)},
+    ),
+    Agent(
+        "payout_dbos (bundled)",
+        None,
+        catch=("after:charge", "during:mailbox.send", "committed:charge"),
+        command=_dbos(None),
+        options=_DBOS_OPTIONS,
     ),
     *SHAPE_CORRECT,
 )

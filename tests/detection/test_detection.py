@@ -47,7 +47,7 @@ def test_defect_is_caught_at_its_point(agent: Agent, tmp_path: Path) -> None:
 
 # The two settlement examples are drilled at every point per push by test_settlement_drill.py and
 # test_langgraph.py; here they run under -m slow only.
-_COVERED_ELSEWHERE = {"settlement", "settlement_langgraph"}
+_COVERED_ELSEWHERE = {"settlement", "settlement_langgraph", "payout_dbos"}  # + tests/acceptance/test_dbos.py
 
 
 @pytest.mark.parametrize(

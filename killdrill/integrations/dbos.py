@@ -1,0 +1,335 @@
+"""DBOS integration: kill points for every step and workflow of an unmodified DBOS agent.
+
+Activated by the drill with ``--integration dbos`` (``KILLDRILL_INTEGRATIONS=dbos``; the
+bootstrap's ``sitecustomize`` calls :func:`activate`).  Activation never imports DBOS: an import
+hook patches ``dbos._core`` and ``dbos._dbos`` when the agent imports ``dbos``.
+
+Points emitted (``STEP`` / ``WORKFLOW`` is the name DBOS records: the ``name=`` given to
+``@DBOS.step``/``@DBOS.workflow``, else the function's ``__qualname__``; characters outside the
+kill-point grammar become ``_``):
+
+``before:WORKFLOW``
+    the workflow's status row is committed (PENDING) and its body is about to run; again on
+    recovery, when DBOS re-runs the body.
+``before:STEP``
+    the step function is about to be called (each retry attempt is another occurrence).
+``after:STEP``
+    the step function returned; its result is not recorded yet: a kill here re-runs the step.
+``committed:STEP``
+    DBOS's ``record_operation_result`` for the step committed (the step's row in
+    ``operation_outputs``): a kill here replays the step from its record.
+``after:WORKFLOW`` / ``committed:WORKFLOW``
+    the body returned / the workflow's SUCCESS outcome committed.
+
+A step that DBOS replays from its record (``check_existing_result``) never calls the function,
+so it emits nothing: it is not a new ``before:``.  The trace holds points only, so the replay is
+said on the agent's stderr (``killdrill: dbos: replayed step ...``, in ``attempt-N.stderr``).
+
+On ``DBOS.launch()`` DBOS recovers only the pending workflows of *its own* application version
+(a hash of the workflow source unless ``DBOSConfig`` sets ``application_version``).  When this
+process leaves pending workflows of another version alone, the integration writes one
+:mod:`killdrill.integrations._findings` line naming them, so a drill whose resume then waits
+forever reports that cause instead of a bare ``hang``.
+
+Steps run on DBOS's executor threads: :func:`killdrill.agent.boundary` keeps a connection per
+thread, so a point held on one thread does not stall another.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from killdrill.agent import armed, boundary
+from killdrill.integrations import Integration
+from killdrill.integrations._findings import finding_line
+from killdrill.integrations._imports import PatchOnImport
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["INTEGRATION", "VERSION_CAUSE", "activate", "active", "deactivate", "point_name"]
+
+INTEGRATION = Integration(
+    "dbos",
+    # A fork template imports these once; DBOS starts no thread before DBOS(...) / launch().
+    preload=("dbos", "sqlalchemy"),
+)
+VERSION_CAUSE = "dbos_application_version"
+"""The finding's cause when a resumed process leaves another version's workflows pending."""
+
+_CORE = "dbos._core"
+_DBOS = "dbos._dbos"
+_TARGETS = (_CORE, _DBOS)
+_BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
+_TEMP = "<temp>."  # DBOS's own wrapper workflows around a step started on its own
+_lock = threading.RLock()
+_originals: dict[tuple[object, str], Any] = {}
+
+
+def point_name(name: str) -> str | None:
+    """The kill-point NAME for a DBOS step or workflow name, or None for DBOS's own wrappers."""
+    if not name or name.startswith(_TEMP):
+        return None
+    name = _BAD_CHARS.sub("_", name)
+    return name if name[:1] not in ("", ".", "-", "/", "[", "]") else f"_{name}"
+
+
+def _say(text: str) -> None:
+    """One line on stderr, under a drill only (the trace carries points, not notes)."""
+    if armed():
+        try:
+            sys.stderr.write(f"killdrill: dbos: {text}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+
+# ---------------------------------------------------------------- steps
+
+
+def _settle(ran: list[bool], committed: str, replayed: Callable[[str], None]) -> None:
+    if ran:
+        boundary(committed)
+    else:
+        replayed("its recorded output")
+
+
+def _wrap_invoke_step(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def invoke_step(
+        dbos: Any, step_ctx: Any, func: Callable[..., Any], args: Any, kwargs: Any, **options: Any
+    ) -> Any:
+        name = point_name(str(options.get("step_name", "")))
+        if name is None:
+            return orig(dbos, step_ctx, func, args, kwargs, **options)
+        ran: list[bool] = []  # the function was called (not replayed from its record)
+        before, after, committed = f"before:{name}", f"after:{name}", f"committed:{name}"
+        body: Callable[..., Any]
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_body(*a: Any, **k: Any) -> Any:
+                ran.append(True)
+                boundary(before)
+                result = await func(*a, **k)
+                boundary(after)
+                return result
+
+            body = async_body
+        else:
+
+            @functools.wraps(func)
+            def sync_body(*a: Any, **k: Any) -> Any:
+                ran.append(True)
+                boundary(before)
+                result = func(*a, **k)
+                boundary(after)
+                return result
+
+            body = sync_body
+
+        def replayed(how: str) -> None:
+            _say(
+                f"replayed step {name} ({how}) from its record: workflow "
+                f"{getattr(step_ctx, 'workflow_id', '?')}, step #{getattr(step_ctx, 'function_id', '?')}"
+            )
+
+        try:
+            out = orig(dbos, step_ctx, body, args, kwargs, **options)
+        except Exception:
+            if not ran:
+                replayed("its recorded error")
+            raise
+        if inspect.iscoroutine(out):
+
+            async def settle() -> Any:
+                try:
+                    result = await out
+                except Exception:
+                    if not ran:
+                        replayed("its recorded error")
+                    raise
+                _settle(ran, committed, replayed)
+                return result
+
+            return settle()
+        _settle(ran, committed, replayed)
+        return out
+
+    return invoke_step
+
+
+# ---------------------------------------------------------------- workflows
+
+
+def _workflow_name(func: Callable[..., Any]) -> str | None:
+    target = func.func if isinstance(func, functools.partial) else func
+    registered = getattr(target, "dbos_function_name", None)
+    return point_name(registered) if isinstance(registered, str) else None
+
+
+def _wrap_dropping(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``_dropping_datasource_checkpoints`` wraps every workflow body (direct call, start, recovery)."""
+
+    @functools.wraps(orig)
+    def dropping(dbos: Any, func: Callable[..., Any]) -> Any:
+        run = orig(dbos, func)
+        name = _workflow_name(func)
+        if name is None:
+            return run
+        before, after = f"before:{name}", f"after:{name}"
+        if inspect.iscoroutinefunction(run):
+
+            @functools.wraps(run)
+            async def run_async() -> Any:
+                boundary(before)
+                result = await run()
+                boundary(after)
+                return result
+
+            return run_async
+
+        @functools.wraps(run)
+        def run_sync() -> Any:
+            boundary(before)
+            result = run()
+            boundary(after)
+            return result
+
+        return run_sync
+
+    return dropping
+
+
+def _wrap_wf_invoke(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``_get_wf_invoke_func`` builds the step that records a workflow's outcome."""
+
+    @functools.wraps(orig)
+    def get_wf_invoke_func(dbos: Any, status: Any, *rest: Any, **kw: Any) -> Any:
+        persist = orig(dbos, status, *rest, **kw)
+        name = point_name(str(status.get("name") or ""))
+        if name is None:
+            return persist
+
+        @functools.wraps(persist)
+        def persist_and_announce(func: Callable[[], Any]) -> Any:
+            done_before = status.get("status") in ("SUCCESS", "ERROR")
+            result = persist(func)
+            from dbos._outcome import DeferredResult  # imported by dbos._core already
+
+            if not done_before and not isinstance(result, DeferredResult):
+                boundary(f"committed:{name}")
+            return result
+
+        return persist_and_announce
+
+    return get_wf_invoke_func
+
+
+# ---------------------------------------------------------------- the version rule
+
+
+def _other_versions(dbos: Any) -> list[tuple[str, str]]:
+    """(workflow id, application version) of this executor's unfinished workflows of another version."""
+    import sqlalchemy as sa  # a dependency of dbos, imported by it already
+    from dbos._utils import GlobalParams
+
+    sysdb = dbos._sys_db
+    table = sysdb.tables.workflow_status
+    with sysdb.engine.begin() as conn:
+        rows = conn.execute(
+            sa.select(table.c.workflow_uuid, table.c.application_version).where(
+                table.c.status.in_(("PENDING", "ENQUEUED")),
+                table.c.executor_id == GlobalParams.executor_id,
+                table.c.application_version != GlobalParams.app_version,
+            )
+        ).fetchall()
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def _wrap_startup_recovery(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def startup_recovery_thread(dbos: Any, pending: Any, *rest: Any, **kw: Any) -> Any:
+        if armed():
+            try:
+                stranded = _other_versions(dbos)
+            except Exception as exc:  # never break the agent's recovery for a diagnosis
+                _say(f"could not check for workflows of other application versions: {exc}")
+                stranded = []
+            if stranded:
+                from dbos._utils import GlobalParams
+
+                ids = ", ".join(f"{wid} (version {ver})" for wid, ver in stranded[:5])
+                finding_line(
+                    VERSION_CAUSE,
+                    f"DBOS did not recover {len(stranded)} pending workflow(s): {ids}, because this "
+                    f"process runs application version {GlobalParams.app_version} and DBOS recovers "
+                    "only workflows of its own version (a hash of the workflow source unless "
+                    "DBOSConfig sets application_version); to resume across an upgrade, pin "
+                    "application_version or fork the workflow to the new version",
+                )
+        return orig(dbos, pending, *rest, **kw)
+
+    return startup_recovery_thread
+
+
+# ---------------------------------------------------------------- patching
+
+
+def _replace(owner: object, attr: str, value: Any) -> None:
+    key = (owner, attr)
+    if key not in _originals:
+        _originals[key] = getattr(owner, attr)
+    setattr(owner, attr, value)
+
+
+def _patch(module: ModuleType) -> None:
+    """Patch one target module, once (right after it executes, before anyone calls into it)."""
+    with _lock:
+        if module.__name__ == _CORE and (module, "invoke_step") not in _originals:
+            _replace(module, "invoke_step", _wrap_invoke_step(module.invoke_step))
+            _replace(
+                module,
+                "_dropping_datasource_checkpoints",
+                _wrap_dropping(module._dropping_datasource_checkpoints),
+            )
+            _replace(module, "_get_wf_invoke_func", _wrap_wf_invoke(module._get_wf_invoke_func))
+        elif module.__name__ == _DBOS and (module, "startup_recovery_thread") not in _originals:
+            _replace(
+                module, "startup_recovery_thread", _wrap_startup_recovery(module.startup_recovery_thread)
+            )
+
+
+_hook = PatchOnImport(_TARGETS, _patch)
+
+
+def activate() -> None:
+    """Emit kill points for every DBOS step and workflow in this process (idempotent).
+
+    Patches DBOS now if it is already imported, otherwise when it is imported.  A module
+    already imported has its functions replaced in place: callers inside DBOS look them up
+    as module globals at call time, so the patch reaches them.
+    """
+    with _lock:
+        _hook.install()
+
+
+def active() -> bool:
+    """True when :func:`activate` ran (patched, or waiting for DBOS's import)."""
+    return _hook.waiting or bool(_originals)
+
+
+def deactivate() -> None:
+    """Undo :func:`activate` (for in-process tests)."""
+    with _lock:
+        _hook.remove()
+        for (owner, attr), value in _originals.items():
+            setattr(owner, attr, value)
+        _originals.clear()
