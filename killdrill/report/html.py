@@ -73,8 +73,8 @@ def _cards(s: Mapping[str, Any]) -> str:
         ("runs", s["runs"], ""),
         (str(Verdict.EXACTLY_ONCE), s["runs_clean"], "ok"),
         (str(Verdict.VIOLATED), s["runs_violated"], "bad" if s["runs_violated"] else "ok"),
-        ("no kill landed", s["runs_without_kill"], ""),
-        ("kills landed", s["kills_landed"], ""),
+        ("no fault landed", s["runs_without_kill"], ""),
+        ("faults landed", s["kills_landed"], ""),
         ("kills missed", s["kills_missed"], ""),
         ("harness errors", s["runs_harness_error"], "bad" if s["runs_harness_error"] else ""),
     ]
