@@ -193,6 +193,8 @@ def cmd_drill(args: argparse.Namespace) -> int:
     command = _need_command(args)
     options = drill_options(args)
     check_drill_inputs(args)
+    if args.report:
+        check_output_dir(args.report, f"--report {args.report}")
     drill = Drill(command, options)
     discovery = drill.discover()
     schedules = [s.strip() for s in args.points.split(";")] if args.points else None
@@ -209,6 +211,16 @@ def cmd_drill(args: argparse.Namespace) -> int:
     result = drill.run_all(schedules, on_case=progress)
     print(render_drill(result))
     _write_json(args.json, result.to_dict())
+    if args.report:
+        from killdrill.report.drill_html import write_drill_reports
+
+        try:
+            write_drill_reports(args.report, result.to_dict(), command)
+        except OSError as exc:
+            raise HarnessError(
+                f"--report {args.report}: cannot write the report: {exc.strerror or exc}"
+            ) from None
+        print(f"killdrill: report in {os.path.join(args.report, 'report.html')}", file=sys.stderr)
     return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
@@ -241,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_drill_options(p)
     p.add_argument("--points", metavar="S1;S2", help="only these schedules (';'-separated)")
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
+    p.add_argument("--report", metavar="DIR", help="write report.json and a self-contained report.html")
     p.set_defaults(func=cmd_drill)
 
     # commands defined next to what they drive register themselves; chaos shares the drill flags
