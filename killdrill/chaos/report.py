@@ -297,6 +297,7 @@ def render_text(data: Mapping[str, Any]) -> str:
         for f in failures:
             first = f" (run {f['index']})" if f.get("index") is not None else ""
             lines.append(f"  [{f['schedule']}] {', '.join(f['kinds'])}  from [{f['original']}]{first}")
+            lines.extend(f"    {m}" for m in shrunk_messages(f))
             lines.append(f"    {f['reproduce']}")
     elif s["runs_violated"]:
         lines.append("")
@@ -307,6 +308,13 @@ def render_text(data: Mapping[str, Any]) -> str:
     lines.append("")
     lines.append(f"seed: {h['seed']}")
     return "\n".join(lines)
+
+
+def shrunk_messages(failure: Mapping[str, Any]) -> list[str]:
+    """``kind: message`` of each violation of a shrunk failure's case (its kinds alone say too
+    little: which effect, how often, under which keys)."""
+    case = failure.get("case") or {}
+    return [f"{v['kind']}: {v['message']}" for v in case.get("violations", ())]
 
 
 def is_chaos_report(path: str | os.PathLike[str]) -> bool:

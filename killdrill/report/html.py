@@ -93,7 +93,11 @@ def _failures(failures: Sequence[Mapping[str, Any]]) -> str:
             f"<div><b><code>{escape(f['schedule'])}</code></b> → {escape(', '.join(f['kinds']))}</div>"
             f"<div class='sub'>shrunk from <code>{escape(f['original'])}</code>{run}"
             f" in {f['shrink_runs']} case(s)</div>"
-            f"<pre>{escape(f['reproduce'])}</pre>"
+            + "".join(
+                f"<div><code>{escape(v['kind'])}</code>: {escape(v['message'])}</div>"
+                for v in (f.get("case") or {}).get("violations", ())
+            )
+            + f"<pre>{escape(f['reproduce'])}</pre>"
         )
         if f.get("case"):
             case = CaseResult.from_dict(f["case"])
