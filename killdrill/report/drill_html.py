@@ -64,7 +64,7 @@ def _cards(s: Mapping[str, Any]) -> str:
 
 def _run(case: CaseResult, index: int) -> dict[str, Any]:
     """What the timeline's header reads: chaos's run outcome, for a drill's case."""
-    return {"outcome": "clean" if case.ok else Verdict.VIOLATED, "index": index}
+    return {"outcome": "clean" if case.ok else Verdict.VIOLATED, "index": index, "noun": "case"}
 
 
 def _table(cases: Sequence[CaseResult]) -> str:

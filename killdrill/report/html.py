@@ -298,7 +298,7 @@ def _timeline(case: CaseResult, run: Mapping[str, Any]) -> str:
     kinds = ", ".join(case.kinds)
     head = (
         f"<div class='h'><span class='tag {escape(outcome)}'>{escape(outcome)}</span>"
-        f"run {escape(str(run.get('index')))} "
+        f"{escape(str(run.get('noun', 'run')))} {escape(str(run.get('index')))} "
         f"<b>{escape(case.schedule)}</b>{(' — ' + escape(kinds)) if kinds else ''}</div>"
     )
     return f"<div class='run'>{head}{''.join(svg)}</div>"
