@@ -94,8 +94,8 @@ class _SmtpHandler:
         loop = asyncio.get_running_loop()
         raw = envelope.original_content or b""
         transport = server.transport
-        here = transport.get_extra_info("sockname") if transport is not None else None
-        peer = session.peer if isinstance(session.peer, tuple) else None
+        here: Any = transport.get_extra_info("sockname") if transport is not None else None
+        peer: Any = session.peer  # (host, port) on a TCP socket
         heard = await loop.run_in_executor(
             None,
             functools.partial(
@@ -104,7 +104,7 @@ class _SmtpHandler:
                 envelope.mail_from or "",
                 list(envelope.rcpt_tos),
                 launch=self.launch,
-                pid=peer_pid(peer, here) if peer and here else 0,
+                pid=peer_pid(tuple(peer), tuple(here)) if isinstance(peer, tuple) and here else 0,
             ),
         )
         if not heard:
