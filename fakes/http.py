@@ -43,6 +43,7 @@ from killdrill.fakes import FakeProviderError, fake_classes, wire
 from killdrill.fakes import model as _model
 from killdrill.fakes import model_responses as _model_responses
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
+from killdrill.fakes.peer import peer_pid
 from killdrill.fakes.serving import Answered, Binding, FaultPlan, Reset, ServerFakes
 from killdrill.fakes.wire import Exchange, stripe_render
 from killdrill.fakes.wire.stripe import decode_form
@@ -89,9 +90,19 @@ class _FakesHandler(GuardedHandler):
     def fakes(self) -> tuple[ServerFakes, Binding]:
         """The fakes as bound now.  The attempt comes from the binding only, never from the caller."""
         binding = self.server.bindings.get(self.secret) or self.server.binding
+        return ServerFakes(binding.ledger, binding.attempt, self.caller_pid, binding.faults), binding
+
+    def caller_pid(self) -> int:
+        """The pid of the process that sent this request (the kernel's answer, see
+        :mod:`killdrill.fakes.peer`), else an ``X-Killdrill-Pid`` header, else 0."""
+        try:
+            pid = peer_pid(self.client_address, self.connection.getsockname())
+        except OSError:
+            pid = 0
+        if pid:
+            return pid
         pid_text = self.headers.get("X-Killdrill-Pid", "")
-        pid = int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
-        return ServerFakes(binding.ledger, binding.attempt, pid, binding.faults), binding
+        return int(pid_text) if pid_text.isdigit() and len(pid_text) < 10 else 0
 
     def idempotency_key(self) -> str | None:
         """The ``Idempotency-Key`` header (Stripe allows 255 characters), or None."""
@@ -121,12 +132,17 @@ def _route(method: str, pattern: str) -> Callable[[Callable[[_FakesHandler, Requ
     return register
 
 
+_PROVIDER_METHODS = frozenset({"configure", "fence"})
+"""Methods every fake provider has besides its declared operations (``FakeProvider.configure``,
+``FakeProvider.fence``): served on the same route, never recorded as calls."""
+
+
 @_route("POST", r"/fakes/([a-z_]+)/([a-z_]+)")
 def _generic(h: _FakesHandler, req: Request) -> None:
     provider, op = req.match.groups()
     declared = spec(provider)  # loads the entry points when the name is not a built-in
     operation = declared.operation(op) if provider in fake_classes() else None
-    if operation is None and not (op == "configure" and provider in fake_classes()):
+    if operation is None and not (op in _PROVIDER_METHODS and provider in fake_classes()):
         h.stripe_error(404, f"no such fake operation: {provider}.{op}")
         return
     try:
@@ -146,7 +162,10 @@ def _generic(h: _FakesHandler, req: Request) -> None:
         replayed = done.answer.replayed
         ex.finish(done.answer, stripe_render(key, lambda body: {**body, "replayed": replayed}))
         return
-    except (TypeError, ValueError, FakeProviderError) as exc:
+    except FakeProviderError as exc:  # e.g. a stale fencing token: 409, as the write would get
+        h.stripe_error(exc.status, f"{provider}.{op}: {exc}", exc.code, exc.type)
+        return
+    except (TypeError, ValueError) as exc:
         raise _BadRequest(f"{provider}.{op}: {exc}") from None
     h.send_json(200, {"result": result})  # a read or configure: not recorded, not announced
 

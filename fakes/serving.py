@@ -95,10 +95,18 @@ class Binding:
 class ServerFakes(Fakes):
     """The fakes as the server runs them: claim, hold, execute; the route renders the answer."""
 
-    def __init__(self, ledger: Ledger, attempt: int, pid: int, faults: FaultPlan | None = None) -> None:
+    def __init__(
+        self, ledger: Ledger, attempt: int, pid: int | Callable[[], int], faults: FaultPlan | None = None
+    ) -> None:
         super().__init__(ledger, attempt)
-        self.pid = pid
+        self._pid = pid
         self.faults = faults
+
+    @functools.cached_property
+    def pid(self) -> int:
+        """The caller's pid; a callable is asked once, when a call is first recorded (finding a
+        peer's process costs a scan of ``/proc``, a read needs none)."""
+        return self._pid if isinstance(self._pid, int) else self._pid()
 
     def execute(
         self,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
+import functools
 import hashlib
 import re
 import socket
@@ -33,6 +34,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
 from killdrill.agent import ControlChannelError
 from killdrill.fakes.httpguard import MAX_BODY, REQUEST_DEADLINE_S
+from killdrill.fakes.peer import peer_pid
 from killdrill.fakes.serving import Binding
 from killdrill.fakes.wire import record_effect  # one binding type for the HTTP and SMTP fakes
 from killdrill.ledger import Ledger
@@ -76,10 +78,13 @@ def _any_login(server: SMTP, session: Session, envelope: Envelope, mechanism: st
 
 
 class _SmtpHandler:
-    """aiosmtpd's handler: records, announces, and answers 250 or hangs up."""
+    """aiosmtpd's handler: records, announces, and answers 250 or hangs up.
 
-    def __init__(self, fake: SmtpFake) -> None:
+    ``launch``: the launch whose own address this handler serves (None: the shared address)."""
+
+    def __init__(self, fake: SmtpFake, launch: Hashable | None = None) -> None:
         self.fake = fake
+        self.launch = launch
 
     async def handle_exception(self, error: Exception) -> str:
         """A fake's failure (an unusable ledger) is one SMTP reply, never a traceback on stderr."""
@@ -88,8 +93,19 @@ class _SmtpHandler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         loop = asyncio.get_running_loop()
         raw = envelope.original_content or b""
+        transport = server.transport
+        here: Any = transport.get_extra_info("sockname") if transport is not None else None
+        peer: Any = session.peer  # (host, port) on a TCP socket
         heard = await loop.run_in_executor(
-            None, self.fake.deliver, raw, envelope.mail_from or "", list(envelope.rcpt_tos)
+            None,
+            functools.partial(
+                self.fake.deliver,
+                raw,
+                envelope.mail_from or "",
+                list(envelope.rcpt_tos),
+                launch=self.launch,
+                pid=peer_pid(tuple(peer), tuple(here)) if isinstance(peer, tuple) and here else 0,
+            ),
         )
         if not heard:
             if isinstance(server.transport, asyncio.WriteTransport):  # any socket or TLS transport
@@ -105,6 +121,8 @@ class SmtpFake:
         self.ledger_url = ledger
         self.port = port
         self.binding = Binding(ledger, thread, attempt, None)
+        self._launches: dict[Hashable, tuple[str, asyncio.AbstractServer]] = {}
+        self._bindings: dict[Hashable, Binding] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
@@ -115,13 +133,23 @@ class SmtpFake:
         if self.address is not None:
             return self.address
         Ledger(self.ledger_url, self.binding.thread)  # fail now, in one line, if the ledger is unusable
+        loop = asyncio.new_event_loop()
+        server, address = self._listen(loop, _SmtpHandler(self), self.port)
+        self._server, self._loop = server, loop
+        self._thread = threading.Thread(target=loop.run_forever, name="killdrill-fakes-smtp", daemon=True)
+        self._thread.start()
+        self.address = address
+        return address
+
+    @staticmethod
+    def _listen(loop: asyncio.AbstractEventLoop, handler: _SmtpHandler, port: int) -> tuple[Any, str]:
+        """A server socket on 127.0.0.1:``port`` speaking SMTP to ``handler`` (not yet running)."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        loop = asyncio.new_event_loop()
-        handler = _SmtpHandler(self)
-        self._server = loop.run_until_complete(
-            loop.create_server(
+        sock.bind(("127.0.0.1", port))
+
+        def serve() -> Any:
+            return loop.create_server(
                 lambda: SMTP(
                     handler,
                     hostname="killdrill-smtp-fake",
@@ -133,12 +161,25 @@ class SmtpFake:
                 ),
                 sock=sock,
             )
+
+        server = (
+            asyncio.run_coroutine_threadsafe(serve(), loop).result(timeout=10)
+            if loop.is_running()
+            else loop.run_until_complete(serve())
         )
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="killdrill-fakes-smtp", daemon=True)
-        self._thread.start()
-        self.address = f"127.0.0.1:{sock.getsockname()[1]}"
-        return self.address
+        return server, f"127.0.0.1:{sock.getsockname()[1]}"
+
+    def attempt_address(self, launch: Hashable) -> str:
+        """A ``host:port`` of one launch alone (``launch``: the key given to :meth:`bind` again):
+        the mail it sends is recorded under its attempt and announced on its channel even while
+        other attempts run (concurrent resumers, a paused zombie), as the HTTP fakes' own URL
+        per attempt does.  Call start() first."""
+        assert self._loop is not None, "start() the server first"
+        known = self._launches.get(launch)
+        if known is None:
+            server, address = self._listen(self._loop, _SmtpHandler(self, launch), 0)
+            known = self._launches[launch] = (address, server)
+        return known[0]
 
     def bind(
         self,
@@ -151,13 +192,18 @@ class SmtpFake:
     ) -> None:
         """Record the next messages under ``thread``/``attempt``; announce ``during:`` on that channel.
 
-        One binding for all (``launch`` is not used): SMTP has no per-attempt address here, so with
-        attempts running at once (resumers, a paused zombie) a message is the last-bound attempt's."""
+        Messages to the shared address follow the launch bound last; those to a launch's own
+        address (:meth:`attempt_address`) follow that launch, whichever started last."""
         self.binding = Binding.of_attempt(self.ledger_url, thread, attempt, control_address, control_token)
+        if launch is not None and launch in self._launches:
+            self._bindings[launch] = self.binding
 
-    def deliver(self, raw: bytes, mail_from: str, rcpt_tos: list[str]) -> bool:
-        """Commit the message, announce ``during:mailbox.send``; False: nobody is left to answer."""
-        binding = self.binding
+    def deliver(
+        self, raw: bytes, mail_from: str, rcpt_tos: list[str], *, launch: Hashable | None = None, pid: int = 0
+    ) -> bool:
+        """Commit the message (sent by ``pid``, to ``launch``'s address), announce
+        ``during:mailbox.send``; False: nobody is left to answer."""
+        binding = self._bindings.get(launch, self.binding) if launch is not None else self.binding
         payload, key, message_id = message_record(raw, mail_from, rcpt_tos, binding.thread)
         result = {**payload, "message_id": message_id, "delivered": True}
         record_effect(
@@ -170,7 +216,7 @@ class SmtpFake:
             prefix="msg",
             ref=message_id,
             attempt=binding.attempt,
-            pid=0,
+            pid=pid,
         )
         if binding.control is not None:
             try:
@@ -182,14 +228,21 @@ class SmtpFake:
     def stop(self) -> None:
         """Stop serving and close the listening socket."""
         loop, server, thread = self._loop, self._server, self._thread
+        servers = [server, *(s for _, s in self._launches.values())]
         self._loop = self._server = self._thread = None
+        self._launches.clear()
+        self._bindings.clear()
         self.address = None
         if loop is None or server is None:
             return
 
         async def shutdown() -> None:
-            server.close()
-            await server.wait_closed()
+            for each in servers:
+                if each is not None:
+                    each.close()
+            for each in servers:
+                if each is not None:
+                    await each.wait_closed()
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)

@@ -1,8 +1,10 @@
 """Stripe, as its idempotency documentation describes it (docs.stripe.com/api/idempotent_requests).
 
-Served: ``POST /v1/payment_intents`` (recorded as ``payments.charge``), ``GET
-/v1/payment_intents/{id}`` and ``POST /v1/refunds`` (``payments.refund``), form-encoded as the SDK
-sends them.  The rules, one test each in ``tests/unit/fakes/wire/test_stripe.py``:
+Served: ``POST /v1/payment_intents`` (recorded as ``payments.charge``; ids ``pi_...``, the charge
+``ch_...`` as ``latest_charge``), ``GET /v1/payment_intents/{id}``, the legacy ``POST /v1/charges``
+(``stripe.Charge.create``, also ``payments.charge``; ids ``ch_...``) and ``GET /v1/charges/{id}``,
+and ``POST /v1/refunds`` (``payments.refund``; ``payment_intent`` or ``charge``), form-encoded as the
+SDK sends them.  The rules, one test each in ``tests/unit/fakes/wire/test_stripe.py``:
 
 - ``Idempotency-Key`` up to 255 characters (longer: 400, nothing happens);
 - a key is remembered 24 h on the harness clock (:func:`killdrill.fakes.advance_clock`);
@@ -23,7 +25,7 @@ from urllib.parse import parse_qsl
 from killdrill.fakes import FakeProviderError
 from killdrill.fakes.wire import Answered, Exchange, route, stripe_error, stripe_render
 
-__all__ = ["MAX_KEY_LENGTH", "decode_form", "payment_intent"]
+__all__ = ["MAX_KEY_LENGTH", "charge_object", "decode_form", "payment_intent"]
 
 MAX_KEY_LENGTH = 255
 _INT_FIELDS = {"amount", "application_fee_amount"}
@@ -57,12 +59,32 @@ def _lists(value: Any) -> Any:
     return value
 
 
+def _intent_id(charge_id: str) -> str:
+    """A PaymentIntent's id of the fake's charge ``ch_N``: ``pi_N``, as Stripe's ids read."""
+    return "pi_" + charge_id.removeprefix("ch_")
+
+
+def _charge_id(any_id: str) -> str:
+    """The fake's charge id of a PaymentIntent id ``pi_N`` (a ``ch_`` id as it is)."""
+    return "ch_" + any_id.removeprefix("pi_") if any_id.startswith("pi_") else any_id
+
+
+def charge_object(charge: dict[str, Any]) -> dict[str, Any]:
+    """Render a charge the fake made as a Stripe Charge (``stripe.Charge.create``)."""
+    body = {k: v for k, v in charge.items() if k not in ("refund",)}
+    body.update(object="charge", status="succeeded", paid=True, livemode=False)
+    body.setdefault("created", int(time.time()))
+    body.setdefault("metadata", {})
+    return body
+
+
 def payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
     """Render a charge the fake made as a Stripe PaymentIntent (the SDK needs ``object``)."""
     body = {k: v for k, v in charge.items() if k not in ("object", "refunded", "refund")}
     body.update(
         object="payment_intent",
-        id=charge["id"],
+        id=_intent_id(charge["id"]),
+        latest_charge=charge["id"],
         status="succeeded",
         livemode=False,
         amount_received=charge.get("amount"),
@@ -111,9 +133,27 @@ def create_payment_intent(ex: Exchange, _m: re.Match[str]) -> None:
         _call(ex, payment_intent, lambda: payments.charge(idempotency_key=_key(ex), **params))
 
 
+@route(r"/v1/charges", "POST")
+def create_charge(ex: Exchange, _m: re.Match[str]) -> None:
+    """``stripe.Charge.create``: the same ``payments.charge`` effect, rendered as a Charge."""
+    params = None if _refused(ex) else _form(ex)
+    if params is not None:
+        payments = ex.fakes().payments
+        _call(ex, charge_object, lambda: payments.charge(idempotency_key=_key(ex), **params))
+
+
+@route(r"/v1/charges/(?P<id>[A-Za-z0-9_]+)", "GET")
+def retrieve_charge(ex: Exchange, m: re.Match[str]) -> None:
+    charge = ex.fakes().payments.get(m.group("id"))
+    if charge is None or charge.get("object") != "charge":
+        ex.reply(*stripe_error(404, f"No such charge: '{m.group('id')}'", code="resource_missing"))
+        return
+    ex.reply(200, charge_object(charge))
+
+
 @route(r"/v1/payment_intents/(?P<id>[A-Za-z0-9_]+)", "GET")
 def retrieve_payment_intent(ex: Exchange, m: re.Match[str]) -> None:
-    charge = ex.fakes().payments.get(m.group("id"))
+    charge = ex.fakes().payments.get(_charge_id(m.group("id")))
     if charge is None or charge.get("object") != "charge":
         ex.reply(*stripe_error(404, f"No such payment_intent: '{m.group('id')}'", code="resource_missing"))
         return
@@ -131,4 +171,5 @@ def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
         return
     amount = params.get("amount") if isinstance(params.get("amount"), int) else None
     payments = ex.fakes().payments
-    _call(ex, dict, lambda: payments.refund(target, idempotency_key=_key(ex), amount=amount))
+    charge_id = _charge_id(target)
+    _call(ex, dict, lambda: payments.refund(charge_id, idempotency_key=_key(ex), amount=amount))

@@ -179,7 +179,8 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "audit",
         help="read-only audit of an effect log (duplicates, unstable keys, replays, stuck claims)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=_plain_help(__doc__ or ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("url", help="SQLAlchemy URL or SQLite file path of a ResultStore's effect log")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
@@ -191,6 +192,15 @@ def add_parser(subparsers: Any) -> None:
         help=f"report keys in flight longer than this (default {DEFAULT_IN_FLIGHT_THRESHOLD_S:g})",
     )
     p.set_defaults(func=_handler)
+
+
+def _plain_help(doc: str) -> str:
+    """The module docstring as ``--help`` text: no reStructuredText markup (````x```` is x), and
+    without the paragraph for the package's maintainers (its layer)."""
+    keep = [p for p in doc.strip().split("\n\n") if not p.startswith("Layer:")]
+    import re
+
+    return re.sub(r"\*(\w[^*]*)\*", r"\1", "\n\n".join(keep).replace("``", ""))
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -16,8 +16,16 @@ from xml.etree import ElementTree as ET
 from killdrill.chaos.shrink import Shrunk
 from killdrill.chaos.strategies import START, interval_of
 from killdrill.errors import UsageError
-from killdrill.points import occurrence_label, parse_schedule
-from killdrill.records import HARNESS_ERROR, CaseResult, Discovery, StableName, Verdict
+from killdrill.points import occurrence_label, parse_kill, parse_schedule
+from killdrill.records import (
+    HARNESS_ERROR,
+    Attempt,
+    AttemptOutcome,
+    CaseResult,
+    Discovery,
+    StableName,
+    Verdict,
+)
 from killdrill.report.drill import atomic_write_text
 
 __all__ = [
@@ -37,10 +45,11 @@ __all__ = [
     "write_reports",
 ]
 
+
 class RunOutcome(StableName):
     """How one chaos run ended."""
 
-    CLEAN = "clean"  # a kill landed and the case was exactly-once
+    CLEAN = "clean"  # a fault (kill, pause, connection fault) landed and the case was exactly-once
     VIOLATED = "violated"  # the case was not exactly-once
     MISSED = "missed"  # no fault landed (the run ended before its first one): proves nothing
     ERRORED = "harness_error"  # the harness could not run it
@@ -48,11 +57,31 @@ class RunOutcome(StableName):
 
 CLEAN, VIOLATED, MISSED = RunOutcome.CLEAN, RunOutcome.VIOLATED, RunOutcome.MISSED
 ERRORED = RunOutcome.ERRORED
-"""Run outcomes: exactly-once with a kill landed; a violation; no kill landed; harness error."""
+"""Run outcomes: exactly-once with a fault landed; a violation; no fault landed; harness error."""
 
 
 def _landed(case: CaseResult) -> list[str]:
-    return [iv for a in case.attempts if (iv := interval_of(a)) is not None]
+    """Where each fault of the run landed: kills (their interval), and pauses and connection
+    faults (their point): a pause that held the worker is a fault that landed, not a miss."""
+    return [iv for a in case.attempts if (iv := interval_of(a) or _fault_point(a)) is not None]
+
+
+def _fault_point(attempt: Attempt) -> str | None:
+    """The point of a non-kill fault (``pause:``, ``drop:``, ``reset:``) that landed, else None.
+
+    Such an attempt lives on (it exits by itself): it landed unless its point was not reached."""
+    if attempt.kill is None or attempt.outcome in (
+        AttemptOutcome.POINT_NOT_REACHED,
+        AttemptOutcome.HARNESS_ERROR,
+    ):
+        return None
+    try:
+        kill = parse_kill(attempt.kill)
+    except ValueError:
+        return None
+    if kill.is_kill or not (kill.pause or kill.fault) or kill.point is None:
+        return None
+    return occurrence_label(kill.point, kill.occurrence)
 
 
 @dataclass(frozen=True)
@@ -63,7 +92,7 @@ class RunRecord:
     schedule: str
     outcome: str
     kinds: tuple[str, ...]
-    landed: tuple[str, ...]  # interval (boundary label or START) of each kill that landed
+    landed: tuple[str, ...]  # interval (boundary label or START) of each kill, point of each pause/net fault
     missed: int  # kills scheduled for attempts that ran but did not land
     seconds: float
     reproduce: str = ""  # the exact command that runs this schedule again
@@ -214,7 +243,7 @@ def write_junit(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
             el.text = render_case(case)
         out = [f"reproduce: {rec.reproduce or case.reproduce}"]
         if rec.outcome == MISSED:
-            out.append("no kill landed: " + "; ".join(case.notes))
+            out.append("no fault landed: " + "; ".join(case.notes))
         ET.SubElement(tc, "system-out").text = "\n".join(out)
     root = ET.Element("testsuites")
     root.append(suite)
@@ -223,7 +252,7 @@ def write_junit(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
     atomic_write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + xml + "\n")
 
 
-_OUTCOME_TEXT = {CLEAN: str(Verdict.EXACTLY_ONCE), MISSED: "no kill landed"}
+_OUTCOME_TEXT = {CLEAN: str(Verdict.EXACTLY_ONCE), MISSED: "no fault landed"}
 
 
 def render_text(data: Mapping[str, Any]) -> str:
@@ -240,20 +269,26 @@ def render_text(data: Mapping[str, Any]) -> str:
         "",
         f"killdrill chaos: seed {h['seed']}, shard {h['shard']}: {s['runs']} runs "
         f"({s['runs_clean']} exactly-once, {s['runs_violated']} violated, "
-        f"{s['runs_without_kill']} without a kill landed, {s['runs_harness_error']} harness error), "
-        f"{s['kills_landed']} kills landed, "
+        f"{s['runs_without_kill']} without a fault landed, {s['runs_harness_error']} harness error), "
+        f"{s['kills_landed']} faults landed (kills, pauses, connection faults), "
         f"{s['kills_missed']} kills missed (the attempt exited 0 before its random kill time: not a failure)"
         + (f"; stopped by {h['stopped']}" if h.get("stopped") not in (None, "runs") else ""),
         "",
-        "Kill spread (interval from this boundary to the next: kills aimed, landed, in violated runs):",
+        "Fault spread (per interval, from this boundary to the next):",
     ]
+    head = ("interval", "aimed", "landed", "in violated runs")
     rows = [
-        (label, str(v.get("aimed", "")), str(v["kills"]), str(v["violated"]) if v["violated"] else "")
+        (label, str(v.get("aimed", 0)), str(v["kills"]), str(v["violated"]) if v["violated"] else "")
         for label, v in data["spread"].items()
     ]
-    width = max(len(r[0]) for r in rows)
+    width = max(len(r[0]) for r in [head, *rows])
     lines.extend(
-        f"  {label.ljust(width)}  {aimed:>5}  {kills:>5}  {bad}".rstrip() for label, aimed, kills, bad in rows
+        f"  {label.ljust(width)}  {aimed:>5}  {kills:>6}  {bad}".rstrip()
+        for label, aimed, kills, bad in [head, *rows]
+    )
+    lines.append(
+        "  aimed: random kills drawn into the interval (POINT+F%, start+F%); landed: every fault that"
+        " landed there, kills at a named boundary and pauses included, so landed can exceed aimed"
     )
     failures = data.get("failures") or []
     if failures:
@@ -262,6 +297,7 @@ def render_text(data: Mapping[str, Any]) -> str:
         for f in failures:
             first = f" (run {f['index']})" if f.get("index") is not None else ""
             lines.append(f"  [{f['schedule']}] {', '.join(f['kinds'])}  from [{f['original']}]{first}")
+            lines.extend(f"    {m}" for m in shrunk_messages(f))
             lines.append(f"    {f['reproduce']}")
     elif s["runs_violated"]:
         lines.append("")
@@ -272,6 +308,13 @@ def render_text(data: Mapping[str, Any]) -> str:
     lines.append("")
     lines.append(f"seed: {h['seed']}")
     return "\n".join(lines)
+
+
+def shrunk_messages(failure: Mapping[str, Any]) -> list[str]:
+    """``kind: message`` of each violation of a shrunk failure's case (its kinds alone say too
+    little: which effect, how often, under which keys)."""
+    case = failure.get("case") or {}
+    return [f"{v['kind']}: {v['message']}" for v in case.get("violations", ())]
 
 
 def is_chaos_report(path: str | os.PathLike[str]) -> bool:

@@ -19,6 +19,7 @@ from killdrill import audit
 from killdrill.cli import chaos as chaos_cli
 from killdrill.cli import report as report_cli
 from killdrill.cli.chaos import DrillFlags
+from killdrill.cli.suggest import all_flags, unknown_flag_hint
 from killdrill.drill import DrillOptions
 from killdrill.errors import ExitCode, HarnessError, KilldrillError, UsageError, one_line
 from killdrill.options import (
@@ -42,6 +43,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage in one line (exit 2), like every other killdrill error."""
 
     def error(self, message: str) -> NoReturn:
+        from killdrill.cli.suggest import suggest
+
+        root = getattr(self, "root", None) or self
+        message = suggest(message, self, all_flags(root))
         self.exit(ExitCode.ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
@@ -193,6 +198,8 @@ def cmd_drill(args: argparse.Namespace) -> int:
     command = _need_command(args)
     options = drill_options(args)
     check_drill_inputs(args)
+    if args.report:
+        check_output_dir(args.report, f"--report {args.report}")
     drill = Drill(command, options)
     discovery = drill.discover()
     schedules = [s.strip() for s in args.points.split(";")] if args.points else None
@@ -204,11 +211,22 @@ def cmd_drill(args: argparse.Namespace) -> int:
         nonlocal done
         done += 1
         verdict = str(Verdict.EXACTLY_ONCE) if case.ok else "VIOLATED " + ",".join(case.kinds)
-        print(f"  [{done}/{total}] {case.schedule:<40} {verdict}", file=sys.stderr, flush=True)
+        count = f"{done:>{len(str(total))}}/{total}"  # padded: the column does not shift at 10/22
+        print(f"  [{count}] {case.schedule:<40} {verdict}", file=sys.stderr, flush=True)
 
     result = drill.run_all(schedules, on_case=progress)
     print(render_drill(result))
     _write_json(args.json, result.to_dict())
+    if args.report:
+        from killdrill.report.drill_html import write_drill_reports
+
+        try:
+            write_drill_reports(args.report, result.to_dict(), command)
+        except OSError as exc:
+            raise HarnessError(
+                f"--report {args.report}: cannot write the report: {exc.strerror or exc}"
+            ) from None
+        print(f"killdrill: report in {os.path.join(args.report, 'report.html')}", file=sys.stderr)
     return ExitCode.OK if result.ok else ExitCode.VIOLATION
 
 
@@ -216,9 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="killdrill",
         description="Kill an agent at named boundaries, resume it, prove each external effect landed once.",
-        epilog=f"Kill points: {'|'.join(KINDS)}:NAME[#N][+Xms|~Xs], offset:Xms; a schedule is a "
-        "comma-separated list, one kill per attempt. "
-        "Exit codes: 0 exactly-once, 1 violation, 2 usage or harness error.",
+        epilog=POINT_GRAMMAR + " Exit codes: 0 exactly-once, 1 violation, 2 usage or harness error.",
     )
     from killdrill import __version__
 
@@ -237,10 +253,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("drill", help="discover, then one case per kill point; a table and a summary")
+    p = sub.add_parser(
+        "drill",
+        help="discover, then one case per kill point; a table and a summary",
+        description="Run the agent clean (discovery: its kill points and the baseline ledger), then one "
+        "case per kill point: kill the agent's whole process tree there, resume it with the same "
+        "thread and workdir, and judge the ledger against the baseline, effect by effect. Prints a "
+        "table of the cases, the failed cases' verdicts with their reproduction lines, then the "
+        "totals; exit 0 when every case was exactly-once, 1 on a violation, 2 on bad usage.",
+        epilog=POINT_GRAMMAR,
+    )
     add_drill_options(p)
     p.add_argument("--points", metavar="S1;S2", help="only these schedules (';'-separated)")
     p.add_argument("--json", metavar="FILE", help="write the machine-readable report")
+    p.add_argument("--report", metavar="DIR", help="write report.json and a self-contained report.html")
     p.set_defaults(func=cmd_drill)
 
     # commands defined next to what they drive register themselves; chaos shares the drill flags
@@ -258,6 +284,17 @@ def build_parser() -> argparse.ArgumentParser:
         sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
     return parser
 
+
+POINT_GRAMMAR = (
+    f"Kill points: {'|'.join(k for k in KINDS if k != 'during')}:NAME[#N], during:PROVIDER.OP[#N], "
+    "each optionally +Xms (that long after it), ~Xs (held there that long, no kill) or +F% (POINT+F%: "
+    "F percent of the way to the next boundary); start+F% (of the way from spawn to the first "
+    "boundary), offset:Xms (from spawn). Fleet faults: pause:POINT[@OTHER] (the zombie: stop "
+    "the attempt there, resume meanwhile), drop:PROVIDER.OP[#N][~Xs] (the provider commits, the "
+    "response is lost), reset:PROVIDER.OP[#N] (the connection is reset before processing). A "
+    "schedule is a comma-separated list, one item per attempt."
+)
+"""The point grammar as every help text states it (killdrill.points parses it)."""
 
 TAKES_COMMAND = ("points", "run", "drill", "chaos")
 """Subcommands whose agent command follows ``--``."""
@@ -309,6 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"killdrill: error: {exc}", file=sys.stderr)
         return ExitCode.ERROR
     parser = build_parser()
+    mistyped = unknown_flag_hint(own, parser)
+    if mistyped:  # said first: argparse would complain of something else (a required flag, the --)
+        print(f"killdrill: error: unknown option {mistyped}", file=sys.stderr)
+        return ExitCode.ERROR
     if not command:
         forgot = _forgot_separator(parser, own)
         if forgot:

@@ -190,9 +190,9 @@ class DrillBase:
 
             smtp = SmtpFake(self.workdirs.ledger_url(workdir))
             servers.append(smtp)
-            address = smtp.start()
-            for spec in specs:
-                spec.env = {**spec.env, "KILLDRILL_SMTP": address}
+            smtp.start()
+            for spec in specs:  # each attempt its own port: its mail is its own, however many run
+                spec.env = {**spec.env, "KILLDRILL_SMTP": smtp.attempt_address(id(spec))}
         on_start: Callable[[Running], None] | None = None
         if servers:
 

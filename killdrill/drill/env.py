@@ -60,6 +60,14 @@ def model_env(url: str) -> dict[str, str]:
 _HARNESS_VAR = re.compile(r"\{(KILLDRILL_[A-Z0-9_]+)\}")
 
 
+_SERVED_BY = {
+    "KILLDRILL_FAKES_URL": ("HTTP fakes", "--http-fakes"),
+    "KILLDRILL_FAKES_SECRET": ("HTTP fakes", "--http-fakes"),
+    "KILLDRILL_SMTP": ("SMTP fake", "--smtp-fake"),
+}
+"""Harness variables set only when a served fake runs: the flag that starts it."""
+
+
 def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str]:
     """``--env`` values may name the harness's variables: ``STRIPE_API_BASE={KILLDRILL_FAKES_URL}``
     is filled per attempt (the fakes' port changes), so an app reads its usual variable."""
@@ -71,13 +79,10 @@ def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str
 
         def fill(m: re.Match[str], name: str = name) -> str:
             if m.group(1) not in out:
+                off = _SERVED_BY.get(m.group(1))
                 raise HarnessError(
                     f"--env {name}: {{{m.group(1)}}} is not set for the agent"
-                    + (
-                        " (the HTTP fakes are off: add --http-fakes)"
-                        if m.group(1) == "KILLDRILL_FAKES_URL"
-                        else ""
-                    )
+                    + (f" (the {off[0]} is off: add {off[1]})" if off else "")
                 )
             return out[m.group(1)]
 

@@ -345,33 +345,35 @@ def _volatile_lines(volatile: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 def render_drill(result: DrillResult) -> str:
-    """The whole drill: catalogue, one row per case, a summary line, then each failed case."""
+    """The whole drill: catalogue, each failed case, one row per case, the totals last."""
     return render_catalogue(result.discovery) + "\n\n" + render_cases(result.cases)
 
 
 def render_cases(cases: Sequence[CaseResult]) -> str:
-    """One row per case, the summary line, then the full text of each failed case."""
+    """The full text of each failed case, one row per case, the root causes with their fixes, then
+    the totals (the last line)."""
     rows = [("schedule", "verdict", "violations", "attempts")]
     for case in cases:
         verdict = str(Verdict.EXACTLY_ONCE) if case.ok else "VIOLATED"
         rows.append((case.schedule or "none", verdict, ",".join(case.kinds) or "-", str(len(case.attempts))))
-    lines = ["Cases:", *_table(rows), ""]
+    lines: list[str] = []
+    for case in cases:  # first: a CI log ends on the causes and the totals, as the README promises
+        if not case.ok:
+            lines.append(render_case(case, causes=False))
+            lines.append("=" * 78)
+            lines.append("")
+    lines += ["Cases:", *_table(rows), ""]
     summary = summarize_cases(cases)
-    lines.append(_summary_line(summary))
     if summary["providers"]:
         lines.append(f"Effects over all cases: {_effects_line(summary['providers'])}")
     if summary.get("model"):
         lines.append(f"Model over all cases: {render_model_work(summary['model'])}")
-    failed = [case for case in cases if not case.ok]
-    for case in failed:
+    causes = causes_lines([case for case in cases if not case.ok])
+    if causes:  # the root causes and their fixes: the last lines before the totals
         lines.append("")
-        lines.append("=" * 78)
-        lines.append(render_case(case, causes=False))
-    causes = causes_lines(failed)
-    if causes:
-        lines.append("")
-        lines.append("=" * 78)
         lines.extend(causes)
+        lines.append("")
+    lines.append(_summary_line(summary))
     return "\n".join(lines)
 
 

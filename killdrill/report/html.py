@@ -73,8 +73,8 @@ def _cards(s: Mapping[str, Any]) -> str:
         ("runs", s["runs"], ""),
         (str(Verdict.EXACTLY_ONCE), s["runs_clean"], "ok"),
         (str(Verdict.VIOLATED), s["runs_violated"], "bad" if s["runs_violated"] else "ok"),
-        ("no kill landed", s["runs_without_kill"], ""),
-        ("kills landed", s["kills_landed"], ""),
+        ("no fault landed", s["runs_without_kill"], ""),
+        ("faults landed", s["kills_landed"], ""),
         ("kills missed", s["kills_missed"], ""),
         ("harness errors", s["runs_harness_error"], "bad" if s["runs_harness_error"] else ""),
     ]
@@ -93,7 +93,11 @@ def _failures(failures: Sequence[Mapping[str, Any]]) -> str:
             f"<div><b><code>{escape(f['schedule'])}</code></b> → {escape(', '.join(f['kinds']))}</div>"
             f"<div class='sub'>shrunk from <code>{escape(f['original'])}</code>{run}"
             f" in {f['shrink_runs']} case(s)</div>"
-            f"<pre>{escape(f['reproduce'])}</pre>"
+            + "".join(
+                f"<div><code>{escape(v['kind'])}</code>: {escape(v['message'])}</div>"
+                for v in (f.get("case") or {}).get("violations", ())
+            )
+            + f"<pre>{escape(f['reproduce'])}</pre>"
         )
         if f.get("case"):
             case = CaseResult.from_dict(f["case"])
@@ -294,7 +298,7 @@ def _timeline(case: CaseResult, run: Mapping[str, Any]) -> str:
     kinds = ", ".join(case.kinds)
     head = (
         f"<div class='h'><span class='tag {escape(outcome)}'>{escape(outcome)}</span>"
-        f"run {escape(str(run.get('index')))} "
+        f"{escape(str(run.get('noun', 'run')))} {escape(str(run.get('index')))} "
         f"<b>{escape(case.schedule)}</b>{(' — ' + escape(kinds)) if kinds else ''}</div>"
     )
     causes = "".join(

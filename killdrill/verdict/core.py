@@ -24,6 +24,7 @@ from killdrill.verdict.phrases import (
     calls_phrase,
     distinct_keys,
     format_identity,
+    key_change_scope,
     key_changes,
     nearest_baseline,
     short,
@@ -101,7 +102,9 @@ def key_changed(ctx: CheckContext, effect: Effect) -> list[Violation]:
     what = f"used {len(keys)} idempotency keys" if too_many else "was sent with and without a key"
     base_note = f", baseline {len(bkeys)}" if len(bkeys) > 1 else ""
     n, b = len(effect.landed), effect.baseline_landed
-    message = f"{effect.name} {what} across attempts{base_note} (landed {times(n)}, baseline {b}): {where}"
+    scope = key_change_scope(calls)
+    scope = "across attempts" if scope == "between attempts" else scope
+    message = f"{effect.name} {what} {scope}{base_note} (landed {times(n)}, baseline {b}): {where}"
     return [
         ctx.violation(
             KEY_CHANGED, message, effect, distinct_keys=keys, baseline_keys=len(bkeys), changes=changes

@@ -63,13 +63,17 @@ def sum_model_work(works: Iterable[Mapping[str, Any]]) -> dict[str, int]:
         if w:
             for f in MODEL_WORK_FIELDS:
                 out[f] = out.get(f, 0) + int(w.get(f, 0))
+            out["cases"] = out.get("cases", 0) + int(w.get("cases", 1))  # the clean runs summed
     return out
 
 
 def render_model_work(w: Mapping[str, Any]) -> str:
-    """``7 calls, 1230 tokens (a clean run: 4 calls, 700 tokens); re-spent by resumes: 3 calls, ...``."""
+    """``7 calls, 1230 tokens (a clean run: 4 calls, 700 tokens); re-spent by resumes: 3 calls, ...``;
+    a sum over cases (``cases`` > 1) compares with as many clean runs, one per case, and says so."""
+    n = int(w.get("cases", 1))
+    clean = "a clean run" if n == 1 else f"{n} clean runs, one per case"
     return (
         f"{w['calls']} call{'s' if w['calls'] != 1 else ''}, {w['tokens']} tokens "
-        f"(a clean run: {w['baseline_calls']} calls, {w['baseline_tokens']} tokens); "
+        f"({clean}: {w['baseline_calls']} calls, {w['baseline_tokens']} tokens); "
         f"re-spent by resumes: {w['respent_calls']} calls, {w['respent_tokens']} tokens"
     )

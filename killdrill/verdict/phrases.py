@@ -67,6 +67,21 @@ def key_changes(calls: Sequence[Call]) -> list[dict[str, Any]]:
     return out
 
 
+def key_change_scope(calls: Sequence[Call]) -> str:
+    """Where keys changed: ``within attempt N`` when every change is between two calls of one
+    attempt (the client's own retry, e.g. after a dropped response), else ``between attempts``
+    (with ``and within attempt N`` when both happened)."""
+    keyed = list(calls)
+    within = sorted(
+        {cur.attempt for prev, cur in pairwise(keyed) if cur.key != prev.key and cur.attempt == prev.attempt}
+    )
+    between = any(cur.key != prev.key and cur.attempt != prev.attempt for prev, cur in pairwise(keyed))
+    inside = f"within attempt{'s' if len(within) > 1 else ''} {', '.join(map(str, within))}"
+    if within and not between:
+        return inside
+    return f"between attempts and {inside}" if within else "between attempts"
+
+
 def why_duplicated(landed: Sequence[Call]) -> str:
     keys = [c.key for c in landed]
     if all(k is None for k in keys):
@@ -74,7 +89,7 @@ def why_duplicated(landed: Sequence[Call]) -> str:
     if any(k is None for k in keys):
         return "a call was sent without the idempotency key"
     if len(set(keys)) > 1:
-        return "the key changed between attempts"
+        return f"the key changed {key_change_scope(landed)}"
     return f"under the same key {keys[0]}: the provider did not dedupe it"
 
 

@@ -184,14 +184,14 @@ def test_faults_over_http(server: FakesServer, ledger_file: str) -> None:
         and body["error"]["code"] == "indeterminate"
     )
     status, headers, body = request(server, "POST", "/v1/payment_intents", form, key2)
-    assert status == 200 and headers["Idempotent-Replayed"] == "true" and body["id"] == "ch_0001"
+    assert status == 200 and headers["Idempotent-Replayed"] == "true" and body["id"] == "pi_0001"
 
     key3 = {"Idempotency-Key": "k3"}
     request(server, "POST", "/fakes/payments/configure", {"drop_first": 1})
     with pytest.raises(http.client.RemoteDisconnected):
         request(server, "POST", "/v1/payment_intents", form, key3)
     status, headers, body = request(server, "POST", "/v1/payment_intents", form, key3)
-    assert status == 200 and headers["Idempotent-Replayed"] == "true" and body["id"] == "ch_0002"
+    assert status == 200 and headers["Idempotent-Replayed"] == "true" and body["id"] == "pi_0002"
     assert [o for *_, o in calls(ledger_file)] == [
         FAILED,
         FAILED,

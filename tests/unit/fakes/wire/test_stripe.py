@@ -92,10 +92,10 @@ def test_a_429_is_not_saved(sdk: stripe.StripeClient, ledger_file: str) -> None:
 
 def test_a_validation_error_is_not_saved(sdk: stripe.StripeClient, ledger_file: str) -> None:
     with pytest.raises(stripe.InvalidRequestError) as info:  # no such charge yet: refused, not stored
-        sdk.v1.refunds.create(params={"payment_intent": "ch_0001"}, options={"idempotency_key": "ref-1"})
+        sdk.v1.refunds.create(params={"payment_intent": "pi_0001"}, options={"idempotency_key": "ref-1"})
     assert info.value.http_status == 400
     intent = create(sdk, "pay-1")
-    assert intent.id == "ch_0001"
+    assert intent.id == "pi_0001"
     refund = sdk.v1.refunds.create(params={"payment_intent": intent.id}, options={"idempotency_key": "ref-1"})
     assert refund.status == "succeeded"  # the same key executes now
     assert outcomes(ledger_file, "payments") == ["rejected", "created", "created"]

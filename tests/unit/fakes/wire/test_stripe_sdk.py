@@ -73,7 +73,7 @@ def test_sdk_in_process_retry_reuses_its_key(
     recorded = charges(ledger_file)
     assert [o for _, o in recorded] == [CREATED, REPLAYED]
     assert recorded[0][0] == recorded[1][0]
-    assert intent.id == Ledger(ledger_file, "t").calls()[0].effect_id
+    assert intent.latest_charge == Ledger(ledger_file, "t").calls()[0].effect_id
 
 
 def test_sdk_sees_stripe_errors(server: FakesServer, ledger_file: str) -> None:

@@ -1,0 +1,70 @@
+"""Which process is on the other end of a loopback TCP connection (Linux ``/proc``), so a call
+to a served fake (HTTP or SMTP) is recorded with its caller's pid, as an in-process call is.
+
+The fakes cannot ask the caller (an SDK sends no pid, and a caller-given pid is forgeable): the
+kernel knows.  The client's socket is found in ``/proc/net/tcp`` (local address = the peer the
+server saw, remote = the server's own address), then the process holding that socket inode in
+``/proc/PID/fd``.  Newest pids are scanned first (the agent is young); only our own processes
+can be read, which is every process a drill starts.  Anywhere this cannot work (no ``/proc``,
+another network or pid namespace) the answer is 0, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+__all__ = ["peer_pid"]
+
+_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def _hex_address(host: str, port: int) -> set[str]:
+    """How ``/proc/net/tcp{,6}`` writes ``host:port`` (IPv4, and IPv4-mapped IPv6)."""
+    try:
+        packed = socket.inet_aton(host)
+    except OSError:
+        return set()
+    v4 = f"{struct.unpack('<I', packed)[0]:08X}"
+    v6 = "0000000000000000FFFF0000" + v4
+    return {f"{v4}:{port:04X}", f"{v6}:{port:04X}"}
+
+
+def _client_inode(client: tuple[str, int], server: tuple[str, int]) -> str | None:
+    local, remote = _hex_address(*client), _hex_address(*server)
+    for table in _TABLES:
+        try:
+            with open(table) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[1] in local and fields[2] in remote:
+                        return fields[9] if fields[9] != "0" else None
+        except OSError:
+            continue
+    return None
+
+
+def peer_pid(client: tuple[str, int], server: tuple[str, int]) -> int:
+    """The pid of the process holding the client end of ``client`` -> ``server``, else 0."""
+    try:
+        inode = _client_inode((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))
+        if inode is None:
+            return 0
+        target = f"socket:[{inode}]"
+        pids = sorted((int(p) for p in os.listdir("/proc") if p.isdigit()), reverse=True)
+    except (OSError, ValueError, IndexError, TypeError):
+        return 0
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return pid
+            except OSError:
+                continue
+    return 0

@@ -1,0 +1,63 @@
+"""The command line's small frictions of issue 24, each as a newcomer met it."""
+
+from __future__ import annotations
+
+import pytest
+
+from killdrill.cli.main import build_parser, main
+from killdrill.cli.suggest import closest
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["drill", "--langraph", "--", "python", "a.py"], "--langraph: did you mean --langgraph?"),
+        (["drill", "--langraph"], "--langraph: did you mean --langgraph?"),
+        (["run", "--schedual", "before:x", "--", "python", "a.py"], "--schedual: did you mean --schedule?"),
+    ],
+)
+def test_a_mistyped_flag_names_the_closest(
+    argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert hint in err and err.count("\n") == 1, err
+
+
+def test_a_mistyped_subcommand_names_the_closest(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["dril", "--", "python", "a.py"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "did you mean 'drill'?" in err and err.count("\n") == 1, err
+
+
+def test_closest_needs_a_near_word() -> None:
+    assert closest("--zzz", ["--seed", "--schedule"]) is None
+
+
+def test_help_states_the_whole_point_grammar_and_drill_has_a_description() -> None:
+    parser = build_parser()
+    top = parser.format_help()
+    for part in ("pause:", "drop:", "reset:", "start+F%", "POINT+F%", "during:PROVIDER.OP"):
+        assert part in top, part
+    drill = parser._subparsers._group_actions[0].choices["drill"]  # type: ignore[union-attr]
+    assert drill.description and "kill" in drill.description
+    assert "pause:" in drill.format_help()
+
+
+def test_audit_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "*fresh*" not in out and "Layer:" not in out
+    assert "killdrill audit URL: four read-only questions" in out
+
+
+def test_an_smtp_variable_without_the_smtp_fake_names_the_flag() -> None:
+    from killdrill.drill.env import expand_env
+    from killdrill.errors import HarnessError
+
+    with pytest.raises(HarnessError, match=r"the SMTP fake is off: add --smtp-fake"):
+        expand_env({"SMTP_HOST": "{KILLDRILL_SMTP}"}, {"SMTP_HOST": "{KILLDRILL_SMTP}"})
+    with pytest.raises(HarnessError, match=r"add --http-fakes"):
+        expand_env({"API": "{KILLDRILL_FAKES_URL}"}, {"API": "{KILLDRILL_FAKES_URL}"})
