@@ -171,7 +171,7 @@ class DrillBase:
         )
 
     def _launch(
-        self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Barrier | None = None
+        self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Barrier | fleet.Pause | None = None
     ) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
         servers: list[FakesServer | SmtpFake] = []

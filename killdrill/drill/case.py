@@ -45,6 +45,16 @@ from killdrill.verdict.model_work import model_work
 class CaseRunning(Judging):
     """A drill that runs cases."""
 
+    def _paused(
+        self, workdir: Path, thread: str, number: int, kill: Kill, next_kill: Kill | None
+    ) -> list[Attempt]:
+        """Attempt ``number`` paused at ``kill`` (the zombie), attempt ``number + 1`` resuming
+        meanwhile; the attempts that ran (the resumer is absent when the point was never reached)."""
+        zombie = self._spec(workdir, thread, number, kill)
+        resumer = self._spec(workdir, thread, number + 1, next_kill)
+        resumer.deferred = True
+        return self._launch(workdir, thread, [zombie, resumer], hook=fleet.Pause(kill, resumer))
+
     def run_case(
         self, schedule: str | Schedule | Sequence[str], *, seed: int | None = None, check: bool = True
     ) -> CaseResult:
@@ -101,7 +111,7 @@ class CaseRunning(Judging):
                 resumers_used = True
                 batch = self._concurrent(workdir, thread, number, kill)
             elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
-                batch = fleet.run_paused(self, workdir, thread, number, kill, sched.for_attempt(number + 1))
+                batch = self._paused(workdir, thread, number, kill, sched.for_attempt(number + 1))
                 number += len(batch) - 1
             else:
                 batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])

@@ -31,8 +31,6 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from killdrill.errors import UsageError
 from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label
@@ -202,21 +200,6 @@ class Pause:
             run, conn = self.held
             self.held = None
             self.supervisor.release(run, conn)
-
-
-def run_paused(
-    drill: Any, workdir: Path, thread: str, number: int, kill: Kill, next_kill: Kill | None
-) -> list[Attempt]:
-    """Attempt ``number`` paused at ``kill``, attempt ``number + 1`` resuming meanwhile.
-
-    Returns the attempts that ran: the paused one, then the resumer (absent when the point was
-    never reached).
-    """
-    zombie = drill._spec(workdir, thread, number, kill)
-    resumer = drill._spec(workdir, thread, number + 1, next_kill)
-    resumer.deferred = True
-    attempts: list[Attempt] = drill._launch(workdir, thread, [zombie, resumer], hook=Pause(kill, resumer))
-    return attempts
 
 
 def upgrade_notes(
