@@ -17,12 +17,11 @@ fakes are loaded by name (:data:`BUILTIN_MODULES`) the first time the registry i
 
 from __future__ import annotations
 
-import importlib
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from killdrill.errors import UsageError
+from killdrill.registry import Registry
 
 __all__ = [
     "BUILTIN_MODULES",
@@ -80,71 +79,28 @@ class ProviderSpec:
         return next((o for o in self.operations if o.name == name), None)
 
 
-_REGISTRY: dict[str, ProviderSpec] = {}
-_lock = threading.RLock()
-_loaded: set[str] = set()  # the stages done: "builtins", "entry points"
-_loading: set[str] = set()
+_PROVIDERS: Registry[ProviderSpec] = Registry("provider", ENTRY_POINT_GROUP, builtins=BUILTIN_MODULES)
 
 
 def register(provider: ProviderSpec) -> ProviderSpec:
     """Declare a provider.  Declaring the same name again with another declaration is refused
     (two providers under one name would be judged as one); the same declaration is a no-op."""
-    with _lock:
-        known = _REGISTRY.get(provider.name)
-        if known is not None and known != provider:
-            raise UsageError(f"provider {provider.name!r} is already declared differently: {known}")
-        _REGISTRY[provider.name] = provider
-    return provider
-
-
-def _load(stage: str) -> None:
-    """Import the built-in fakes, or the entry points, once, so their declarations are in.
-
-    A stage counts as loaded only when every import of it is done: another thread never reads a
-    registry that lacks the built-ins (``kv`` judged as counted would be a false alarm).  The
-    entry points are scanned only when a name is not among the declared ones (or the whole
-    registry is read): an agent using the built-in fakes does not pay for the scan (~40 ms)."""
-    if stage in _loaded:  # the common case, without the lock
-        return
-    with _lock:
-        if stage in _loaded or stage in _loading:  # _loading: this thread is importing them now
-            return
-        _loading.add(stage)
-        try:
-            if stage == "builtins":
-                for module in BUILTIN_MODULES:
-                    importlib.import_module(module)
-            else:
-                from importlib.metadata import entry_points
-
-                for ep in entry_points(group=ENTRY_POINT_GROUP):
-                    ep.load()
-            _loaded.add(stage)
-        finally:
-            _loading.discard(stage)
+    return _PROVIDERS.register(provider.name, provider)
 
 
 def load_entry_points() -> None:
     """Load the providers other packages declare (entry point group ``killdrill.providers``)."""
-    _load("builtins")
-    _load("entry points")
+    _PROVIDERS.load_entry_points()
 
 
 def registered() -> Mapping[str, ProviderSpec]:
     """Every declared provider, by name (a copy)."""
-    load_entry_points()
-    with _lock:
-        return dict(_REGISTRY)
+    return _PROVIDERS.all()
 
 
 def spec(name: str) -> ProviderSpec:
     """The declaration of ``name``; an undeclared provider is a plain effect (see the docstring)."""
-    _load("builtins")
-    found = _REGISTRY.get(name)
-    if found is None:
-        load_entry_points()
-        found = _REGISTRY.get(name)
-    return found or ProviderSpec(name)
+    return _PROVIDERS.get(name) or ProviderSpec(name)
 
 
 def undo_operations() -> dict[tuple[str, str], tuple[tuple[str, str], str]]:

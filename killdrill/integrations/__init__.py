@@ -29,7 +29,6 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -38,6 +37,7 @@ from types import ModuleType
 from typing import Protocol
 
 from killdrill.errors import UsageError
+from killdrill.registry import Registry
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -71,15 +71,9 @@ class IntegrationNotFound(UsageError, ImportError):
     declares ``INTEGRATION``)."""
 
 
-_found: dict[str, Integration] = {}
-_lock = threading.RLock()
-
-
 def register(integration: Integration) -> Integration:
     """Make an integration known in this process (a module or entry point is found by :func:`find`)."""
-    with _lock:
-        _found[integration.name] = integration
-    return integration
+    return _INTEGRATIONS.register(integration.name, integration)
 
 
 def _from_module(name: str, module: ModuleType) -> Integration:
@@ -109,19 +103,23 @@ def _module_for(name: str) -> ModuleType | None:
     return None
 
 
+def _find_module(name: str) -> Integration | None:
+    module = _module_for(name)
+    return None if module is None else _from_module(name, module)
+
+
+_INTEGRATIONS: Registry[Integration] = Registry("integration", ENTRY_POINT_GROUP, find=_find_module)
+
+
 def find(name: str) -> Integration:
     """The integration called ``name`` (IntegrationNotFound, an ImportError, when there is none)."""
-    with _lock:
-        known_one = _found.get(name)
-        if known_one is not None:
-            return known_one
-        module = _module_for(name)
-        if module is None:
-            raise IntegrationNotFound(
-                f"no integration {name!r}: neither a module killdrill.integrations.{name} nor an entry "
-                f"point {name!r} in the group {ENTRY_POINT_GROUP!r}"
-            )
-        return register(_from_module(name, module))
+    found = _INTEGRATIONS.get(name)
+    if found is None:
+        raise IntegrationNotFound(
+            f"no integration {name!r}: neither a module killdrill.integrations.{name} nor an entry "
+            f"point {name!r} in the group {ENTRY_POINT_GROUP!r}"
+        )
+    return found
 
 
 @functools.cache
@@ -134,8 +132,7 @@ def _installed_names() -> tuple[str, ...]:
 def known() -> dict[str, Integration]:
     """Every integration that can be found: this package's modules, the entry points, registered ones."""
     names = list(_installed_names())
-    with _lock:
-        names += list(_found)
+    names += list(_INTEGRATIONS.all())
     out: dict[str, Integration] = {}
     for name in dict.fromkeys(names):
         try:

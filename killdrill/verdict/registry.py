@@ -19,14 +19,13 @@ Checks in another distribution register through the entry point group ``killdril
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from killdrill.errors import UsageError
 from killdrill.records import Attempt, Call, LedgerSnapshot, Violation
+from killdrill.registry import Registry
 from killdrill.verdict.grouping import EffectKey, effect_identity, group_effects, unknown_calls
 from killdrill.verdict.phrases import calls_detail, format_identity
 
@@ -145,49 +144,25 @@ class Check:
     doc: str = ""
 
 
-_REGISTRY: dict[str, Check] = {}
-_lock = threading.RLock()
-_entry_points_loaded = False
-_entry_points_loading = False
+_CHECKS: Registry[Check] = Registry(
+    "check", ENTRY_POINT_GROUP, same=lambda a, b: a.fn.__qualname__ == b.fn.__qualname__
+)
 
 
 def check(name: str, *, per_effect: bool = False, opt_in: bool = False) -> Callable[[F], F]:
     """Register ``fn`` as the check ``name`` (also the kind of the violations it reports)."""
 
     def register(fn: F) -> F:
-        with _lock:
-            known = _REGISTRY.get(name)
-            if known is not None and known.fn.__qualname__ != fn.__qualname__:
-                raise UsageError(f"check {name!r} is already registered ({known.fn.__qualname__})")
-            doc = (fn.__doc__ or "").strip().split("\n")[0]
-            _REGISTRY[name] = Check(name, fn, per_effect, opt_in, doc)
+        doc = (fn.__doc__ or "").strip().split("\n")[0]
+        _CHECKS.register(name, Check(name, fn, per_effect, opt_in, doc))
         return fn
 
     return register
 
 
-def _load_entry_points() -> None:
-    """Load the ``killdrill.checks`` entry points once; loaded only when all of them are in."""
-    global _entry_points_loaded, _entry_points_loading
-    if _entry_points_loaded:
-        return
-    with _lock:
-        if _entry_points_loaded or _entry_points_loading:
-            return
-        _entry_points_loading = True
-        try:
-            for ep in entry_points(group=ENTRY_POINT_GROUP):
-                ep.load()
-            _entry_points_loaded = True
-        finally:
-            _entry_points_loading = False
-
-
 def registered_checks() -> dict[str, Check]:
     """Every registered check, core and opt-in, in order of registration (a copy)."""
-    _load_entry_points()
-    with _lock:
-        return dict(_REGISTRY)
+    return _CHECKS.all()
 
 
 class _OptIn(Mapping[str, Check]):

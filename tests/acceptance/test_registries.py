@@ -22,6 +22,7 @@ from killdrill.fakes.http import FakesServer
 from killdrill.ledger import Ledger, Tx
 from killdrill.providers import spec
 from killdrill.records import LedgerSnapshot, Violation
+from killdrill.registry import Registry
 from killdrill.verdict import OPT_IN_CHECKS, CheckContext, check, judge
 
 AGENTS = Path(__file__).resolve().parents[1] / "agents" / "basic"
@@ -213,7 +214,8 @@ def test_an_integration_from_outside_declares_its_preload_and_internal_steps(
 ) -> None:
     _install_doorbell(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(integrations, "_found", {})
+    fresh = Registry("integration", integrations.ENTRY_POINT_GROUP, find=integrations._find_module)
+    monkeypatch.setattr(integrations, "_INTEGRATIONS", fresh)  # forget what earlier tests found
     integrations._installed_names.cache_clear()  # the distribution was installed just now
     assert integrations.find("doorbell").preload == ("json",)
     assert integrations.preload_modules(["doorbell", "langgraph"]) == ["json", "langgraph.graph"]
