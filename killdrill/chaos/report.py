@@ -37,6 +37,7 @@ __all__ = [
     "write_reports",
 ]
 
+
 class RunOutcome(StableName):
     """How one chaos run ended."""
 
