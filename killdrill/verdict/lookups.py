@@ -78,7 +78,7 @@ def _candidates(ctx: CheckContext) -> dict[tuple[str, str], _Candidates]:
             if e.baseline and any(c.landed for c in e.baseline):
                 found.setdefault(e.key[:2], _Candidates()).idents.append(e.identity)
         ctx.memo["baseline_by_op"] = found
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def nearest_baseline_phrase(ctx: CheckContext, effect: Effect) -> str:
