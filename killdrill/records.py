@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -97,8 +97,10 @@ class Call:
         return self.outcome == CREATED
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["replayed"] = self.replayed
+        """Shallow (the payload is shared, not copied): JSON-safe as read from the ledger, and
+        ``asdict``'s deep copy was most of a 10^5-call report (issue 23).  Do not mutate it."""
+        d = dict(self.__dict__)
+        d["replayed"] = self.outcome == REPLAYED
         return d
 
     @classmethod
@@ -117,7 +119,7 @@ class InFlight:
     since: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost (issue 23)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> InFlight:
@@ -162,7 +164,7 @@ class TraceEvent:
         return self.point if self.occurrence == 1 else f"{self.point}#{self.occurrence}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost (issue 23)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TraceEvent:
@@ -205,7 +207,7 @@ class Attempt:
     unfinished: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = dict(self.__dict__)  # shallow: every field but trace and notes is plain (issue 23)
         d["trace"] = [e.to_dict() for e in self.trace]
         d["notes"] = list(self.notes)
         d["unfinished"] = list(self.unfinished)
@@ -372,7 +374,7 @@ class CatalogueEntry:
     t_ms: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost (issue 23)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CatalogueEntry:

@@ -36,6 +36,7 @@ from killdrill.records import (
     LedgerSnapshot,
     Violation,
 )
+from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
 from killdrill.verdict.diagnosis import diagnose, regroup_summary
@@ -198,9 +199,10 @@ class CaseRunning(Judging):
             model=model,
             baseline=baseline_note,
         )
-        (workdir / STATE_DIR / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
-        if result.ok and not self.options.keep:
+        if result.ok and not self.options.keep:  # its result.json would be removed with it (issue 23)
             shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            (workdir / STATE_DIR / "result.json").write_text(json_text(result.to_dict()))
         return result
 
     def _check_ledger(

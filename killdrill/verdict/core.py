@@ -17,6 +17,7 @@ from killdrill.records import (
     Violation,
 )
 from killdrill.verdict.grouping import STATE_VOLATILE, effect_calls, effect_identity, is_convergent, op_name
+from killdrill.verdict.lookups import held_calls, kv_writes, nearest_baseline_phrase
 from killdrill.verdict.matching import canonical, differing
 from killdrill.verdict.phrases import (
     call_phrase,
@@ -26,7 +27,6 @@ from killdrill.verdict.phrases import (
     format_identity,
     key_change_scope,
     key_changes,
-    nearest_baseline,
     short,
     times,
     why_duplicated,
@@ -51,11 +51,9 @@ def unexpected_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     landed, b = effect.landed, effect.baseline_landed
     if is_convergent(effect.provider) or not landed or b:
         return []
-    base = {e.key: list(e.baseline) for e in ctx.effects if e.baseline}
-    idents = {e.key: e.identity for e in ctx.effects}
     message = (
         f"{effect.name} landed {times(len(landed))} but is not in the baseline: "
-        f"{calls_phrase(landed, ctx.unknown)}" + nearest_baseline(effect.key, effect.identity, base, idents)
+        f"{calls_phrase(landed, ctx.unknown)}" + nearest_baseline_phrase(ctx, effect)
     )
     return [ctx.violation(UNEXPECTED_EFFECT, message, effect)]
 
@@ -125,6 +123,8 @@ def key_reused(ctx: CheckContext) -> list[Violation]:
             by_key.setdefault((call.provider, call.key), []).append(call)
     out: list[Violation] = []
     for (provider, key), calls in by_key.items():
+        if len(calls) < 2:  # one call is one payload (and the canonical forms are the cost)
+            continue
         forms: dict[str, dict[str, Any]] = {}
         for c in calls:
             forms.setdefault(canonical([c.op, c.payload]), {"op": c.op, **c.payload})
@@ -188,7 +188,7 @@ def state_diverged(ctx: CheckContext) -> list[Violation]:
             msg = f"kv {k!r} ended as {short(got)} but the baseline never set it"
         else:
             msg = f"kv {k!r} ended as {value_diff(want, got)}"
-        writes = tuple(c for c in case.calls if is_convergent(c.provider) and c.payload.get("key") == k)
+        writes = kv_writes(ctx, k)
         if writes:
             msg += f": written by {', '.join(f'attempt {c.attempt}' for c in writes[:6])}"
         out.append(
@@ -216,7 +216,7 @@ def stuck_in_flight(ctx: CheckContext) -> list[Violation]:
     """A key claimed at a provider and never completed: the caller gave up on an ambiguous call."""
     out: list[Violation] = []
     for f in ctx.case.in_flight:
-        held = tuple(c for c in ctx.case.calls if c.provider == f.provider and c.key == f.key)
+        held = held_calls(ctx, f.provider, f.key)
         out.append(
             Violation(
                 kind=STUCK_IN_FLIGHT,

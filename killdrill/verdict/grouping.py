@@ -8,6 +8,7 @@ from typing import Any
 from killdrill.points import ScheduleError, parse_kill
 from killdrill.providers import spec
 from killdrill.records import Attempt, Call, LedgerSnapshot
+from killdrill.verdict.index import ProviderFlags, grouping
 from killdrill.verdict.matching import canonical, differing, match_calls
 
 __all__ = [
@@ -74,7 +75,8 @@ def effect_key(
 
 def effect_calls(calls: Iterable[Call]) -> list[Call]:
     """The calls that can be effects: a call-only provider's (the model's answers) are work."""
-    return [c for c in calls if not spec(c.provider).call_only]
+    flags = ProviderFlags()
+    return [c for c in calls if not flags.call_only(c.provider)]
 
 
 def group_effects(
@@ -83,11 +85,9 @@ def group_effects(
     identity: Mapping[str, Sequence[str]] | None = None,
     volatile: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[EffectKey, list[Call]]:
-    """Calls grouped by logical effect, groups in order of first call, calls in ledger order."""
-    out: dict[EffectKey, list[Call]] = {}
-    for call in sorted(effect_calls(calls), key=lambda c: c.seq):
-        out.setdefault(effect_key(call, identity=identity, volatile=volatile), []).append(call)
-    return out
+    """Calls grouped by logical effect, groups in order of first call, calls in ledger order
+    (a copy of :func:`killdrill.verdict.index.grouping`'s, which computes each key once)."""
+    return {k: list(v) for k, v in grouping(calls, identity=identity, volatile=volatile).groups.items()}
 
 
 def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]]:
@@ -152,14 +152,15 @@ def summarize(
 
     For convergent providers (kv) repeating a write is not a duplicate: any landing counts once.
     """
-    base = group_effects(baseline.calls, identity=identity, volatile=volatile)
-    mine = group_effects(case.calls, identity=identity, volatile=volatile)
+    base = grouping(baseline.calls, identity=identity, volatile=volatile).groups
+    mine = grouping(case.calls, identity=identity, volatile=volatile).groups
+    flags = ProviderFlags()
     out: dict[str, dict[str, int]] = {}
     for key in dict.fromkeys([*mine, *base]):
         provider = key[0]
-        n = sum(c.landed for c in mine.get(key, []))
-        b = sum(c.landed for c in base.get(key, []))
-        if is_convergent(provider):
+        n = sum(c.landed for c in mine.get(key, ()))
+        b = sum(c.landed for c in base.get(key, ()))
+        if flags.convergent(provider):
             n, b = min(n, 1), min(b, 1)
         if n == 0 and b == 0:
             continue

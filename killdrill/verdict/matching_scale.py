@@ -12,7 +12,10 @@ and two clean runs of a batch agent mostly make the same calls.  So, in this ord
 2. **One field apart, by hashing**: for each field ``f``, calls whose payloads agree on every
    other field form a biclique at distance 1.  If pairing within those bicliques pairs every
    call of the shorter side, that matching is optimal (after step 1 no pair is at distance 0,
-   so every call is paired at its minimum): the row-minimum lower bound certifies it.
+   so every call is paired at its minimum): the row-minimum lower bound certifies it.  When
+   keys matter (a key on both sides, e.g. a batch's stable keys under a volatile run id), only
+   if no identical payloads are left and each call is paired under its own key whenever a call
+   one field apart has it (``_keys_certified``): its row minimum then includes the key.
 3. Otherwise the **exact assignment** on what step 1 left: ``scipy.optimize.linear_sum_assignment``
    on a cost matrix built with numpy (field values as integer codes) when scipy is installed,
    else the pure-Python Hungarian algorithm with costs from the cached per-field forms.
@@ -176,6 +179,31 @@ def _one_apart(
     return pairs
 
 
+def _keys_certified(
+    near: list[tuple[int, int]],
+    lf: list[dict[str, str]],
+    rf: list[dict[str, str]],
+    lkeys: list[str | None],
+    rkeys: list[str | None],
+) -> bool:
+    """When keys matter, one-apart pairs are optimal if each call of the shorter side is paired
+    at its row minimum: under its own key whenever a call one field apart has that key."""
+    if len(lf) > len(rf):  # the shorter side's view
+        return _keys_certified([(j, i) for i, j in near], rf, lf, rkeys, lkeys)
+    by_key: dict[str | None, list[int]] = {}
+    for j, k in enumerate(rkeys):
+        by_key.setdefault(k, []).append(j)
+    for i, j in near:
+        if lkeys[i] == rkeys[j]:
+            continue
+        a = lf[i]
+        for j2 in by_key.get(lkeys[i], ()):
+            b = rf[j2]
+            if sum(1 for f in a.keys() | b.keys() if a.get(f, _MISSING) != b.get(f, _MISSING)) <= 1:
+                return False
+    return True
+
+
 def match_calls_fast(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call]]:
     """:func:`killdrill.verdict.matching.match_calls`: pairs most alike, identical ones by hashing first.
 
@@ -231,8 +259,13 @@ def _match(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call
         sub_lf, sub_rf = [_fields(left[i]) for i in rl], [_fields(right[j]) for j in rr]
         sub_lk, sub_rk = [lkeys[i] for i in rl], [rkeys[j] for j in rr]
         # 2. one field apart, certified when it pairs every call of the shorter side
-        near = [] if keys_matter else _one_apart(sub_lf, sub_rf, sub_lk, sub_rk)
-        if near and len(near) == min(len(rl), len(rr)):
+        # with keys that matter, only when no identical payloads are left (else distance 0 is)
+        near = [] if keys_matter and rest else _one_apart(sub_lf, sub_rf, sub_lk, sub_rk)
+        if (
+            near
+            and len(near) == min(len(rl), len(rr))
+            and (not keys_matter or _keys_certified(near, sub_lf, sub_rf, sub_lk, sub_rk))
+        ):
             STATS["certified_pairs"] += len(near)
             sub = near
         else:

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 from killdrill.errors import UsageError
 from killdrill.records import Attempt, Call, LedgerSnapshot, Violation
 from killdrill.registry import Registry
-from killdrill.verdict.grouping import EffectKey, effect_identity, group_effects, unknown_calls
+from killdrill.verdict.grouping import EffectKey, unknown_calls
+from killdrill.verdict.index import grouping
 from killdrill.verdict.phrases import calls_detail, format_identity
 
 __all__ = [
@@ -65,11 +67,11 @@ class Effect:
         """``payments.charge {account_id: acme, amount: 4200}``: how messages name it."""
         return f"{self.provider}.{self.op} {format_identity(self.identity)}"
 
-    @property
-    def landed(self) -> list[Call]:
+    @cached_property
+    def landed(self) -> list[Call]:  # cached: every count check asks (issue 23); do not mutate
         return [c for c in self.calls if c.landed]
 
-    @property
+    @cached_property
     def baseline_landed(self) -> int:
         return sum(c.landed for c in self.baseline)
 
@@ -85,6 +87,7 @@ class CheckContext:
     volatile: Mapping[str, Sequence[str]] | None
     effects: list[Effect] = field(default_factory=list)
     unknown: dict[int, str] = field(default_factory=dict)  # seq -> the point that cut its response
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # verdict.lookups' indexes
 
     @classmethod
     def build(
@@ -95,14 +98,12 @@ class CheckContext:
         identity: Mapping[str, Sequence[str]] | None = None,
         volatile: Mapping[str, Sequence[str]] | None = None,
     ) -> CheckContext:
-        base = group_effects(baseline.calls, identity=identity, volatile=volatile)
-        mine = group_effects(case.calls, identity=identity, volatile=volatile)
+        b = grouping(baseline.calls, identity=identity, volatile=volatile)
+        m = grouping(case.calls, identity=identity, volatile=volatile)
+        base, mine = b.groups, m.groups
         effects = []
         for key in dict.fromkeys([*mine, *base]):
-            first = (mine.get(key) or base[key])[0]
-            ident = effect_identity(
-                first.provider, first.op, first.payload, identity=identity, volatile=volatile
-            )
+            ident = dict(m.identities[key] if key in mine else b.identities[key])
             effects.append(Effect(key, ident, tuple(mine.get(key, ())), tuple(base.get(key, ()))))
         return cls(baseline, case, attempts, identity, volatile, effects, unknown_calls(case.calls, attempts))
 

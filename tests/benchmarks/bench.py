@@ -19,7 +19,11 @@ Figures (``name: value`` lines, and the same names in JSON):
   without a launcher or langgraph it says so instead of giving a number.
 - ``effects_N[_stamped]_case_s`` / ``_us_per_effect`` / ``_harness_mb``: one case of a payout batch
   of N = 10^2 .. 10^5 effects judged (discovery's matching, the checks, the report's ledger):
-  see :mod:`tests.benchmarks.effects`.
+  see :mod:`tests.benchmarks.effects` (``real_N_*``: a real payout-batch case, ``--real N`` there).
+- ``catalogue_*`` (10 .. 1,000 points: discovery, the drill, the text and JSON report) and
+  ``chaos_*`` (100 .. 10,000 runs: harness memory, report files): :mod:`tests.benchmarks.growth`.
+
+``--only effects growth real``: just those rows (the full run takes long on a loaded machine).
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ from typing import Any
 
 from killdrill.examples import SETTLEMENT
 from tests.benchmarks.effects import GOALS as EFFECT_GOALS
-from tests.benchmarks.effects import bench_effects
+from tests.benchmarks.effects import bench_effects, bench_real
+from tests.benchmarks.growth import GOALS as GROWTH_GOALS
+from tests.benchmarks.growth import bench_growth
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -304,13 +310,22 @@ def bench_prefork(root: Path) -> dict[str, Any]:
     }
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="killdrill-bench-"))
     out: dict[str, Any] = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.system()} {platform.release()}",
         "load_average_at_start": os.getloadavg()[0],
     }
+    if only:  # the growth rows of issue 23, on their own
+        if "effects" in only:
+            out.update(bench_effects(quick))
+        if "real" in only:
+            out.update(bench_real(1_000))
+        if "growth" in only:
+            out.update(bench_growth(quick))
+        out["load_average_at_end"] = os.getloadavg()[0]
+        return out
     try:
         out.update(bench_boundary(200_000 if quick else 2_000_000))
         out.update(bench_armed(root, 500 if quick else 5000, 3 if quick else 7))
@@ -333,6 +348,8 @@ def run(quick: bool) -> dict[str, Any]:
         out.update(drill_2_workers_s=t2, parallel_speedup=t1 / t2)
         out.update(bench_prefork(root))
         out.update(bench_effects(quick))
+        out.update(bench_real(1_000))
+        out.update(bench_growth(quick))
         out["load_average_at_end"] = os.getloadavg()[0]
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -348,6 +365,7 @@ GOALS: dict[str, Callable[[float], bool]] = {
     "parallel_speedup": lambda v: v >= 1.7,
     "prefork_speedup": lambda v: v >= 5,
     **EFFECT_GOALS,
+    **GROWTH_GOALS,
 }
 
 
@@ -359,8 +377,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where to write the figures (default: %(default)s)",
     )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    parser.add_argument(
+        "--only", nargs="+", choices=("effects", "real", "growth"), default=(), help="just these rows"
+    )
     args = parser.parse_args(argv)
-    figures = run(args.quick)
+    figures = run(args.quick, args.only)
     for name, value in figures.items():
         if isinstance(value, list):  # details (e.g. which cases differed): in the JSON
             print(f"{name}: {len(value)} (see {args.json})")

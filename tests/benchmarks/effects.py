@@ -1,34 +1,52 @@
 """The verdict as the agent's effects grow (issue 23): 10^2 .. 10^5 effects, one case each.
 
-    python -m tests.benchmarks.effects [--quick]
+    python -m tests.benchmarks.effects [--quick] [--real N ...]
 
-What a case costs the harness beyond its attempts, on synthetic ledgers of the payout batch
-(``tests/agents/basic/payout_batch.py``): two clean runs (``volatile_fields``: their keys differ,
-field ``run`` differs in the ``stamp`` shape) and a case killed in the middle of a batch (the
-unfinished batch replayed under its keys), then :func:`killdrill.verdict.judge`, the summary and
-the JSON report's ledger.  Per size: seconds per case, microseconds per effect (side by side: flat
-means linear) and the peak of the harness's allocations (``tracemalloc``) in MB.
+Synthetic ledgers of the payout batch (``tests/agents/basic/payout_batch.py``, not run: a real
+10^5-effect run takes minutes of attempts): two clean runs and a case killed in the middle of a
+batch (the unfinished batch replayed under its keys); ``_stamped``: a run id in every payload,
+different per run (a volatile field, so no two runs' payloads are identical).  Per size:
+
+- ``effects_N_case_s``: one case judged, with the ledgers in memory: :func:`~killdrill.verdict.judge`
+  and :func:`~killdrill.verdict.summarize`.  Goal at 10^5: under 2 s.  ``_case_cpu_s``: process
+  CPU time of the same and the report (what a loaded machine does not inflate),
+  ``_us_per_effect`` side by side (flat means linear), ``_harness_mb`` the peak of its
+  allocations (``tracemalloc``), ``_report_json_s`` its JSON report with the ledger (``--json``;
+  a passing case's workdir, ``result.json`` with it, is removed without writing it);
+- ``effects_N_discovery_s``: :func:`~killdrill.verdict.volatile_fields` of the two clean runs
+  (once per drill, not per case);
+- ``effects_N_ledger_read_s``: the case's ledger written into a real SQLite ledger, then read
+  back as the drill reads it (``Workdirs.snapshot``: snapshot + thread/workdir normalisation).
+
+``--real N``: a real ``killdrill run`` (fork launcher, one kill in the middle) of the payout batch
+with N payees, in process: ``real_N_overhead_ratio`` is the case's harness time (its wall time
+minus its attempts') over its attempts' time.  Goal at 1,000: under 0.10.
 """
 
 from __future__ import annotations
 
 import gc
-import json
+import os
 import sys
+import tempfile
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
-from killdrill.records import Attempt, Call, LedgerSnapshot
+from killdrill.records import Attempt, Call, CaseResult, LedgerSnapshot
+from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import judge, summarize, volatile_fields
 
 SIZES = (100, 1_000, 10_000, 100_000)
+REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(n: int, thread: str, seq0: int, *, stamp: bool, kill_at: int | None = None) -> list[Call]:
-    """The payout batch's calls: one charge per payee; a kill replays its batch of 50."""
+def _run(n: int, thread: str, *, stamp: bool, kill_at: int | None = None) -> list[Call]:
+    """The payout batch's calls: one charge per payee; a kill replays its batch of 50.  Keys as
+    the drill sees them (the thread normalised to ``{thread}``)."""
     calls: list[Call] = []
-    seq = seq0
+    seq = 0
 
     def charge(i: int, attempt: int, outcome: str) -> None:
         nonlocal seq
@@ -37,7 +55,16 @@ def _run(n: int, thread: str, seq0: int, *, stamp: bool, kill_at: int | None = N
             payload["run"] = thread
         calls.append(
             Call(
-                seq, "payments", "charge", f"{thread}:payee-{i:06d}", payload, outcome, None, attempt, 1, 0.0
+                seq,
+                "payments",
+                "charge",
+                f"{{thread}}:payee-{i:06d}",
+                payload,
+                outcome,
+                None,
+                attempt,
+                1,
+                0.0,
             )
         )
         seq += 1
@@ -53,42 +80,142 @@ def _run(n: int, thread: str, seq0: int, *, stamp: bool, kill_at: int | None = N
     return calls
 
 
-def one_case(n: int, *, stamp: bool) -> None:
-    base1 = LedgerSnapshot(calls=tuple(_run(n, "t-base1", 0, stamp=stamp)))
-    base2 = LedgerSnapshot(calls=tuple(_run(n, "t-base2", 0, stamp=stamp)))
-    case = LedgerSnapshot(calls=tuple(_run(n, "t-case", 0, stamp=stamp, kill_at=n // 2 + 7)))
-    volatile = volatile_fields(base1, base2)
-    attempts = [Attempt(number=1, kill=None, outcome="killed", returncode=-9, duration_ms=1.0)]
-    violations = judge(base1, case, attempts, volatile=volatile)
+def ledgers(n: int, *, stamp: bool) -> tuple[LedgerSnapshot, LedgerSnapshot, LedgerSnapshot]:
+    base1 = LedgerSnapshot(calls=tuple(_run(n, "r-base1", stamp=stamp)))
+    base2 = LedgerSnapshot(calls=tuple(_run(n, "r-base2", stamp=stamp)))
+    case = LedgerSnapshot(calls=tuple(_run(n, "r-case1", stamp=stamp, kill_at=n // 2 + 7)))
+    return base1, base2, case
+
+
+def one_case(base: LedgerSnapshot, case: LedgerSnapshot, volatile: dict[str, list[str]], n: int) -> float:
+    """The harness's verdict on one case after its attempts (checks and summary); returns the
+    seconds its JSON report (``--json``, ``result.json`` of a kept workdir) then takes."""
+    attempts = (Attempt(number=1, kill=None, outcome="killed", returncode=-9, duration_ms=1.0),)
+    violations = judge(base, case, attempts, volatile=volatile)
     assert not violations, violations[:3]
-    assert summarize(base1, case, volatile=volatile)["payments"]["exactly_once"] == n
-    json.dumps(case.to_dict())  # the report's ledger section
+    summary = summarize(base, case, volatile=volatile)
+    assert summary["payments"]["exactly_once"] == n, summary
+    t = time.perf_counter()
+    result = CaseResult(("agent",), "before:pay_batch", "t", "/w", attempts, summary=summary, ledger=case)
+    json_text(result.to_dict())
+    return time.perf_counter() - t
 
 
-def bench_effects(quick: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for n in SIZES[:3] if quick else SIZES:
+def ledger_read(case: LedgerSnapshot, root: Path) -> float:
+    """Seconds to read ``case`` back from a real SQLite ledger the way a drill does."""
+    import sqlite3
+
+    from killdrill.drill.workdirs import Workdirs
+    from killdrill.ledger import Ledger
+
+    workdir = root / f"read-{len(case.calls)}-{time.monotonic_ns()}"
+    (workdir / ".killdrill").mkdir(parents=True)
+    path = workdir / ".killdrill" / "ledger.sqlite"
+    Ledger(str(path), "t-read").close()  # the schema
+    with sqlite3.connect(path) as db:
+        db.executemany(
+            "INSERT INTO killdrill_calls (thread, seq, provider, op, key, payload, outcome, effect_id,"
+            " attempt, pid, time) VALUES ('t-read', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (c.seq + 1, c.provider, c.op, c.key, _canonical(c.payload), c.outcome, c.effect_id, *rest)
+                for c in case.calls
+                for rest in ((c.attempt, c.pid, c.time),)
+            ],
+        )
+    wd = Workdirs.__new__(Workdirs)
+    wd._shared = None  # type: ignore[attr-defined]
+    t = time.perf_counter()
+    snap = wd.snapshot(workdir, "t-read")
+    took = time.perf_counter() - t
+    assert len(snap.calls) == len(case.calls)
+    return took
+
+
+def _canonical(value: Any) -> str:
+    from killdrill.canonical import canonical_json
+
+    return canonical_json(value)
+
+
+def bench_effects(quick: bool = False, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
+    out: dict[str, Any] = {"effects_load_average": os.getloadavg()[0]}
+    root = Path(tempfile.mkdtemp(prefix="killdrill-bench-effects-"))
+    for n in sizes[:3] if quick else sizes:
         for stamp in (False, True):
             tag = f"effects_{n}{'_stamped' if stamp else ''}"
+            base1, base2, case = ledgers(n, stamp=stamp)
             gc.collect()
             t0 = time.perf_counter()
-            one_case(n, stamp=stamp)
-            took = time.perf_counter() - t0
+            volatile = volatile_fields(base1, base2)
+            out[f"{tag}_discovery_s"] = time.perf_counter() - t0
+            assert volatile == ({"payments.charge": ["run"]} if stamp else {}), volatile
+            gc.collect()
+            t0, c0 = time.perf_counter(), time.process_time()
+            report = one_case(base1, case, volatile, n)
+            took, cpu = time.perf_counter() - t0 - report, time.process_time() - c0
+            out[f"{tag}_report_json_s"] = report
+            # a fresh copy of the case ledger: the peak of a case, not of a cached grouping
+            case2 = LedgerSnapshot(calls=tuple(case.calls))
             tracemalloc.start()
-            one_case(n, stamp=stamp)
+            one_case(base1, case2, volatile, n)
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             out[f"{tag}_case_s"] = took
+            out[f"{tag}_case_cpu_s"] = cpu
             out[f"{tag}_us_per_effect"] = 1e6 * took / n
             out[f"{tag}_harness_mb"] = peak / 2**20
+            if not stamp:
+                out[f"effects_{n}_ledger_read_s"] = ledger_read(case, root)
+    out["effects_load_average_end"] = os.getloadavg()[0]
     return out
 
 
-GOALS = {"effects_100000_case_s": lambda v: v < 2.0, "effects_100000_stamped_case_s": lambda v: v < 2.0}
+def bench_real(n: int) -> dict[str, Any]:
+    """A real case of the payout batch with ``n`` payees: harness time over attempts' time."""
+    from killdrill.drill import Drill, DrillOptions
+
+    root = Path(tempfile.mkdtemp(prefix="killdrill-bench-real-"))
+    command = [sys.executable, "tests/agents/basic/payout_batch.py", "--thread", "{thread}"]
+    command += ["--ckpt", "{workdir}/ckpt.json", "--n", str(n)]
+    drill = Drill(command, DrillOptions(root=root, cwd=str(REPO), launcher="fork"))
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    drill.discover()
+    disc = time.perf_counter() - t0
+    batches = (n + 49) // 50
+    t0 = time.perf_counter()
+    result = drill.run_case(f"before:pay_batch#{batches // 2 + 1}")
+    wall = time.perf_counter() - t0
+    assert result.ok, result.text()
+    attempts = sum(a.duration_ms for a in result.attempts) / 1000
+    return {
+        f"real_{n}_load_average": load,
+        f"real_{n}_discovery_s": disc,
+        f"real_{n}_case_s": wall,
+        f"real_{n}_attempts_s": attempts,
+        f"real_{n}_overhead_ratio": (wall - attempts) / attempts,
+    }
 
 
-if __name__ == "__main__":
-    for name, value in bench_effects("--quick" in sys.argv).items():
+GOALS = {
+    "effects_100000_case_s": lambda v: v < 2.0,
+    "effects_100000_stamped_case_s": lambda v: v < 2.0,
+    "real_1000_overhead_ratio": lambda v: v < 0.10,
+}
+
+
+def main(argv: list[str]) -> None:
+    figures: dict[str, Any] = {}
+    if "--real" in argv:
+        for n in argv[argv.index("--real") + 1 :]:
+            figures.update(bench_real(int(n)))
+    else:
+        figures.update(bench_effects("--quick" in argv))
+    for name, value in figures.items():
         goal = GOALS.get(name)
         mark = "" if goal is None else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
         print(f"{name}: {value:.3f}{mark}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

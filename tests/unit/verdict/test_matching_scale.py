@@ -148,13 +148,44 @@ def test_too_large_to_solve_exactly_is_approximated_and_says_so(
 ) -> None:
     monkeypatch.setattr(scale, "EXACT_CELLS", 10)
     monkeypatch.setattr(scale, "PURE_CELLS", 10)
-    left = [call(i, {"a": i, "b": i % 3}) for i in range(6)]
-    right = [call(100 + i, {"a": i + 50, "b": (i + 1) % 3}) for i in range(6)]
+    # two fields apart everywhere: no one-apart pairing can certify it (issue 23, wave 2)
+    left = [call(i, {"a": i, "b": i % 3, "c": i}) for i in range(6)]
+    right = [call(100 + i, {"a": i + 50, "b": (i + 1) % 3, "c": i + 50}) for i in range(6)]
     before = scale.STATS["approximated"]
     with caplog.at_level("WARNING", logger="killdrill.verdict.matching"):
         pairs = match_calls(left, right)
     assert len(pairs) == 6 and scale.STATS["approximated"] > before
     assert "approximated" in caplog.text
+
+
+def test_stable_keys_under_a_volatile_field_are_certified_not_approximated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's keys are the same in both runs (the thread normalised), a run id differs in every
+    payload: keys matter, yet pairing one field apart under the same key is the optimum."""
+    monkeypatch.setattr(scale, "EXACT_CELLS", 10)
+    monkeypatch.setattr(scale, "PURE_CELLS", 10)
+    left = [call(i, {"account": f"p{i}", "run": "A"}, f"{{thread}}:{i}") for i in range(50)]
+    right = [call(100 + i, {"account": f"p{i}", "run": "B"}, f"{{thread}}:{i}") for i in reversed(range(50))]
+    before = dict(scale.STATS)
+    pairs = match_calls(left, right)
+    assert len(pairs) == 50 and all(a.key == b.key for a, b in pairs)
+    assert scale.STATS["approximated"] == before["approximated"]
+    assert scale.STATS["certified_pairs"] == before["certified_pairs"] + 50
+
+
+def test_a_key_one_field_apart_elsewhere_is_not_certified() -> None:
+    """One-apart pairs under different keys while each call's own key is one field apart too
+    (through another field): not certified, the exact assignment pairs the same keys."""
+    left = [call(0, {"a": 1, "b": 1}, "k1"), call(1, {"a": 2, "b": 1}, "k2")]
+    right = [call(10, {"a": 1, "b": 2}, "k2"), call(11, {"a": 2, "b": 2}, "k1")]
+    # (L0,R0) and (L1,R1) are one field apart (b) under other keys; L0-R1 and L1-R0 are two apart
+    new, old = match_calls(left, right), old_match_calls(left, right)
+    assert cost(new) == cost(old)
+    left = [call(0, {"a": 1, "b": 1}, "k1"), call(1, {"a": 2, "b": 1}, "k2")]
+    right = [call(10, {"a": 2, "b": 2}, "k2"), call(11, {"a": 1, "b": 3}, "k1")]
+    new, old = match_calls(left, right), old_match_calls(left, right)
+    assert cost(new) == cost(old) == (2, 0)
 
 
 @pytest.mark.parametrize("volatile", [False, True])

@@ -1,0 +1,134 @@
+"""Each call's logical effect computed once per snapshot, and the lookups the checks need (issue 23).
+
+A case is judged (:func:`~killdrill.verdict.judge`), then summarized
+(:func:`~killdrill.verdict.summarize`), each grouping both ledgers by effect: at 10^5 calls the
+grouping (one identity dict and one canonical JSON text per call) was most of the verdict, done
+four times.  :func:`grouping` does it once per ``(calls, identity, volatile)`` and keeps the last
+few in a small cache keyed by the calls tuple's identity (a snapshot's calls are an immutable
+tuple; the cache holds a reference, so the id cannot be reused while cached).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from killdrill.canonical import canonical_json as canonical
+from killdrill.providers import spec
+from killdrill.records import Call
+
+__all__ = ["Grouping", "ProviderFlags", "grouping"]
+
+EffectKey = tuple[str, str, str]
+
+CACHED = 8
+"""Groupings kept: a case's judge and summary, its own-thread rejudge, a discovery's two runs."""
+
+
+class ProviderFlags:
+    """:func:`killdrill.providers.spec`'s flags the verdict asks per call, looked up once per
+    provider for one computation (a provider may be declared later, so never cached for long)."""
+
+    def __init__(self) -> None:
+        self._call_only: dict[str, bool] = {}
+        self._convergent: dict[str, bool] = {}
+
+    def call_only(self, provider: str) -> bool:
+        found = self._call_only.get(provider)
+        if found is None:
+            found = self._call_only[provider] = spec(provider).call_only
+        return found
+
+    def convergent(self, provider: str) -> bool:
+        found = self._convergent.get(provider)
+        if found is None:
+            found = self._convergent[provider] = spec(provider).convergent
+        return found
+
+
+@dataclass
+class Grouping:
+    """Effect calls grouped by logical effect, groups in order of first call, calls in ledger
+    order; and each group's identity (of its first call).  Shared: read it, never mutate it."""
+
+    groups: dict[EffectKey, list[Call]] = field(default_factory=dict)
+    identities: dict[EffectKey, dict[str, Any]] = field(default_factory=dict)
+
+
+_cache: OrderedDict[tuple[int, str], tuple[Sequence[Call], Grouping]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _signature(
+    identity: Mapping[str, Sequence[str]] | None, volatile: Mapping[str, Sequence[str]] | None
+) -> str:
+    return canonical([{k: list(v) for k, v in (m or {}).items()} for m in (identity, volatile)])
+
+
+def grouping(
+    calls: Iterable[Call],
+    *,
+    identity: Mapping[str, Sequence[str]] | None = None,
+    volatile: Mapping[str, Sequence[str]] | None = None,
+) -> Grouping:
+    """The calls grouped by logical effect (what :func:`killdrill.verdict.group_effects` returns),
+    computed once per tuple of calls and configuration."""
+    if not isinstance(calls, tuple):
+        return _group(list(calls), identity, volatile)
+    key = (id(calls), _signature(identity, volatile))
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] is calls:
+            _cache.move_to_end(key)
+            return hit[1]
+    out = _group(calls, identity, volatile)
+    with _lock:
+        _cache[key] = (calls, out)
+        while len(_cache) > CACHED:
+            _cache.popitem(last=False)
+    return out
+
+
+def _group(
+    calls: Sequence[Call],
+    identity: Mapping[str, Sequence[str]] | None,
+    volatile: Mapping[str, Sequence[str]] | None,
+) -> Grouping:
+    flags = ProviderFlags()
+    ordered = [c for c in calls if not flags.call_only(c.provider)]
+    if any(a.seq > b.seq for a, b in pairwise(ordered)):
+        ordered.sort(key=lambda c: c.seq)
+    # per op, once: the configured identity fields, or the volatile fields to leave out
+    rules: dict[tuple[str, str], tuple[tuple[str, ...] | None, frozenset[str]]] = {}
+    out = Grouping()
+    groups, identities = out.groups, out.identities
+    for call in ordered:
+        op = (call.provider, call.op)
+        rule = rules.get(op)
+        if rule is None:
+            name = f"{call.provider}.{call.op}"
+            if identity and name in identity:
+                rule = (tuple(identity[name]), frozenset())
+            else:
+                rule = (None, frozenset(volatile.get(name, ())) if volatile else frozenset())
+            rules[op] = rule
+        only, skip = rule
+        payload = call.payload
+        if only is not None:
+            ident = {f: payload[f] for f in only if f in payload}
+        elif skip and not skip.isdisjoint(payload):
+            ident = {k: v for k, v in payload.items() if k not in skip}
+        else:
+            ident = payload
+        key = (call.provider, call.op, canonical(ident))
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [call]
+            identities[key] = dict(ident)
+        else:
+            group.append(call)
+    return out

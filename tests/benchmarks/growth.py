@@ -1,0 +1,206 @@
+"""The rest of issue 23's curve: the catalogue and a chaos job as they grow.
+
+    python -m tests.benchmarks.growth [--quick] [catalogue] [chaos]
+
+**Catalogue** (``tests/agents/basic/many_steps.py``, N steps = N nodes, 10 .. 1,000): real
+discovery (two clean runs, fork launcher) per point; a real drill of a sample of 4 points per N
+(a full 1,000-point drill is ~2,000 attempts: too long for a benchmark row), the case's harness
+time over its attempts' time; the text and JSON report of a drill of N cases (the sampled
+cases repeated to N: synthetic, rendering only; up to 300 points, see :data:`REPORT_UP_TO`).
+Goals: discovery per point and report per case flat (the ratio largest vs 10 under 2), the
+case overhead ratio under 0.5 at every N.
+
+**Chaos job** (100 .. 10,000 runs; synthetic: the runs are clean cases of a small ledger built
+in memory, not run, since 10,000 real runs take hours): ``report.json``, ``junit.xml`` and
+``report.html`` written as the job writes them at its end, the harness's allocation peak
+(``tracemalloc``: the job's state, which today holds every run's case with its ledger, and the
+report writing) and each file's size.  Goals: memory flat (the peak at 10,000 runs under 1.5x
+the peak at 1,000: missed today, the job keeps every case), ``report.html`` bounded (at 10,000
+runs under 5 MB and under 3x its size at 1,000).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+CATALOGUE = (10, 100, 1_000)
+CHAOS = (100, 1_000, 10_000)
+REPORT_UP_TO = 300
+"""A drill's JSON report holds every case's ledger and trace (N calls, N boundaries each): O(N^2)
+at N points; at 1,000 points the synthetic report took over 4 GB, so the row renders up to 300."""
+
+
+def bench_catalogue(sizes: tuple[int, ...] = CATALOGUE) -> dict[str, Any]:
+    from killdrill.drill import Drill, DrillOptions
+    from killdrill.records import DrillResult
+    from killdrill.report.drill import render_drill
+    from killdrill.report.jsonfile import dumps
+
+    out: dict[str, Any] = {"catalogue_load_average": os.getloadavg()[0]}
+    for n in sizes:
+        root = Path(tempfile.mkdtemp(prefix=f"killdrill-bench-cat{n}-"))
+        command = [sys.executable, "tests/agents/basic/many_steps.py", "--thread", "{thread}"]
+        command += ["--ckpt", "{workdir}/ckpt.json", "--steps", str(n)]
+        drill = Drill(command, DrillOptions(root=root, cwd=str(REPO), launcher="fork"))
+        t0 = time.perf_counter()
+        disc = drill.discover()
+        took = time.perf_counter() - t0
+        points = len(disc.catalogue)
+        out[f"catalogue_{n}_points"] = points
+        out[f"catalogue_{n}_discovery_s"] = took
+        out[f"catalogue_{n}_discovery_ms_per_point"] = 1e3 * took / points
+        sample = [disc.catalogue[int(k * (points - 1) / 3)].label for k in range(4)]
+        cases, ratios = [], []
+        for label in sample:
+            t0 = time.perf_counter()
+            case = drill.run_case(label)
+            wall = time.perf_counter() - t0
+            assert case.ok, case.text()
+            attempts = sum(a.duration_ms for a in case.attempts) / 1000
+            ratios.append((wall - attempts) / attempts)
+            cases.append(case)
+        print(
+            f"catalogue {n}: {points} points, discovery {out[f'catalogue_{n}_discovery_s']:.1f} s", flush=True
+        )
+        out[f"catalogue_{n}_case_overhead_ratio"] = max(ratios)
+        if n > REPORT_UP_TO:
+            out[f"catalogue_{n}_report_ms_per_case"] = "skipped: quadratic (each case holds an N-call ledger)"
+            continue
+        many = tuple(replace(cases[i % len(cases)], schedule=e.label) for i, e in enumerate(disc.catalogue))
+        result = DrillResult(disc, many)
+        t0 = time.perf_counter()
+        text = render_drill(result)
+        data = dumps(result.to_dict())
+        took = time.perf_counter() - t0
+        out[f"catalogue_{n}_report_ms_per_case"] = 1e3 * took / len(many)
+        out[f"catalogue_{n}_report_kb"] = (len(text) + len(data)) / 1024
+    first, last = sizes[0], sizes[-1]
+    reported = [n for n in sizes if n <= REPORT_UP_TO]
+    out["catalogue_discovery_growth"] = (
+        out[f"catalogue_{last}_discovery_ms_per_point"] / out[f"catalogue_{first}_discovery_ms_per_point"]
+    )
+    out["catalogue_report_growth"] = (
+        out[f"catalogue_{reported[-1]}_report_ms_per_case"] / out[f"catalogue_{first}_report_ms_per_case"]
+    )
+    return out
+
+
+def _chaos_data(runs: int) -> dict[str, Any]:
+    """A chaos job's report data of ``runs`` clean runs (1 in 50 violated), built in memory."""
+    from killdrill.chaos.report import RunRecord, report_dict
+    from killdrill.records import (
+        Attempt,
+        Call,
+        CaseResult,
+        CatalogueEntry,
+        CleanRun,
+        Discovery,
+        LedgerSnapshot,
+        TraceEvent,
+        Violation,
+    )
+
+    labels = [f"before:step_{i:02d}" for i in range(10)]
+    cat = tuple(CatalogueEntry(lb, lb, 1, float(i)) for i, lb in enumerate(labels))
+    calls = tuple(
+        Call(
+            i,
+            "payments",
+            "charge",
+            f"{{thread}}:{i}",
+            {"account": f"a{i}", "amount": i},
+            "created",
+            None,
+            1,
+            1,
+            0,
+        )
+        for i in range(10)
+    )
+    ledger = LedgerSnapshot(calls=calls)
+    disc = Discovery(("agent",), cat, ledger, runs=(CleanRun("t0", cat, ledger),))
+    records, cases = [], []
+    for i in range(runs):
+        kill = labels[i % 10]
+        trace = tuple(TraceEvent(lb, 1, float(k), 1) for k, lb in enumerate(labels[: i % 10 + 1]))
+        attempts = (
+            Attempt(1, kill, "killed", -9, 100.0, trace, killed_at=kill),
+            Attempt(2, None, "exited", 0, 100.0, trace),
+        )
+        bad = i % 50 == 0
+        violations = (
+            (Violation("duplicate_effect", "payments.charge landed 2 times", "payments", "charge"),)
+            if bad
+            else ()
+        )
+        case = CaseResult(
+            ("agent",), kill, f"t{i}", f"/w/{i}", attempts, violations, ledger=ledger, reproduce="x"
+        )
+        cases.append(case)
+        records.append(RunRecord.of(i, case, 0.2))
+    return report_dict({"seed": 1, "shard": "1/1", "command": ["agent"]}, disc, records, cases, [])
+
+
+def bench_chaos(sizes: tuple[int, ...] = CHAOS) -> dict[str, Any]:
+    from killdrill.chaos.report import write_reports
+
+    out: dict[str, Any] = {"chaos_load_average": os.getloadavg()[0]}
+    for n in sizes:
+        folder = Path(tempfile.mkdtemp(prefix=f"killdrill-bench-chaos{n}-"))
+        gc.collect()
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        data = _chaos_data(n)
+        write_reports(folder, data)
+        took = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        del data
+        out[f"chaos_{n}_report_s"] = took
+        out[f"chaos_{n}_harness_mb"] = peak / 2**20
+        out[f"chaos_{n}_harness_kb_per_run"] = peak / 1024 / n
+        for name in ("report.json", "junit.xml", "report.html"):
+            out[f"chaos_{n}_{name.replace('.', '_')}_mb"] = (folder / name).stat().st_size / 2**20
+    first, last = sizes[0], sizes[-1]
+    out["chaos_memory_per_run_growth"] = (
+        out[f"chaos_{last}_harness_kb_per_run"] / out[f"chaos_{first}_harness_kb_per_run"]
+    )
+    mid = sizes[-2] if len(sizes) > 1 else first
+    out["chaos_html_growth"] = out[f"chaos_{last}_report_html_mb"] / out[f"chaos_{mid}_report_html_mb"]
+    return out
+
+
+GOALS = {
+    "catalogue_discovery_growth": lambda v: v < 2.0,
+    "catalogue_report_growth": lambda v: v < 2.0,
+    **{f"catalogue_{n}_case_overhead_ratio": (lambda v: v < 0.5) for n in CATALOGUE},
+    "chaos_memory_growth": lambda v: v < 1.5,
+    "chaos_10000_report_html_mb": lambda v: v < 5.0,
+    "chaos_html_growth": lambda v: v < 3.0,
+}
+
+
+def bench_growth(quick: bool = False, which: tuple[str, ...] = ("catalogue", "chaos")) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "catalogue" in which:
+        out.update(bench_catalogue(CATALOGUE[:2] if quick else CATALOGUE))
+    if "chaos" in which:
+        out.update(bench_chaos(CHAOS[:2] if quick else CHAOS))
+    return out
+
+
+if __name__ == "__main__":
+    which = tuple(a for a in sys.argv[1:] if a in ("catalogue", "chaos")) or ("catalogue", "chaos")
+    for name, value in bench_growth("--quick" in sys.argv, which).items():
+        goal = GOALS.get(name)
+        mark = "" if goal is None else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
+        print(f"{name}: {value:.3f}{mark}" if isinstance(value, float) else f"{name}: {value}{mark}")
