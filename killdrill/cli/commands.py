@@ -338,6 +338,22 @@ def split_upgrade(command: Sequence[str]) -> tuple[list[str], list[str] | None]:
     return command, None
 
 
+def _bare_word_before_unknown_flag(own: Sequence[str], parser: argparse.ArgumentParser) -> bool:
+    """True when a word that is no flag's value comes before the first unknown ``--flag`` (or
+    there is no unknown flag): the words look like an agent's command, not a typo of ours."""
+    known = set(all_flags(parser))
+    previous = ""
+    for word in own[1:]:  # after the subcommand
+        name = word.split("=", 1)[0]
+        if name.startswith("-"):
+            if name.startswith("--") and name not in known:
+                return False
+        elif not (previous.startswith("--") and "=" not in previous):
+            return True
+        previous = word
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
     try:
@@ -346,15 +362,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"killdrill: error: {exc}", file=sys.stderr)
         return ExitCode.ERROR
     parser = build_parser()
-    mistyped = unknown_flag_hint(own, parser)
-    if mistyped:  # said first: argparse would complain of something else (a required flag, the --)
-        print(f"killdrill: error: unknown option {mistyped}", file=sys.stderr)
-        return ExitCode.ERROR
-    if not command:
-        forgot = _forgot_separator(parser, own)
+    if not command and _bare_word_before_unknown_flag(own, parser):  # an agent's command with no
+        forgot = _forgot_separator(parser, own)  # -- before it: its flags are not ours to correct
         if forgot:
             print(f"killdrill: error: {forgot}", file=sys.stderr)
             return ExitCode.ERROR
+    mistyped = unknown_flag_hint(own, parser)
+    if mistyped:  # before argparse, which would complain of something else (a required flag)
+        print(f"killdrill: error: unknown option {mistyped}", file=sys.stderr)
+        return ExitCode.ERROR
     args = parser.parse_args(own)
     args.command = command
     if upgrade is not None:

@@ -74,7 +74,7 @@ def shared_state_error(
                 else f"did different work ({differed.split(';')[0]})"
             )
         )
-        fixed = value if os.path.isabs(value) else os.path.basename(value)
+        fixed = os.path.basename(value)  # its name, under each case's own workdir
         return SharedStateError(
             f"the command names a fixed path outside the workdir, {value}: {what}, so every case would "
             f"share that state (a fixed checkpoint path); give each case its own: '{{workdir}}/{fixed}'"

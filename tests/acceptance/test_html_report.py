@@ -205,5 +205,6 @@ def test_clean_runs_fold_and_attempts_read_as_outcomes(thirty_runs: Path, tmp_pa
     proc = _headless(chromium, tmp_path, "--window-size=1400,1000", "--dump-dom", probe.as_uri())
     height = re.search(r'data-h="(\d+)"', proc.stdout)
     assert height, proc.stderr[-2000:]
-    assert int(height.group(1)) < 1800, "30 runs with the clean ones folded fit in a short page"
+    # folded: 30 runs in a short page (a failure carries its cause, fix and messages: ~2000 px)
+    assert int(height.group(1)) < 2400, "30 runs with the clean ones folded fit in a short page"
     shutil.copy(png, thirty_runs.parent / "thirty.png")

@@ -146,4 +146,4 @@ def test_install_lines_work_from_a_clone() -> None:
     """``pip install "killdrill[...]"`` needs a package index that has killdrill; a clone installs itself."""
     for line in README.read_text(encoding="utf-8").splitlines():
         if line.startswith("pip install"):
-            assert re.match(r'pip install -e (\.|"\.\[[a-z,]+\]")( |$)', line), line
+            assert re.match(r'pip install -e (\.|"\.\[[a-z_,]+\]")( |$)', line), line

@@ -66,14 +66,16 @@ def test_typo_in_a_point_gets_did_you_mean(tmp_path: Path, schedule: str, sugges
     assert suggestion in proc.stderr.strip().splitlines()[0]
 
 
-def test_command_without_placeholders_warns_and_proves_the_sharing(tmp_path: Path) -> None:
-    """A fixed checkpoint path: a second clean run of the same thread finds the first one's finished run."""
+def test_command_without_placeholders_is_a_usage_error_naming_the_fixed_path(tmp_path: Path) -> None:
+    """A fixed checkpoint path: the clean runs prove the sharing, so no case runs (exit 2, one line
+    naming the file and the fix), after the warning that the command has no placeholder."""
     fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", str(tmp_path / "c.json")]
     proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *fixed)
-    assert proc.returncode == 0, proc.stderr
-    found = warnings_of(proc)
-    assert any("the command has no {workdir} or {thread}" in w for w in found), proc.stderr
-    assert any("a second clean run" in w and "reached 0 kill point(s), the first 8" in w for w in found)
+    assert proc.returncode == 2, proc.stderr
+    assert any("the command has no {workdir} or {thread}" in w for w in warnings_of(proc)), proc.stderr
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("killdrill: error:")]
+    assert f"a fixed path outside the workdir, {tmp_path / 'c.json'}" in error
+    assert error.endswith("give each case its own: '{workdir}/c.json' (and --thread '{thread}')")
 
 
 def test_command_with_placeholders_has_no_warning(tmp_path: Path) -> None:

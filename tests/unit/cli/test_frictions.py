@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from killdrill.cli.main import build_parser, main
+from killdrill.cli.commands import build_parser, main
 from killdrill.cli.suggest import closest
 
 
