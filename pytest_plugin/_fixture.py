@@ -84,6 +84,7 @@ class KilldrillFixture:
             error: Exception | None = None
             try:
                 drill = Drill(command, **options, root=root)
+                drill.share_launchers(self._state.pool)  # one template per session, not per test
                 drill.use_discovery(self._state.discovery(command, options))
             except _harness_errors() as exc:
                 error = exc

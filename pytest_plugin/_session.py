@@ -17,6 +17,7 @@ import pytest
 from killdrill.errors import one_line
 from killdrill.pytest_plugin._cache import DiscoveryCache, discovery_key
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
+from killdrill.pytest_plugin._pool import LauncherPool
 
 if TYPE_CHECKING:
     from killdrill.records import Discovery
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class _State:
-    """Per-session settings read once from options and ini, plus the discovery cache."""
+    """Per-session settings read once from options and ini, plus the discovery cache and the
+    session's fork templates."""
 
     config: pytest.Config
     seed: int
@@ -38,6 +40,7 @@ class _State:
     json_dir: Path | None
     cache: DiscoveryCache
     errors: dict[str, str] = field(default_factory=dict)
+    pool: LauncherPool = field(default_factory=LauncherPool)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> _State:
@@ -108,7 +111,9 @@ class _State:
                 Ledger(opts["ledger_url"], "kd-check").close()
             root = _discovery_root(self.config)
             try:
-                return Drill(command, **opts, root=root).discover()
+                drill = Drill(command, **opts, root=root)
+                drill.share_launchers(self.pool)  # the tests of this command fork from its template
+                return drill.discover()
             finally:
                 if not opts.get("keep"):
                     _rmdir_if_empty(root)
