@@ -127,8 +127,10 @@ class KilldrillFixture:
         )
         self.results.append(result)
         props = self._request.node.user_properties
-        props.append(("killdrill_schedule", result.schedule))
-        props.append(("killdrill_verdict", Verdict.EXACTLY_ONCE if result.ok else Verdict.VIOLATED))
+        # Plain str, never the StableName enum: xdist's execnet cannot send an enum to the controller
+        # (the worker crashed after its first drill test).
+        props.append(("killdrill_schedule", str(result.schedule)))
+        props.append(("killdrill_verdict", str(Verdict.EXACTLY_ONCE if result.ok else Verdict.VIOLATED)))
         props.append(("killdrill_kinds", ",".join(result.kinds)))
         props.append(("killdrill_reproduce", result.reproduce))
         return result
