@@ -17,6 +17,9 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``prefork_speedup``: a full drill of the LangGraph example, plain spawn vs the pre-forking
   launcher (``DrillOptions(launcher="fork")``), with whether the verdicts were identical;
   without a launcher or langgraph it says so instead of giving a number.
+- ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn``: the pytest route over the CLI on
+  the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
+  ``python -m tests.benchmarks.pytest_route``).
 """
 
 from __future__ import annotations
@@ -327,6 +330,9 @@ def run(quick: bool) -> dict[str, Any]:
         assert r2.ok, r2.text()
         out.update(drill_2_workers_s=t2, parallel_speedup=t1 / t2)
         out.update(bench_prefork(root))
+        from tests.benchmarks.pytest_route import bench_pytest_route
+
+        out.update(bench_pytest_route(root, 1 if quick else 3))
         out["load_average_at_end"] = os.getloadavg()[0]
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -341,6 +347,10 @@ GOALS: dict[str, Callable[[float], bool]] = {
     "harness_overhead_ratio": lambda v: v <= 1.10,
     "parallel_speedup": lambda v: v >= 1.7,
     "prefork_speedup": lambda v: v >= 5,
+    # issue 23: the pytest route at most 1.25x the CLI on the same cases (tests/benchmarks/pytest_route.py)
+    "pytest_cli_ratio_serial": lambda v: v <= 1.25,
+    "pytest_cli_ratio_2_workers": lambda v: v <= 1.25,
+    "pytest_cli_ratio_spawn": lambda v: v <= 1.25,
 }
 
 
