@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from killdrill.errors import one_line
-from killdrill.pytest_plugin._cache import DiscoveryCache, discovery_key
+from killdrill.pytest_plugin._cache import DiscoveryCache, Key, discovery_key
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
 from killdrill.pytest_plugin._pool import LauncherPool
 
@@ -41,6 +41,7 @@ class _State:
     cache: DiscoveryCache
     errors: dict[str, str] = field(default_factory=dict)
     pool: LauncherPool = field(default_factory=LauncherPool)
+    keys: dict[str, Key] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> _State:
@@ -100,7 +101,12 @@ class _State:
         from killdrill.drill import Drill, HarnessError
 
         opts = {k: v for k, v in options.items() if k != "root"}
-        key = discovery_key(command, opts)
+        # The key stats every file of the agent's package: once per command and options per session
+        # (collection used it already), not again in every test.
+        ident = json.dumps([list(command), opts], sort_keys=True, default=str)
+        key = self.keys.get(ident)
+        if key is None:
+            key = self.keys[ident] = discovery_key(command, opts)
         if key.digest in self.errors:
             raise HarnessError(self.errors[key.digest])
 

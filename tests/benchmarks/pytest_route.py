@@ -6,7 +6,8 @@ Each pair runs back to back, CLI then pytest then the other order next round, an
 the median of the pairs' ratios: on shared cores the load moves a whole 20 s drill by 2x between
 two minutes, so only runs next to each other compare.  Both sides start cold and do the same
 work: the CLI discovers and runs every case; pytest (its own fresh cache directory) discovers at
-collection and runs one test per case.  Rows:
+collection and runs one test per case.  Both run with bytecode caches on (written by an untimed
+warm-up), whatever ``PYTHONDONTWRITEBYTECODE`` says here.  Rows:
 
 - ``pytest_cli_ratio_serial``: the LangGraph settlement example, fork launcher, one process;
 - ``pytest_cli_ratio_2_workers``: the same, ``pytest -n 2`` against ``killdrill drill --workers 2``;
@@ -56,6 +57,10 @@ def test_every_boundary(killdrill, kill_point):
 
 def _timed(argv: Sequence[str], cwd: Path) -> tuple[float, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KILLDRILL_", "PYTEST_"))}
+    # Bytecode caches on, as on a developer's machine or CI: without them pytest assertion-rewrites
+    # every module of every pytest11 plugin's distribution (langsmith, hypothesis, killdrill) again
+    # in each session, seconds that say nothing about killdrill.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     t = time.perf_counter()
     proc = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True)
     took = time.perf_counter() - t
@@ -109,6 +114,10 @@ def _row(root: Path, key: str, rounds: int, *args: Any) -> dict[str, Any]:
 
 def bench_pytest_route(root: Path, rounds: int) -> dict[str, Any]:
     """The rows of the module docstring; without langgraph the LangGraph rows say so."""
+    warm = root / "warm-up"
+    warm.mkdir(parents=True)
+    (warm / "test_route.py").write_text(_TEST.format(agent=PLAIN, marker={}))
+    _timed([PY, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"], warm)  # bytecode caches
     out: dict[str, Any] = {"load_average_before_pytest_route": os.getloadavg()[0]}
     if importlib.util.find_spec("langgraph") is None:
         out["pytest_cli_ratio_serial"] = "n/a: no langgraph"
