@@ -27,6 +27,7 @@ from killdrill.pytest_plugin._fixture import killdrill as killdrill
 from killdrill.pytest_plugin._hooks import pytest_addoption as pytest_addoption
 from killdrill.pytest_plugin._hooks import pytest_configure as pytest_configure
 from killdrill.pytest_plugin._hooks import pytest_report_header as pytest_report_header
+from killdrill.pytest_plugin._hooks import pytest_unconfigure as pytest_unconfigure
 from killdrill.pytest_plugin._options import _INI as _INI
 from killdrill.pytest_plugin._options import OPTION_NAMES as OPTION_NAMES
 from killdrill.pytest_plugin._options import _ini_options as _ini_options

@@ -84,6 +84,7 @@ class KilldrillFixture:
             error: Exception | None = None
             try:
                 drill = Drill(command, **options, root=root)
+                drill.share_launchers(self._state.pool)  # one template per session, not per test
                 drill.use_discovery(self._state.discovery(command, options))
             except _harness_errors() as exc:
                 error = exc
@@ -126,7 +127,9 @@ class KilldrillFixture:
         )
         self.results.append(result)
         props = self._request.node.user_properties
-        props.append(("killdrill_schedule", result.schedule))
+        # Plain str, never the StableName enum: xdist's execnet cannot send an enum to the controller
+        # (the worker crashed after its first drill test).
+        props.append(("killdrill_schedule", str(result.schedule)))
         props.append(("killdrill_verdict", str(Verdict.EXACTLY_ONCE if result.ok else Verdict.VIOLATED)))
         props.append(("killdrill_kinds", ",".join(result.kinds)))
         props.append(("killdrill_reproduce", result.reproduce))

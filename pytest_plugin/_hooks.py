@@ -55,6 +55,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_XdistHooks(config), "killdrill-xdist")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's fork templates stop with it (interrupted or not); each has its keepers clean up."""
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        state.pool.close()
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     state = config.stash[_STATE]
     line = f"killdrill: --killdrill-seed={state.seed}"

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from killdrill.errors import one_line
-from killdrill.pytest_plugin._cache import DiscoveryCache, discovery_key
+from killdrill.pytest_plugin._cache import DiscoveryCache, Key, discovery_key
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
+from killdrill.pytest_plugin._pool import LauncherPool
 
 if TYPE_CHECKING:
     from killdrill.records import Discovery
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class _State:
-    """Per-session settings read once from options and ini, plus the discovery cache."""
+    """Per-session settings read once from options and ini, plus the discovery cache and the
+    session's fork templates."""
 
     config: pytest.Config
     seed: int
@@ -38,6 +40,8 @@ class _State:
     json_dir: Path | None
     cache: DiscoveryCache
     errors: dict[str, str] = field(default_factory=dict)
+    pool: LauncherPool = field(default_factory=LauncherPool)
+    keys: dict[str, Key] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> _State:
@@ -97,7 +101,12 @@ class _State:
         from killdrill.drill import Drill, HarnessError
 
         opts = {k: v for k, v in options.items() if k != "root"}
-        key = discovery_key(command, opts)
+        # The key stats every file of the agent's package: once per command and options per session
+        # (collection used it already), not again in every test.
+        ident = json.dumps([list(command), opts], sort_keys=True, default=str)
+        key = self.keys.get(ident)
+        if key is None:
+            key = self.keys[ident] = discovery_key(command, opts)
         if key.digest in self.errors:
             raise HarnessError(self.errors[key.digest])
 
@@ -108,7 +117,9 @@ class _State:
                 Ledger(opts["ledger_url"], "kd-check").close()
             root = _discovery_root(self.config)
             try:
-                return Drill(command, **opts, root=root).discover()
+                drill = Drill(command, **opts, root=root)
+                drill.share_launchers(self.pool)  # the tests of this command fork from its template
+                return drill.discover()
             finally:
                 if not opts.get("keep"):
                     _rmdir_if_empty(root)

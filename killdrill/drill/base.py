@@ -11,7 +11,7 @@ import os
 import shlex
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from killdrill.fakes.wire.smtp import SmtpFake
 
 
+# Who starts fork templates for a drill that does not own one: (python, preload, env, cwd) -> a
+# started Launcher (killdrill.pytest_plugin's session pool).
+LauncherSource = Callable[[str, Sequence[str], Mapping[str, str], str | None], Launcher]
+
+
 class DrillBase:
     """What every part of a drill builds on: the command and options, the workdirs, the fork
     template and model fake, the reproduction line, and how attempts are launched."""
@@ -51,6 +56,7 @@ class DrillBase:
         self.workdirs = Workdirs(self.options.root, self.options.ledger_url)
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
+        self._launchers: LauncherSource | None = None  # set: templates someone else keeps
         self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
         self._services: list[Service] | None = None  # integrations' services (Temporal's server)
         unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
@@ -78,6 +84,11 @@ class DrillBase:
             raise HarnessError(str(exc)) from None
         return ModelFake(script, self.options.model_variance)
 
+    def share_launchers(self, source: LauncherSource) -> None:
+        """Fork attempts from the templates ``source`` keeps (a pytest session's pool): this drill
+        then neither starts nor closes one, so its heavy imports are paid once per session."""
+        self._launchers = source
+
     def _get_launcher(self) -> Launcher | None:
         """The fork template, started on first use and closed with the drill (or at exit)."""
         if self.options.launcher != "fork":
@@ -89,6 +100,8 @@ class DrillBase:
                 env = detection_env(
                     self._env(self.workdirs.root, "kd-template"), self.options.integrations, bootstrap_dir()
                 )
+                if self._launchers is not None:
+                    return self._launchers(self._argv[0], preload, env, self.options.cwd)
                 self._launcher = Launcher(
                     self._argv[0], preload=preload, env=env, cwd=self.options.cwd
                 ).start()

@@ -23,7 +23,10 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``catalogue_*`` (10 .. 1,000 points: discovery, the drill, the text and JSON report) and
   ``chaos_*`` (100 .. 10,000 runs: harness memory, report files): :mod:`tests.benchmarks.growth`.
 
-``--only effects growth real``: just those rows (the full run takes long on a loaded machine).
+``--only effects growth real pytest``: just those rows (the full run takes long on a loaded machine).
+- ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn``: the pytest route over the CLI on
+  the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
+  ``python -m tests.benchmarks.pytest_route``).
 """
 
 from __future__ import annotations
@@ -324,6 +327,10 @@ def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
             out.update(bench_real(1_000))
         if "growth" in only:
             out.update(bench_growth(quick))
+        if "pytest" in only:
+            from tests.benchmarks.pytest_route import bench_pytest_route
+
+            out.update(bench_pytest_route(root, 1 if quick else 3))
         out["load_average_at_end"] = os.getloadavg()[0]
         return out
     try:
@@ -350,6 +357,9 @@ def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
         out.update(bench_effects(quick))
         out.update(bench_real(1_000))
         out.update(bench_growth(quick))
+        from tests.benchmarks.pytest_route import bench_pytest_route
+
+        out.update(bench_pytest_route(root, 1 if quick else 3))
         out["load_average_at_end"] = os.getloadavg()[0]
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -366,6 +376,10 @@ GOALS: dict[str, Callable[[float], bool]] = {
     "prefork_speedup": lambda v: v >= 5,
     **EFFECT_GOALS,
     **GROWTH_GOALS,
+    # issue 23: the pytest route at most 1.25x the CLI on the same cases (tests/benchmarks/pytest_route.py)
+    "pytest_cli_ratio_serial": lambda v: v <= 1.25,
+    "pytest_cli_ratio_2_workers": lambda v: v <= 1.25,
+    "pytest_cli_ratio_spawn": lambda v: v <= 1.25,
 }
 
 
@@ -378,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     parser.add_argument(
-        "--only", nargs="+", choices=("effects", "real", "growth"), default=(), help="just these rows"
+        "--only", nargs="+", choices=("effects", "real", "growth", "pytest"), default=(), help="just these rows"
     )
     args = parser.parse_args(argv)
     figures = run(args.quick, args.only)

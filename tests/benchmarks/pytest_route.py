@@ -1,0 +1,163 @@
+"""The pytest route against the CLI on the same cases (issue 23), measured side by side.
+
+    python -m tests.benchmarks.pytest_route [--rounds N] [--quick]
+
+Each pair runs back to back, CLI then pytest then the other order next round, and the figure is
+the median of the pairs' ratios: on shared cores the load moves a whole 20 s drill by 2x between
+two minutes, so only runs next to each other compare.  Both sides start cold and do the same
+work: the CLI discovers and runs every case; pytest (its own fresh cache directory) discovers at
+collection and runs one test per case.  Both run with bytecode caches on (written by an untimed
+warm-up), whatever ``PYTHONDONTWRITEBYTECODE`` says here.  Rows:
+
+- ``pytest_cli_ratio_serial``: the LangGraph settlement example, fork launcher, one process;
+- ``pytest_cli_ratio_2_workers``: the same, ``pytest -n 2`` against ``killdrill drill --workers 2``;
+- ``pytest_cli_ratio_spawn``: the plain settlement example, spawn launcher, serial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PY = sys.executable
+LANGGRAPH = ["python", "-m", "killdrill.examples.settlement_langgraph", "--thread", "{thread}", "--db"]
+LANGGRAPH += ["{workdir}/ckpt.sqlite"]
+PLAIN = [
+    "python",
+    "-m",
+    "killdrill.examples.settlement",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+]
+
+_TEST = """
+import pytest
+
+AGENT = {agent!r}
+
+
+@pytest.mark.killdrill(discover=AGENT, **{marker!r})
+def test_every_boundary(killdrill, kill_point):
+    killdrill.run(AGENT, kill_point).assert_exactly_once()
+"""
+
+
+def _timed(argv: Sequence[str], cwd: Path) -> tuple[float, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KILLDRILL_", "PYTEST_"))}
+    # Bytecode caches on, as on a developer's machine or CI: without them pytest assertion-rewrites
+    # every module of every pytest11 plugin's distribution (langsmith, hypothesis, killdrill) again
+    # in each session, seconds that say nothing about killdrill.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    t = time.perf_counter()
+    proc = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{argv[:4]}... exited {proc.returncode}:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"
+        )
+    return took, proc.stdout
+
+
+def _pair(
+    root: Path,
+    name: str,
+    agent: list[str],
+    marker: dict[str, Any],
+    cli_flags: list[str],
+    workers: int,
+    i: int,
+) -> dict[str, float]:
+    """One CLI drill and one pytest run of the same cases, in the order ``i`` says."""
+    where = root / f"{name}-{i}"
+    where.mkdir(parents=True)
+    (where / "test_route.py").write_text(_TEST.format(agent=agent, marker=marker))
+    (where / "pytest.ini").write_text("[pytest]\n")
+    cli = [PY, "-m", "killdrill", "drill", *cli_flags, "--root", str(where / "cli")]
+    cli += (["--workers", str(workers)] if workers > 1 else []) + ["--", *agent]
+    tests = [PY, "-m", "pytest", "-q", "-p", "no:randomly", "-o", f"cache_dir={where / 'cache'}"]
+    tests += ["--basetemp", str(where / "tmp"), *(["-n", str(workers)] if workers > 1 else [])]
+    out: dict[str, float] = {}
+    for side in ("cli", "pytest") if i % 2 == 0 else ("pytest", "cli"):
+        took, text = _timed(cli if side == "cli" else tests, where)
+        out[side] = took
+        if side == "pytest":
+            found = re.search(r"(\d+) passed", text)
+            out["tests"] = float(found.group(1)) if found else 0.0
+    shutil.rmtree(where, ignore_errors=True)
+    return out
+
+
+def _row(root: Path, key: str, rounds: int, *args: Any) -> dict[str, Any]:
+    pairs = [_pair(root, key, *args, i) for i in range(rounds)]
+    ratios = [p["pytest"] / p["cli"] for p in pairs]
+    return {
+        f"pytest_cli_ratio_{key}": statistics.median(ratios),
+        f"pytest_{key}_s": statistics.median(p["pytest"] for p in pairs),
+        f"cli_{key}_s": statistics.median(p["cli"] for p in pairs),
+        f"pytest_{key}_tests": pairs[0]["tests"],
+        f"pytest_cli_ratios_{key}": [round(r, 3) for r in ratios],  # every pair, for the JSON
+    }
+
+
+def bench_pytest_route(root: Path, rounds: int) -> dict[str, Any]:
+    """The rows of the module docstring; without langgraph the LangGraph rows say so."""
+    warm = root / "warm-up"
+    warm.mkdir(parents=True)
+    (warm / "test_route.py").write_text(_TEST.format(agent=PLAIN, marker={}))
+    _timed([PY, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"], warm)  # bytecode caches
+    out: dict[str, Any] = {"load_average_before_pytest_route": os.getloadavg()[0]}
+    if importlib.util.find_spec("langgraph") is None:
+        out["pytest_cli_ratio_serial"] = "n/a: no langgraph"
+        out["pytest_cli_ratio_2_workers"] = "n/a: no langgraph"
+    else:
+        lg = {"integrations": ["langgraph"], "launcher": "fork"}
+        flags = ["--integration", "langgraph", "--launcher", "fork"]
+        out.update(_row(root, "serial", rounds, LANGGRAPH, lg, flags, 1))
+        if importlib.util.find_spec("xdist") is None:
+            out["pytest_cli_ratio_2_workers"] = "n/a: no pytest-xdist"
+        else:
+            out.update(_row(root, "2_workers", rounds, LANGGRAPH, lg, flags, 2))
+    out.update(_row(root, "spawn", rounds, PLAIN, {}, [], 1))
+    out["load_average_after_pytest_route"] = os.getloadavg()[0]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tests.benchmarks.bench import GOALS
+
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.pytest_route")
+    parser.add_argument("--rounds", type=int, default=3, help="pairs per row (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true", help="one pair per row")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="killdrill-bench-pytest-"))
+    try:
+        figures = bench_pytest_route(root, 1 if args.quick else args.rounds)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    for name, value in figures.items():
+        goal = GOALS.get(name)
+        text = f"{value:.3f}" if isinstance(value, float) else str(value)
+        mark = (
+            ""
+            if goal is None or not isinstance(value, float)
+            else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
+        )
+        print(f"{name}: {text}{mark}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
