@@ -392,7 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     parser.add_argument(
-        "--only", nargs="+", choices=("effects", "real", "growth", "pytest"), default=(), help="just these rows"
+        "--only",
+        nargs="+",
+        choices=("effects", "real", "growth", "pytest"),
+        default=(),
+        help="just these rows",
     )
     args = parser.parse_args(argv)
     figures = run(args.quick, args.only)
