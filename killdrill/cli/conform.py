@@ -49,7 +49,7 @@ def _cmd_conform(args: argparse.Namespace) -> int:
     if args.root:
         root = Path(args.root)
         root.mkdir(parents=True, exist_ok=True)
-        cells = conform(frameworks, props, root, on_cell=progress)
+        cells = conform(frameworks, props, root, on_cell=progress, keep=args.keep)
     else:
         with tempfile.TemporaryDirectory(prefix="killdrill-conform-") as tmp:
             cells = conform(frameworks, props, Path(tmp), on_cell=progress)
@@ -84,5 +84,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--merge", action="append", default=[], metavar="FILE",
                    help="fill cells not installed here from another run's --json (CrewAI's own venv)")
     p.add_argument("--root", metavar="DIR", help="where the drills' workdirs go (default: a temporary folder)")
+    p.add_argument("--keep", action="store_true", help="keep every case's workdir under --root (ledgers to read)")
     p.add_argument("--strict", action="store_true", help="exit 2 if a cell could not be judged (error)")
     p.set_defaults(func=_cmd_conform)

@@ -23,6 +23,7 @@ class Framework:
     module: str  # importable when installed
     extra: str  # pip install "killdrill[EXTRA]"
     committed: str
+    committed_means: str = "the framework recorded the step"
     rerun: str = "before:charge"
     next_point: str = "before:notify"
     na: dict[str, str] = field(default_factory=dict)  # property -> why it does not apply
@@ -61,6 +62,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "langgraph",
         "langgraph",
         committed="committed:charge",
+        options={"preload": ("langgraph.checkpoint.sqlite",)},
     ),
     Framework(
         "llama_index",
@@ -71,7 +73,8 @@ FRAMEWORKS: tuple[Framework, ...] = (
         # the basic runtime persists nothing: the user's save of Context.to_dict() after a step's
         # event is the record (the integration's committed:checkpoint, #2 = after charge)
         committed="committed:checkpoint#2",
-        not_probed={},
+        committed_means="the runner saved Context.to_dict() at charge's progress event, the documented"
+        " save-while-streaming pattern; the runtime itself persists nothing",
     ),
     Framework(
         "crewai",

@@ -81,16 +81,16 @@ class Cell:
 class ProbeRun:
     """The drills of one framework's probe, sharing a root folder and a fork template."""
 
-    def __init__(self, fw: Framework, root: Path, *, quick: bool = False) -> None:
+    def __init__(self, fw: Framework, root: Path, *, keep: bool = False) -> None:
         self.fw = fw
         self.root = root
-        self.quick = quick
         self.options = DrillOptions(
             integrations=(fw.name,),
             launcher="fork",
-            preload=(fw.probe,),
+            preload=tuple(fw.options.get("preload", ())),  # the integration preloads its framework
             root=str(root / fw.name),
             timeout=float(fw.options.get("timeout", 60.0)),
+            keep=keep,
         )
         self._drill: Drill | None = None
         self._full: list[CaseResult] | None = None
@@ -178,7 +178,7 @@ def prefix_continuation(run: ProbeRun) -> Cell:
         problems.append(f"the resume never reached {fw.next_point}")
     if problems:
         cell.status = VIOLATED
-        cell.evidence = f"killed at {fw.committed} (the step recorded), the resume ran charge again: " + "; ".join(
+        cell.evidence = f"killed at {fw.committed} ({fw.committed_means}), the resume ran charge again: " + "; ".join(
             problems
         )
     else:
@@ -308,6 +308,7 @@ def conform(
     root: Path,
     *,
     on_cell: Callable[[Cell], None] | None = None,
+    keep: bool = False,
 ) -> list[Cell]:
     """Every (framework, property) cell, in the table's order."""
     cells: list[Cell] = []
@@ -329,7 +330,7 @@ def conform(
             for prop in properties:
                 add(Cell(prop, fw.name, version, NOT_PROBED, why))
             continue
-        run = ProbeRun(fw, root)
+        run = ProbeRun(fw, root, keep=keep)
         try:
             for prop in properties:
                 if prop in fw.na:
