@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PROBES = "killdrill.conform.probes"
@@ -34,6 +35,12 @@ class Framework:
     @property
     def probe(self) -> str:
         return f"{PROBES}.{self.name}_probe"
+
+    def model_script(self) -> str | None:
+        """The scripted model's file of a probe that calls a model (bundled beside it), or None."""
+        if not self.options.get("model"):
+            return None
+        return str(Path(__file__).parent / "probes" / f"{self.name}_probe.yaml")
 
     def command(self, *extra: str) -> list[str]:
         return ["python", "-m", self.probe, "--thread", "{thread}", "--workdir", "{workdir}/state", *extra]
@@ -83,6 +90,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "crewai",
         "crewai",
         committed="committed:charge",
+        not_probed={"consume_once": "no interrupt probe bundled yet (Flows' @human_feedback)"},
         install_note="in a venv of its own: crewai pins openai<3, which openai-agents cannot share",
         options={"timeout": 120.0},
     ),
@@ -97,6 +105,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
             "fork_determinism": "the durable state is the server's event history, not a file a drill "
             "can copy; Temporal's own fork is a workflow reset, which is another operation",
         },
+        not_probed={"consume_once": "no interrupt probe bundled yet (a signal or update delivered twice)"},
         options={"timeout": 60.0},
     ),
     Framework(
@@ -106,6 +115,8 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "agents",
         "openai_agents",
         committed="committed:charge",
+        options={"model": True},
+        not_probed={"consume_once": "no interrupt probe bundled yet (RunState approvals of a needs_approval tool)"},
     ),
     Framework(
         "dbos",

@@ -91,6 +91,7 @@ class ProbeRun:
             root=str(root / fw.name),
             timeout=float(fw.options.get("timeout", 60.0)),
             keep=keep,
+            model_script=fw.model_script(),
         )
         self._drill: Drill | None = None
         self._full: list[CaseResult] | None = None
