@@ -78,12 +78,23 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--integration", action="append", metavar="NAME", help="only this framework (repeatable)")
     p.add_argument("--property", action="append", metavar="NAME", help="only this property (repeatable)")
-    p.add_argument("--quick", action="store_true", help="the fast subset CI runs (LangGraph, LlamaIndex; 2 properties)")
+    p.add_argument(
+        "--quick", action="store_true", help="the fast subset CI runs (LangGraph, LlamaIndex; 2 properties)"
+    )
     p.add_argument("--json", metavar="FILE", help="write the table as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown (the README's)")
-    p.add_argument("--merge", action="append", default=[], metavar="FILE",
-                   help="fill cells not installed here from another run's --json (CrewAI's own venv)")
-    p.add_argument("--root", metavar="DIR", help="where the drills' workdirs go (default: a temporary folder)")
-    p.add_argument("--keep", action="store_true", help="keep every case's workdir under --root (ledgers to read)")
+    p.add_argument(
+        "--merge",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="fill cells not installed here from another run's --json (CrewAI's own venv)",
+    )
+    p.add_argument(
+        "--root", metavar="DIR", help="where the drills' workdirs go (default: a temporary folder)"
+    )
+    p.add_argument(
+        "--keep", action="store_true", help="keep every case's workdir under --root (ledgers to read)"
+    )
     p.add_argument("--strict", action="store_true", help="exit 2 if a cell could not be judged (error)")
     p.set_defaults(func=_cmd_conform)

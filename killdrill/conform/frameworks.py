@@ -116,7 +116,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "openai_agents",
         committed="committed:charge",
         options={"model": True},
-        not_probed={"consume_once": "no interrupt probe bundled yet (RunState approvals of a needs_approval tool)"},
+        not_probed={
+            "consume_once": "no interrupt probe bundled yet (RunState approvals of a needs_approval tool)"
+        },
     ),
     Framework(
         "dbos",

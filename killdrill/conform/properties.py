@@ -121,14 +121,17 @@ class ProbeRun:
         return f"killdrill conform --integration {self.fw.name} --property {prop}"
 
 
-def effects(snap: LedgerSnapshot | None) -> Counter[str]:
+def effects(snap: LedgerSnapshot | None, volatile: dict[str, list[str]]) -> Counter[str]:
     """What a run's ledger shows was done: each call as provider.op, key, payload and whether it
-    landed or was replayed by its key (thread and workdir already written as placeholders)."""
+    landed or was replayed by its key (thread and workdir already written as placeholders), without
+    the fields the drill's two clean runs showed to be volatile (as the verdict's identity does)."""
     out: Counter[str] = Counter()
     for c in snap.calls if snap is not None else ():
         if c.provider == "killdrill":
             continue
-        out[f"{c.provider}.{c.op} {c.outcome} key={c.key} {canonical_json(c.payload)}"] += 1
+        skip = set(volatile.get(f"{c.provider}.{c.op}", ()))
+        payload = {k: v for k, v in c.payload.items() if k not in skip}
+        out[f"{c.provider}.{c.op} {c.outcome} key={c.key} {canonical_json(payload)}"] += 1
     return out
 
 
@@ -154,7 +157,9 @@ def _violations(case: CaseResult, kinds: set[ViolationKind]) -> list[str]:
 def prefix_continuation(run: ProbeRun) -> Cell:
     fw = run.fw
     case = run.drill().run_case(fw.committed)
-    cell = Cell("prefix_continuation", fw.name, fw.version(), HOLDS, "", case.reproduce, cases=[case.reproduce])
+    cell = Cell(
+        "prefix_continuation", fw.name, fw.version(), HOLDS, "", case.reproduce, cases=[case.reproduce]
+    )
     why = _killed(case, fw.committed)
     if why:
         cell.status, cell.evidence = ERROR, why
@@ -162,8 +167,9 @@ def prefix_continuation(run: ProbeRun) -> Cell:
     later = case.attempts[1:]
     reruns = sum(1 for a in later for e in a.trace if e.point == fw.rerun)
     resent = [
-        c for c in (case.ledger.calls if case.ledger else ()) if (c.provider, c.op) == ("payments", "charge")
-        and c.attempt > 1
+        c
+        for c in (case.ledger.calls if case.ledger else ())
+        if (c.provider, c.op) == ("payments", "charge") and c.attempt > 1
     ]
     went_on = any(e.point == fw.next_point for a in later for e in a.trace)
     failed = _violations(case, RESUME_KINDS)
@@ -179,12 +185,14 @@ def prefix_continuation(run: ProbeRun) -> Cell:
         problems.append(f"the resume never reached {fw.next_point}")
     if problems:
         cell.status = VIOLATED
-        cell.evidence = f"killed at {fw.committed} ({fw.committed_means}), the resume ran charge again: " + "; ".join(
-            problems
+        cell.evidence = (
+            f"killed at {fw.committed} ({fw.committed_means}), the resume ran charge again: "
+            + "; ".join(problems)
         )
     else:
         cell.evidence = (
-            f"killed at {fw.committed}; the resume went on at {fw.next_point}, no {fw.rerun}, charge not re-sent"
+            f"killed at {fw.committed}; the resume went on at {fw.next_point}, "
+            f"no {fw.rerun}, charge not re-sent"
         )
     return cell
 
@@ -237,11 +245,12 @@ def fork_determinism(run: ProbeRun) -> Cell:
     shutil.rmtree(origin, ignore_errors=True)
     shutil.copytree(Path(killed.workdir) / "state", origin)
     shutil.rmtree(killed.workdir, ignore_errors=True)
+    volatile = run.drill().discover().volatile
     seen: list[Counter[str]] = []
     for _ in range(2):
         fork = run.drill("--fork-of", str(origin), discovery_runs=1)
         try:
-            seen.append(effects(fork.discover().baseline))
+            seen.append(effects(fork.discover().baseline, volatile))
         except DiscoveryError as exc:
             cell.status = VIOLATED
             cell.evidence = f"a resume of the state copied after {fw.committed} failed: {one_line(exc)[0]}"
@@ -279,17 +288,28 @@ def recovery_determinism(run: ProbeRun) -> Cell:
     drill = run.drill()
     a, b = drill.run_case(point), drill.run_case(point)
     cell = Cell(
-        "recovery_determinism", fw.name, fw.version(), HOLDS, "", a.reproduce, cases=[a.reproduce, b.reproduce]
+        "recovery_determinism",
+        fw.name,
+        fw.version(),
+        HOLDS,
+        "",
+        a.reproduce,
+        cases=[a.reproduce, b.reproduce],
     )
-    ea, eb = effects(a.ledger), effects(b.ledger)
+    volatile = drill.discover().volatile
+    ea, eb = effects(a.ledger, volatile), effects(b.ledger, volatile)
     va, vb = sorted(a.kinds), sorted(b.kinds)
     if ea != eb or va != vb:
         cell.status = VIOLATED
-        diff = _difference(ea, eb) if ea != eb else f"verdicts {va or 'exactly-once'} vs {vb or 'exactly-once'}"
+        diff = (
+            _difference(ea, eb) if ea != eb else f"verdicts {va or 'exactly-once'} vs {vb or 'exactly-once'}"
+        )
         cell.evidence = f"the same kill at {point} drilled twice: {diff}"
     else:
         verdict = ", ".join(va) or "exactly-once"
-        cell.evidence = f"the same kill at {point} drilled twice: the same {sum(ea.values())} call(s), {verdict}"
+        cell.evidence = (
+            f"the same kill at {point} drilled twice: the same {sum(ea.values())} call(s), {verdict}"
+        )
     return cell
 
 
@@ -322,12 +342,14 @@ def conform(
     for fw in frameworks:
         version = fw.version()
         if not fw.installed():
-            why = f'pip install "killdrill[{fw.extra}]"' + (f" ({fw.install_note})" if fw.install_note else "")
+            why = f'pip install "killdrill[{fw.extra}]"' + (
+                f" ({fw.install_note})" if fw.install_note else ""
+            )
             for prop in properties:
                 add(Cell(prop, fw.name, None, NOT_INSTALLED, why))
             continue
         if not fw.integration_available():
-            why = f"killdrill has no {fw.name} integration in this install (killdrill/integrations/{fw.name}.py)"
+            why = f"no {fw.name} integration in this killdrill (killdrill/integrations/{fw.name}.py)"
             for prop in properties:
                 add(Cell(prop, fw.name, version, NOT_PROBED, why))
             continue

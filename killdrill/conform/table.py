@@ -40,9 +40,12 @@ def render_text(cells: Sequence[Cell]) -> str:
     heads = [_header(cells, f) for f in cols]
     width0 = max([len(r) for r in rows] + [8])
     widths = [max(len(h), 13) for h in heads]
-    lines = ["  ".join(["property".ljust(width0), *(h.ljust(w) for h, w in zip(heads, widths))])]
+    lines = ["  ".join(["property".ljust(width0), *(h.ljust(w) for h, w in zip(heads, widths, strict=True))])]
     for r in rows:
-        marks = [(grid[(r, f)].status if (r, f) in grid else "-").ljust(w) for f, w in zip(cols, widths)]
+        marks = [
+            (grid[(r, f)].status if (r, f) in grid else "-").ljust(w)
+            for f, w in zip(cols, widths, strict=True)
+        ]
         lines.append("  ".join([r.ljust(width0), *marks]))
     lines.append("")
     for c in _notes(cells):
@@ -75,8 +78,13 @@ def render_markdown(cells: Sequence[Cell]) -> str:
 def to_json(cells: Sequence[Cell]) -> dict[str, Any]:
     return {
         "format": FORMAT,
-        "frameworks": {f: {"title": TITLES.get(f, f), "version": next(
-            (c.version for c in cells if c.framework == f and c.version), None)} for f in _columns(cells)},
+        "frameworks": {
+            f: {
+                "title": TITLES.get(f, f),
+                "version": next((c.version for c in cells if c.framework == f and c.version), None),
+            }
+            for f in _columns(cells)
+        },
         "properties": _rows(cells),
         "cells": [c.to_dict() for c in cells],
     }

@@ -28,9 +28,23 @@ def test_quick_table(tmp_path: Path) -> None:
     out, md = tmp_path / "conform.json", tmp_path / "conform.md"
     root = tmp_path / "root"
     proc = subprocess.run(
-        [sys.executable, "-m", "killdrill", "conform", "--quick", "--keep", "--root", str(root),
-         "--json", str(out), "--markdown", str(md)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "killdrill",
+            "conform",
+            "--quick",
+            "--keep",
+            "--root",
+            str(root),
+            "--json",
+            str(out),
+            "--markdown",
+            str(md),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = json.loads(out.read_text())
@@ -61,4 +75,6 @@ def test_quick_table(tmp_path: Path) -> None:
     # read it ourselves: two resumers (two pids) each sent the approved email
     case = next((root / "langgraph").glob("*before_deliver*"))
     sends = [c for c in _calls(case) if c[:2] == ("mailbox", "send")]
-    assert len(sends) == 2 and len({c[5] for c in sends}) == 2 and all(c[3] == "created" for c in sends), sends
+    assert len(sends) == 2 and len({c[5] for c in sends}) == 2 and all(c[3] == "created" for c in sends), (
+        sends
+    )

@@ -43,14 +43,19 @@ def build(workdir: str) -> Any:
         @listen(reserve)
         def charge(self, hold: str) -> str:
             c = fakes.payments.charge(
-                idempotency_key=f"{self.state.id}:charge", amount=4200, currency="usd", customer=self.state.customer
+                idempotency_key=f"{self.state.id}:charge",
+                amount=4200,
+                currency="usd",
+                customer=self.state.customer,
             )
             self.state.charge_id = c["id"]
             return self.state.charge_id
 
         @listen(charge)
         def notify(self, charge_id: str) -> str:
-            posted = fakes.webhooks.post(idempotency_key=f"{self.state.id}:notify", event="charged", charge=charge_id)
+            posted = fakes.webhooks.post(
+                idempotency_key=f"{self.state.id}:notify", event="charged", charge=charge_id
+            )
             self.state.notice = posted["id"]
             return self.state.notice
 

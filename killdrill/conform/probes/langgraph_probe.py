@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 to="billing@acme.example", subject="Charged", body=f"{decision}: {state['charge_id']}"
             )
             return {"notice": sent["id"]}
-        posted = fakes.webhooks.post(idempotency_key=f"{thread}:notify", event="charged", charge=state["charge_id"])
+        posted = fakes.webhooks.post(
+            idempotency_key=f"{thread}:notify", event="charged", charge=state["charge_id"]
+        )
         return {"notice": posted["id"]}
 
     graph = StateGraph(State)

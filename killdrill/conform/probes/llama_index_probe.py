@@ -66,7 +66,8 @@ class ProbeWorkflow(Workflow):
     async def notify(self, ctx: Context, ev: Charged) -> StopEvent:
         if self.interrupt:
             answer = await ctx.wait_for_event(
-                HumanResponseEvent, waiter_event=InputRequiredEvent(prefix=f"send the notice for {ev.charge_id}?")
+                HumanResponseEvent,
+                waiter_event=InputRequiredEvent(prefix=f"send the notice for {ev.charge_id}?"),  # type: ignore[call-arg],
             )
             sent = self.fakes.mailbox.send(
                 to="billing@acme.example", subject="Charged", body=f"{answer.response}: {ev.charge_id}"
@@ -99,7 +100,7 @@ async def run(thread: str, workdir: str, interrupt: bool, approval: str) -> str:
         handler = wf.run()
     if interrupt and os.path.exists(waiting):
         killdrill.boundary("before:deliver")
-        handler.ctx.send_event(HumanResponseEvent(response=approval))
+        handler.ctx.send_event(HumanResponseEvent(response=approval))  # type: ignore[call-arg]
     async for ev in handler.stream_events():
         if isinstance(ev, Progress):
             _save(path, handler.ctx.to_dict())

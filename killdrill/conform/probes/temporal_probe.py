@@ -60,7 +60,9 @@ async def notify(charge_id: str) -> str:
 class ProbeWorkflow:
     @workflow.run
     async def run(self, customer: str) -> str:
-        retry = RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=1))
+        retry = RetryPolicy(
+            initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=1)
+        )
         quick: dict[str, Any] = {"start_to_close_timeout": timedelta(seconds=2), "retry_policy": retry}
         await workflow.execute_activity(reserve, customer, **quick)
         charge_id = await workflow.execute_activity(charge, customer, **quick)
