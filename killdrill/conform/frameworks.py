@@ -31,6 +31,7 @@ class Framework:
     not_probed: dict[str, str] = field(default_factory=dict)  # property -> why no probe is bundled
     options: dict[str, Any] = field(default_factory=dict)  # extra DrillOptions fields
     install_note: str = ""
+    missing_note: str = ""  # why killdrill has no integration for it yet
 
     @property
     def probe(self) -> str:
@@ -127,6 +128,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "dbos",
         "dbos",
         committed="committed:charge",
+        missing_note="the DBOS integration is being built on the dbos branch, without a probe here yet",
     ),
 )
 

@@ -341,17 +341,18 @@ def conform(
 
     for fw in frameworks:
         version = fw.version()
+        if not fw.integration_available():
+            why = f"no {fw.name} integration in this killdrill (killdrill/integrations/{fw.name}.py)"
+            why += f"; {fw.missing_note}" if fw.missing_note else ""
+            for prop in properties:
+                add(Cell(prop, fw.name, version, NOT_PROBED, why))
+            continue
         if not fw.installed():
             why = f'pip install "killdrill[{fw.extra}]"' + (
                 f" ({fw.install_note})" if fw.install_note else ""
             )
             for prop in properties:
                 add(Cell(prop, fw.name, None, NOT_INSTALLED, why))
-            continue
-        if not fw.integration_available():
-            why = f"no {fw.name} integration in this killdrill (killdrill/integrations/{fw.name}.py)"
-            for prop in properties:
-                add(Cell(prop, fw.name, version, NOT_PROBED, why))
             continue
         run = ProbeRun(fw, root, keep=keep)
         try:

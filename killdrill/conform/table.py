@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from killdrill.conform.frameworks import FRAMEWORKS
@@ -32,7 +33,16 @@ def _grid(cells: Sequence[Cell]) -> dict[tuple[str, str], Cell]:
 
 
 def _notes(cells: Sequence[Cell]) -> list[Cell]:
-    return [c for c in cells if c.status != HOLDS or c.evidence]
+    """One note per cell, except that a framework whose every cell says the same (not installed,
+    no integration) gets one note for all of them, under the property ``every property``."""
+    out: list[Cell] = []
+    for fw in _columns(cells):
+        mine = [c for c in cells if c.framework == fw]
+        if len(mine) > 1 and len({(c.status, c.evidence) for c in mine}) == 1 and mine[0].status != HOLDS:
+            out.append(replace(mine[0], property="every property"))
+        else:
+            out.extend(mine)
+    return out
 
 
 def render_text(cells: Sequence[Cell]) -> str:
