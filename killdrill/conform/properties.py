@@ -127,7 +127,7 @@ def effects(snap: LedgerSnapshot | None, volatile: dict[str, list[str]]) -> Coun
     the fields the drill's two clean runs showed to be volatile (as the verdict's identity does)."""
     out: Counter[str] = Counter()
     for c in snap.calls if snap is not None else ():
-        if c.provider == "killdrill":
+        if c.provider in ("killdrill", "model"):  # the harness's marker; a model call is no effect
             continue
         skip = set(volatile.get(f"{c.provider}.{c.op}", ()))
         payload = {k: v for k, v in c.payload.items() if k not in skip}

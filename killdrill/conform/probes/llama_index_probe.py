@@ -67,7 +67,7 @@ class ProbeWorkflow(Workflow):
         if self.interrupt:
             answer = await ctx.wait_for_event(
                 HumanResponseEvent,
-                waiter_event=InputRequiredEvent(prefix=f"send the notice for {ev.charge_id}?"),  # type: ignore[call-arg],
+                waiter_event=InputRequiredEvent(prefix=f"send the notice for {ev.charge_id}?"),  # type: ignore[call-arg]
             )
             sent = self.fakes.mailbox.send(
                 to="billing@acme.example", subject="Charged", body=f"{answer.response}: {ev.charge_id}"
