@@ -106,7 +106,6 @@ FRAMEWORKS: tuple[Framework, ...] = (
             "fork_determinism": "the durable state is the server's event history, not a file a drill "
             "can copy; Temporal's own fork is a workflow reset, which is another operation",
         },
-        not_probed={"consume_once": "no interrupt probe bundled yet (a signal or update delivered twice)"},
         options={"timeout": 60.0},
     ),
     Framework(
