@@ -116,9 +116,6 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "openai_agents",
         committed="committed:charge",
         options={"model": True},
-        not_probed={
-            "consume_once": "no interrupt probe bundled yet (RunState approvals of a needs_approval tool)"
-        },
     ),
     Framework(
         "dbos",
