@@ -91,7 +91,6 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "crewai",
         "crewai",
         committed="committed:charge",
-        not_probed={"consume_once": "no interrupt probe bundled yet (Flows' @human_feedback)"},
         install_note="in a venv of its own: crewai pins openai<3, which openai-agents cannot share",
         options={"timeout": 120.0},
     ),
