@@ -23,9 +23,8 @@ QUICK_FRAMEWORKS = ("langgraph", "llama_index")
 
 def _cmd_conform(args: argparse.Namespace) -> int:
     from killdrill.conform.frameworks import FRAMEWORKS, by_name
-    from killdrill.conform.properties import ERROR, PROPERTIES, QUICK_PROPERTIES, Cell, conform
-    from killdrill.conform.table import load_cells, merge, render_markdown, render_text, to_json
-    from killdrill.report.drill import write_json
+    from killdrill.conform.properties import PROPERTIES, QUICK_PROPERTIES, Cell, conform
+    from killdrill.conform.table import load_cells, merge
 
     for path, flag in ((args.json, "--json"), (args.markdown, "--markdown")):
         check_output_file(path, flag)
@@ -45,6 +44,14 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         took = f" ({cell.seconds:.0f}s)" if cell.seconds else ""
         print(f"  {cell.framework:<14} {cell.property:<22} {cell.status}{took}", file=sys.stderr, flush=True)
 
+    if args.saved:  # render saved tables (one per venv), no drill
+        cells = []
+        for path in args.saved:
+            try:
+                cells = merge(cells, load_cells(path)) if cells else load_cells(path)
+            except (OSError, ValueError, KeyError) as exc:
+                raise UsageError(f"--from {path}: {exc}") from None
+        return _output(args, cells)
     print(f"killdrill conform: {len(frameworks)} framework(s) x {len(props)} propert(ies)", file=sys.stderr)
     if args.root:
         root = Path(args.root)
@@ -58,6 +65,14 @@ def _cmd_conform(args: argparse.Namespace) -> int:
             cells = merge(cells, load_cells(path))
         except (OSError, ValueError, KeyError) as exc:
             raise UsageError(f"--merge {path}: {exc}") from None
+    return _output(args, cells)
+
+
+def _output(args: argparse.Namespace, cells: list[Any]) -> int:
+    from killdrill.conform.properties import ERROR
+    from killdrill.conform.table import render_markdown, render_text, to_json
+    from killdrill.report.drill import write_json
+
     print(render_text(cells), end="")
     if args.json:
         write_json(args.json, to_json(cells))
