@@ -112,4 +112,12 @@ def add_parser(sub: Any) -> None:
         "--keep", action="store_true", help="keep every case's workdir under --root (ledgers to read)"
     )
     p.add_argument("--strict", action="store_true", help="exit 2 if a cell could not be judged (error)")
+    p.add_argument(
+        "--from",
+        dest="saved",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="render saved --json tables instead of drilling (several: joined, e.g. CrewAI's venv's)",
+    )
     p.set_defaults(func=_cmd_conform)
