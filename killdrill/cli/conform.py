@@ -45,7 +45,7 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         print(f"  {cell.framework:<14} {cell.property:<22} {cell.status}{took}", file=sys.stderr, flush=True)
 
     if args.saved:  # render saved tables (one per venv), no drill
-        cells = []
+        cells: list[Cell] = []
         for path in args.saved:
             try:
                 cells = merge(cells, load_cells(path)) if cells else load_cells(path)
