@@ -1,4 +1,4 @@
-"""``killdrill points|run|drill|chaos|report|audit ... -- COMMAND...``
+"""``killdrill points|run|drill|chaos|report|audit|conform ... -- COMMAND...``
 
 Exit codes: 0 every case exactly-once; 1 at least one violation; 2 bad usage or a
 harness error, said in one line without a traceback.
@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from killdrill import audit
 from killdrill.cli import chaos as chaos_cli
+from killdrill.cli import conform as conform_cli
 from killdrill.cli import report as report_cli
 from killdrill.cli.chaos import DrillFlags
 from killdrill.cli.suggest import all_flags, unknown_flag_hint
@@ -239,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     from killdrill import __version__
 
     parser.add_argument("--version", action="version", version=f"killdrill {__version__}")
-    sub = parser.add_subparsers(dest="subcommand", metavar="{points,run,drill,chaos,report,audit}")
+    sub = parser.add_subparsers(dest="subcommand", metavar="{points,run,drill,chaos,report,audit,conform}")
     sub.required = True
 
     p = sub.add_parser("points", help="print the kill-point catalogue a clean run reaches")
@@ -279,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chaos_cli.add_parser(sub, flags)
     report_cli.add_parser(sub)
+    conform_cli.add_parser(sub)
     audit.add_parser(sub)
     for name in TAKES_COMMAND:
         sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
