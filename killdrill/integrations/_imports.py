@@ -54,6 +54,20 @@ class PatchOnImport:
         self.patch = patch
         self._installed = False
         self._lock = threading.RLock()
+        self.originals: dict[tuple[object, str], Any] = {}  # what ``replace`` replaced, for ``restore``
+
+    def replace(self, owner: object, attr: str, value: Any) -> None:
+        """Set ``owner.attr`` to ``value``, remembering the original the first time."""
+        key = (owner, attr)
+        if key not in self.originals:
+            self.originals[key] = getattr(owner, attr)
+        setattr(owner, attr, value)
+
+    def restore(self) -> None:
+        """Put back every original ``replace`` replaced (for in-process tests)."""
+        for (owner, attr), value in self.originals.items():
+            setattr(owner, attr, value)
+        self.originals.clear()
 
     def all_imported(self) -> bool:
         return all(name in sys.modules for name in self.targets)

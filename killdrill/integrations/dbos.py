@@ -70,7 +70,6 @@ _TARGETS = (_CORE, _DBOS)
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
 _TEMP = "<temp>."  # DBOS's own wrapper workflows around a step started on its own
 _lock = threading.RLock()
-_originals: dict[tuple[object, str], Any] = {}
 
 
 def point_name(name: str) -> str | None:
@@ -283,12 +282,6 @@ def _wrap_startup_recovery(orig: Callable[..., Any]) -> Callable[..., Any]:
 # ---------------------------------------------------------------- patching
 
 
-def _replace(owner: object, attr: str, value: Any) -> None:
-    key = (owner, attr)
-    if key not in _originals:
-        _originals[key] = getattr(owner, attr)
-    setattr(owner, attr, value)
-
 
 def _patch(module: ModuleType) -> None:
     """Patch one target module, once (right after it executes, before anyone calls into it)."""
@@ -308,6 +301,8 @@ def _patch(module: ModuleType) -> None:
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
+_replace = _hook.replace
+_originals = _hook.originals  # (owner, attribute) -> what was there before the patch
 
 
 def activate() -> None:
@@ -330,6 +325,4 @@ def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests)."""
     with _lock:
         _hook.remove()
-        for (owner, attr), value in _originals.items():
-            setattr(owner, attr, value)
-        _originals.clear()
+        _hook.restore()

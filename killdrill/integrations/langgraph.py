@@ -101,7 +101,6 @@ _UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 _finished: dict[str, str] = {}
 _FINISHED_MAX = 4096
 _lock = threading.RLock()
-_originals: dict[tuple[object, str], Any] = {}
 _delay: DelaySpec | None = None
 
 
@@ -382,12 +381,6 @@ def _wrap_init(orig: Callable[..., None], instrument: Callable[[Any], None]) -> 
     return __init__
 
 
-def _replace(owner: object, attr: str, value: Any) -> None:
-    key = (owner, attr)
-    if key not in _originals:
-        _originals[key] = getattr(owner, attr)
-    setattr(owner, attr, value)
-
 
 def _patch(module: ModuleType) -> None:
     """Patch one of the target modules, once (called right after it executes)."""
@@ -407,6 +400,8 @@ def _patch(module: ModuleType) -> None:
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
+_replace = _hook.replace
+_originals = _hook.originals  # (owner, attribute) -> what was there before the patch
 
 
 def activate() -> None:
@@ -431,9 +426,7 @@ def deactivate() -> None:
     global _delay
     with _lock:
         _hook.remove()
-        for (owner, attr), value in _originals.items():
-            setattr(owner, attr, value)
-        _originals.clear()
+        _hook.restore()
         _finished.clear()
         _views.clear()
         _delay = None

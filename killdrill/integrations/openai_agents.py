@@ -73,7 +73,6 @@ _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
 _RAN_MAX = 4096
 _ran: dict[str, str] = {}  # call id -> point name of a tool whose function returned here
 _lock = threading.RLock()
-_originals: dict[tuple[object, str], Any] = {}
 
 
 def point_name(tool_name: str) -> str:
@@ -142,8 +141,7 @@ def _replace(owner: ModuleType, attr: str, wrap: Callable[[Callable[..., Any]], 
     current = getattr(owner, attr, None)
     if current is None or getattr(current, "__killdrill_wrapped__", False):
         return
-    _originals.setdefault((owner, attr), current)
-    setattr(owner, attr, wrap(current))
+    _hook.replace(owner, attr, wrap(current))
 
 
 def _patch(module: ModuleType) -> None:
@@ -159,6 +157,7 @@ def _patch(module: ModuleType) -> None:
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
+_originals = _hook.originals  # (owner, attribute) -> what was there before the patch
 
 
 def activate() -> None:
@@ -177,7 +176,5 @@ def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests); the tracing setting stays as it is."""
     with _lock:
         _hook.remove()
-        for (owner, attr), value in _originals.items():
-            setattr(owner, attr, value)
-        _originals.clear()
+        _hook.restore()
         _ran.clear()

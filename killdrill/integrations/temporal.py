@@ -83,7 +83,6 @@ _finished: dict[bytes, str] = {}
 # workflow id -> workflow type, from start_workflow (for after:workflow.TYPE on result()).
 _types: dict[str, str] = {}
 _lock = threading.RLock()
-_originals: dict[tuple[object, str], Any] = {}
 
 
 def point_name(name: str) -> str:
@@ -173,12 +172,6 @@ def _wrap_result(orig: Callable[..., Any]) -> Callable[..., Any]:
     return result
 
 
-def _replace(owner: object, attr: str, value: Any) -> None:
-    key = (owner, attr)
-    if key not in _originals:
-        _originals[key] = getattr(owner, attr)
-    setattr(owner, attr, value)
-
 
 def _patch(module: ModuleType) -> None:
     """Patch one of the target modules, once (called right after it executes)."""
@@ -206,6 +199,8 @@ def _patch(module: ModuleType) -> None:
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
+_replace = _hook.replace
+_originals = _hook.originals  # (owner, attribute) -> what was there before the patch
 
 
 def activate() -> None:
@@ -223,8 +218,6 @@ def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests)."""
     with _lock:
         _hook.remove()
-        for (owner, attr), value in _originals.items():
-            setattr(owner, attr, value)
-        _originals.clear()
+        _hook.restore()
         _finished.clear()
         _types.clear()
