@@ -19,13 +19,14 @@ from tests.detection.corpus import (
     langgraph_available,
 )
 from tests.detection.run import catches, false_alarm
+from tests.frameworks import need
 
 
 def _drill(agent: Agent, root: Path) -> Drill:
     # Forked attempts (a warm template, LangGraph imported once): the verdict of a case does not
     # depend on how its attempts start.  The table (python -m tests.detection) spawns them.
-    if why := agent.unavailable():
-        pytest.skip(why)
+    for module, extra in agent.needs:  # skipped where not installed, failed where CI requires it
+        need(extra, module)
     options = {"preload": FORK_PRELOAD.get(agent.name.split()[0], ()), **agent.options}
     return Drill(agent.command, DrillOptions(root=root, launcher="fork", **options))
 
