@@ -8,7 +8,8 @@ sandbox: workflow code is replayed and must stay deterministic, so every point i
 worker's activity side or on the client side of the process.
 
 Points emitted (``ACTIVITY`` is the activity type as registered: the function name, or the
-name given to ``@activity.defn(name=...)``; ``TYPE`` is the workflow type):
+name given to ``@activity.defn(name=...)``, except pydantic-ai's tool-call activity, named after
+the tool it calls; ``TYPE`` is the workflow type):
 
 ``before:ACTIVITY``
     the worker got the activity task and is about to call the function (each attempt the
@@ -112,6 +113,23 @@ def _remember(token: bytes, name: str) -> None:
 # ---------------------------------------------------------------- patches
 
 
+def _tool_name(activity_type: str, input: Any) -> str | None:
+    """The tool a pydantic-ai tool-call activity calls, else None.
+
+    pydantic-ai (``TemporalDurability`` / ``TemporalAgent``) runs every call of a function toolset
+    as one activity type, ``agent__AGENT__toolset__ID__call_tool``, its first argument naming the
+    tool: the point is named after the tool as the agent's code names it, as on DBOS (where the
+    tool is a step of its own) and in the OpenAI Agents integration."""
+    if not activity_type.endswith("call_tool"):
+        return None
+    args = getattr(input, "args", None) or ()
+    first = args[0] if args else None
+    name = getattr(first, "name", None)
+    if type(first).__module__.startswith("pydantic_ai.") and hasattr(first, "tool_args") and name:
+        return str(name)
+    return None
+
+
 def _wrap_execute_activity(orig: Callable[..., Any]) -> Callable[..., Any]:
     """``_ActivityInboundImpl.execute_activity``: the innermost call of the activity function,
     inside every user interceptor, for async and sync (thread or process pool) activities."""
@@ -121,7 +139,7 @@ def _wrap_execute_activity(orig: Callable[..., Any]) -> Callable[..., Any]:
         import temporalio.activity
 
         info = temporalio.activity.info()
-        name = point_name(info.activity_type)
+        name = point_name(_tool_name(info.activity_type, input) or info.activity_type)
         await _reach(f"before:{name}")
         result = await orig(self, input)
         await _reach(f"after:{name}")

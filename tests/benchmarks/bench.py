@@ -17,6 +17,10 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``prefork_speedup``: a full drill of the LangGraph example, plain spawn vs the pre-forking
   launcher (``DrillOptions(launcher="fork")``), with whether the verdicts were identical;
   without a launcher or langgraph it says so instead of giving a number.
+- ``runtime_NAME_case_s`` / ``_case_ratio`` / ``_discovery_s``: three cases around the charging step
+  of each bundled framework example (LangGraph, DBOS, Temporal, OpenAI Agents, LlamaIndex, CrewAI
+  where importable), fork launcher, and the ratio to LangGraph's s/case: see
+  :mod:`tests.benchmarks.runtimes`.
 - ``effects_N[_stamped]_case_s`` / ``_us_per_effect`` / ``_harness_mb``: one case of a payout batch
   of N = 10^2 .. 10^5 effects judged (discovery's matching, the checks, the report's ledger):
   see :mod:`tests.benchmarks.effects` (``real_N_*``: a real payout-batch case, ``--real N`` there).
@@ -53,6 +57,7 @@ from tests.benchmarks.effects import GOALS as EFFECT_GOALS
 from tests.benchmarks.effects import bench_effects, bench_real
 from tests.benchmarks.growth import GOALS as GROWTH_GOALS
 from tests.benchmarks.growth import bench_growth
+from tests.benchmarks.runtimes import bench_runtimes
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -354,6 +359,7 @@ def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
         assert r2.ok, r2.text()
         out.update(drill_2_workers_s=t2, parallel_speedup=t1 / t2)
         out.update(bench_prefork(root))
+        out.update(bench_runtimes(root / "runtimes"))  # time per case on each runtime beside LangGraph's
         out.update(bench_effects(quick))
         out.update(bench_real(1_000))
         out.update(bench_growth(quick))

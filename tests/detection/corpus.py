@@ -13,10 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from killdrill.examples import SETTLEMENT
+from killdrill.examples import (
+    BILLING_OPENAI_AGENTS,
+    BILLING_OPENAI_AGENTS_ENV,
+    BILLING_OPENAI_AGENTS_PRELOAD,
+    BILLING_OPENAI_AGENTS_SCRIPT,
+    SETTLEMENT,
+)
 from killdrill.records import (
     COMPENSATION_ORDER,
     DUPLICATE_EFFECT,
+    HANG,
     HARNESS_ERROR,
     KEY_CHANGED,
     KEY_REUSED,
@@ -39,6 +46,16 @@ class Agent:
     command: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
     known_miss: str | None = None  # why the drill cannot see it (a finding), if it cannot
+    needs: tuple[tuple[str, str], ...] = ()  # (module, extra) the agent imports: absent -> skipped
+
+    def unavailable(self) -> str | None:
+        """Why this agent cannot run here (a framework not importable), or None."""
+        import importlib.util
+
+        missing = [(m, e) for m, e in self.needs if importlib.util.find_spec(m) is None]
+        if not missing:
+            return None
+        return "; ".join(f"{m} is not importable (pip install 'killdrill[{e}]')" for m, e in missing)
 
     @property
     def correct(self) -> bool:
@@ -61,6 +78,57 @@ _DBOS_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("dbos",)}
 def _dbos(bug: str | None) -> tuple[str, ...]:
     cmd = ("python", "-m", "killdrill.examples.payout_dbos", "--thread", "{thread}", "--workdir", "{workdir}")
     return (*cmd, "--bug", bug) if bug else cmd
+
+
+def _example(module: str, bug: str | None, *args: str) -> tuple[str, ...]:
+    """A bundled framework example's command, with its planted bug (``--bug``) or its correct form."""
+    cmd = ("python", "-m", f"killdrill.examples.{module}", "--thread", "{thread}", *args)
+    return (*cmd, "--bug", bug) if bug else cmd
+
+
+# The bundled framework examples (issues 21 and 22): the options their drills need, and the
+# module each imports (an entry whose framework is not importable is skipped with that reason).
+_TEMPORAL_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("temporal",), "timeout": 30}
+_OPENAI_AGENTS_OPTIONS: dict[str, Any] = {
+    "cwd": str(REPO),
+    "integrations": ("openai_agents",),
+    "http_fakes": True,
+    "smtp_fake": True,
+    "env": BILLING_OPENAI_AGENTS_ENV,
+    "model_script": BILLING_OPENAI_AGENTS_SCRIPT,
+    "timeout": 60,
+}
+_LLAMA_INDEX_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("llama_index",)}
+_CREWAI_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("crewai",), "timeout": 120}
+_PYDANTIC_AI_DBOS_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("dbos",)}
+_NEEDS_TEMPORAL = (("temporalio", "temporal"),)
+_NEEDS_OPENAI_AGENTS = (
+    ("agents", "openai_agents"),
+    ("stripe", "openai_agents"),
+    ("aiosmtpd", "openai_agents"),
+)
+_NEEDS_LLAMA_INDEX = (("workflows", "llama_index"),)
+_NEEDS_CREWAI = (("crewai", "crewai"),)
+_NEEDS_PYDANTIC_AI_DBOS = (("pydantic_ai", "pydantic_ai"), ("dbos", "dbos"))
+_BILLING = BILLING_OPENAI_AGENTS  # ... --thread {thread} --db {workdir}/session.sqlite
+
+
+def _billing(bug: str | None) -> tuple[str, ...]:
+    return (*_BILLING, "--bug", bug) if bug else _BILLING
+
+
+# What a fork template preloads for each (tests/detection/test_detection.py forks attempts).
+FORK_PRELOAD: dict[str, tuple[str, ...]] = {
+    "payout_temporal": ("killdrill.examples.payout_temporal",),
+    "billing_openai_agents": BILLING_OPENAI_AGENTS_PRELOAD,
+    "ticket_llama_index": ("workflows",),
+    "pydantic_ai_dbos": (
+        "dbos",
+        "pydantic_ai",
+        "pydantic_ai.durable_exec.dbos",
+        "pydantic_ai.models.function",
+    ),
+}
 
 
 def _shape(script: str, bug: str | None) -> tuple[str, ...]:
@@ -259,6 +327,86 @@ DEFECTS: tuple[Agent, ...] = (
             ),
         )
     ),
+    *(
+        Agent(
+            f"payout_temporal {bug} (bundled)",
+            why,
+            expect,
+            catch,
+            _example("payout_temporal", bug),
+            options={**_TEMPORAL_OPTIONS, **extra},
+            needs=_NEEDS_TEMPORAL,
+        )
+        for bug, why, expect, catch, extra in (
+            (
+                "attempt-key",
+                "Temporal activity key includes activity.info().attempt",
+                (KEY_CHANGED, DUPLICATE_EFFECT),
+                ("after:charge_customer", "during:payments.charge"),
+                {},
+            ),
+            (
+                "uuid-key",
+                "Temporal activity key from uuid4",
+                (KEY_CHANGED, DUPLICATE_EFFECT),
+                ("after:charge_customer", "during:payments.charge"),
+                {},
+            ),
+            (
+                "no-heartbeat",
+                "Temporal long activity without heartbeat (5 min start-to-close)",
+                (HANG,),  # the server holds the killed activity: the resumed worker has nothing to do
+                ("during:tickets.create#2",),
+                {"timeout": 12},
+            ),
+        )
+    ),
+    Agent(
+        "billing_openai_agents call-id-key (bundled)",
+        "OpenAI Agents tool keys the charge by the tool-call id",
+        (KEY_CHANGED, DUPLICATE_EFFECT),
+        ("after:charge_card", "during:payments.charge"),
+        _billing("call-id-key"),
+        # The scripted model repeats its call ids: only a model that varies them (any real one) shows it.
+        options={**_OPENAI_AGENTS_OPTIONS, "model_variance": 0},
+        needs=_NEEDS_OPENAI_AGENTS,
+    ),
+    Agent(
+        "billing_openai_agents receipt-ungated (bundled)",
+        "OpenAI Agents receipt sent again (session saved after the turn's tools)",
+        (DUPLICATE_EFFECT,),
+        ("after:send_receipt", "during:mailbox.send"),
+        _billing("receipt-ungated"),
+        options=_OPENAI_AGENTS_OPTIONS,
+        needs=_NEEDS_OPENAI_AGENTS,
+    ),
+    Agent(
+        "ticket_llama_index save_before_effect (bundled)",
+        "LlamaIndex context saved before the step's effect is confirmed",
+        (MISSING_EFFECT,),
+        ("committed:checkpoint#2",),
+        _example("ticket_llama_index", "save_before_effect", "--workdir", "{workdir}"),
+        options=_LLAMA_INDEX_OPTIONS,
+        needs=_NEEDS_LLAMA_INDEX,
+    ),
+    Agent(
+        "onboarding_crewai rerun_finished (bundled)",
+        "CrewAI flow restarted with kickoff(inputs={'id'}) re-runs finished methods",
+        (DUPLICATE_EFFECT,),
+        ("after:send_welcome", "during:mailbox.send", "committed:send_welcome"),
+        _example("onboarding_crewai", "rerun_finished", "--workdir", "{workdir}"),
+        options=_CREWAI_OPTIONS,
+        needs=_NEEDS_CREWAI,
+    ),
+    Agent(
+        "pydantic_ai_dbos uuid_key (bundled)",
+        "pydantic-ai tool (a DBOS step) charges with a uuid4 key",
+        (KEY_CHANGED, DUPLICATE_EFFECT),
+        ("after:charge_card", "during:payments.charge"),
+        _example("pydantic_ai_dbos", "uuid_key", "--workdir", "{workdir}"),
+        options=_PYDANTIC_AI_DBOS_OPTIONS,
+        needs=_NEEDS_PYDANTIC_AI_DBOS,
+    ),
 )
 
 _LANGGRAPH = (
@@ -313,6 +461,47 @@ CORRECT: tuple[Agent, ...] = (
         catch=("after:charge", "during:mailbox.send", "committed:charge"),
         command=_dbos(None),
         options=_DBOS_OPTIONS,
+    ),
+    Agent(
+        "payout_temporal (bundled)",
+        None,
+        catch=("after:charge_customer", "during:payments.charge", "committed:charge_customer"),
+        command=_example("payout_temporal", None),
+        options=_TEMPORAL_OPTIONS,
+        needs=_NEEDS_TEMPORAL,
+    ),
+    Agent(
+        "billing_openai_agents (bundled)",
+        None,
+        catch=("after:charge_card", "during:mailbox.send", "committed:charge_card"),
+        command=_billing(None),
+        # Varied model output: the correct key (thread and order) must not depend on it.
+        options={**_OPENAI_AGENTS_OPTIONS, "model_variance": 0},
+        needs=_NEEDS_OPENAI_AGENTS,
+    ),
+    Agent(
+        "ticket_llama_index (bundled)",
+        None,
+        catch=("committed:checkpoint#2", "during:payments.charge", "after:charge"),
+        command=_example("ticket_llama_index", None, "--workdir", "{workdir}"),
+        options=_LLAMA_INDEX_OPTIONS,
+        needs=_NEEDS_LLAMA_INDEX,
+    ),
+    Agent(
+        "onboarding_crewai (bundled)",
+        None,
+        catch=("after:send_welcome", "during:mailbox.send", "committed:send_welcome"),
+        command=_example("onboarding_crewai", None, "--workdir", "{workdir}"),
+        options=_CREWAI_OPTIONS,
+        needs=_NEEDS_CREWAI,
+    ),
+    Agent(
+        "pydantic_ai_dbos (bundled)",
+        None,
+        catch=("after:charge_card", "during:payments.charge", "committed:charge_card"),
+        command=_example("pydantic_ai_dbos", None, "--workdir", "{workdir}"),
+        options=_PYDANTIC_AI_DBOS_OPTIONS,
+        needs=_NEEDS_PYDANTIC_AI_DBOS,
     ),
     *SHAPE_CORRECT,
 )

@@ -263,6 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not langgraph_available():
         agents = [a for a in agents if "langgraph" not in a.options.get("integrations", ())]
         print("note: langgraph or its example is missing; the LangGraph agent is left out", file=sys.stderr)
+    for a in [a for a in agents if a.unavailable()]:
+        agents.remove(a)
+        print(f"note: {a.name} is left out: {a.unavailable()}", file=sys.stderr)
     root = Path(tempfile.mkdtemp(prefix="killdrill-detection-"))
     lock = threading.Lock()
     rows: dict[str, Row] = {}

@@ -14,16 +14,21 @@ from killdrill.drill import Drill, DrillOptions
 from tests.detection.corpus import (
     CORRECT,
     DEFECTS,
+    FORK_PRELOAD,
     Agent,
     langgraph_available,
 )
 from tests.detection.run import catches, false_alarm
+from tests.frameworks import need
 
 
 def _drill(agent: Agent, root: Path) -> Drill:
     # Forked attempts (a warm template, LangGraph imported once): the verdict of a case does not
     # depend on how its attempts start.  The table (python -m tests.detection) spawns them.
-    return Drill(agent.command, DrillOptions(root=root, launcher="fork", **agent.options))
+    for module, extra in agent.needs:  # skipped where not installed, failed where CI requires it
+        need(extra, module)
+    options = {"preload": FORK_PRELOAD.get(agent.name.split()[0], ()), **agent.options}
+    return Drill(agent.command, DrillOptions(root=root, launcher="fork", **options))
 
 
 def _defect_params() -> list[object]:
@@ -47,7 +52,18 @@ def test_defect_is_caught_at_its_point(agent: Agent, tmp_path: Path) -> None:
 
 # The two settlement examples are drilled at every point per push by test_settlement_drill.py and
 # test_langgraph.py; here they run under -m slow only.
-_COVERED_ELSEWHERE = {"settlement", "settlement_langgraph", "payout_dbos"}  # + tests/acceptance/test_dbos.py
+# The framework examples' correct forms are drilled by their own acceptance tests
+# (tests/acceptance/test_{dbos,temporal,openai_agents,llama_index,crewai}.py).
+_COVERED_ELSEWHERE = {
+    "settlement",
+    "settlement_langgraph",
+    "payout_dbos",
+    "payout_temporal",
+    "billing_openai_agents",
+    "ticket_llama_index",
+    "onboarding_crewai",
+    "pydantic_ai_dbos",
+}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,212 @@
+"""Time per case of a drill on each runtime and framework, beside LangGraph's (issue 21).
+
+    python -m tests.benchmarks.runtimes [--json FILE]     (also a row of ``python -m tests.benchmarks``)
+
+Each bundled framework example is drilled at the same three kinds of point around its charging
+step, one after the other in one run on the same machine: ``before:STEP`` (the resume does it
+all), ``during:payments.charge`` (the provider made the charge, the step never returned) and
+``committed:STEP`` (the framework recorded it; LlamaIndex: the user's save after the step,
+``committed:checkpoint#2``).  ``STEP`` is the step, activity, tool or method
+that charges, as each integration names it.  Attempts are forked from a warm template
+(``--launcher fork``) where the example supports it; discovery (two clean runs) is timed apart.
+Printed per framework: discovery seconds, seconds per case, and the ratio to LangGraph's seconds
+per case.  A framework that is not importable here is reported as such (CrewAI lives in a venv
+of its own: it pins ``openai<3``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One framework example and the points drilled on it."""
+
+    name: str
+    module: str  # what must import for the row to run
+    command: tuple[str, ...]
+    step: str  # the charging step as the integration names it
+    options: dict[str, Any] = field(default_factory=dict)
+    commit: str = ""  # the point where the framework made the step durable, if not committed:STEP
+
+    @property
+    def points(self) -> tuple[str, ...]:
+        return (f"before:{self.step}", "during:payments.charge", self.commit or f"committed:{self.step}")
+
+
+def _m(module: str, *args: str) -> tuple[str, ...]:
+    return ("python", "-m", f"killdrill.examples.{module}", "--thread", "{thread}", *args)
+
+
+def runtimes() -> list[Runtime]:
+    """LangGraph first (the reference), then the durable runtimes and the agent frameworks."""
+    from killdrill import examples as ex
+
+    openai_agents: dict[str, Any] = {}
+    if hasattr(ex, "BILLING_OPENAI_AGENTS"):
+        openai_agents = {
+            "http_fakes": True,
+            "smtp_fake": True,
+            "env": ex.BILLING_OPENAI_AGENTS_ENV,
+            "model_script": ex.BILLING_OPENAI_AGENTS_SCRIPT,
+            "preload": ex.BILLING_OPENAI_AGENTS_PRELOAD,
+        }
+    return [
+        Runtime(
+            "langgraph",
+            "langgraph",
+            _m("settlement_langgraph", "--db", "{workdir}/ckpt.sqlite", "--durability", "sync"),
+            "charge_customer",
+            {"integrations": ("langgraph",), "launcher": "fork"},
+        ),
+        Runtime(
+            "dbos",
+            "dbos",
+            _m("payout_dbos", "--workdir", "{workdir}"),
+            "charge",
+            {
+                "integrations": ("dbos",),
+                "launcher": "fork",
+                "preload": ("dbos", "killdrill.examples.payout_dbos"),
+            },
+        ),
+        Runtime(
+            "temporal",
+            "temporalio",
+            _m("payout_temporal"),
+            "charge_customer",
+            {
+                "integrations": ("temporal",),
+                "launcher": "fork",
+                "preload": ("killdrill.examples.payout_temporal",),
+            },
+        ),
+        Runtime(
+            "openai_agents",
+            "agents",
+            _m("billing_openai_agents", "--db", "{workdir}/session.sqlite"),
+            "charge_card",
+            {"integrations": ("openai_agents",), "launcher": "fork", **openai_agents},
+        ),
+        Runtime(
+            "llama_index",
+            "workflows",
+            _m("ticket_llama_index", "--workdir", "{workdir}"),
+            "charge",
+            {"integrations": ("llama_index",), "launcher": "fork", "preload": ("workflows",)},
+            commit="committed:checkpoint#2",  # the user's save of the context after the charge
+        ),
+        Runtime(
+            "crewai",
+            "crewai",
+            _m("onboarding_crewai", "--workdir", "{workdir}"),
+            "charge_first_month",
+            {"integrations": ("crewai",), "launcher": "fork"},
+        ),
+    ]
+
+
+def bench_one(rt: Runtime, root: Path) -> dict[str, Any]:
+    """Discovery (one clean run) and the three cases of one runtime; verdicts checked, not assumed."""
+    from killdrill.drill import Drill, DrillOptions
+
+    if importlib.util.find_spec(rt.module) is None:
+        return {"skipped": f"{rt.module} is not importable here"}
+    # Two clean runs (the default): one cannot tell a thread-derived field (the LangGraph example's
+    # receipt ref) from a recomputed one, and a correct example would read as violated.
+    options = DrillOptions(root=root / rt.name, cwd=str(REPO), timeout=60, **rt.options)
+    with Drill(rt.command, options) as drill:
+        t0 = time.perf_counter()
+        catalogue = drill.points()
+        t1 = time.perf_counter()
+        missing = [p for p in rt.points if p not in catalogue]
+        if missing:
+            return {"skipped": f"points not in the catalogue: {missing}", "discovery_s": t1 - t0}
+        cases = [drill.run_case(p) for p in rt.points]
+        t2 = time.perf_counter()
+    return {
+        "launcher": rt.options.get("launcher", "spawn"),
+        "discovery_s": t1 - t0,
+        "cases": len(cases),
+        "case_s": (t2 - t1) / len(cases),
+        "attempts": sum(len(c.attempts) for c in cases),
+        "verdicts_ok": all(c.ok for c in cases),
+        "points": list(rt.points),
+    }
+
+
+def bench_runtimes(root: Path, only: Sequence[str] = ()) -> dict[str, Any]:
+    """The row: per runtime its figures, and ``runtime_NAME_case_ratio`` to LangGraph's s/case."""
+    rows: dict[str, dict[str, Any]] = {}
+    for rt in runtimes():
+        if only and rt.name not in only and rt.name != "langgraph":
+            continue
+        rows[rt.name] = bench_one(rt, root)
+        print(f"  runtimes: {rt.name} done", file=sys.stderr, flush=True)
+    out: dict[str, Any] = {"runtimes_load_average": os.getloadavg()[0]}
+    ref = rows.get("langgraph", {}).get("case_s")
+    for name, row in rows.items():
+        if "skipped" in row:
+            out[f"runtime_{name}"] = f"n/a: {row['skipped']}"
+            continue
+        out[f"runtime_{name}_discovery_s"] = row["discovery_s"]
+        out[f"runtime_{name}_case_s"] = row["case_s"]
+        if ref:
+            out[f"runtime_{name}_case_ratio"] = row["case_s"] / ref
+        if not row["verdicts_ok"]:
+            out[f"runtime_{name}_verdicts"] = "VIOLATED (a correct example: see the drill)"
+    out["runtimes_table"] = "\n" + render(rows, ref)  # printed under its name by tests.benchmarks
+    return out
+
+
+def render(rows: dict[str, dict[str, Any]], ref: float | None) -> str:
+    lines = ["runtime        launcher  discovery  s/case  x LangGraph  verdicts"]
+    for name, row in rows.items():
+        if "skipped" in row:
+            lines.append(f"{name:<14} n/a: {row['skipped']}")
+            continue
+        ratio = f"{row['case_s'] / ref:.2f}" if ref else "-"
+        ok = "exactly-once" if row["verdicts_ok"] else "VIOLATED"
+        lines.append(
+            f"{name:<14} {row['launcher']:<9} {row['discovery_s']:>8.1f}s {row['case_s']:>6.1f}s "
+            f"{ratio:>11}  {ok} ({row['cases']} cases: {', '.join(row['points'])})"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.runtimes", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--only", nargs="*", default=(), help="runtimes to run (LangGraph always runs)")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="killdrill-bench-runtimes-"))
+    load0 = os.getloadavg()
+    try:
+        figures = bench_runtimes(root, args.only)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(figures.pop("runtimes_table").strip("\n"))
+    print(f"load average at start {load0[0]:.2f}, at end {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0 if all(not str(k).endswith("_verdicts") for k in figures) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
