@@ -123,7 +123,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "dbos",
         "dbos",
         committed="committed:charge",
-        missing_note="the DBOS integration is being built on the dbos branch, without a probe here yet",
+        committed_means="DBOS recorded the step's output (operation_outputs)",
     ),
 )
 

@@ -89,7 +89,7 @@ class TemporalDevServer:
     """A dev server for one drill: :meth:`env` registers the workdir's namespace on first use."""
 
     def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+        self.root = Path(root).absolute()  # the spawn chdirs: no relative paths
         self.binary = find_binary()
         self.address = ""
         self._dir: Path | None = None
