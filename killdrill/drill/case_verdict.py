@@ -65,9 +65,14 @@ class Judging(Discovering):
             return None
         discovery = self.discover()
         differ = workload_difference(discovery.labels(), baseline, [e.label for e in attempt.trace], snap)
-        if not differ:
-            return None
-        return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run"
+        if differ:
+            return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run"
+        if self.options.discovery_runs < 2:
+            # One clean run cannot tell a value derived from the thread (a ref hashed from it) from
+            # one the resume recomputed: the case's own thread is the yardstick (never more lenient
+            # on counts: a duplicate or a recomputed payload still differs from it).
+            return snap, "one discovery run cannot tell thread-derived values; one extra clean run"
+        return None
 
     def _attempt_violation(self, a: Attempt, schedule: str) -> Violation | None:
         if a.outcome == AttemptOutcome.POINT_NOT_REACHED:

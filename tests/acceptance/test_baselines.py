@@ -178,3 +178,22 @@ def test_functional_api_reentry_is_not_resumed_from_start(tmp_path: Path) -> Non
     assert case.ok, case.text()
     assert case.attempts[1].trace[0].point in ("before:checkpoint", "before:settle")
     assert not any(n.startswith("resumed_from_start") for n in case.notes), case.text()
+
+
+@pytest.mark.parametrize("bug", [None, "uuid_key"])
+def test_one_discovery_run_judges_thread_derived_values_against_the_case_thread(
+    tmp_path: Path, bug: str | None
+) -> None:
+    """With one clean run, volatile fields cannot be learned: the settlement example's receipt ref
+    (a hash of the thread) read as a lost and an unexpected email until the case's own thread
+    became the yardstick. A key new per attempt is still caught against it."""
+    from killdrill.examples import SETTLEMENT
+
+    command = [*SETTLEMENT, *(("--bug", bug) if bug else ())]
+    with Drill(command, DrillOptions(root=tmp_path, discovery_runs=1)) as d:
+        case = d.run_case("during:payments.charge")
+    if bug is None:
+        assert case.ok, case.text()
+        assert case.baseline.startswith(PER_THREAD_BASELINE), case.text()
+    else:
+        assert {"duplicate_effect", "key_changed"} <= set(case.kinds), case.text()
