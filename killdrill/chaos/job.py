@@ -35,7 +35,7 @@ from typing import Any
 from killdrill.chaos.case import chaos_case, plan_schedule, shard_indices
 from killdrill.chaos.corpus import CORPUS_VERSION, update_corpus
 from killdrill.chaos.pool import Interrupted, WorkerPool, as_interrupted, interruptible
-from killdrill.chaos.progress import Progress
+from killdrill.chaos.progress import ChaosProgress
 from killdrill.chaos.report import (
     CLEAN,
     ERRORED,
@@ -207,7 +207,7 @@ def _run_chaos(
     total = (
         len(range(options.shard[0] - 1, options.runs, options.shard[1])) if options.runs is not None else None
     )
-    progress = Progress(total, options.progress)
+    progress = ChaosProgress(total, options.progress)
     records: dict[int, tuple[RunRecord, CaseResult]] = {}
     failures = 0
 

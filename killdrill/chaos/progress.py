@@ -8,10 +8,10 @@ from typing import Any
 
 from killdrill.chaos.report import ERRORED, VIOLATED, RunRecord
 
-__all__ = ["Progress"]
+__all__ = ["ChaosProgress"]
 
 
-class Progress:
+class ChaosProgress:
     """A tqdm bar on a terminal; a plain line every few seconds in CI logs."""
 
     def __init__(self, total: int | None, enabled: bool | None, every_s: float = 10.0) -> None:

@@ -55,7 +55,7 @@ INSTRUCTIONS = (
 )
 
 
-class Outbox:
+class ReceiptOutbox:
     """The app's own record of receipts: claimed before sending, marked sent after."""
 
     def __init__(self, path: str) -> None:
@@ -77,7 +77,7 @@ def delivered(message_id: str) -> bool:
     return resp.json().get("result") is not None
 
 
-def make_tools(thread: str, outbox: Outbox, bug: str | None) -> list[Any]:
+def make_tools(thread: str, outbox: ReceiptOutbox, bug: str | None) -> list[Any]:
     client = stripe.StripeClient(
         os.environ.get("STRIPE_API_KEY", "sk_test_example"),
         base_addresses={"api": os.environ.get("STRIPE_API_BASE", "https://api.stripe.com")},
@@ -150,7 +150,7 @@ async def main(thread: str, db: str, request: str, bug: str | None) -> str:
     agent = Agent(
         name="Billing",
         instructions=INSTRUCTIONS,
-        tools=make_tools(thread, Outbox(f"{db}.outbox"), bug),
+        tools=make_tools(thread, ReceiptOutbox(f"{db}.outbox"), bug),
     )
     items = await session.get_items()
     done = finished(items)

@@ -29,7 +29,7 @@ from killdrill.conform.probes._common import parse
 from killdrill.fakes import connect
 
 
-class Progress(Event):
+class ProbeProgress(Event):
     step: str
 
 
@@ -37,11 +37,11 @@ class Reserved(Event):
     hold: str
 
 
-class Charged(Event):
+class ProbeCharged(Event):
     charge_id: str
 
 
-class ProbeWorkflow(Workflow):
+class LlamaProbeWorkflow(Workflow):
     def __init__(self, thread: str, interrupt: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.thread = thread
@@ -51,19 +51,19 @@ class ProbeWorkflow(Workflow):
     @step
     async def reserve(self, ctx: Context, ev: StartEvent) -> Reserved:
         self.fakes.kv.set(f"hold/{self.thread}", {"customer": "acme", "amount": 4200})
-        ctx.write_event_to_stream(Progress(step="reserve"))
+        ctx.write_event_to_stream(ProbeProgress(step="reserve"))
         return Reserved(hold=f"hold/{self.thread}")
 
     @step
-    async def charge(self, ctx: Context, ev: Reserved) -> Charged:
+    async def charge(self, ctx: Context, ev: Reserved) -> ProbeCharged:
         c = self.fakes.payments.charge(
             idempotency_key=f"{self.thread}:charge", amount=4200, currency="usd", customer="acme"
         )
-        ctx.write_event_to_stream(Progress(step="charge"))
-        return Charged(charge_id=c["id"])
+        ctx.write_event_to_stream(ProbeProgress(step="charge"))
+        return ProbeCharged(charge_id=c["id"])
 
     @step
-    async def notify(self, ctx: Context, ev: Charged) -> StopEvent:
+    async def notify(self, ctx: Context, ev: ProbeCharged) -> StopEvent:
         if self.interrupt:
             answer = await ctx.wait_for_event(
                 HumanResponseEvent,
@@ -76,7 +76,7 @@ class ProbeWorkflow(Workflow):
         posted = self.fakes.webhooks.post(
             idempotency_key=f"{self.thread}:notify", event="charged", charge=ev.charge_id
         )
-        ctx.write_event_to_stream(Progress(step="notify"))
+        ctx.write_event_to_stream(ProbeProgress(step="notify"))
         return StopEvent(result=posted["id"])
 
 
@@ -89,7 +89,7 @@ def _save(path: str, data: dict[str, Any]) -> None:
 
 
 async def run(thread: str, workdir: str, interrupt: bool, approval: str) -> str:
-    wf = ProbeWorkflow(thread, interrupt, timeout=60)
+    wf = LlamaProbeWorkflow(thread, interrupt, timeout=60)
     path = os.path.join(workdir, "ctx.json")
     waiting = os.path.join(workdir, "waiting")
     if os.path.exists(path):
@@ -102,7 +102,7 @@ async def run(thread: str, workdir: str, interrupt: bool, approval: str) -> str:
         killdrill.boundary("before:deliver")
         handler.ctx.send_event(HumanResponseEvent(response=approval))  # type: ignore[call-arg]
     async for ev in handler.stream_events():
-        if isinstance(ev, Progress):
+        if isinstance(ev, ProbeProgress):
             _save(path, handler.ctx.to_dict())
         elif isinstance(ev, InputRequiredEvent) and not os.path.exists(waiting):
             _save(path, handler.ctx.to_dict())  # parked: the run waits for a human
