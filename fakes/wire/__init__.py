@@ -5,7 +5,8 @@ the paths it serves; its routes go into the one route table of the guarded serve
 (:data:`killdrill.fakes.httpguard.ROUTES`), so a family inherits whatever the guard does (secret,
 body limits, deadlines, quiet errors, 405 for a wrong method).  Every module of this package is a
 family, loaded by :func:`load_families` when the HTTP fakes are imported: a new wire fake is one
-new file.
+new file. Part of ``killdrill.fakes`` (its layer): may import the fakes' own modules, ``ledger``,
+``providers``, ``records`` and ``errors``.
 
 A handler gets an :class:`Exchange`: the request (method, path, headers, body), the fakes of the
 attempt (read once per request), and :meth:`Exchange.finish`, which announces
