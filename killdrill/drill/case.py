@@ -163,15 +163,20 @@ class CaseRunning(Judging):
                 # the case's thread says whether the shared baseline was the wrong yardstick.
                 own = self._own_thread_baseline(thread, baseline, sched)
                 if own is not None:
-                    baseline, why = own
+                    baseline, why, other_work = own
                     baseline_note = f"{PER_THREAD_BASELINE}: judged against a clean run of its own thread"
                     baseline_note += f" ({why})"
-                    violations = [
-                        v
-                        for v in violations
-                        if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
-                    ]
-                    if len(attempts) == 1 and attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED:
+                    if other_work:  # a point this thread's own clean run never reaches is not a miss
+                        violations = [
+                            v
+                            for v in violations
+                            if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
+                        ]
+                    if (
+                        other_work
+                        and len(attempts) == 1
+                        and attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED
+                    ):
                         notes.append(
                             f"not applicable: this thread's clean run never reaches {sched.kills[0]}"
                         )

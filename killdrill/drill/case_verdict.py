@@ -56,9 +56,11 @@ class Judging(Discovering):
 
     def _own_thread_baseline(
         self, thread: str, baseline: LedgerSnapshot, sched: Schedule
-    ) -> tuple[LedgerSnapshot, str] | None:
+    ) -> tuple[LedgerSnapshot, str, bool] | None:
         """A clean run under ``thread`` (own workdir and ledger), if it did other work than the
-        shared baseline; None when it did the same (the violations stand) or could not run."""
+        shared baseline (then True: a point it never reaches is not the case's fault), or if one
+        discovery run could not have told thread-derived values apart (False: the same work, so a
+        point the case did not reach still stands); None when the violations stand as judged."""
         try:
             attempt, snap = self._clean_run(thread, f"own-thread-{slug(str(sched))}", private=True)
         except HarnessError:
@@ -66,12 +68,12 @@ class Judging(Discovering):
         discovery = self.discover()
         differ = workload_difference(discovery.labels(), baseline, [e.label for e in attempt.trace], snap)
         if differ:
-            return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run"
+            return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run", True
         if self.options.discovery_runs < 2:
             # One clean run cannot tell a value derived from the thread (a ref hashed from it) from
             # one the resume recomputed: the case's own thread is the yardstick (never more lenient
             # on counts: a duplicate or a recomputed payload still differs from it).
-            return snap, "one discovery run cannot tell thread-derived values; one extra clean run"
+            return snap, "one discovery run cannot tell thread-derived values; one extra clean run", False
         return None
 
     def _attempt_violation(self, a: Attempt, schedule: str) -> Violation | None:
