@@ -15,14 +15,23 @@ grammar become ``_``; LangGraph's own ``__start__``-style tasks are skipped):
     the node returned, its writes are not yet handed to the checkpointer: a kill here
     re-runs the node on resume.  Not emitted when the node raised or was interrupted.
 ``committed:NODE``
-    the checkpointer's ``put_writes`` for that task returned (its writes are durable);
-    the step's checkpoint may or may not be saved yet (LangGraph saves both on
-    background threads in no fixed order: langgraph issue 8039).  A kill here does not
-    re-run the node.  Never emitted under ``durability="exit"`` (nothing is saved per step).
+    the checkpointer's ``put_writes`` for that task returned (its writes are durable) and the
+    step's checkpoint is not saved yet.  A kill here does not re-run the node.  Never emitted
+    under ``durability="exit"`` (nothing is saved per step).
 ``before:checkpoint``
-    a checkpoint is about to be saved (``put``), after the previous one was.  Its first
-    occurrence in a fresh run is the input checkpoint: a kill there is a crash before
-    the first checkpoint (langgraph issue 8764).
+    a checkpoint is about to be saved (``put``), after the previous one and after every
+    ``put_writes`` handed to the checkpointer before it.  Its first occurrence in a fresh run is
+    the input checkpoint: a kill there is a crash before the first checkpoint (langgraph issue
+    8764).
+
+LangGraph saves a step's writes and its checkpoint on background threads in no fixed order
+(langgraph issue 8039): left alone, a kill at ``before:checkpoint#N`` would find the step's writes
+saved in one run and lost in the next, so one kill point would be two states and its reproduction
+line a coin toss (a resume that skips saved writes failed 5 runs in 6).  The integration makes the
+save of a checkpoint wait for the writes handed over before it, as LangGraph already does for
+delta-channel writes: each point names one state.  The other order is asked for by name:
+``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY=writes=...`` (below) delays the writes and lets the
+checkpoint go first, as on a loaded host.
 ``committed:checkpoint``
     that checkpoint's ``put`` returned.
 
@@ -36,7 +45,8 @@ checkpoint: the drill does not know where the checkpointer lives (SQLite, Postgr
 how to decode it, and the agent's own view is the one its resume decision was made on.
 
 Forced timing: ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY`` delays checkpointer writes so
-races that depend on the host's thread scheduling show up on a small machine.  Value:
+races that depend on the host's thread scheduling show up on a small machine (with a ``writes``
+delay a checkpoint no longer waits for the writes before it: issue 8039's order).  Value:
 a comma-separated list of ``[writes=|put=]DURATION[..DURATION]``, e.g. ``5ms`` (every
 ``put_writes`` and ``put``), ``writes=2ms..20ms`` (only ``put_writes``, uniformly random
 per call), ``writes=10ms,put=0ms``.  ``KILLDRILL_LANGGRAPH_DELAY_SEED`` seeds the random
@@ -52,7 +62,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import ModuleType
+from types import MethodType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
@@ -228,16 +238,23 @@ def _instrument_sync_loop(loop: Any) -> None:
                 boundary(f"committed:{name}")
             return result
 
+        checkpointer_put_writes._kd_waits = True  # type: ignore[attr-defined]
         loop.checkpointer_put_writes = checkpointer_put_writes
     put_after_previous = loop._checkpointer_put_after_previous
     if put_after_previous is not None:
 
-        def checkpointer_put_after_previous(prev: Any, delta_write_futs: Sequence[Any], *args: Any) -> Any:
+        def checkpointer_put_after_previous(
+            prev: Any, delta_write_futs: Sequence[Any], *args: Any, writes_before: Sequence[Any] = ()
+        ) -> Any:
             # The same waits the original does first, so the point falls right before `put`.
             for fut in delta_write_futs:
                 fut.result()
             if prev is not None:
                 prev.result()
+            if writes_before:
+                import concurrent.futures
+
+                concurrent.futures.wait(writes_before)
             boundary(f"before:{CHECKPOINT}")
             if delay.put:
                 time.sleep(delay.seconds("put"))
@@ -245,6 +262,7 @@ def _instrument_sync_loop(loop: Any) -> None:
             boundary(f"committed:{CHECKPOINT}")
             return result
 
+        checkpointer_put_after_previous._kd_waits = True  # type: ignore[attr-defined]
         loop._checkpointer_put_after_previous = checkpointer_put_after_previous
 
 
@@ -264,12 +282,13 @@ def _instrument_async_loop(loop: Any) -> None:
                 boundary(f"committed:{name}")
             return result
 
+        checkpointer_put_writes._kd_waits = True  # type: ignore[attr-defined]
         loop.checkpointer_put_writes = checkpointer_put_writes
     put_after_previous = loop._checkpointer_put_after_previous
     if put_after_previous is not None:
 
         async def checkpointer_put_after_previous(
-            prev: Any, delta_write_futs: Sequence[Any], *args: Any
+            prev: Any, delta_write_futs: Sequence[Any], *args: Any, writes_before: Sequence[Any] = ()
         ) -> Any:
             import asyncio
 
@@ -277,6 +296,8 @@ def _instrument_async_loop(loop: Any) -> None:
                 await asyncio.gather(*delta_write_futs)
             if prev is not None:
                 await prev
+            if writes_before:
+                await asyncio.wait(writes_before)
             boundary(f"before:{CHECKPOINT}")
             if delay.put:
                 await asyncio.sleep(delay.seconds("put"))
@@ -284,6 +305,7 @@ def _instrument_async_loop(loop: Any) -> None:
             boundary(f"committed:{CHECKPOINT}")
             return result
 
+        checkpointer_put_after_previous._kd_waits = True  # type: ignore[attr-defined]
         loop._checkpointer_put_after_previous = checkpointer_put_after_previous
 
 
@@ -372,6 +394,51 @@ def _wrap_aexit(orig: Callable[..., Any]) -> Callable[..., Any]:
     return __aexit__
 
 
+def _writes_before_checkpoints(loop: Any) -> None:
+    """Make each checkpoint save wait for the ``put_writes`` submitted before it (one state per point).
+
+    Wraps the loop's ``submit`` (set by ``__enter__``): a ``put_writes`` future is remembered, and the
+    next checkpoint save is handed the ones not yet waited for.  Failed writes are waited for, never
+    raised (LangGraph's own choice of what a failed write does to the save stays its own).
+    """
+    if (_delay is not None and _delay.writes) or getattr(loop, "submit", None) is None:
+        return
+    submit = loop.submit
+    pending: list[Any] = []
+
+    def kd_submit(executor: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if fn is loop._checkpointer_put_after_previous and getattr(fn, "_kd_waits", False):
+            earlier, pending[:] = list(pending), []
+            return submit(functools.partial(fn, writes_before=earlier), *args, **kwargs)
+        fut = submit(fn, *args, **kwargs)
+        if fn is loop.checkpointer_put_writes and getattr(fn, "_kd_waits", False):
+            pending.append(fut)
+        return fut
+
+    # A method of the same executor: LangGraph hands ``weakref.WeakMethod(loop.submit)`` to nodes.
+    loop.submit = MethodType(kd_submit, submit.__self__)
+
+
+def _wrap_enter(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def __enter__(self: Any) -> Any:
+        result = orig(self)
+        _writes_before_checkpoints(self)
+        return result
+
+    return __enter__
+
+
+def _wrap_aenter(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    async def __aenter__(self: Any) -> Any:
+        result = await orig(self)
+        _writes_before_checkpoints(self)
+        return result
+
+    return __aenter__
+
+
 def _wrap_init(orig: Callable[..., None], instrument: Callable[[Any], None]) -> Callable[..., None]:
     @functools.wraps(orig)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -392,6 +459,8 @@ def _patch(module: ModuleType) -> None:
             sync_cls, async_cls = module.SyncPregelLoop, module.AsyncPregelLoop
             _replace(sync_cls, "__init__", _wrap_init(sync_cls.__init__, _instrument_sync_loop))
             _replace(async_cls, "__init__", _wrap_init(async_cls.__init__, _instrument_async_loop))
+            _replace(sync_cls, "__enter__", _wrap_enter(sync_cls.__enter__))
+            _replace(async_cls, "__aenter__", _wrap_aenter(async_cls.__aenter__))
             _replace(sync_cls, "__exit__", _wrap_exit(sync_cls.__exit__))
             _replace(async_cls, "__aexit__", _wrap_aexit(async_cls.__aexit__))
         elif module.__name__ == _MAIN and (module.Pregel, "get_state") not in _originals:

@@ -205,6 +205,51 @@ def test_put_delay_slows_every_checkpoint(
     assert took >= 4 * 0.060  # four checkpoints, saved one after the other
 
 
+class SlowWritesSaver(SqliteSaver):
+    """A checkpointer whose ``put_writes`` is slow (a remote database): 8039's order, left alone."""
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        time.sleep(0.05)
+        super().put_writes(*args, **kwargs)
+
+
+def assert_writes_before_next_checkpoint(seen: list[str], nodes: tuple[str, ...]) -> None:
+    for node in nodes:
+        after = seen.index(f"after:{node}")
+        assert seen.index(f"committed:{node}") < seen.index("before:checkpoint", after), seen
+
+
+def test_a_checkpoint_waits_for_the_writes_before_it(points: list[str], tmp_path: Path) -> None:
+    """One state per point: a slow ``put_writes`` still lands before the step's checkpoint starts.
+
+    Without it a kill at ``before:checkpoint#N`` found the writes saved in some runs and lost in
+    others (the newcomer's ``if snap.next:`` resume passed one run in six).
+    """
+    with sqlite3.connect(str(tmp_path / "ck.sqlite"), check_same_thread=False) as conn:
+        app = two_nodes().compile(checkpointer=SlowWritesSaver(conn))
+        app.invoke({"a": 0}, {"configurable": {"thread_id": "t"}}, durability="sync")
+    assert_writes_before_next_checkpoint(points, ("x", "y"))
+
+
+def test_an_async_checkpoint_waits_for_the_writes_before_it(points: list[str], tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    class SlowAsyncWrites(AsyncSqliteSaver):
+        async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
+            await asyncio.sleep(0.05)
+            await super().aput_writes(*args, **kwargs)
+
+    async def main() -> None:
+        import aiosqlite
+
+        async with aiosqlite.connect(str(tmp_path / "ck.sqlite")) as conn:
+            app = two_nodes(asynchronous=True).compile(checkpointer=SlowAsyncWrites(conn))
+            await app.ainvoke({"a": 0}, {"configurable": {"thread_id": "t"}}, durability="sync")
+
+    asyncio.run(main())
+    assert_writes_before_next_checkpoint(points, ("x", "y"))
+
+
 def test_writes_delay_puts_the_checkpoint_first(
     points: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
