@@ -9,9 +9,10 @@ A case also proves that it tested something: the kill landed where it was schedu
 (``point_not_reached`` otherwise, never a pass), and a resume that re-entered at the
 very first boundary after progress had been made is flagged ``resumed_from_start``.
 
-:class:`Drill` is built in layers, one module each: ``base`` (workdirs, launcher, launching
-attempts), ``discovery``, ``case_verdict``, ``case``; ``options``, ``env`` and ``workdirs``
-hold what they share.
+:class:`Drill` is composed of parts, one module each, that share one ``AttemptLauncher``
+(``base``: workdirs, fork template, services, launching attempts): the ``Discoverer``
+(``discovery``), the ``CaseJudge`` (``case_verdict``) and the ``CaseRunner`` (``case``);
+``env`` and ``workdirs`` hold what they share.
 
 Layer: above report and faults; may import every package below it (report, faults, verdict,
 process, fakes, ledger, integrations, and the shared value modules), never chaos or a front end.
@@ -19,17 +20,25 @@ process, fakes, ledger, integrations, and the shared value modules), never chaos
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import killdrill.report.drill  # noqa: F401  (installs how results render: CaseResult.text())
-from killdrill.drill.case import CaseRunning
+from killdrill.drill.base import AttemptLauncher, LauncherSource
+from killdrill.drill.case import CaseRunner
+from killdrill.drill.case_verdict import CaseJudge, first_label
+from killdrill.drill.discovery import Discoverer
 from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
+from killdrill.drill.workdirs import Workdirs
 from killdrill.errors import HarnessError
+from killdrill.options import reproduce_args
 from killdrill.points import Schedule, parse_schedule
 from killdrill.process.supervisor import clear_interrupt, interrupt_all
-from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation
+from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation, LedgerSnapshot
 
 __all__ = [
     "STATE_DIR",
@@ -46,18 +55,79 @@ __all__ = [
 ]
 
 
-class Drill(CaseRunning):
+class Drill:
     """Drills one command.  ``discover()`` once, then ``run_case(schedule)`` per case.
 
     The command is a list (never run through a shell); ``{thread}`` and ``{workdir}`` are
     filled in each argument.
     """
 
+    def __init__(self, command: Sequence[str], options: DrillOptions | None = None, **overrides: Any) -> None:
+        self.launcher = AttemptLauncher(command, replace(options or DrillOptions(), **overrides))
+        self.command = self.launcher.command
+        self.options = self.launcher.options
+        self.workdirs: Workdirs = self.launcher.workdirs
+        self.discoverer = Discoverer(self.launcher)
+        self.judge = CaseJudge(self.discoverer)
+        self.runner = CaseRunner(self.launcher, self.discoverer, self.judge, self.reproduce_line)
+
     def __enter__(self) -> Drill:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def root(self) -> Path:
+        """Where workdirs go (see :class:`~killdrill.drill.workdirs.Workdirs`)."""
+        return self.workdirs.root
+
+    def close(self) -> None:
+        """Stop the fork template and the integrations' services; remove an empty root we made."""
+        self.launcher.close()
+
+    def share_launchers(self, source: LauncherSource) -> None:
+        """Fork attempts from the templates ``source`` keeps (a pytest session's pool)."""
+        self.launcher.share_launchers(source)
+
+    def discover(self, *, force: bool = False) -> Discovery:
+        """The kill-point catalogue and baseline (clean runs, once; see :class:`Discoverer`)."""
+        return self.discoverer.discover(force=force)
+
+    def use_discovery(self, discovery: Discovery) -> None:
+        """Reuse a discovery made earlier (the pytest plugin caches it across sessions)."""
+        self.discoverer.use_discovery(discovery)
+
+    def points(self) -> list[str]:
+        """The catalogue's labels, in the order a clean run reached them."""
+        return self.discoverer.points()
+
+    def check_schedule(self, schedule: Schedule) -> None:
+        """The first named kill must be in the catalogue (``UnknownPointError`` lists it)."""
+        self.discoverer.check_schedule(schedule)
+
+    def baseline_for(self, schedule: str | Schedule) -> LedgerSnapshot:
+        """The clean ledger a case of ``schedule`` is judged against (per-thread mode aware)."""
+        discovery = self.discover()
+        clean = discovery.run_for(first_label(parse_schedule(schedule)))
+        return clean.baseline if clean is not None else discovery.baseline
+
+    def reproduce_line(self, schedule: str) -> str:
+        """``killdrill run`` of this case: the options that differ from the defaults, from the table."""
+        args = ["killdrill", "run", "--schedule", schedule, *reproduce_args(self.options)]
+        return shlex.join([*args, "--", *self.command])
+
+    def run_case(
+        self,
+        schedule: str | Schedule | Sequence[str],
+        *,
+        seed: int | None = None,
+        check: bool = True,
+        offsets_may_miss: bool = False,
+    ) -> CaseResult:
+        """Run one case.  ``check=False`` skips the catalogue check (random chaos schedules);
+        ``offsets_may_miss``: a random offset the run ended before is a miss (chaos)."""
+        return self.runner.run_case(schedule, seed=seed, check=check, offsets_may_miss=offsets_may_miss)
 
     def run_all(
         self,

@@ -1,25 +1,24 @@
-"""A drill's resources (workdirs, fork template, model fake) and how it launches attempts.
+"""A drill's resources (workdirs, fork template, services, model fake) and how it launches attempts.
 
-The rest of :class:`killdrill.drill.Drill` builds on this class: discovery
-(:mod:`killdrill.drill.discovery`), the verdict of a case (:mod:`killdrill.drill.case_verdict`),
-the attempts of a case (:mod:`killdrill.drill.case`).
+:class:`killdrill.drill.Drill` is composed of parts that share one :class:`AttemptLauncher`:
+discovery (:mod:`killdrill.drill.discovery`), the judge of a case
+(:mod:`killdrill.drill.case_verdict`) and the runner of a case's attempts
+(:mod:`killdrill.drill.case`).
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
-from killdrill.drill.errors import STATE_DIR, DrillOptions
+from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
-from killdrill.drill.workdirs import Workdirs
+from killdrill.drill.workdirs import RunContext, Workdirs
 from killdrill.errors import HarnessError, UsageError
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
@@ -27,11 +26,10 @@ from killdrill.fakes.model_script import ScriptError, load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
 from killdrill.integrations import Service, preload_modules, start_services
-from killdrill.options import reproduce_args  # the one table of drill options
 from killdrill.points import Kill
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
-from killdrill.records import Attempt, Discovery
+from killdrill.records import Attempt
 from killdrill.verdict import OPT_IN_CHECKS
 
 if TYPE_CHECKING:
@@ -43,29 +41,27 @@ if TYPE_CHECKING:
 LauncherSource = Callable[[str, Sequence[str], Mapping[str, str], str | None], Launcher]
 
 
-class DrillBase:
-    """What every part of a drill builds on: the command and options, the workdirs, the fork
-    template and model fake, the reproduction line, and how attempts are launched."""
+class AttemptLauncher:
+    """What every part of a drill shares: the command and options, the workdirs, the fork template,
+    the integrations' services and the model fake, and how attempts are launched."""
 
-    def __init__(self, command: Sequence[str], options: DrillOptions | None = None, **overrides: Any) -> None:
+    def __init__(self, command: Sequence[str], options: DrillOptions) -> None:
         self.command = tuple(command)
-        self.options = replace(options or DrillOptions(), **overrides)
-        self._argv = resolve_command(self.command)
+        self.options = options
+        self.argv = resolve_command(self.command)
         self._resume_argv = resolve_command(self.options.resume_with) if self.options.resume_with else None
-        self._discovery: Discovery | None = None
         self.workdirs = Workdirs(self.options.root, self.options.ledger_url)
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._launchers: LauncherSource | None = None  # set: templates someone else keeps
-        self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
         self._services: list[Service] | None = None  # integrations' services (Temporal's server)
         unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
         if unknown:
             raise UsageError(f"unknown check {unknown[0]!r}: expected one of {', '.join(OPT_IN_CHECKS)}")
         if self.options.launcher not in ("spawn", "fork"):
             raise HarnessError(f"unknown launcher {self.options.launcher!r}: expected spawn or fork")
-        self._model = self._load_model()
-        if self.options.launcher == "fork" and not python_target(self._argv):
+        self.model = self._load_model()
+        if self.options.launcher == "fork" and not python_target(self.argv):
             raise HarnessError(
                 "--launcher fork needs a `python -m MODULE ...` or `python SCRIPT ...` command"
             )
@@ -89,7 +85,7 @@ class DrillBase:
         then neither starts nor closes one, so its heavy imports are paid once per session."""
         self._launchers = source
 
-    def _get_launcher(self) -> Launcher | None:
+    def get_launcher(self) -> Launcher | None:
         """The fork template, started on first use and closed with the drill (or at exit)."""
         if self.options.launcher != "fork":
             return None
@@ -98,18 +94,20 @@ class DrillBase:
                 preload = [*DEFAULT_PRELOAD, *self.options.preload]
                 preload += preload_modules(self.options.integrations)
                 env = detection_env(
-                    self._env(self.workdirs.root, "kd-template"), self.options.integrations, bootstrap_dir()
+                    self.env(RunContext(self.workdirs.root, "kd-template")),
+                    self.options.integrations,
+                    bootstrap_dir(),
                 )
                 if self._launchers is not None:
-                    return self._launchers(self._argv[0], preload, env, self.options.cwd)
+                    return self._launchers(self.argv[0], preload, env, self.options.cwd)
                 self._launcher = Launcher(
-                    self._argv[0], preload=preload, env=env, cwd=self.options.cwd
+                    self.argv[0], preload=preload, env=env, cwd=self.options.cwd
                 ).start()
                 weakref.finalize(self, self._launcher.close)
             return self._launcher
 
-    def _service_env(self, workdir: Path, thread: str) -> dict[str, str]:
-        """What the integrations' services add to a launch in ``workdir`` (started on first use)."""
+    def _service_env(self, run: RunContext) -> dict[str, str]:
+        """What the integrations' services add to a launch of ``run`` (started on first use)."""
         with self._lock:
             if self._services is None:
                 self._services = start_services(self.options.integrations, self.root)
@@ -118,7 +116,7 @@ class DrillBase:
             services = list(self._services)
         env: dict[str, str] = {}
         for service in services:
-            env.update(service.env(workdir, thread))
+            env.update(service.env(run.workdir, run.thread))
         return env
 
     def close(self) -> None:
@@ -137,39 +135,30 @@ class DrillBase:
         """Where workdirs go (see :class:`Workdirs`)."""
         return self.workdirs.root
 
-    def reproduce_line(self, schedule: str) -> str:
-        """``killdrill run`` of this case: the options that differ from the defaults, from the table."""
-        args = ["killdrill", "run", "--schedule", schedule, *reproduce_args(self.options)]
-        return shlex.join([*args, "--", *self.command])
-
-    def _env(self, workdir: Path, thread: str) -> dict[str, str]:
+    def env(self, run: RunContext) -> dict[str, str]:
+        """The environment of a launch in ``run``: the harness's own, never an outer drill's."""
         env = dict(os.environ)
         for var in [k for k in env if k.startswith("KILLDRILL_")]:
             del env[var]  # never inherit an outer drill's channel
         env.update(self.options.env)
         env.update(
-            KILLDRILL_THREAD=thread,
-            KILLDRILL_WORKDIR=str(workdir),
-            KILLDRILL_LEDGER=self.workdirs.ledger_url(workdir),
+            KILLDRILL_THREAD=run.thread,
+            KILLDRILL_WORKDIR=str(run.workdir),
+            KILLDRILL_LEDGER=self.workdirs.ledger_url(run.workdir),
         )
         if self.options.integrations:
             env["KILLDRILL_INTEGRATIONS"] = ",".join(self.options.integrations)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap_dir(), env.get("PYTHONPATH")]))
         return env
 
-    def _spec(
-        self,
-        workdir: Path,
-        thread: str,
-        number: int,
-        kill: Kill | None,
-        suffix: str = "",
-        detect: bool = False,
+    def spec(
+        self, run: RunContext, number: int, kill: Kill | None, suffix: str = "", detect: bool = False
     ) -> LaunchSpec:
-        state = workdir / STATE_DIR
-        env = {**self._env(workdir, thread), **self._service_env(workdir, thread)}
+        """Attempt ``number`` of ``run``, armed with ``kill`` (``detect``: a clean run, traced)."""
+        state = run.state
+        env = {**self.env(run), **self._service_env(run)}
         return LaunchSpec(
-            argv=fill(fleet.resume_argv(self._argv, self._resume_argv, number), thread, str(workdir)),
+            argv=fill(fleet.resume_argv(self.argv, self._resume_argv, number), run.thread, str(run.workdir)),
             env=detection_env(env, self.options.integrations, bootstrap_dir()) if detect else env,
             cwd=self.options.cwd,
             stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),
@@ -180,28 +169,28 @@ class DrillBase:
             signal_name=self.options.signal,
             grace_s=self.options.grace,
             control_dir=str(state / "ctl"),
-            launcher=self._get_launcher(),
+            launcher=self.get_launcher(),
         )
 
-    def _launch(
-        self, workdir: Path, thread: str, specs: list[LaunchSpec], hook: Barrier | fleet.Pause | None = None
+    def launch(
+        self, run: RunContext, specs: list[LaunchSpec], hook: Barrier | fleet.Pause | None = None
     ) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
         servers: list[FakesServer | SmtpFake] = []
-        if self.options.http_fakes or self._model is not None:
+        if self.options.http_fakes or self.model is not None:
             wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
-            http = FakesServer(self.workdirs.ledger_url(workdir), wire=wire, model=self._model)
+            http = FakesServer(self.workdirs.ledger_url(run.workdir), wire=wire, model=self.model)
             servers.append(http)
             http.start()
             for spec in specs:  # each attempt its own URL: its requests are its own, however many run
                 url, secret = http.attempt_url(id(spec))
                 spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
-                if self._model is not None:
+                if self.model is not None:
                     spec.env.update(model_env(url))
         if self.options.smtp_fake:
             from killdrill.fakes.wire.smtp import SmtpFake  # the wire extra (aiosmtpd): only when asked
 
-            smtp = SmtpFake(self.workdirs.ledger_url(workdir))
+            smtp = SmtpFake(self.workdirs.ledger_url(run.workdir))
             servers.append(smtp)
             smtp.start()
             for spec in specs:  # each attempt its own port: its mail is its own, however many run
@@ -209,12 +198,12 @@ class DrillBase:
         on_start: Callable[[Running], None] | None = None
         if servers:
 
-            def on_start(run: Running) -> None:
+            def on_start(running: Running) -> None:
                 for server in servers:
-                    address, token = run.listener.address, run.listener.token
-                    server.bind(thread, run.spec.number, address, token, launch=id(run.spec))
+                    address, token = running.listener.address, running.listener.token
+                    server.bind(run.thread, running.spec.number, address, token, launch=id(running.spec))
                     if hasattr(server, "arm"):
-                        server.arm(run)  # a drop:/reset: connection fault of this attempt
+                        server.arm(running)  # a drop:/reset: connection fault of this attempt
 
         for spec in specs:
             spec.env = expand_env(spec.env, self.options.env)

@@ -8,16 +8,17 @@ import shlex
 import shutil
 import subprocess
 import uuid
-from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from killdrill.drill.case_verdict import Judging, first_label, workload_shaped
+from killdrill.drill.base import AttemptLauncher
+from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
+from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
-from killdrill.drill.errors import STATE_DIR
 from killdrill.drill.intervals import resolve_schedule
 from killdrill.drill.thread_view import with_thread_view
+from killdrill.drill.workdirs import RunContext
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
 from killdrill.ledger import LedgerError
@@ -43,28 +44,51 @@ from killdrill.verdict.diagnosis import diagnose, regroup_summary
 from killdrill.verdict.model_work import model_work
 
 
-class CaseRunning(Judging):
-    """A drill that runs cases."""
+@dataclass
+class CaseAttempts:
+    """What the attempts of one case left: every attempt, the verdicts they earned on the way
+    (a kill that missed, a hang, a ledger changed under the case) and whether the run completed."""
 
-    def _paused(
-        self, workdir: Path, thread: str, number: int, kill: Kill, next_kill: Kill | None
-    ) -> list[Attempt]:
-        """Attempt ``number`` paused at ``kill`` (the zombie), attempt ``number + 1`` resuming
-        meanwhile; the attempts that ran (the resumer is absent when the point was never reached)."""
-        zombie = self._spec(workdir, thread, number, kill)
-        resumer = self._spec(workdir, thread, number + 1, next_kill)
-        resumer.deferred = True
-        return self._launch(workdir, thread, [zombie, resumer], hook=fleet.Pause(kill, resumer))
+    attempts: list[Attempt] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    completed: bool = False
+
+
+class CaseRunner:
+    """Runs one case: its attempts under one thread and workdir, then its verdict and its files."""
+
+    def __init__(
+        self,
+        launcher: AttemptLauncher,
+        discoverer: Discoverer,
+        judge: CaseJudge,
+        reproduce_line: Callable[[str], str],
+    ) -> None:
+        self.launcher = launcher
+        self.discoverer = discoverer
+        self.judge = judge
+        self.options = launcher.options
+        self.workdirs = launcher.workdirs
+        self.reproduce_line = reproduce_line
 
     def run_case(
-        self, schedule: str | Schedule | Sequence[str], *, seed: int | None = None, check: bool = True
+        self,
+        schedule: str | Schedule | Sequence[str],
+        *,
+        seed: int | None = None,
+        check: bool = True,
+        offsets_may_miss: bool = False,
     ) -> CaseResult:
-        """Run one case.  ``check=False`` skips the catalogue check (random chaos schedules)."""
+        """Run one case.  ``check=False`` skips the catalogue check (random chaos schedules).
+
+        ``offsets_may_miss`` (chaos): a kill at a random offset that the run ended before is a
+        miss, not ``point_not_reached`` (a named point that is never reached still is)."""
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
-        discovery = self.discover()
+        discovery = self.discoverer.discover()
         if check:
-            self.check_schedule(sched)
+            self.discoverer.check_schedule(sched)
         sched = resolve_schedule(sched, discovery)  # percentage kills -> this discovery's ms
         text = str(sched)
         clean = discovery.run_for(first_label(sched))
@@ -77,91 +101,26 @@ class CaseRunning(Judging):
         else:
             thread, baseline = f"kd-{uuid.uuid4().hex[:12]}", discovery.baseline
             baseline_note = f"{SHARED_BASELINE}: judged against the first clean run ({discovery.mode_reason})"
-        workdir = self.workdirs.new(text)
+        run = RunContext(self.workdirs.new(text), thread)
         reproduce = self.reproduce_line(text)
-        mark = uuid.uuid4().hex
-        self.workdirs.mark(workdir, thread, mark)
-        max_attempts = self.options.max_attempts or len(sched) + 3
-        plan = {
-            "command": list(self.command),
-            "schedule": text,
-            "seed": seed,
-            "thread": thread,
-            "workdir": str(workdir),
-            "options": {k: v for k, v in asdict(self.options).items() if k != "root"},
-            "reproduce": reproduce,
-        }
-        (workdir / STATE_DIR / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
+        self._write_plan(run, text, seed, reproduce)
+        ran = self._attempts(run, sched, offsets_may_miss)
 
-        attempts: list[Attempt] = []
-        violations: list[Violation] = []
-        notes: list[str] = []
-        completed = False
-        number = 0
-        resumers_used = False
-        seen: LedgerSnapshot | None = None
-        while number < max_attempts:
-            number += 1
-            if number > 1 and self.options.between:
-                between = self._between(workdir, thread, number)
-                if between is not None:
-                    violations.append(between)
-                    break
-            kill = sched.for_attempt(number)
-            if number == 2 and self.options.resumers > 1 and not resumers_used:
-                resumers_used = True
-                batch = self._concurrent(workdir, thread, number, kill)
-            elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
-                batch = self._paused(workdir, thread, number, kill, sched.for_attempt(number + 1))
-                number += len(batch) - 1
-            else:
-                batch = self._launch(workdir, thread, [self._spec(workdir, thread, number, kill)])
-            batch = with_thread_view(workdir, batch)  # exited 0 with work pending: unfinished_resume
-            attempts.extend(batch)
-            seen, broken = self._check_ledger(workdir, thread, mark, seen, number)
-            if broken is not None:
-                violations.append(broken)
-                break
-            stop = False
-            for a in batch:
-                v = self._attempt_violation(a, text)
-                if v is not None:
-                    violations.append(v)
-                    stop = True
-            if stop:
-                break
-            if all(a.outcome == EXITED and a.returncode == 0 for a in batch) and number >= len(sched):
-                completed = True
-                break
-        if not completed and not violations:
-            last = attempts[-1]
-            violations.append(
-                Violation(
-                    RESUME_FAILED,
-                    f"the run never completed: {len(attempts)} attempt(s), the last "
-                    f"{'exited ' + str(last.returncode) if last.outcome == EXITED else last.outcome}"
-                    + (
-                        f"; its stderr ends with: {last_line(last.stderr_tail)}"
-                        if last.stderr_tail.strip()
-                        else ""
-                    ),
-                    detail={"attempts": len(attempts), "last_returncode": last.returncode},
-                )
-            )
-
+        violations = ran.violations
+        notes = ran.notes
         ledger: LedgerSnapshot | None = None
         summary: dict[str, dict[str, int]] = {}
         model: dict[str, Any] = {}
         try:
-            ledger = self.workdirs.snapshot(workdir, thread)
+            ledger = self.workdirs.snapshot(run)
         except (LedgerError, OSError, ValueError) as exc:  # unreadable or corrupt (JSON) ledger: one line
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
-            judged = self._judge(baseline, ledger, attempts, violations, completed)
+            judged = self.judge.effects(baseline, ledger, ran.attempts, violations, ran.completed)
             if clean is None and workload_shaped([*violations, *judged], sched):
                 # A missing or unexpected effect may be this thread's own work: a clean run of
                 # the case's thread says whether the shared baseline was the wrong yardstick.
-                own = self._own_thread_baseline(thread, baseline, sched)
+                own = self.judge.own_thread_baseline(thread, baseline, sched)
                 if own is not None:
                     baseline, why, other_work = own
                     baseline_note = f"{PER_THREAD_BASELINE}: judged against a clean run of its own thread"
@@ -172,29 +131,29 @@ class CaseRunning(Judging):
                             for v in violations
                             if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
                         ]
-                    if (
-                        other_work
-                        and len(attempts) == 1
-                        and attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED
-                    ):
-                        notes.append(
-                            f"not applicable: this thread's clean run never reaches {sched.kills[0]}"
-                        )
-                    judged = self._judge(baseline, ledger, attempts, violations, True)
+                        if (
+                            len(ran.attempts) == 1
+                            and ran.attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED
+                        ):
+                            notes.append(
+                                f"not applicable: this thread's clean run never reaches {sched.kills[0]}"
+                            )
+                    judged = self.judge.effects(baseline, ledger, ran.attempts, violations, True)
             violations.extend(judged)
             summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
             model = model_work(baseline, ledger)
-        violations = diagnose(violations, baseline=baseline, attempts=attempts)  # cause, fix, consequences
+        # cause, fix, consequences
+        violations = diagnose(violations, baseline=baseline, attempts=ran.attempts)
         summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
-        notes.extend(self._resume_notes(catalogue, attempts, ledger))
-        notes.extend(fleet.upgrade_notes(self.command, self.options.resume_with, attempts))
+        notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))
+        notes.extend(fleet.upgrade_notes(self.launcher.command, self.options.resume_with, ran.attempts))
         result = CaseResult(
-            command=self.command,
+            command=self.launcher.command,
             schedule=text,
             thread=thread,
-            workdir=str(workdir),
-            attempts=tuple(attempts),
+            workdir=str(run.workdir),
+            attempts=tuple(ran.attempts),
             violations=tuple(violations),
             notes=tuple(notes),
             reproduce=reproduce,
@@ -205,17 +164,92 @@ class CaseRunning(Judging):
             baseline=baseline_note,
         )
         if result.ok and not self.options.keep:  # its result.json would be removed with it (issue 23)
-            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(run.workdir, ignore_errors=True)
         else:
-            (workdir / STATE_DIR / "result.json").write_text(json_text(result.to_dict()))
+            (run.state / "result.json").write_text(json_text(result.to_dict()))
         return result
 
+    def _write_plan(self, run: RunContext, schedule: str, seed: int | None, reproduce: str) -> None:
+        """``plan.json``: what this case is, written before attempt 1 (a killed harness leaves it)."""
+        plan = {
+            "command": list(self.launcher.command),
+            "schedule": schedule,
+            "seed": seed,
+            "thread": run.thread,
+            "workdir": str(run.workdir),
+            "options": {k: v for k, v in asdict(self.options).items() if k != "root"},
+            "reproduce": reproduce,
+        }
+        (run.state / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
+
+    def _attempts(self, run: RunContext, sched: Schedule, offsets_may_miss: bool) -> CaseAttempts:
+        """Attempt 1 armed with the first kill, then resumes under the same thread until the run
+        completes, a verdict is already certain, or ``max_attempts`` ran out."""
+        mark = uuid.uuid4().hex
+        self.workdirs.mark(run, mark)
+        max_attempts = self.options.max_attempts or len(sched) + 3
+        out = CaseAttempts()
+        number = 0
+        resumers_used = False
+        seen: LedgerSnapshot | None = None
+        while number < max_attempts:
+            number += 1
+            if number > 1 and self.options.between:
+                between = self._between(run, number)
+                if between is not None:
+                    out.violations.append(between)
+                    break
+            kill = sched.for_attempt(number)
+            if number == 2 and self.options.resumers > 1 and not resumers_used:
+                resumers_used = True
+                batch = self._concurrent(run, number, kill)
+            elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
+                batch = self._paused(run, number, kill, sched.for_attempt(number + 1))
+                number += len(batch) - 1
+            else:
+                batch = self.launcher.launch(run, [self.launcher.spec(run, number, kill)])
+            batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
+            out.attempts.extend(batch)
+            seen, broken = self._check_ledger(run, mark, seen, number)
+            if broken is not None:
+                out.violations.append(broken)
+                break
+            ended, missed = [], False
+            for a in batch:
+                v = self.judge.attempt_violation(a)
+                if v is not None and offsets_may_miss and v.kind == POINT_NOT_REACHED:
+                    v, note = offset_missed(a, sched, v)
+                    if note:
+                        out.notes.append(note)
+                        missed = True
+                if v is not None:
+                    ended.append(v)
+            if ended:
+                out.violations.extend(ended)
+                break
+            if missed or (
+                all(a.outcome == EXITED and a.returncode == 0 for a in batch) and number >= len(sched)
+            ):
+                out.completed = True
+                break
+        if not out.completed and not out.violations:
+            out.violations.append(never_completed(out.attempts))
+        return out
+
+    def _paused(self, run: RunContext, number: int, kill: Kill, next_kill: Kill | None) -> list[Attempt]:
+        """Attempt ``number`` paused at ``kill`` (the zombie), attempt ``number + 1`` resuming
+        meanwhile; the attempts that ran (the resumer is absent when the point was never reached)."""
+        zombie = self.launcher.spec(run, number, kill)
+        resumer = self.launcher.spec(run, number + 1, next_kill)
+        resumer.deferred = True
+        return self.launcher.launch(run, [zombie, resumer], hook=fleet.Pause(kill, resumer))
+
     def _check_ledger(
-        self, workdir: Path, thread: str, mark: str, seen: LedgerSnapshot | None, number: int
+        self, run: RunContext, mark: str, seen: LedgerSnapshot | None, number: int
     ) -> tuple[LedgerSnapshot | None, Violation | None]:
         """After each attempt: the ledger still holds every call recorded before, and the marker."""
         try:
-            now, marked = self.workdirs.snapshot_and_mark(workdir, thread, mark)
+            now, marked = self.workdirs.snapshot_and_mark(run, mark)
         except (LedgerError, OSError, ValueError) as exc:  # a bug in killdrill is not a verdict: it raises
             return seen, Violation(HARNESS_ERROR, f"cannot read the ledger after attempt {number}: {exc}")
         why = ledger_break(seen, now, marked)
@@ -229,15 +263,10 @@ class CaseRunning(Judging):
             )
         return now, None
 
-    def baseline_for(self, schedule: str | Schedule) -> LedgerSnapshot:
-        """The clean ledger a case of ``schedule`` is judged against (per-thread mode aware)."""
-        discovery = self.discover()
-        clean = discovery.run_for(first_label(parse_schedule(schedule)))
-        return clean.baseline if clean is not None else discovery.baseline
-
-    def _between(self, workdir: Path, thread: str, number: int) -> Violation | None:
-        argv = fill(resolve_command(self.options.between or ()), thread, str(workdir))
-        env = self._env(workdir, thread)
+    def _between(self, run: RunContext, number: int) -> Violation | None:
+        """The between-attempts command (reconciliation), run before attempt ``number``."""
+        argv = fill(resolve_command(self.options.between or ()), run.thread, str(run.workdir))
+        env = self.launcher.env(run)
         env["KILLDRILL_ATTEMPT"] = str(number)
         try:
             proc = subprocess.run(
@@ -258,9 +287,41 @@ class CaseRunning(Judging):
             )
         return None
 
-    def _concurrent(self, workdir: Path, thread: str, number: int, kill: Kill | None) -> list[Attempt]:
+    def _concurrent(self, run: RunContext, number: int, kill: Kill | None) -> list[Attempt]:
+        """``resumers`` attempts numbered ``number`` at once, held at barriers (concurrent resumers)."""
         specs = [
-            self._spec(workdir, thread, number, kill if i == 0 else None, suffix=f".{i + 1}")
+            self.launcher.spec(run, number, kill if i == 0 else None, suffix=f".{i + 1}")
             for i in range(self.options.resumers)
         ]
-        return self._launch(workdir, thread, specs, hook=Barrier(self.options.barrier))
+        return self.launcher.launch(run, specs, hook=Barrier(self.options.barrier))
+
+
+def never_completed(attempts: Sequence[Attempt]) -> Violation:
+    """The run did not complete within its attempts, and nothing else was said about it."""
+    last = attempts[-1]
+    return Violation(
+        RESUME_FAILED,
+        f"the run never completed: {len(attempts)} attempt(s), the last "
+        f"{'exited ' + str(last.returncode) if last.outcome == EXITED else last.outcome}"
+        + (f"; its stderr ends with: {last_line(last.stderr_tail)}" if last.stderr_tail.strip() else ""),
+        detail={"attempts": len(attempts), "last_returncode": last.returncode},
+    )
+
+
+def offset_missed(a: Attempt, sched: Schedule, unreached: Violation) -> tuple[Violation | None, str | None]:
+    """Chaos's reading of a kill that never landed: a named point stays ``point_not_reached``; a
+    random offset the run ended before is a miss (a note: the run went to its end), and one
+    the attempt never got to because it crashed on its own is ``resume_failed``."""
+    kill = sched.for_attempt(a.number)
+    if kill is not None and kill.is_named:
+        return unreached, None
+    if a.returncode == 0:
+        return None, f"kill missed: attempt {a.number} exited 0 before {a.kill} could land"
+    return (
+        Violation(
+            RESUME_FAILED,
+            f"attempt {a.number} exited {a.returncode} on its own before its kill {a.kill} landed",
+            detail={"attempt": a.number, "returncode": a.returncode},
+        ),
+        None,
+    )

@@ -7,7 +7,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from killdrill.drill.discovery import Discovering
+from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import how_ended, last_line, slug
 from killdrill.errors import HarnessError
 from killdrill.integrations import internal_steps
@@ -31,10 +31,14 @@ from killdrill.verdict import judge
 from killdrill.verdict.baselines import repeated_calls, workload_difference
 
 
-class Judging(Discovering):
-    """A drill that can judge a case it ran."""
+class CaseJudge:
+    """The verdict of a case: its effects against the right baseline, and how each attempt ended."""
 
-    def _judge(
+    def __init__(self, discoverer: Discoverer) -> None:
+        self.discoverer = discoverer
+        self.options = discoverer.options
+
+    def effects(
         self,
         baseline: LedgerSnapshot,
         ledger: LedgerSnapshot,
@@ -50,11 +54,11 @@ class Judging(Discovering):
             ledger,
             attempts,
             identity=self.options.identity,
-            volatile=self.discover().volatile,
+            volatile=self.discoverer.discover().volatile,
             checks=self.options.checks,
         )
 
-    def _own_thread_baseline(
+    def own_thread_baseline(
         self, thread: str, baseline: LedgerSnapshot, sched: Schedule
     ) -> tuple[LedgerSnapshot, str, bool] | None:
         """A clean run under ``thread`` (own workdir and ledger), if it did other work than the
@@ -62,10 +66,10 @@ class Judging(Discovering):
         discovery run could not have told thread-derived values apart (False: the same work, so a
         point the case did not reach still stands); None when the violations stand as judged."""
         try:
-            attempt, snap = self._clean_run(thread, f"own-thread-{slug(str(sched))}", private=True)
+            attempt, snap = self.discoverer.clean_run(thread, f"own-thread-{slug(str(sched))}", private=True)
         except HarnessError:
             return None
-        discovery = self.discover()
+        discovery = self.discoverer.discover()
         differ = workload_difference(discovery.labels(), baseline, [e.label for e in attempt.trace], snap)
         if differ:
             return snap, f"the shared baseline's thread did other work: {differ}; one extra clean run", True
@@ -76,7 +80,8 @@ class Judging(Discovering):
             return snap, "one discovery run cannot tell thread-derived values; one extra clean run", False
         return None
 
-    def _attempt_violation(self, a: Attempt, schedule: str) -> Violation | None:
+    def attempt_violation(self, a: Attempt) -> Violation | None:
+        """How attempt ``a`` ended, when that alone is a verdict (a kill that missed, a hang)."""
         if a.outcome == AttemptOutcome.POINT_NOT_REACHED:
             why = "; ".join(a.notes) or f"the attempt {how_ended(a)} before reaching it"
             return Violation(
@@ -110,7 +115,7 @@ class Judging(Discovering):
         return None
 
     @staticmethod
-    def _resume_notes(
+    def resume_notes(
         catalogue: Sequence[CatalogueEntry], attempts: Sequence[Attempt], ledger: LedgerSnapshot | None
     ) -> list[str]:
         """Flag a resume that restarted from scratch and re-did work a checkpoint held.

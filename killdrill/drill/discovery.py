@@ -7,8 +7,8 @@ import shlex
 import shutil
 import uuid
 
-from killdrill.drill.base import DrillBase
-from killdrill.drill.errors import STATE_DIR, DiscoveryError, UnknownPointError
+from killdrill.drill.base import AttemptLauncher
+from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
     diverged_hint,
     imported_modules,
@@ -17,6 +17,7 @@ from killdrill.drill.setup_checks import (
     warn,
 )
 from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
+from killdrill.drill.workdirs import RunContext
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
@@ -33,16 +34,25 @@ from killdrill.verdict import volatile_fields
 from killdrill.verdict.baselines import workload_difference
 
 
-class Discovering(DrillBase):
-    """A drill that knows its command's catalogue and baseline (discovered once, or reused)."""
+class Discoverer:
+    """A command's catalogue and baseline: discovered once by clean runs, or reused."""
 
-    def _clean_run(self, thread: str, label: str, *, private: bool = False) -> tuple[Attempt, LedgerSnapshot]:
+    def __init__(self, launcher: AttemptLauncher) -> None:
+        self.launcher = launcher
+        self.command = launcher.command
+        self.options = launcher.options
+        self.workdirs = launcher.workdirs
+        self._discovery: Discovery | None = None
+        self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
+
+    def clean_run(self, thread: str, label: str, *, private: bool = False) -> tuple[Attempt, LedgerSnapshot]:
         """One unarmed, traced run under ``thread`` in a fresh workdir (with its own SQLite ledger
         when ``private``, so a shared ``ledger_url`` never sees two runs of one thread)."""
         workdir = self.workdirs.new(label)
+        run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
-            attempt = self._launch(workdir, thread, [self._spec(workdir, thread, 1, None, detect=True)])[0]
-            self._imported |= imported_modules(workdir / STATE_DIR)
+            attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            self._imported |= imported_modules(run.state)
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
@@ -55,7 +65,7 @@ class Discovering(DrillBase):
                     f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
                     f"--- stderr (tail) ---\n{err}"
                 )
-            snap = self.workdirs.snapshot(workdir, thread)
+            snap = self.workdirs.snapshot(run)
         if not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return attempt, snap
@@ -75,7 +85,7 @@ class Discovering(DrillBase):
         runs: list[tuple[str, Attempt, LedgerSnapshot]] = []
         for i in range(max(1, self.options.discovery_runs)):
             thread = f"kd-discovery-{uuid.uuid4().hex[:10]}"
-            attempt, snap = self._clean_run(thread, f"discovery-{i + 1}")
+            attempt, snap = self.clean_run(thread, f"discovery-{i + 1}")
             runs.append((thread, attempt, snap))
         first = runs[0][1]
         warn(integration_hint(self._imported, self.options.integrations))
@@ -118,7 +128,7 @@ class Discovering(DrillBase):
                 )
             mode = PER_THREAD_BASELINE
             reason = f"the clean runs under two threads did different work: {differ}"
-            same_thread, same = self._clean_run(runs[0][0], "discovery-same-thread")
+            same_thread, same = self.clean_run(runs[0][0], "discovery-same-thread")
             # Fewer points under another thread may be the thread's work; fewer under the same
             # thread in a fresh workdir is state kept outside it.
             warn(diverged_hint(self.command, len(first.trace), len(same_thread.trace)))

@@ -9,6 +9,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from killdrill.drill.env import normalize, slug
@@ -16,6 +17,20 @@ from killdrill.drill.errors import STATE_DIR
 from killdrill.ledger import Ledger
 from killdrill.records import LedgerSnapshot
 from killdrill.verdict.baselines import LEDGER_MARKER
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where one run lives: its workdir (files, ledger, control socket) and its thread (the key the
+    agent checkpoints under).  A case's attempts share one; every clean run has its own."""
+
+    workdir: Path
+    thread: str
+
+    @property
+    def state(self) -> Path:
+        """The harness's folder inside the workdir (plan, attempt logs, ledger, control socket)."""
+        return self.workdir / STATE_DIR
 
 
 class Workdirs:
@@ -78,40 +93,40 @@ class Workdirs:
         return str(workdir / STATE_DIR / "ledger.sqlite")
 
     @contextlib.contextmanager
-    def ledger(self, workdir: Path, thread: str) -> Iterator[Ledger]:
-        """The workdir's ledger, open for one read or write."""
-        url = self.ledger_url(workdir)
-        ledger = Ledger(url, thread)
+    def ledger(self, run: RunContext) -> Iterator[Ledger]:
+        """The run's ledger, open for one read or write."""
+        url = self.ledger_url(run.workdir)
+        ledger = Ledger(url, run.thread)
         try:
             yield ledger
         finally:
             if url != self._shared:
                 ledger.close()  # one SQLite file per case: keep no file open once it is read
 
-    def snapshot(self, workdir: Path, thread: str) -> LedgerSnapshot:
-        """The case's ledger, with its thread id and workdir written as ``{thread}``/``{workdir}``.
+    def snapshot(self, run: RunContext) -> LedgerSnapshot:
+        """The run's ledger, with its thread id and workdir written as ``{thread}``/``{workdir}``.
 
         Agents put the thread into refs and keys (rightly: it is what makes them stable);
         every case has its own thread, so without this a ref would look different in
         every case and the baseline could never be compared with it.
         """
-        with self.ledger(workdir, thread) as ledger:
-            return self._normalized(ledger.snapshot(), workdir, thread)
+        with self.ledger(run) as ledger:
+            return self._normalized(ledger.snapshot(), run)
 
-    def snapshot_and_mark(self, workdir: Path, thread: str, mark: str) -> tuple[LedgerSnapshot, bool]:
+    def snapshot_and_mark(self, run: RunContext, mark: str) -> tuple[LedgerSnapshot, bool]:
         """After an attempt, in one open: the snapshot, and whether the case's marker is still there."""
-        with self.ledger(workdir, thread) as ledger:
-            snap = self._normalized(ledger.snapshot(), workdir, thread)
+        with self.ledger(run) as ledger:
+            snap = self._normalized(ledger.snapshot(), run)
             return snap, ledger.settings(LEDGER_MARKER).get("mark") == mark
 
-    def mark(self, workdir: Path, thread: str, mark: str) -> None:
+    def mark(self, run: RunContext, mark: str) -> None:
         """Write the case's marker into its ledger before attempt 1 (see ``baselines.ledger_break``)."""
-        with self.ledger(workdir, thread) as ledger:
+        with self.ledger(run) as ledger:
             ledger.configure(LEDGER_MARKER, mark=mark)
 
     @staticmethod
-    def _normalized(snap: LedgerSnapshot, workdir: Path, thread: str) -> LedgerSnapshot:
-        return normalize(snap, {thread: "{thread}", str(workdir): "{workdir}"})
+    def _normalized(snap: LedgerSnapshot, run: RunContext) -> LedgerSnapshot:
+        return normalize(snap, {run.thread: "{thread}", str(run.workdir): "{workdir}"})
 
 
 def rmdir_if_empty(path: Path) -> None:

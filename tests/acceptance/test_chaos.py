@@ -207,13 +207,22 @@ def test_usage_errors_exit_2() -> None:
 
 # ---- against the real example agent ----------------------------------------------------------
 def test_kill_that_never_lands_is_a_miss_not_a_failure(
-    tmp_path: Path, discoveries: dict[str, Discovery]
+    tmp_path: Path, discoveries: dict[str, Discovery], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import killdrill.chaos.case
+    import killdrill.drill.case
+
+    judged: list[int] = []
+    for module in (killdrill.drill.case, killdrill.chaos.case):  # wherever a case may be diagnosed
+        if hasattr(module, "diagnose"):
+            orig = module.diagnose
+            monkeypatch.setattr(module, "diagnose", lambda *a, _o=orig, **k: judged.append(1) or _o(*a, **k))
     drill = Drill(AGENT, OPTS, root=str(tmp_path))
     drill.use_discovery(discoveries[""])
     case = chaos_case(drill, "offset:60000ms")
     assert case.ok, case.text()
     assert any(n.startswith("kill missed:") for n in case.notes)
+    assert len(judged) == 1  # judged once, by the drill: chaos does not judge it again
 
 
 @pytest.mark.parametrize(("bug", "seed"), [("uuid_key", 1), ("ungated_email", 2)])
@@ -397,7 +406,7 @@ def test_reports_of_a_killed_job_are_whole(tmp_path: Path) -> None:
 def test_check_options_apply_to_chaos_cases(tmp_path: Path) -> None:
     """A saga that undoes its steps in the wrong order lands every effect once: only
     ``--check compensation_order`` sees it, and it must see it in chaos cases too (here a
-    kill that misses, which chaos re-judges)."""
+    kill that misses, judged as the run it left)."""
     agents = Path(__file__).resolve().parents[1] / "detection" / "agents"
     cmd = [
         sys.executable,

@@ -173,10 +173,9 @@ def test_discovery_failure_carries_the_agents_stderr(opts: DrillOptions) -> None
 
 
 def test_a_crashing_resume_is_resume_failed(tmp_path: Path) -> None:
-    drill = Drill([PY, str(AGENTS / "exits.py"), "0"], DrillOptions(root=tmp_path))
-    drill.discover()
-    drill.options = DrillOptions(root=tmp_path, max_attempts=2)
-    drill._argv = [PY, str(AGENTS / "exits.py"), "3"]  # resumes crash from now on
+    resume = [PY, str(AGENTS / "exits.py"), "3"]  # resumes crash
+    opts = DrillOptions(root=tmp_path, max_attempts=2, resume_with=resume)
+    drill = Drill([PY, str(AGENTS / "exits.py"), "0"], opts)
     case = drill.run_case("before:work")
     assert case.kinds == (RESUME_FAILED,)
     assert "exited 3" in case.violations[0].message

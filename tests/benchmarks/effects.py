@@ -105,7 +105,7 @@ def ledger_read(case: LedgerSnapshot, root: Path) -> float:
     """Seconds to read ``case`` back from a real SQLite ledger the way a drill does."""
     import sqlite3
 
-    from killdrill.drill.workdirs import Workdirs
+    from killdrill.drill.workdirs import RunContext, Workdirs
     from killdrill.ledger import Ledger
 
     workdir = root / f"read-{len(case.calls)}-{time.monotonic_ns()}"
@@ -122,10 +122,9 @@ def ledger_read(case: LedgerSnapshot, root: Path) -> float:
                 for rest in ((c.attempt, c.pid, c.time),)
             ],
         )
-    wd = Workdirs.__new__(Workdirs)
-    wd._shared = None  # type: ignore[attr-defined]
+    wd = Workdirs(root, None)
     t = time.perf_counter()
-    snap = wd.snapshot(workdir, "t-read")
+    snap = wd.snapshot(RunContext(workdir, "t-read"))
     took = time.perf_counter() - t
     assert len(snap.calls) == len(case.calls)
     return took
