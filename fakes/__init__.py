@@ -65,7 +65,7 @@ from killdrill.fakes.errors import (
     StaleFence,
 )
 from killdrill.fakes.handle import Fakes, connect
-from killdrill.fakes.processing import FAULT_SETTINGS, Answer, Perform, process
+from killdrill.fakes.processing import FAULT_SETTINGS, Answer, FakeRequest, Perform, process
 from killdrill.fakes.provider import Provider, fake_classes
 from killdrill.fakes.rules import DEFAULT_KEY_TTL, STRIPE_RULES, KeyRules, advance_clock, harness_now
 from killdrill.providers import Operation
@@ -79,6 +79,7 @@ __all__ = [
     "Answer",
     "Counter",
     "FakeProviderError",
+    "FakeRequest",
     "Fakes",
     "IdempotencyConflict",
     "IdempotencyError",

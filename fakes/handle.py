@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
 from killdrill.fakes.errors import IndeterminateError
-from killdrill.fakes.processing import Perform, process
+from killdrill.fakes.processing import Answer, FakeRequest, process
 from killdrill.fakes.provider import Provider, fake_classes
 from killdrill.ledger import Ledger
 from killdrill.providers import load_entry_points
@@ -68,31 +68,26 @@ class Fakes:
         except KeyError:
             raise AttributeError(f"{type(self).__name__} has no fake provider {name!r}") from None
 
-    def _run(
-        self,
-        provider: str,
-        op: str,
-        key: str | None,
-        payload: dict[str, Any],
-        perform: Perform,
-        fence: tuple[str, int] | None = None,
-    ) -> dict[str, Any]:
+    def _run(self, request: FakeRequest) -> dict[str, Any]:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
-        answer = process(
-            self.ledger, provider, op, key, payload, perform, attempt=self.attempt, pid=os.getpid(),
-            fence=fence,
-        )  # fmt: skip
-        boundary(f"during:{provider}.{op}")
-        if answer.fault is not None:
-            raise IndeterminateError(
-                f"{provider}.{op}: the request was executed ({answer.call.effect_id}) but the response "
-                f"was lost ({answer.fault})",
-                call=answer.call,
-            )
-        if answer.error is not None:
-            answer.error.call = answer.call
-            raise answer.error
-        return {**answer.body, "replayed": answer.replayed}
+        answer = process(self.ledger, request, attempt=self.attempt, pid=os.getpid())
+        boundary(f"during:{request.provider}.{request.op}")
+        return result_of(answer)
+
+
+def result_of(answer: Answer) -> dict[str, Any]:
+    """What a provider method returns for ``answer``, as a client library would: the body, or
+    the error raised (a lost response is an ``IndeterminateError``: it happened, nobody was told)."""
+    if answer.fault is not None:
+        raise IndeterminateError(
+            f"{answer.call.provider}.{answer.call.op}: the request was executed ({answer.call.effect_id})"
+            f" but the response was lost ({answer.fault})",
+            call=answer.call,
+        )
+    if answer.error is not None:
+        answer.error.call = answer.call
+        raise answer.error
+    return {**answer.body, "replayed": answer.replayed}
 
 
 _temp_dir: str | None = None

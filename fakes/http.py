@@ -44,7 +44,7 @@ from killdrill.fakes import model as _model
 from killdrill.fakes import model_responses as _model_responses
 from killdrill.fakes.httpguard import GuardedHandler, GuardedServer, Request, Route, route
 from killdrill.fakes.peer import peer_pid
-from killdrill.fakes.serving import Answered, Binding, FaultPlan, Reset, ServerFakes
+from killdrill.fakes.serving import Binding, FaultPlan, Reset, ServerFakes
 from killdrill.fakes.wire import Exchange, stripe_render
 from killdrill.fakes.wire.stripe import decode_form
 from killdrill.ledger import Ledger, LedgerError
@@ -155,18 +155,19 @@ def _generic(h: _FakesHandler, req: Request) -> None:
     if key and operation is not None and operation.keyed:
         kwargs.setdefault("idempotency_key", key)
     ex = Exchange(h, req)
-    method = getattr(ex.fakes().provider(provider), op)
+    fakes = ex.fakes()
+    method = getattr(fakes.provider(provider), op)
     try:
-        result = method(**kwargs)
-    except Answered as done:
-        replayed = done.answer.replayed
-        ex.finish(done.answer, stripe_render(key, lambda body: {**body, "replayed": replayed}))
-        return
-    except FakeProviderError as exc:  # e.g. a stale fencing token: 409, as the write would get
+        answer, result = fakes.serve(lambda: method(**kwargs))
+    except FakeProviderError as exc:  # refused before any request, e.g. a stale fencing token: 409
         h.stripe_error(exc.status, f"{provider}.{op}: {exc}", exc.code, exc.type)
         return
     except (TypeError, ValueError) as exc:
         raise _BadRequest(f"{provider}.{op}: {exc}") from None
+    if answer is not None:
+        replayed = answer.replayed
+        ex.finish(answer, stripe_render(key, lambda body: {**body, "replayed": replayed}))
+        return
     h.send_json(200, {"result": result})  # a read or configure: not recorded, not announced
 
 

@@ -51,6 +51,20 @@ class Answer:
 Perform = Callable[[Tx], tuple[str | None, dict[str, Any]]]
 
 
+@dataclass(frozen=True)
+class FakeRequest:
+    """One request to a fake provider: what a provider method asks, however it is served (in
+    process, over HTTP, by a wire profile), and the key rules of the API it imitates."""
+
+    provider: str
+    op: str
+    key: str | None
+    payload: dict[str, Any]
+    perform: Perform
+    rules: KeyRules = STRIPE_RULES
+    fence: tuple[str, int] | None = None  # (resource, token): refused when a higher token was seen
+
+
 def _stored(exc: FakeProviderError) -> dict[str, Any]:
     return {"status": exc.status, "body": exc.to_body(), "error": type(exc).__name__}
 
@@ -95,27 +109,16 @@ def check_fence(
     return None
 
 
-def process(
-    ledger: Ledger,
-    provider: str,
-    op: str,
-    key: str | None,
-    payload: dict[str, Any],
-    perform: Perform,
-    *,
-    attempt: int,
-    pid: int,
-    split: bool = False,
-    rules: KeyRules = STRIPE_RULES,
-    fence: tuple[str, int] | None = None,
-) -> Answer:
-    """Decide, perform and record one request.
+def process(ledger: Ledger, request: FakeRequest, *, attempt: int, pid: int, split: bool = False) -> Answer:
+    """Decide, perform and record one request of caller ``attempt``/``pid``.
 
     In-process (``split=False``) it is one transaction.  The HTTP server passes ``split=True``:
     a keyed request first claims its key (committed: a concurrent request now gets a 409), waits
     the configured latency, then executes and stores its response in a second transaction.
-    ``fence`` (resource, token): refused before anything else when the resource saw a higher token.
+    A fenced request is refused before anything else when the resource saw a higher token.
     """
+    provider, op, key, payload = request.provider, request.op, request.key, request.payload
+    rules, fence = request.rules, request.fence
     with ledger.transaction() as tx:
         settings = tx.settings(provider)
         if fence is not None:
@@ -164,26 +167,17 @@ def process(
                 call = tx.record(provider, op, key, payload, FAILED, None, attempt, pid)
                 return Answer(call, err.status, err.to_body(), error=err, store=False)
         if not split:
-            return _execute(tx, provider, op, key, payload, perform, settings, attempt, pid, rules)
+            return _execute(tx, request, settings, attempt, pid)
         latency = float(settings.get("latency") or 0.0)
     if latency > 0:
         threading.Event().wait(latency)
     with ledger.transaction() as tx:
-        return _execute(tx, provider, op, key, payload, perform, tx.settings(provider), attempt, pid, rules)
+        return _execute(tx, request, tx.settings(provider), attempt, pid)
 
 
-def _execute(
-    tx: Tx,
-    provider: str,
-    op: str,
-    key: str | None,
-    payload: dict[str, Any],
-    perform: Perform,
-    settings: dict[str, Any],
-    attempt: int,
-    pid: int,
-    rules: KeyRules,
-) -> Answer:
+def _execute(tx: Tx, request: FakeRequest, settings: dict[str, Any], attempt: int, pid: int) -> Answer:
+    provider, op, key, payload = request.provider, request.op, request.key, request.payload
+    rules = request.rules
     if _take(tx, provider, settings, "error_first"):
         err: FakeProviderError = InjectedFault(f"{provider}.{op}: injected server error, nothing happened")
         call = tx.record(provider, op, key, payload, FAILED, None, attempt, pid)
@@ -193,7 +187,7 @@ def _execute(
             tx.release_key(provider, key)
         return Answer(call, err.status, err.to_body(), error=err, store=rules.cache_errors)
     try:
-        effect_id, result = perform(tx)
+        effect_id, result = request.perform(tx)
     except FakeProviderError as err:  # a validation refusal: nothing happened, not stored (Stripe)
         if key is not None:
             tx.release_key(provider, key)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from killdrill.fakes.processing import FAULT_SETTINGS, Perform, check_fence
+from killdrill.fakes.processing import FAULT_SETTINGS, FakeRequest, Perform, check_fence
 from killdrill.ledger import Ledger, Tx
 from killdrill.providers import Operation, ProviderSpec, register
 from killdrill.records import Call
@@ -115,9 +115,8 @@ class Provider:
         perform: Perform,
         fence: tuple[str, int] | None = None,
     ) -> dict[str, Any]:
-        if fence is None:  # the signature a Fakes subclass may still override
-            return self.fakes._run(self.name, op, key, payload, perform)
-        return self.fakes._run(self.name, op, key, payload, perform, fence=fence)
+        """Make one request of this provider, served however the handle serves it."""
+        return self.fakes._run(FakeRequest(self.name, op, key, payload, perform, fence=fence))
 
     def _create(self, prefix: str, data: dict[str, Any], ref: str | None = None) -> Perform:
         def perform(tx: Tx) -> tuple[str, dict[str, Any]]:

@@ -1,5 +1,5 @@
 """How the HTTP fakes run a provider: the attempt's binding, the server-side fakes (claim, hold,
-execute, under an armed connection fault), and the answer carried out to the route that renders it.
+execute, under an armed connection fault), and the answer handed to the route that renders it.
 
 Shared by the HTTP routes (:mod:`killdrill.fakes.http`, :mod:`killdrill.fakes.wire`) and the SMTP
 fake: one binding type, one way to execute a request.
@@ -12,23 +12,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn
+from typing import Any
 
 from killdrill.agent import ControlClient
-from killdrill.fakes.handle import Fakes
-from killdrill.fakes.processing import Answer, Perform, process
-from killdrill.fakes.rules import STRIPE_RULES, KeyRules
+from killdrill.fakes.errors import FakeProviderError
+from killdrill.fakes.handle import Fakes, result_of
+from killdrill.fakes.processing import Answer, FakeRequest, process
 from killdrill.ledger import Ledger
 
-__all__ = ["Answered", "Binding", "FaultPlan", "Reset", "ServerFakes"]
-
-
-class Answered(Exception):
-    """Carries a provider's answer out of the provider method to the route that renders it."""
-
-    def __init__(self, answer: Answer) -> None:
-        super().__init__(answer.status)
-        self.answer = answer
+__all__ = ["Binding", "FaultPlan", "Reset", "ServerFakes"]
 
 
 class Reset(Exception):
@@ -101,6 +93,7 @@ class ServerFakes(Fakes):
         super().__init__(ledger, attempt)
         self._pid = pid
         self.faults = faults
+        self._answers: list[Answer] = []  # the request a served provider method made (serve)
 
     @functools.cached_property
     def pid(self) -> int:
@@ -108,46 +101,38 @@ class ServerFakes(Fakes):
         peer's process costs a scan of ``/proc``, a read needs none)."""
         return self._pid if isinstance(self._pid, int) else self._pid()
 
-    def execute(
-        self,
-        provider: str,
-        op: str,
-        key: str | None,
-        payload: dict[str, Any],
-        perform: Perform,
-        rules: KeyRules = STRIPE_RULES,
-        fence: tuple[str, int] | None = None,
-    ) -> Answer:
+    def execute(self, request: FakeRequest) -> Answer:
         """Process one request over HTTP (claim, latency, execute), under the armed connection fault."""
-        fault = self.faults.take(provider, op) if self.faults is not None else None
+        fault = self.faults.take(request.provider, request.op) if self.faults is not None else None
         if fault == "reset":
-            raise Reset(f"{provider}.{op}")
-        answer = process(
-            self.ledger,
-            provider,
-            op,
-            key,
-            payload,
-            perform,
-            attempt=self.attempt,
-            pid=self.pid,
-            split=True,
-            rules=rules,
-            fence=fence,
-        )
+            raise Reset(f"{request.provider}.{request.op}")
+        answer = process(self.ledger, request, attempt=self.attempt, pid=self.pid, split=True)
         if fault == "drop":
             assert self.faults is not None
             time.sleep(self.faults.hold_s)  # the provider committed; the caller waits for nothing
             answer = replace(answer, fault="drop")
         return answer
 
-    def _run(
-        self,
-        provider: str,
-        op: str,
-        key: str | None,
-        payload: dict[str, Any],
-        perform: Perform,
-        fence: tuple[str, int] | None = None,
-    ) -> NoReturn:
-        raise Answered(self.execute(provider, op, key, payload, perform, fence=fence))
+    def serve(self, method: Callable[[], Any]) -> tuple[Answer | None, Any]:
+        """Run a provider method as the server serves it: its one request's answer (for the route to
+        render), or None and the method's result for a read.  The method sees what a client
+        library would (the body, or the error raised), as in process."""
+        self._answers.clear()
+        try:
+            result = method()
+        except FakeProviderError:
+            if not self._answers:
+                raise  # refused before any request was made (a bad argument, a stale fence)
+            return self._answers[0], None
+        return (self._answers[0] if self._answers else None), result
+
+    def _run(self, request: FakeRequest) -> dict[str, Any]:
+        if self._answers:
+            made = self._answers[0].call
+            raise FakeProviderError(
+                f"{request.provider}.{request.op}: a served provider method makes one request"
+                f" ({made.provider}.{made.op} was made already)"
+            )
+        answer = self.execute(request)
+        self._answers.append(answer)
+        return result_of(answer)

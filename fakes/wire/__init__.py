@@ -30,18 +30,18 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from killdrill.agent import ControlChannelError
-from killdrill.fakes import Answer, IndeterminateError, KeyRules, Perform
+from killdrill.fakes import Answer, FakeRequest, IndeterminateError, Perform
 from killdrill.fakes.httpguard import Request
 from killdrill.fakes.httpguard import route as guard_route
-from killdrill.fakes.serving import Answered, Binding, ServerFakes
+from killdrill.fakes.serving import Binding, ServerFakes
 from killdrill.ledger import Ledger
 from killdrill.records import CREATED
 
 __all__ = [
     "NOT_ROUTES",
-    "Answered",
     "Binding",
     "Exchange",
+    "FakeRequest",
     "Reply",
     "ServerFakes",
     "creates",
@@ -167,18 +167,10 @@ class Exchange:
     def fakes(self) -> ServerFakes:
         return self._bound[0]
 
-    def execute(
-        self,
-        provider: str,
-        op: str,
-        key: str | None,
-        payload: dict[str, Any],
-        perform: Perform,
-        rules: KeyRules,
-    ) -> Answer:
-        """Decide, perform and record the request under ``rules`` (claim, latency, execute), under
-        the attempt's armed connection fault."""
-        return self.fakes().execute(provider, op, key, payload, perform, rules)
+    def execute(self, request: FakeRequest) -> Answer:
+        """Decide, perform and record the request under its key rules (claim, latency, execute),
+        under the attempt's armed connection fault."""
+        return self.fakes().execute(request)
 
     def reply(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         self.handler.send_json(status, body, dict(headers or {}))

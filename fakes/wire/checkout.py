@@ -16,7 +16,7 @@ import re
 import uuid
 
 from killdrill.fakes import Answer, FakeProviderError, KeyRules
-from killdrill.fakes.wire import Exchange, Reply, creates, route
+from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, route
 
 __all__ = ["KEY_HEADER", "RULES"]
 
@@ -60,7 +60,8 @@ def request_payment(ex: Exchange, _m: re.Match[str]) -> None:
     payment = {**body, "approved": True, "status": "Authorized", "action_id": "act_" + uuid.uuid4().hex[:26]}
     key = ex.header(KEY_HEADER)
     ex.finish(
-        ex.execute("checkout", "payment", key, body, creates("checkout", "pay", payment), RULES), _render
+        ex.execute(FakeRequest("checkout", "payment", key, body, creates("checkout", "pay", payment), RULES)),
+        _render,
     )
 
 

@@ -22,7 +22,7 @@ import uuid
 from typing import Any
 
 from killdrill.fakes import Answer, FakeProviderError, KeyRules
-from killdrill.fakes.wire import Exchange, Reply, creates, route
+from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, route
 from killdrill.ledger import KeyState
 
 __all__ = ["RULES"]
@@ -101,7 +101,10 @@ def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
     payment = {**params, "status": "pending_submission"}
     key = ex.header("Idempotency-Key")
     ex.finish(
-        ex.execute("gocardless", "payment", key, params, creates("gocardless", "PM", payment), RULES), _render
+        ex.execute(
+            FakeRequest("gocardless", "payment", key, params, creates("gocardless", "PM", payment), RULES)
+        ),
+        _render,
     )
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from killdrill.fakes import KeyRules
-from killdrill.fakes.wire import Exchange, Reply, creates, record_effect, route
+from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, record_effect, route
 
 __all__ = ["DEFAULT_KEY_HEADER", "KEYED", "NAIVE", "route_mode"]
 
@@ -82,5 +82,5 @@ def sink(ex: Exchange, m: re.Match[str]) -> None:
             fakes.ledger, "hooks", op, key, payload, result, prefix="hk", attempt=fakes.attempt, pid=fakes.pid
         )
     else:
-        answer = ex.execute("hooks", op, key, payload, creates("hooks", "hk", result), _RULES)
+        answer = ex.execute(FakeRequest("hooks", op, key, payload, creates("hooks", "hk", result), _RULES))
     ex.finish(answer, _render)

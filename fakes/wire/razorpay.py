@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from killdrill.fakes import Answer, FakeProviderError, KeyRules
-from killdrill.fakes.wire import Exchange, Reply, creates, route
+from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, route
 from killdrill.ledger import KeyState
 
 __all__ = ["KEY_HEADER", "RULES"]
@@ -108,7 +108,10 @@ def create_payout(ex: Exchange, _m: re.Match[str]) -> None:
         return
     payout = {"entity": "payout", **payload, "status": "processing", "fees": 0, "tax": 0}
     ex.finish(
-        ex.execute("razorpay", "payout", key, payload, creates("razorpay", "pout", payout), RULES), _render
+        ex.execute(
+            FakeRequest("razorpay", "payout", key, payload, creates("razorpay", "pout", payout), RULES)
+        ),
+        _render,
     )
 
 

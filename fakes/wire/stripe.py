@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from killdrill.fakes import FakeProviderError
-from killdrill.fakes.wire import Answered, Exchange, route, stripe_error, stripe_render
+from killdrill.fakes.wire import Exchange, route, stripe_error, stripe_render
 
 __all__ = ["MAX_KEY_LENGTH", "charge_object", "decode_form", "payment_intent"]
 
@@ -118,11 +118,12 @@ def _refused(ex: Exchange) -> bool:
 def _call(ex: Exchange, resource: Callable[[dict[str, Any]], Any], method: Callable[[], Any]) -> None:
     """Run one of the Payments fake's operations as the server runs it (Stripe's key rules)."""
     try:
-        method()
-    except Answered as done:
-        ex.finish(done.answer, stripe_render(_key(ex), resource))
+        answer, _ = ex.fakes().serve(method)
     except (TypeError, FakeProviderError) as exc:
         ex.reply(*stripe_error(400, str(exc)))
+        return
+    if answer is not None:
+        ex.finish(answer, stripe_render(_key(ex), resource))
 
 
 @route(r"/v1/payment_intents", "POST")
