@@ -174,6 +174,7 @@ def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
     keeper its parent-death signal (SIGTERM), the attempt is a harness error, and the next
     attempt gets a new template.
     """
+    from killdrill.drill.workdirs import RunContext
     from killdrill.process.supervisor import LaunchSpec, Supervisor
     from killdrill.records import HARNESS_ERROR
 
@@ -181,7 +182,8 @@ def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
     options = DrillOptions(root=tmp_path / "r", launcher=launcher)
     (tmp_path / ".killdrill").mkdir()
     with Drill([PY, str(AGENT), f"all,{victim}", marker, str(late)], options) as drill:
-        spec: LaunchSpec = drill._spec(tmp_path, "t", 1, None)
+        run = RunContext(tmp_path, "t")
+        spec: LaunchSpec = drill.launcher.spec(run, 1, None)
         attempt = Supervisor().run(spec)
         assert attempt.returncode == -signal.SIGKILL, attempt
         assert kinds_seen(late) == KINDS
@@ -190,7 +192,7 @@ def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
             assert attempt.outcome == HARNESS_ERROR, attempt
             if launcher == "fork":
                 drill.close()  # its template is gone: the drill starts another
-            again = drill._spec(tmp_path, "t", 2, None)
+            again = drill.launcher.spec(run, 2, None)
             (tmp_path / "ok.py").write_text("pass\n")
             again.argv = [PY, str(tmp_path / "ok.py")]
             assert Supervisor().run(again).returncode == 0
