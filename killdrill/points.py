@@ -87,8 +87,9 @@ def _fmt_pct(pct: float) -> str:
 
 
 @dataclass(frozen=True)
-class Kill:
-    """What to do to one attempt.
+class Fault:
+    """What the schedule does to one attempt: most often a kill, or a hold, a pause (the zombie)
+    or a connection fault (``is_kill`` tells which).
 
     ``point`` is ``KIND:NAME`` (no occurrence), or ``None`` for an ``offset:`` kill.
     ``delay_ms`` (``POINT+Xms``) releases the agent at the point and kills it X ms
@@ -156,7 +157,7 @@ class Kill:
         return self.fault is None and self.point == point and self.occurrence == occurrence
 
 
-def parse_kill(text: str) -> Kill:
+def parse_fault(text: str) -> Fault:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
     ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``
     (the zombie, killdrill.faults.fleet); or a connection fault toward the HTTP fakes:
@@ -169,10 +170,10 @@ def parse_kill(text: str) -> Kill:
         return _parse_pause(raw, text)
     m = _OFFSET_RE.match(text)
     if m:
-        return Kill(offset_ms=_duration_ms(raw, m["off"], m["off_unit"]))
+        return Fault(offset_ms=_duration_ms(raw, m["off"], m["off_unit"]))
     m = _START_RE.match(text)
     if m:
-        return Kill(pct=float(m["pct"]))
+        return Fault(pct=float(m["pct"]))
     m = _FAULT_RE.match(text)
     if m:
         if "." not in m["name"]:
@@ -183,7 +184,7 @@ def parse_kill(text: str) -> Kill:
         occurrence = int(m["occ"]) if m["occ"] else 1
         if occurrence < 1:
             raise ScheduleError(raw, "occurrences count from 1")
-        return Kill(point=f"during:{m['name']}", occurrence=occurrence, hold_ms=hold, fault=m["fault"])
+        return Fault(point=f"during:{m['name']}", occurrence=occurrence, hold_ms=hold, fault=m["fault"])
     m = _POINT_RE.match(text)
     if not m:
         kind = text.split(":", 1)[0]
@@ -217,10 +218,10 @@ def parse_kill(text: str) -> Kill:
             delay = ms
         else:
             hold = ms
-    return Kill(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold, pct=pct)
+    return Fault(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold, pct=pct)
 
 
-def _parse_pause(raw: str, text: str) -> Kill:
+def _parse_pause(raw: str, text: str) -> Fault:
     m = _PAUSE_RE.match(text)
     if not m:
         raise ScheduleError(
@@ -228,49 +229,60 @@ def _parse_pause(raw: str, text: str) -> Kill:
             "expected pause:KIND:NAME[#N][@KIND:NAME[#M]] (no delay, hold or percentage),"
             " e.g. pause:after:effects.lease or pause:after:effects.lease@during:tickets.create",
         )
-    point = parse_kill(m["point"])
+    point = parse_fault(m["point"])
     until = None
     if m["until"]:
-        other = parse_kill(m["until"])
+        other = parse_fault(m["until"])
         assert other.point is not None
         until = occurrence_label(other.point, other.occurrence)
-    return Kill(point=point.point, occurrence=point.occurrence, pause=True, until=until)
+    return Fault(point=point.point, occurrence=point.occurrence, pause=True, until=until)
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """One kill per attempt; attempts past the last kill run free."""
+    """One fault per attempt (a kill, mostly); attempts past the last one run free."""
 
-    kills: tuple[Kill, ...] = ()
+    faults: tuple[Fault, ...] = ()
 
     def __str__(self) -> str:
-        return ",".join(str(k) for k in self.kills) or "none"
+        return ",".join(str(k) for k in self.faults) or "none"
 
     def __len__(self) -> int:
-        return len(self.kills)
+        return len(self.faults)
 
-    def __iter__(self) -> Iterator[Kill]:
-        return iter(self.kills)
+    def __iter__(self) -> Iterator[Fault]:
+        return iter(self.faults)
 
-    def for_attempt(self, attempt: int) -> Kill | None:
-        """The kill for 1-based ``attempt``, or None when it runs free."""
-        return self.kills[attempt - 1] if 0 < attempt <= len(self.kills) else None
+    def for_attempt(self, attempt: int) -> Fault | None:
+        """The fault for 1-based ``attempt``, or None when it runs free."""
+        return self.faults[attempt - 1] if 0 < attempt <= len(self.faults) else None
+
+    @property
+    def kills(self) -> tuple[Fault, ...]:
+        """The former name of :attr:`faults` (a pause or a connection fault is not a kill)."""
+        return self.faults
 
 
-def parse_schedule(text: str | Schedule | Kill | Sequence[str | Kill]) -> Schedule:
+Kill = Fault
+"""The former name of :class:`Fault`, kept so ``from killdrill.points import Kill`` still works."""
+parse_kill = parse_fault
+"""The former name of :func:`parse_fault`."""
+
+
+def parse_schedule(text: str | Schedule | Fault | Sequence[str | Fault]) -> Schedule:
     """Parse ``before:a,during:mailbox.send`` (or ``none``) into a :class:`Schedule`."""
     if isinstance(text, Schedule):
         return text
-    if isinstance(text, Kill):
+    if isinstance(text, Fault):
         return Schedule((text,))
     if isinstance(text, str):
         stripped = text.strip()
         if stripped in ("", "none"):
             return Schedule(())
-        parts: Iterable[str | Kill] = stripped.split(",")
+        parts: Iterable[str | Fault] = stripped.split(",")
     else:
         parts = text
-    return Schedule(tuple(p if isinstance(p, Kill) else parse_kill(p) for p in parts))
+    return Schedule(tuple(p if isinstance(p, Fault) else parse_fault(p) for p in parts))
 
 
 def occurrence_label(point: str, occurrence: int) -> str:

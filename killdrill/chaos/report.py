@@ -16,7 +16,7 @@ from xml.etree import ElementTree as ET
 from killdrill.chaos.shrink import Shrunk
 from killdrill.chaos.strategies import START, interval_of
 from killdrill.errors import UsageError
-from killdrill.points import occurrence_label, parse_kill, parse_schedule
+from killdrill.points import occurrence_label, parse_fault, parse_schedule
 from killdrill.records import (
     HARNESS_ERROR,
     Attempt,
@@ -76,7 +76,7 @@ def _fault_point(attempt: Attempt) -> str | None:
     ):
         return None
     try:
-        kill = parse_kill(attempt.kill)
+        kill = parse_fault(attempt.kill)
     except ValueError:
         return None
     if kill.is_kill or not (kill.pause or kill.fault) or kill.point is None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from killdrill.drill.intervals import START, Interval, intervals, strata
-from killdrill.points import Kill, Schedule, parse_kill
+from killdrill.points import Fault, Schedule, parse_fault
 from killdrill.records import DRAINED, KILLED, Attempt, Discovery
 
 __all__ = [
@@ -61,12 +61,12 @@ def _pct(x: float) -> float:
     return min(round(x * 100.0, 2), 99.99)
 
 
-def aim(stratum: str, pct: float) -> Kill:
+def aim(stratum: str, pct: float) -> Fault:
     """The kill ``pct`` percent into ``stratum`` (``START`` or a boundary label)."""
     if stratum == START:
-        return Kill(pct=pct)
-    point = parse_kill(stratum)
-    return Kill(point=point.point, occurrence=point.occurrence, pct=pct)
+        return Fault(pct=pct)
+    point = parse_fault(stratum)
+    return Fault(point=point.point, occurrence=point.occurrence, pct=pct)
 
 
 def _duration(discovery: Discovery) -> float:
@@ -74,26 +74,26 @@ def _duration(discovery: Discovery) -> float:
 
 
 # ---- Hypothesis strategies ---------------------------------------------------------------
-def named_kills(discovery: Discovery) -> st.SearchStrategy[Kill]:
+def named_kills(discovery: Discovery) -> st.SearchStrategy[Fault]:
     """A kill exactly at a catalogue point (deterministic); shrinks towards the first point."""
-    return st.sampled_from(discovery.labels()).map(parse_kill)
+    return st.sampled_from(discovery.labels()).map(parse_fault)
 
 
 def _percentages() -> st.SearchStrategy[float]:
     return st.integers(0, 9999).map(lambda n: n / 100.0)
 
 
-def interval_kills(discovery: Discovery) -> st.SearchStrategy[Kill]:
+def interval_kills(discovery: Discovery) -> st.SearchStrategy[Fault]:
     """``POINT+F%``: a boundary interval picked uniformly, a position inside it."""
     return st.tuples(st.sampled_from(discovery.labels()), _percentages()).map(lambda t: aim(*t))
 
 
-def start_kills() -> st.SearchStrategy[Kill]:
+def start_kills() -> st.SearchStrategy[Fault]:
     """``start+F%``: between spawn and the first boundary (imports, startup)."""
-    return _percentages().map(lambda p: Kill(pct=p))
+    return _percentages().map(lambda p: Fault(pct=p))
 
 
-def kills(discovery: Discovery, *, named: bool = True) -> st.SearchStrategy[Kill]:
+def kills(discovery: Discovery, *, named: bool = True) -> st.SearchStrategy[Fault]:
     """Any kill; named points come first so shrinking moves a kill onto a boundary."""
     parts = [interval_kills(discovery), start_kills()]
     if named:

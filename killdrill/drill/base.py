@@ -26,7 +26,7 @@ from killdrill.fakes.model_script import ScriptError, load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
 from killdrill.integrations import Service, preload_modules, start_services
-from killdrill.points import Kill
+from killdrill.points import Fault
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import Attempt
@@ -152,7 +152,7 @@ class AttemptLauncher:
         return env
 
     def spec(
-        self, run: RunContext, number: int, kill: Kill | None, suffix: str = "", detect: bool = False
+        self, run: RunContext, number: int, kill: Fault | None, suffix: str = "", detect: bool = False
     ) -> LaunchSpec:
         """Attempt ``number`` of ``run``, armed with ``kill`` (``detect``: a clean run, traced)."""
         state = run.state

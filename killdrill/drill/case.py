@@ -22,7 +22,7 @@ from killdrill.drill.workdirs import RunContext
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
 from killdrill.ledger import LedgerError
-from killdrill.points import Kill, Schedule, parse_schedule
+from killdrill.points import Fault, Schedule, parse_schedule
 from killdrill.records import (
     EXITED,
     HANG,
@@ -136,7 +136,7 @@ class CaseRunner:
                             and ran.attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED
                         ):
                             notes.append(
-                                f"not applicable: this thread's clean run never reaches {sched.kills[0]}"
+                                f"not applicable: this thread's clean run never reaches {sched.faults[0]}"
                             )
                     judged = self.judge.effects(baseline, ledger, ran.attempts, violations, True)
             violations.extend(judged)
@@ -236,7 +236,7 @@ class CaseRunner:
             out.violations.append(never_completed(out.attempts))
         return out
 
-    def _paused(self, run: RunContext, number: int, kill: Kill, next_kill: Kill | None) -> list[Attempt]:
+    def _paused(self, run: RunContext, number: int, kill: Fault, next_kill: Fault | None) -> list[Attempt]:
         """Attempt ``number`` paused at ``kill`` (the zombie), attempt ``number + 1`` resuming
         meanwhile; the attempts that ran (the resumer is absent when the point was never reached)."""
         zombie = self.launcher.spec(run, number, kill)
@@ -287,7 +287,7 @@ class CaseRunner:
             )
         return None
 
-    def _concurrent(self, run: RunContext, number: int, kill: Kill | None) -> list[Attempt]:
+    def _concurrent(self, run: RunContext, number: int, kill: Fault | None) -> list[Attempt]:
         """``resumers`` attempts numbered ``number`` at once, held at barriers (concurrent resumers)."""
         specs = [
             self.launcher.spec(run, number, kill if i == 0 else None, suffix=f".{i + 1}")

@@ -162,7 +162,7 @@ class CaseJudge:
 
 def first_label(sched: Schedule) -> str | None:
     """The label of the schedule's first kill when it names a point (``before:x#2``), else None."""
-    first = sched.kills[0] if sched.kills else None
+    first = sched.faults[0] if sched.faults else None
     if first is None or first.point is None:
         return None
     return occurrence_label(first.point, first.occurrence)

@@ -164,9 +164,9 @@ class Discoverer:
     def check_schedule(self, schedule: Schedule) -> None:
         """The first named kill must be in the catalogue; later ones may be resume-only points."""
         catalogue = self.discover().labels()
-        if not schedule.kills:
+        if not schedule.faults:
             return
-        first = schedule.kills[0]
+        first = schedule.faults[0]
         if first.point is not None:
             label = occurrence_label(first.point, first.occurrence)
             if label not in catalogue:

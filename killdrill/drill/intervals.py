@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from killdrill.points import Kill, Schedule, ScheduleError
+from killdrill.points import Fault, Schedule, ScheduleError
 from killdrill.records import CatalogueEntry, Discovery
 
 __all__ = ["START", "Interval", "intervals", "resolve_kill", "resolve_schedule", "strata"]
@@ -71,7 +71,7 @@ def _ms(pct: float, length_ms: float) -> float:
     return round(pct / 100.0 * length_ms, 3)
 
 
-def resolve_kill(kill: Kill, discovery: Discovery) -> Kill:
+def resolve_kill(kill: Fault, discovery: Discovery) -> Fault:
     """Fill a percentage kill's milliseconds from the discovery's interval lengths."""
     if kill.pct is None:
         return kill

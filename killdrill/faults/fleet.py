@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from killdrill.errors import UsageError
-from killdrill.points import Kill, Schedule, ScheduleError, occurrence_label
+from killdrill.points import Fault, Schedule, ScheduleError, occurrence_label
 from killdrill.process.containment import signal_all, subtree, until_stopped
 from killdrill.process.control import Connection
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
@@ -64,7 +64,7 @@ def draw_faults(
     the resumer instead of its exit.  Upgrades are not drawn here: with ``upgrade`` every run
     resumes with ``--resume-with``'s command.
     """
-    if "pause" not in faults or not schedule.kills or not labels:
+    if "pause" not in faults or not schedule.faults or not labels:
         return schedule
     import random
 
@@ -72,10 +72,10 @@ def draw_faults(
     paused, until, other = rng.random() < 0.5, rng.random() < 0.5, rng.choice(list(labels))
     if not paused:
         return schedule
-    first = schedule.kills[0]
+    first = schedule.faults[0]
     aim = (first.point, first.occurrence) if first.point is not None else _split_label(labels[0])
-    pause = Kill(point=aim[0], occurrence=aim[1], pause=True, until=other if until else None)
-    rest = schedule.kills[1:]
+    pause = Fault(point=aim[0], occurrence=aim[1], pause=True, until=other if until else None)
+    rest = schedule.faults[1:]
     if rest and rest[0].pause:
         rest = rest[1:]
     return Schedule((pause, *rest))
@@ -88,7 +88,7 @@ def _split_label(label: str) -> tuple[str, int]:
 
 def check_schedule(schedule: Schedule) -> None:
     """A pause's resumer runs the next item: it may be a kill, not another pause."""
-    for first, second in zip(schedule.kills, schedule.kills[1:], strict=False):
+    for first, second in zip(schedule.faults, schedule.faults[1:], strict=False):
         if first.pause and second.pause:
             raise ScheduleError(
                 f"{first},{second}", "the resumer of a pause cannot be paused itself; put a kill or nothing"
@@ -121,7 +121,7 @@ def stop_tree(run: Running, limit_s: float = 0.5) -> list[int]:
 class Pause:
     """The boundary hook of one zombie case: pause, start the resumer, continue, hand over."""
 
-    kill: Kill
+    kill: Fault
     resumer: LaunchSpec
     supervisor: Supervisor | None = None
     zombie: Running | None = None

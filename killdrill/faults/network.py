@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from killdrill.points import NET_FAULTS, Schedule, parse_kill
+from killdrill.points import NET_FAULTS, Schedule, parse_fault
 from killdrill.records import Discovery
 
 
@@ -23,4 +23,4 @@ def with_net_fault(schedule: Schedule, discovery: Discovery, seed: int, index: i
         return schedule
     fault = rng.choice(NET_FAULTS)
     target = rng.choice(targets).split(":", 1)[1]
-    return Schedule((parse_kill(f"{fault}:{target}"), *schedule.kills))
+    return Schedule((parse_fault(f"{fault}:{target}"), *schedule.faults))

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from killdrill.points import Kill
+from killdrill.points import Fault
 from killdrill.process.control import Connection, ControlListener
 from killdrill.process.launcher import Launcher
 from killdrill.records import TraceEvent
@@ -24,7 +24,7 @@ class LaunchSpec:
     stdout_path: str
     stderr_path: str
     number: int
-    kill: Kill | None
+    kill: Fault | None
     timeout_s: float
     signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
     grace_s: float = 5.0

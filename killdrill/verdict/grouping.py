@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from killdrill.points import ScheduleError, parse_kill
+from killdrill.points import ScheduleError, parse_fault
 from killdrill.providers import spec
 from killdrill.records import Attempt, Call, LedgerSnapshot
 from killdrill.verdict.index import ProviderFlags, grouping
@@ -130,7 +130,7 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
         if not att.killed_at:
             continue
         try:
-            kill = parse_kill(att.killed_at)
+            kill = parse_fault(att.killed_at)
         except ScheduleError:
             continue
         if kill.kind != "during" or not kill.is_named or kill.point is None:

@@ -36,7 +36,7 @@ from killdrill.chaos.strategies import intervals, schedules
 from killdrill.drill import Drill, DrillOptions
 from killdrill.drill.intervals import START, resolve_schedule, strata
 from killdrill.examples import SETTLEMENT
-from killdrill.points import Kill, ScheduleError, occurrence_label, parse_kill, parse_schedule
+from killdrill.points import Fault, ScheduleError, occurrence_label, parse_fault, parse_schedule
 from killdrill.records import CatalogueEntry, Discovery, LedgerSnapshot
 
 if TYPE_CHECKING:
@@ -120,14 +120,14 @@ def test_same_seed_same_schedule_text_whatever_the_timings() -> None:
 @pytest.mark.parametrize(
     ("text", "kill"),
     [
-        ("after:x+37.5%", Kill(point="after:x", pct=37.5)),
-        ("before:x#2+0%", Kill(point="before:x", occurrence=2, pct=0.0)),
-        ("during:payments.charge+99.9999%", Kill(point="during:payments.charge", pct=99.9999)),
-        ("start+12%", Kill(pct=12.0)),
+        ("after:x+37.5%", Fault(point="after:x", pct=37.5)),
+        ("before:x#2+0%", Fault(point="before:x", occurrence=2, pct=0.0)),
+        ("during:payments.charge+99.9999%", Fault(point="during:payments.charge", pct=99.9999)),
+        ("start+12%", Fault(pct=12.0)),
     ],
 )
-def test_percentage_kills_parse_and_print_back(text: str, kill: Kill) -> None:
-    assert parse_kill(text) == kill and str(kill) == text and not kill.is_named
+def test_percentage_kills_parse_and_print_back(text: str, kill: Fault) -> None:
+    assert parse_fault(text) == kill and str(kill) == text and not kill.is_named
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_percentage_kills_parse_and_print_back(text: str, kill: Kill) -> None:
 )
 def test_bad_percentages_are_one_line_errors(bad: str) -> None:
     with pytest.raises(ScheduleError) as err:
-        parse_kill(bad)
+        parse_fault(bad)
     assert err.value.text == bad and "\n" not in str(err.value)
 
 
@@ -145,14 +145,14 @@ def test_every_interval_gets_a_kill_before_any_gets_a_second() -> None:
     assert every[0] == START and len(every) == len(d.catalogue) + 1
     plans = [parse_schedule(str(plan_schedule(d, 3, i))) for i in range(10 * len(every))]
 
-    def aimed(k: Kill) -> str:
+    def aimed(k: Fault) -> str:
         return START if k.point is None else occurrence_label(k.point, k.occurrence)
 
     for slot in range(3):  # first kills, second kills, third kills: each dealt round-robin
-        dealt = [aimed(p.kills[slot]) for p in plans if len(p) > slot]
+        dealt = [aimed(p.faults[slot]) for p in plans if len(p) > slot]
         for r in range(len(dealt) // len(every)):
             assert sorted(dealt[r * len(every) : (r + 1) * len(every)]) == sorted(every), (slot, r)
-    first = Counter(aimed(p.kills[0]) for p in plans)
+    first = Counter(aimed(p.faults[0]) for p in plans)
     assert set(first.values()) == {10}  # the start interval no more than any other
 
 

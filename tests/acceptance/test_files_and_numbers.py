@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from killdrill.points import MAX_MS, Kill, ScheduleError, parse_kill
+from killdrill.points import MAX_MS, Fault, ScheduleError, parse_fault
 
 AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 STEPS = ["python", str(AGENTS / "steps.py"), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
@@ -100,20 +100,20 @@ def test_negative_workers_is_a_usage_error(command: str) -> None:
 
 
 def test_durations_print_in_a_form_that_parses_back() -> None:
-    assert str(parse_kill("offset:2000s")) == "offset:2000000ms"  # was offset:2e+06ms, unparseable
-    assert str(parse_kill("before:x#2+0.5us")) == "before:x#2+0.0005ms"
-    assert str(parse_kill("after:x~123.4567ms")) == "after:x~123.4567ms"  # {:g} rounded to 123.457
+    assert str(parse_fault("offset:2000s")) == "offset:2000000ms"  # was offset:2e+06ms, unparseable
+    assert str(parse_fault("before:x#2+0.5us")) == "before:x#2+0.0005ms"
+    assert str(parse_fault("after:x~123.4567ms")) == "after:x~123.4567ms"  # {:g} rounded to 123.457
 
 
 @pytest.mark.parametrize("text", ["offset:" + "9" * 400 + "s", "offset:604801s", "before:x~1000000000ms"])
 def test_infinite_or_absurd_durations_are_refused(text: str) -> None:
     with pytest.raises(ScheduleError, match="at most a week"):
-        parse_kill(text)
+        parse_fault(text)
 
 
 @given(st.floats(min_value=0, max_value=MAX_MS), st.sampled_from(["offset", "delay", "hold"]))
 def test_every_duration_round_trips(ms: float, field: str) -> None:
-    kill = Kill(offset_ms=ms) if field == "offset" else Kill("before:x", **{f"{field}_ms": ms})
-    again = parse_kill(str(kill))
+    kill = Fault(offset_ms=ms) if field == "offset" else Fault("before:x", **{f"{field}_ms": ms})
+    again = parse_fault(str(kill))
     assert again == kill and str(again) == str(kill)
     assert math.isfinite(ms)

@@ -22,7 +22,7 @@ from killdrill.effects import FencedStore, LeaseLost
 from killdrill.errors import UsageError
 from killdrill.fakes import StaleFence, connect
 from killdrill.faults import fleet
-from killdrill.points import Schedule, ScheduleError, parse_kill, parse_schedule
+from killdrill.points import Schedule, ScheduleError, parse_fault, parse_schedule
 from killdrill.records import EXITED
 from tests.cli_support import run_cli
 
@@ -71,15 +71,15 @@ def _gone(pid: int) -> bool:
     ["pause:after:effects.lease", "pause:during:payments.charge#2", "pause:after:x@before:y#3"],
 )
 def test_pause_parses_and_prints_back(text: str) -> None:
-    kill = parse_kill(text)
+    kill = parse_fault(text)
     assert kill.pause and not kill.is_kill and not kill.is_named
-    assert str(kill) == text and parse_kill(str(kill)) == kill
+    assert str(kill) == text and parse_fault(str(kill)) == kill
 
 
 @pytest.mark.parametrize("text", ["pause:x", "pause:after:x+3ms", "pause:after:x~1s", "pause:after:x@y"])
 def test_bad_pause_is_a_schedule_error(text: str) -> None:
     with pytest.raises(ScheduleError, match="pause:KIND:NAME"):
-        parse_kill(text)
+        parse_fault(text)
 
 
 def test_a_resumer_cannot_be_paused_itself() -> None:
@@ -322,9 +322,9 @@ def test_chaos_draws_pauses_only_when_asked_and_deterministically() -> None:
     base = parse_schedule("after:a+12%,during:x.y")
     drawn = [fleet.draw_faults(base, labels, 7, i, ("kill", "pause")) for i in range(40)]
     assert drawn == [fleet.draw_faults(base, labels, 7, i, ("kill", "pause")) for i in range(40)]
-    pauses = [s for s in drawn if s.kills[0].pause]
-    assert 8 <= len(pauses) <= 32 and any(s.kills[0].until for s in pauses)
-    assert all(str(s.kills[0]).startswith("pause:after:a") for s in pauses)
+    pauses = [s for s in drawn if s.faults[0].pause]
+    assert 8 <= len(pauses) <= 32 and any(s.faults[0].until for s in pauses)
+    assert all(str(s.faults[0]).startswith("pause:after:a") for s in pauses)
     assert all(fleet.draw_faults(base, labels, 7, i, ("kill",)) == base for i in range(10))
     assert fleet.parse_faults("pause") == ("kill", "pause")
     with pytest.raises(UsageError, match="unknown fault"):

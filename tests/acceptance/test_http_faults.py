@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import Drill, DrillOptions, UnknownPointError
-from killdrill.points import Kill, ScheduleError, parse_kill, parse_schedule
+from killdrill.points import Fault, ScheduleError, parse_fault, parse_schedule
 from killdrill.records import CREATED, REPLAYED
 
 AGENT = Path(__file__).parents[1] / "agents" / "basic" / "retrying_client.py"
@@ -48,9 +48,9 @@ def drill(
 
 
 def test_grammar_parses_prints_and_refuses() -> None:
-    drop = parse_kill("drop:payments.charge#2~1.5s")
-    assert drop == Kill(point="during:payments.charge", occurrence=2, hold_ms=1500.0, fault="drop")
-    assert str(drop) == "drop:payments.charge#2~1500ms" and parse_kill(str(drop)) == drop
+    drop = parse_fault("drop:payments.charge#2~1.5s")
+    assert drop == Fault(point="during:payments.charge", occurrence=2, hold_ms=1500.0, fault="drop")
+    assert str(drop) == "drop:payments.charge#2~1500ms" and parse_fault(str(drop)) == drop
     assert not drop.is_kill and not drop.at("during:payments.charge", 2)  # the fakes apply it, not a kill
     assert str(parse_schedule("reset:payments.charge,before:x")) == "reset:payments.charge,before:x"
     for bad, why in [
@@ -60,7 +60,7 @@ def test_grammar_parses_prints_and_refuses() -> None:
         ("dorp:payments.charge", "did you mean drop:payments.charge"),
     ]:
         with pytest.raises(ScheduleError, match=why):
-            parse_kill(bad)
+            parse_fault(bad)
 
 
 @pytest.mark.parametrize(

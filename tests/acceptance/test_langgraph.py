@@ -164,14 +164,14 @@ def test_deactivate_restores_langgraph(points: list[str], tmp_path: Path) -> Non
 
 
 def test_point_names_follow_the_grammar() -> None:
-    from killdrill.points import parse_kill
+    from killdrill.points import parse_fault
 
     assert kd_langgraph.point_name("__start__") is None
     assert kd_langgraph.point_name("charge customer!") == "charge_customer_"
     assert kd_langgraph.point_name("-x") == "_-x"
     for raw in ("charge customer!", "-x", "ünïcode", "a.b/c[0]"):
         name = kd_langgraph.point_name(raw)
-        assert parse_kill(f"committed:{name}").point == f"committed:{name}"
+        assert parse_fault(f"committed:{name}").point == f"committed:{name}"
 
 
 # ------------------------------------------------------------------ forced timing

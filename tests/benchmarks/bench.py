@@ -105,7 +105,7 @@ def bench_boundary(loops: int) -> dict[str, float]:
 
 
 def _spec(workdir: Path, argv: Sequence[str], kill: str | None, number: int = 1) -> Any:
-    from killdrill.points import parse_kill
+    from killdrill.points import parse_fault
     from killdrill.process.supervisor import LaunchSpec
 
     state = workdir / ".killdrill"
@@ -123,7 +123,7 @@ def _spec(workdir: Path, argv: Sequence[str], kill: str | None, number: int = 1)
         stdout_path=str(state / f"a{number}.out"),
         stderr_path=str(state / f"a{number}.err"),
         number=number,
-        kill=parse_kill(kill) if kill else None,
+        kill=parse_fault(kill) if kill else None,
         timeout_s=120,
         control_dir=str(state / "ctl"),
     )

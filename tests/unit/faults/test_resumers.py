@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from killdrill.faults.resumers import Barrier
-from killdrill.points import parse_kill
+from killdrill.points import parse_fault
 from killdrill.process.control import Connection
 from killdrill.process.supervisor import LaunchSpec, Running
 from killdrill.records import TraceEvent
@@ -39,7 +39,7 @@ class RecordingSupervisor:
 def _run(number: int, kill: str | None = None) -> Running:
     spec = LaunchSpec(
         argv=["agent"], env={}, cwd=None, stdout_path="", stderr_path="", number=number,
-        kill=parse_kill(kill) if kill else None, timeout_s=10,
+        kill=parse_fault(kill) if kill else None, timeout_s=10,
     )
     return Running(spec=spec, listener=None, popen=None, started=0.0, stdout=None, stderr=None)  # type: ignore[arg-type]
 
@@ -95,7 +95,7 @@ def test_a_resumer_already_judged_is_not_waited_for() -> None:
 
 def test_the_scheduled_kill_of_a_resumer_takes_precedence() -> None:
     barrier, sup, (a, b) = _setup(2)
-    a.spec.kill = parse_kill("before:insert")
+    a.spec.kill = parse_fault("before:insert")
     taken, _ = _arrive(barrier, a, "before:insert")
     assert not taken  # the supervisor's kill decision sees this boundary, not the barrier
     assert _arrive(barrier, b, "before:insert")[0]
@@ -107,11 +107,11 @@ def test_the_scheduled_kill_of_a_resumer_takes_precedence() -> None:
 
 def test_a_kill_that_already_fired_leaves_the_point_to_the_barrier() -> None:
     barrier, _, (a, _b) = _setup(2)
-    a.spec.kill = parse_kill("before:insert")
+    a.spec.kill = parse_fault("before:insert")
     a.fired = True
     assert _arrive(barrier, a, "before:insert")[0]
     b = _setup(1)[2][0]
-    b.spec.kill = parse_kill("before:insert")
+    b.spec.kill = parse_fault("before:insert")
     assert _arrive(barrier, b, "before:insert", occurrence=2)[0]  # not the kill's occurrence
 
 
