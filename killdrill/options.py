@@ -1,11 +1,19 @@
-"""The one table of drill options: every front end derives its spelling of an option from it.
+"""The option tables: every front end derives its spelling of an option from them.
 
-A row describes one ``DrillOptions`` field: its value kind (the one parser of that kind of
-value, with its bound), default, help, CLI flag, pytest ini key, whether it changes what a
-clean run does (the plugin's discovery cache key) and whether it belongs in a case's
-reproduction line.  The CLI flags (``killdrill.cli.commands``), the plugin's ini keys and marker
-keywords, ``Drill.reproduce_line`` and the discovery cache key are all read from ``OPTIONS``,
-so an option added here appears everywhere at once and cannot drift.
+A row describes one option: its value kind (the one parser of that kind of value, with its
+bound), default, help, CLI flag, pytest ini key, whether it changes what a clean run does (the
+plugin's discovery cache key) and whether it belongs in a case's reproduction line.  Three
+tables: ``OPTIONS`` (``DrillOptions``: the CLI's supervisor flags, the plugin's ini keys and
+marker keywords), ``CHAOS_OPTIONS`` (``ChaosOptions``: ``killdrill chaos``'s flags) and
+``PLUGIN_OPTIONS`` (the ``--killdrill-*`` pytest flags).  An option added here appears
+everywhere at once and cannot drift.
+
+Checked once, here: building a ``DrillOptions`` or ``ChaosOptions`` parses every field with its
+row's kind and then applies the table's ``Rule``s (options that go together), and each message
+names an option the way the caller spelled it (``Spelling``): ``--model-variance`` on the
+command line, ``killdrill_model_variance`` in a pytest ini file, ``model_variance=`` for a
+marker, the fixture or the Python API.  The rules that need the agent's command (``--launcher
+fork`` needs a python one) are checked by the drill, worded by the same ``Rule``.
 
 Standard library only (the bottom layer): no argparse here, no pytest.
 
@@ -16,9 +24,13 @@ integration/module names) are stripped; an ``env`` value is kept exactly as writ
 from __future__ import annotations
 
 import abc
+import dataclasses
+import enum
 import math
 import os
+import re
 import shlex
+import string
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,20 +39,41 @@ from typing import Any, Generic, Literal, TypeVar
 from killdrill.errors import UsageError
 
 __all__ = [
+    "CHAOS_OPTIONS",
     "OPTIONS",
+    "PLUGIN_OPTIONS",
     "DrillOptions",
     "Option",
     "OptionError",
+    "Rule",
+    "Spelling",
     "by_field",
     "check_output_dir",
     "check_output_file",
+    "check_values",
     "convert",
+    "override",
     "reproduce_args",
+    "reproduce_line",
+    "spelled_fields",
 ]
 
 
 class OptionError(UsageError):
-    """A drill option's value is wrong; the text says which value and what was expected."""
+    """An option's value is wrong, or two options do not go together; the text names the
+    option(s) as the caller spelled them and says what was expected."""
+
+
+class Spelling(enum.Enum):
+    """How a caller names options, so a message can name them the same way."""
+
+    FLAG = "flag"  # the command line: --max-attempts
+    INI = "ini"  # a pytest ini file: killdrill_max_attempts
+    KEYWORD = "keyword"  # Python: a marker, the fixture, DrillOptions/Drill: max_attempts=
+
+
+Spelled = Spelling | Mapping[str, Spelling]
+"""One spelling for every field, or field by field (the plugin's ini, marker and call layers)."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +107,15 @@ class DrillOptions:
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
     resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
+    # How the caller named the fields (for messages only: not an option, not compared).
+    spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        """The Python API meets the same bounds as the flags and ini keys (``max_attempts=-1`` is
-        a one-line OptionError here too, not a drill that runs with it); values are kept as given."""
-        for row in OPTIONS:
-            value = getattr(self, row.field)
-            if value is None or _same(value, row.default):
-                continue
-            try:
-                row.kind.from_value(value)
-            except OptionError as exc:
-                raise OptionError(f"DrillOptions {row.field}: {exc}") from None
+        """The one check of a drill's options: every field through its row's kind (the value
+        kept is what the kind makes of it: text from a flag or an ini file and a Python value
+        land on the same value), then the rules tying two options.  ``max_attempts=-1`` is a
+        one-line OptionError here, whichever front end gave it."""
+        check_values(self, OPTIONS, DRILL_RULES, self.spelled)
 
 
 # ---- value kinds: one parser each ----------------------------------------------------------------
@@ -121,6 +151,7 @@ class Number(Kind):
     type: type[int] | type[float]
     minimum: float | None
     what: str
+    metavar: str | None = None
 
     def from_text(self, text: str) -> Any:
         try:
@@ -360,26 +391,140 @@ def _join_pair(key: str, value: Any) -> str:
     return f"{key}={value}"
 
 
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
+
+
+class Duration(Kind):
+    """A length of time: ``90s``, ``20m``, ``1.5h`` or plain seconds (a number from Python)."""
+
+    metavar = "TIME"
+
+    def from_text(self, text: str) -> float:
+        m = _DURATION.match(text.strip())
+        if not m:
+            raise OptionError(f"expected a time such as 90s, 20m or 1h, got {text!r}")
+        return float(m[1]) * {"s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+
+    def from_value(self, value: Any) -> float:
+        if isinstance(value, str):
+            return self.from_text(value)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise OptionError(f"expected a time in seconds >= 0, got {value!r}")
+        return float(value)
+
+    def to_texts(self, value: Any) -> list[str]:
+        return [f"{value:g}s"]
+
+
+@dataclass(frozen=True)
+class Pair(Kind):
+    """Two whole numbers ``1 <= first <= second``: ``MIN..MAX`` (``sep`` ".."; one number is
+    both) or ``K/N`` (``sep`` "/", both required)."""
+
+    sep: str
+    metavar: str | None = None
+    example: str = ""
+    single: bool = False  # one number alone means (N, N)
+
+    def from_text(self, text: str) -> tuple[int, int]:
+        a, sep, b = text.strip().partition(self.sep)
+        try:
+            pair = (int(a), int(b if sep else a))
+        except ValueError:
+            pair = None
+        if pair is None or (not sep and not self.single):
+            raise OptionError(f"expected {self.metavar}, e.g. {self.example}, got {text!r}")
+        return self._check(pair, text)
+
+    def from_value(self, value: Any) -> tuple[int, int]:
+        if isinstance(value, str):
+            return self.from_text(value)
+        if (
+            not isinstance(value, list | tuple)
+            or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            raise OptionError(f"expected two whole numbers ({self.metavar}), got {value!r}")
+        return self._check((value[0], value[1]), value)
+
+    def _check(self, pair: tuple[int, int], given: Any) -> tuple[int, int]:
+        first, second = self.metavar.split(self.sep) if self.metavar else ("first", "second")
+        if not 1 <= pair[0] <= pair[1]:
+            raise OptionError(f"need 1 <= {first} <= {second}, got {given!r}")
+        return pair
+
+    def to_texts(self, value: Any) -> list[str]:
+        return [f"{value[0]}{self.sep}{value[1]}"]
+
+
+@dataclass(frozen=True)
+class Some(Kind):
+    """Some of a few words, comma-separated (a list from Python); ``always`` first, whatever is given."""
+
+    choices: tuple[str, ...]
+    always: tuple[str, ...] = ()
+    metavar: str | None = "LIST"
+    what: str = "word"
+
+    def from_text(self, text: str) -> tuple[str, ...]:
+        return self._check([w.strip() for w in text.split(",") if w.strip()])
+
+    def from_value(self, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return self.from_text(value)
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise OptionError(f"expected a list of {self.what}s, got {value!r}")
+        return self._check([v.strip() for v in value])
+
+    def _check(self, words: list[str]) -> tuple[str, ...]:
+        unknown = [w for w in words if w not in self.choices]
+        if unknown:
+            raise OptionError(
+                f"unknown {self.what} {unknown[0]!r}; expected some of {', '.join(self.choices)}"
+            )
+        return tuple(dict.fromkeys((*self.always, *words)))
+
+    def to_texts(self, value: Any) -> list[str]:
+        return [",".join(value)]
+
+
 # ---- the table -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Option:
-    """One row: a DrillOptions field and every spelling of it."""
+    """One row: an option's field and every spelling of it."""
 
     field: str
     kind: Kind
     default: Any
     help: str
-    flag: str  # the CLI flag, e.g. "--max-attempts"
+    flag: str | None = ""  # the CLI flag, e.g. "--max-attempts" ("": the field's, dashed; None: none)
     discovery: bool = False  # changes what a clean run does: part of the discovery cache key
     reproduce: bool = True  # written into a case's reproduction line when not the default
     flag_const: Any = None  # a value the flag takes when given without one (nargs="?")
+    ini_key: bool = True  # the option has a pytest ini key (killdrill_FIELD)
+    into: tuple[str, ...] = ()  # a flag that sets several fields (``--kills`` -> min_kills, max_kills)
+
+    def __post_init__(self) -> None:
+        if self.flag == "":
+            object.__setattr__(self, "flag", "--" + self.field.replace("_", "-"))
 
     @property
     def ini(self) -> str:
         """The pytest ini key: the field's name under ``killdrill_``."""
         return f"killdrill_{self.field}"
+
+    def spell(self, how: Spelling, value: Any = None, *, with_value: bool = False) -> str:
+        """This option as a caller of ``how`` writes it: ``--launcher``, ``killdrill_launcher``,
+        ``launcher=``; ``with_value``: with ``value`` (``--launcher fork``, ``launcher='fork'``)."""
+        if how is Spelling.FLAG and self.flag:
+            if not with_value or isinstance(self.kind, Flag):
+                return self.flag
+            return " ".join([self.flag, *map(shlex.quote, self.kind.to_texts(value))])
+        if how is Spelling.INI and self.ini_key:
+            return f"{self.ini} = {' '.join(self.kind.to_texts(value))}" if with_value else self.ini
+        return f"{self.field}={value!r}" if with_value else f"{self.field}="
 
 
 _SECONDS = Number(float, 1e-3, "a number of seconds > 0")
@@ -552,6 +697,227 @@ OPTIONS: tuple[Option, ...] = (
 
 _BY_FIELD = {o.field: o for o in OPTIONS}
 
+CHAOS_FAULTS = ("kill", "pause", "upgrade", "net")
+"""What chaos may draw (``--faults``): kills always; pauses, upgrades and connection faults
+(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) when asked."""
+
+
+def _chaos(field: str, kind: Kind, default: Any, help: str, flag: str | None = "", **kw: Any) -> Option:
+    return Option(field, kind, default, help, flag, ini_key=False, reproduce=False, **kw)
+
+
+CHAOS_OPTIONS: tuple[Option, ...] = (
+    _chaos("runs", _COUNT, 100, "random runs in total over all shards (default 100; none with --budget)"),
+    _chaos(
+        "budget_s",
+        Duration(),
+        None,
+        "stop starting runs this long after discovery, e.g. 20m (runs in flight finish)",
+        "--budget",
+    ),
+    _chaos(
+        "faults",
+        Some(CHAOS_FAULTS, always=("kill",), what="fault"),
+        ("kill",),
+        "faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with), "
+        "net (drop:/reset: toward the HTTP fakes, one run in two)",
+    ),
+    _chaos(
+        "seed", Number(int, None, "a whole number"), None, "seed of the schedules (default: random, printed)"
+    ),
+    _chaos(
+        "kills",
+        Pair("..", "MIN..MAX", "1..3", single=True),
+        (1, 3),
+        "kills per run (1..3)",
+        into=("min_kills", "max_kills"),
+    ),
+    _chaos("min_kills", _COUNT, 1, "fewest kills per run", None),
+    _chaos("max_kills", _COUNT, 3, "most kills per run", None),
+    _chaos("shard", Pair("/", "K/N", "2/4"), (1, 1), "run only the K-th of N disjoint parts"),
+    _chaos("workers", _COUNT, 1, "worker processes (default: cores)"),
+    _chaos(
+        "report_dir",
+        Text(metavar="DIR", paths=True),
+        None,
+        "write chaos.json, plans.jsonl, report.json, junit.xml, report.html",
+        "--report",
+    ),
+    _chaos(
+        "regressions",
+        Text(metavar="PATH", paths=True),
+        None,
+        "append each distinct shrunk failure to this corpus",
+    ),
+    _chaos("shrink", Flag(), True, "report failures as found, unshrunk", "--no-shrink"),
+    _chaos("shrink_runs", _COUNT, 24, "cases each shrink may run (24)"),
+    _chaos("max_failures", _COUNT, None, "stop starting runs after this many violated runs"),
+    _chaos("progress", Flag(), None, "a progress bar (default: on a terminal)", None),
+)
+"""``ChaosOptions`` and ``killdrill chaos``'s flags (``--kills`` sets min_kills and max_kills;
+``--no-shrink`` turns ``shrink`` off).  No ini keys: chaos is a command."""
+
+
+def _plugin(field: str, kind: Kind, default: Any, help: str) -> Option:
+    return Option(f"killdrill_{field}", kind, default, help, ini_key=False, reproduce=False)
+
+
+PLUGIN_OPTIONS: tuple[Option, ...] = (
+    _plugin(
+        "point",
+        Text(metavar="SCHEDULE"),
+        None,
+        "run each kill_point test with only this schedule (listed or not): the reproduction path",
+    ),
+    _plugin(
+        "random",
+        Number(int, 0, "a whole number >= 0", metavar="N"),
+        0,
+        "add N random schedules per drill test (needs discover= or command= in the marker)",
+    ),
+    _plugin(
+        "seed",
+        Number(int, None, "a whole number", metavar="S"),
+        None,
+        "seed of the random schedules (printed)",
+    ),
+    _plugin(
+        "regressions",
+        Text(metavar="PATH"),
+        None,
+        "replay the recorded failing schedules of a JSON corpus for tests whose command matches",
+    ),
+    _plugin("keep", Flag(), False, "keep the workdirs of passing cases too"),
+    _plugin("json", Text(metavar="DIR"), None, "write each drill test's cases as JSON into DIR"),
+    _plugin("rediscover", Flag(), False, "ignore cached discoveries and run them again"),
+)
+"""The pytest plugin's own ``--killdrill-*`` flags (its drill options are ``OPTIONS``' ini keys)."""
+
+
+# ---- rules: options that go together -------------------------------------------------------------
+
+
+class _Named:
+    """One option in a rule's message: ``{field}`` is its name, ``{field:v}`` its name and value."""
+
+    def __init__(self, row: Option, how: Spelling, value: Any) -> None:
+        self.row, self.how, self.value = row, how, value
+
+    def __format__(self, spec: str) -> str:
+        return self.row.spell(self.how, self.value, with_value=spec == "v")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Options that go together.  ``holds(values)`` false is an OptionError with ``message``, its
+    ``{field}`` placeholders named as the caller spelled them (the first option of the message
+    in its caller's spelling; an option the caller did not give, in that same spelling).
+    ``holds`` None: the check needs more than the options (the command), its caller checks it."""
+
+    message: str
+    holds: Callable[[Mapping[str, Any]], bool] | None = None
+
+    def check(self, values: Mapping[str, Any], spelled: Spelled, rows: Iterable[Option] = ()) -> None:
+        """Raise this rule's error unless it holds for ``values``."""
+        if self.holds is not None and not self.holds(values):
+            raise self.error(values, spelled, rows)
+
+    def error(self, values: Any, spelled: Spelled, rows: Iterable[Option] = (), **extra: Any) -> OptionError:
+        """The error of this rule for ``values`` (an options object or a mapping of fields)."""
+        table = {r.field: r for r in (*OPTIONS, *CHAOS_OPTIONS, *rows)}  # ``rows`` win a shared name
+
+        def get(name: str) -> Any:
+            return values.get(name) if isinstance(values, Mapping) else getattr(values, name, None)
+
+        names = [f for _, f, _, _ in string.Formatter().parse(self.message) if f in table]
+        first = _spelling(spelled, names[0], None) if names else _spelling(spelled, "", None)
+        args = {f: _Named(table[f], _spelling(spelled, f, first), get(f)) for f in names}
+        return OptionError(self.message.format(**args, **extra))
+
+
+def _spelling(spelled: Spelled, name: str, fallback: Spelling | None) -> Spelling:
+    if isinstance(spelled, Spelling):
+        return spelled
+    return spelled.get(name) or fallback or Spelling.KEYWORD
+
+
+def _names(env: Mapping[str, str], *variables: str) -> bool:
+    return any("{" + v + "}" in value for value in env.values() for v in variables)
+
+
+DRILL_RULES: tuple[Rule, ...] = (
+    Rule(
+        "{model_variance} needs {model_script} (the model fake's script)",
+        lambda o: o["model_variance"] is None or o["model_script"] is not None,
+    ),
+    Rule(
+        "{env} names {{KILLDRILL_FAKES_URL}}, set for the agent only with {http_fakes} or {model_script}",
+        lambda o: (
+            o["http_fakes"]
+            or o["model_script"] is not None
+            or not _names(o["env"], "KILLDRILL_FAKES_URL", "KILLDRILL_FAKES_SECRET")
+        ),
+    ),
+    Rule(
+        "{env} names {{KILLDRILL_SMTP}}, set for the agent only with {smtp_fake}",
+        lambda o: o["smtp_fake"] or not _names(o["env"], "KILLDRILL_SMTP"),
+    ),
+)
+"""The rules tying two drill options, checked with every DrillOptions."""
+
+FORK_NEEDS_PYTHON = Rule("{launcher:v} needs a `python -m MODULE ...` or `python SCRIPT ...` command")
+FORK_NEEDS_PYTHON_RESUME = Rule("{launcher:v} needs the {resume_with} command to be a python one too")
+UNKNOWN_CHECK = Rule("unknown check {name!r} in {checks}: expected one of {known}")
+"""Rules the drill checks (they need its command or the check registry), worded here."""
+
+CHAOS_RULES: tuple[Rule, ...] = (
+    Rule("{min_kills} is more than {max_kills}", lambda o: o["min_kills"] <= o["max_kills"]),
+)
+"""The rules tying two chaos options, checked with every ChaosOptions."""
+
+CHAOS_UPGRADE = Rule(
+    "{faults} ...,upgrade and {resume_with} go together (the upgrade's command)",
+    lambda o: ("upgrade" in o["faults"]) == bool(o["resume_with"]),
+)
+"""A chaos option tied to a drill option: checked where both are known (``run_chaos``)."""
+
+
+def check_values(
+    obj: Any, rows: Sequence[Option], rules: Iterable[Rule], spelled: Spelled = Spelling.KEYWORD
+) -> None:
+    """Parse every field of the frozen dataclass ``obj`` with its row's kind and keep what the
+    kind makes of it, then apply ``rules``: the one check of an options value.  ``None`` is
+    "not given" and kept.  A mistake is a one-line OptionError naming the option as spelled."""
+    for row in rows:
+        if row.into:
+            continue  # a flag only: its fields have rows of their own
+        value = getattr(obj, row.field)
+        if value is None:
+            continue
+        try:
+            parsed = row.kind.from_value(value)
+        except OptionError as exc:
+            raise OptionError(f"{row.spell(_spelling(spelled, row.field, None))}: {exc}") from None
+        object.__setattr__(obj, row.field, parsed)
+    values = {row.field: getattr(obj, row.field) for row in rows if not row.into}
+    for rule in rules:
+        rule.check(values, spelled, rows)
+
+
+def spelled_fields(obj: Any, rows: Iterable[Option]) -> dict[str, Spelling]:
+    """How ``obj`` (an options value with a ``spelled``) names each of ``rows``' fields."""
+    return {r.field: _spelling(obj.spelled, r.field, None) for r in rows}
+
+
+def override(options: DrillOptions, overrides: Mapping[str, Any]) -> DrillOptions:
+    """``options`` with ``overrides`` given as Python keywords (``Drill(command, options, **overrides)``):
+    a new value, checked once, the overridden fields named as keywords in its messages."""
+    if not overrides:
+        return options
+    spelled = spelled_fields(options, OPTIONS)
+    spelled.update(dict.fromkeys(overrides, Spelling.KEYWORD))
+    return dataclasses.replace(options, **overrides, spelled=spelled)
+
 
 def by_field(name: str) -> Option:
     """The row of a DrillOptions field (KeyError for a name that is not one)."""
@@ -574,12 +940,18 @@ def convert(name: str, value: Any, where: str) -> Any:
         raise OptionError(f"{where}: {exc}") from None
 
 
+def reproduce_line(command: Sequence[str], options: DrillOptions, schedule: str) -> str:
+    """``killdrill run`` of one case: the options that differ from the defaults, from the table."""
+    args = ["killdrill", "run", "--schedule", str(schedule), *reproduce_args(options)]
+    return shlex.join([*args, "--", *command])
+
+
 def reproduce_args(options: DrillOptions) -> list[str]:
     """The flags that give ``options`` back, in table order, defaults and unreproduced fields left out."""
     args: list[str] = []
     for row in OPTIONS:
         value = getattr(options, row.field)
-        if not row.reproduce or _same(value, row.default):
+        if not row.reproduce or not row.flag or _same(value, row.default):
             continue
         texts = row.kind.to_texts(value)
         if isinstance(row.kind, Flag):

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from killdrill.options import OptionError, Spelling
 from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, _convert_option, _marker_spec, _Usage
 from killdrill.pytest_plugin._parametrize import _Regression
 from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command
 from killdrill.records import Verdict
 
 if TYPE_CHECKING:
-    from killdrill.drill import Drill
+    from killdrill.drill import Drill, DrillOptions
     from killdrill.records import CaseResult, Discovery
 
 
@@ -75,6 +76,8 @@ class KilldrillFixture:
         ident = json.dumps([list(command), options], sort_keys=True, default=str)
         drill = self._drills.get(ident)
         if drill is None:
+            spelled = self._state.spelled(self._marker_options, overrides)
+            checked = self._checked(options, spelled)
             n = len(self._drills)
             root = self.root if n == 0 else self._tmp_path / f"killdrill-{n + 1}"
             base = options.pop("root", None)  # killdrill_root / root=: this test's folder under it
@@ -83,9 +86,9 @@ class KilldrillFixture:
                 root = Path(base) / (node if n == 0 else f"{node}-{n + 1}")
             error: Exception | None = None
             try:
-                drill = Drill(command, **options, root=root)
+                drill = Drill(command, checked, root=root)
                 drill.share_launchers(self._state.pool)  # one template per session, not per test
-                drill.use_discovery(self._state.discovery(command, options))
+                drill.use_discovery(self._state.discovery(command, options, spelled))
             except _harness_errors() as exc:
                 error = exc
             if error is not None:
@@ -93,6 +96,18 @@ class KilldrillFixture:
             assert drill is not None  # built above, or _harness_failure raised
             self._drills[ident] = drill
         return drill
+
+    def _checked(self, options: dict[str, Any], spelled: dict[str, Spelling]) -> DrillOptions:
+        """The drill options of this call, checked once: a mistake fails the test in one line."""
+        __tracebackhide__ = True
+        from killdrill.drill import DrillOptions
+
+        problem = None
+        try:
+            return DrillOptions(**{k: v for k, v in options.items() if k != "root"}, spelled=spelled)
+        except OptionError as exc:
+            problem = f"killdrill {exc}"
+        pytest.fail(problem, pytrace=False)  # outside the handler: no "during handling" chain
 
     def discover(self, command: Sequence[str], **overrides: Any) -> Discovery:
         """The kill-point catalogue and baseline of a clean run (cached for the session)."""

@@ -2,42 +2,44 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from killdrill.options import PLUGIN_OPTIONS, Flag, Option, OptionError
 from killdrill.pytest_plugin._options import _INI
 from killdrill.pytest_plugin._session import _STATE, _State
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The ``--killdrill-*`` flags (``killdrill.options.PLUGIN_OPTIONS``) and the drill options' ini
+    keys (``OPTIONS``): each derived from its row, its text parsed by the row's kind."""
     g = parser.getgroup("killdrill", "killdrill: kill-point drills")
-    g.addoption(
-        "--killdrill-point",
-        metavar="SCHEDULE",
-        help="run each kill_point test with only this schedule (listed or not): the reproduction path",
-    )
-    g.addoption(
-        "--killdrill-random",
-        type=int,
-        default=0,
-        metavar="N",
-        help="add N random schedules per drill test (needs discover= or command= in the marker)",
-    )
-    g.addoption("--killdrill-seed", type=int, metavar="S", help="seed of the random schedules (printed)")
-    g.addoption(
-        "--killdrill-regressions",
-        metavar="PATH",
-        help="replay the recorded failing schedules of a JSON corpus for tests whose command matches",
-    )
-    g.addoption("--killdrill-keep", action="store_true", help="keep the workdirs of passing cases too")
-    g.addoption("--killdrill-json", metavar="DIR", help="write each drill test's cases as JSON into DIR")
-    g.addoption(
-        "--killdrill-rediscover", action="store_true", help="ignore cached discoveries and run them again"
-    )
+    for row in PLUGIN_OPTIONS:
+        if not row.flag:
+            continue
+        kw: dict[str, Any] = {"dest": row.field, "help": row.help}
+        if isinstance(row.kind, Flag):
+            g.addoption(row.flag, action="store_true", **kw)
+        else:
+            g.addoption(row.flag, type=_flag_type(row), default=row.default, metavar=row.kind.metavar, **kw)
     for name, row in _INI.items():
         parser.addini(name, row.help, type=row.kind.ini_type)
+
+
+def _flag_type(row: Option) -> Callable[[str], Any]:
+    """A flag's argparse ``type``: its row's kind, its error in argparse's words (a usage error)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return row.kind.from_text(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 def pytest_configure(config: pytest.Config) -> None:

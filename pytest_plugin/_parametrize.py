@@ -98,7 +98,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             params = [_check_schedule(p, f"{metafunc.definition.nodeid}: points") for p in points or []]
             discovery = None
             if discover is not None or (command is not None and state.random):
-                discovery = state.discovery(discover or command or (), state.options(options))
+                discovery = state.discovery(
+                    discover or command or (), state.options(options), state.spelled(options)
+                )
             if discover is not None and discovery is not None:
                 params += [x for x in discovery.labels() if x not in params]
             if command is not None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from killdrill.errors import one_line
+from killdrill.options import OptionError, Spelled, Spelling
 from killdrill.pytest_plugin._cache import DiscoveryCache, Key, discovery_key
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
 from killdrill.pytest_plugin._pool import LauncherPool
@@ -96,11 +97,26 @@ class _State:
             merged["keep"] = True
         return merged
 
-    def discovery(self, command: Sequence[str], options: Mapping[str, Any]) -> Discovery:
-        """The session's discovery of ``command`` (cached); raises HarnessError when it fails."""
-        from killdrill.drill import Drill, HarnessError
+    def spelled(self, *layers: Mapping[str, Any]) -> dict[str, Spelling]:
+        """How the caller named each option of ``self.options(*layers)``: an ini key, or a keyword
+        (of the marker or the call), so a message names it the same way."""
+        spelled = dict.fromkeys(self.ini_options, Spelling.INI)
+        for layer in layers:
+            spelled.update(dict.fromkeys(layer, Spelling.KEYWORD))
+        return spelled
+
+    def discovery(
+        self, command: Sequence[str], options: Mapping[str, Any], spelled: Spelled = Spelling.KEYWORD
+    ) -> Discovery:
+        """The session's discovery of ``command`` (cached); raises HarnessError when it fails, a
+        :class:`_Usage` when the options do not go together."""
+        from killdrill.drill import Drill, DrillOptions, HarnessError
 
         opts = {k: v for k, v in options.items() if k != "root"}
+        try:
+            checked = DrillOptions(**opts, spelled=spelled)
+        except OptionError as exc:
+            raise _Usage(f"killdrill {exc}") from None
         # The key stats every file of the agent's package: once per command and options per session
         # (collection used it already), not again in every test.
         ident = json.dumps([list(command), opts], sort_keys=True, default=str)
@@ -117,7 +133,7 @@ class _State:
                 Ledger(opts["ledger_url"], "kd-check").close()
             root = _discovery_root(self.config)
             try:
-                drill = Drill(command, **opts, root=root)
+                drill = Drill(command, checked, root=root)
                 drill.share_launchers(self.pool)  # the tests of this command fork from its template
                 return drill.discover()
             finally:

@@ -56,6 +56,17 @@ from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import ExitCode
 from killdrill.faults import fleet
 from killdrill.faults.network import with_net_fault
+from killdrill.options import (
+    CHAOS_OPTIONS,
+    CHAOS_RULES,
+    CHAOS_UPGRADE,
+    OPTIONS,
+    Spelled,
+    Spelling,
+    check_values,
+    reproduce_line,
+    spelled_fields,
+)
 from killdrill.records import (
     CaseResult,
     Discovery,
@@ -92,9 +103,10 @@ __all__ = [
 # ---- the job -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChaosOptions:
-    """What ``killdrill chaos`` runs. The command line fills it in :mod:`killdrill.cli.chaos`
-    (``--budget`` is ``budget_s``, ``--kills MIN..MAX`` is ``min_kills``/``max_kills``,
-    ``--report`` is ``report_dir``; the other flags have the fields' names)."""
+    """What ``killdrill chaos`` runs.  Every field has a row in ``killdrill.options.CHAOS_OPTIONS``,
+    the command line's flags are derived from them (``--budget`` is ``budget_s``, ``--kills
+    MIN..MAX`` is ``min_kills``/``max_kills``, ``--report`` is ``report_dir``, ``--no-shrink``
+    turns ``shrink`` off; ``progress`` has none), and each value is checked here by its row's kind."""
 
     seed: int
     runs: int | None = 100  # None: until the budget ends
@@ -110,6 +122,12 @@ class ChaosOptions:
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
     faults: tuple[str, ...] = ("kill",)  # also "pause", "upgrade" (killdrill.faults.fleet), "net" (netfaults)
+    # How the caller named the fields (for messages only: not an option, not compared).
+    spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        """The one check of a chaos job's options (killdrill.options.check_values)."""
+        check_values(self, CHAOS_OPTIONS, CHAOS_RULES, self.spelled)
 
 
 @dataclass
@@ -190,6 +208,8 @@ def _run_chaos(
     log: Callable[[str], None],
 ) -> ChaosResult:
     started = time.monotonic()
+    spelled = {**spelled_fields(drill_options, OPTIONS), **spelled_fields(options, CHAOS_OPTIONS)}
+    CHAOS_UPGRADE.check({"faults": options.faults, "resume_with": drill_options.resume_with}, spelled)
     drill = Drill(command, drill_options)
     if discovery is not None:
         drill.use_discovery(discovery)
@@ -224,7 +244,7 @@ def _run_chaos(
                 "index": index,
                 "seed": options.seed,
                 "schedule": text,
-                "reproduce": drill.reproduce_line(text),
+                "reproduce": reproduce_line(drill.command, drill.options, text),
             }
             plans.write(json.dumps(line) + "\n")
             plans.flush()

@@ -13,6 +13,7 @@ from typing import Any
 from killdrill.chaos.case import chaos_case
 from killdrill.chaos.strategies import START, interval_of
 from killdrill.drill import Drill
+from killdrill.options import reproduce_line
 from killdrill.points import parse_schedule
 from killdrill.records import CaseResult, Discovery
 
@@ -175,4 +176,12 @@ def shrink(
                     kills[i] = option
                     break
         text = ",".join(kills)
-    return Shrunk(text, target, case.schedule, index, drill.reproduce_line(text), ran, cases.get(text))
+    return Shrunk(
+        text,
+        target,
+        case.schedule,
+        index,
+        reproduce_line(drill.command, drill.options, text),
+        ran,
+        cases.get(text),
+    )

@@ -7,18 +7,23 @@ import functools
 import json
 import os
 import random
-import re
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from killdrill.drill import DrillOptions
 from killdrill.errors import HarnessError, UsageError
-from killdrill.faults import fleet
-from killdrill.options import check_output_dir, check_output_file
+from killdrill.options import (
+    CHAOS_OPTIONS,
+    Option,
+    OptionError,
+    Spelling,
+    check_output_dir,
+    check_output_file,
+)
 from killdrill.records import Discovery
 from killdrill.report.drill import write_json
 
@@ -31,48 +36,45 @@ __all__ = ["DrillFlags", "add_parser", "parse_budget", "parse_kills", "parse_sha
 @dataclass(frozen=True)
 class DrillFlags:
     """What ``killdrill.cli.commands`` shares with this subcommand (passed in: the CLI module sits above):
-    the supervisor flags, how they become :class:`DrillOptions`, and the agent's command."""
+    the supervisor flags, how they become :class:`DrillOptions`, how a table's rows become flags and
+    the given ones values, and the agent's command."""
 
     add: Callable[..., None]  # (parser, skip=fields) -> None
+    add_options: Callable[..., Any]  # (parser, title, rows) -> the flags of rows
+    given: Callable[[argparse.Namespace, Sequence[Option]], dict[str, Any]]  # flags given, as typed
     options: Callable[[argparse.Namespace], DrillOptions]
     command: Callable[[argparse.Namespace], list[str]]
-    positive_int: Callable[[str], Any]
     check: Callable[[argparse.Namespace], None]  # output paths, --root, --ledger-url: before any run
 
 
-_BUDGET_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
+def _row(name: str) -> Option:
+    return next(r for r in CHAOS_OPTIONS if r.field == name)
+
+
+def _parse(name: str, text: str) -> Any:
+    """A chaos flag's text through its row's kind (the message names the flag)."""
+    row = _row(name)
+    try:
+        return row.kind.from_text(text)
+    except OptionError as exc:
+        raise OptionError(f"{row.flag}: {exc}") from None
 
 
 def parse_budget(text: str) -> float:
     """``90s``, ``20m``, ``1.5h`` or plain seconds."""
-    m = _BUDGET_RE.match(text.strip())
-    if not m:
-        raise ValueError(f"--budget {text!r}: expected e.g. 90s, 20m, 1h")
-    return float(m[1]) * {"s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+    return float(_parse("budget_s", text))
 
 
 def parse_kills(text: str) -> tuple[int, int]:
     """``2`` or ``1..3``."""
-    lo, sep, hi = text.partition("..")
-    try:
-        a, b = int(lo), int(hi if sep else lo)
-    except ValueError:
-        raise ValueError(f"--kills {text!r}: expected N or MIN..MAX, e.g. 1..3") from None
-    if not 1 <= a <= b:
-        raise ValueError(f"--kills {text!r}: need 1 <= MIN <= MAX")
-    return a, b
+    lo, hi = _parse("kills", text)
+    return int(lo), int(hi)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
     """``K/N`` with 1 <= K <= N."""
-    k, sep, n = text.partition("/")
-    try:
-        a, b = int(k), int(n)
-    except ValueError:
-        raise ValueError(f"--shard {text!r}: expected K/N, e.g. 2/4") from None
-    if not sep or not 1 <= a <= b:
-        raise ValueError(f"--shard {text!r}: need 1 <= K <= N")
-    return a, b
+    k, n = _parse("shard", text)
+    return int(k), int(n)
 
 
 def check_corpus(path: str) -> None:
@@ -109,38 +111,19 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     from killdrill.chaos.job import ChaosOptions, Interrupted, render_text, run_chaos
 
     command = flags.command(args)
-    try:
-        budget = parse_budget(args.budget) if args.budget else None
-        kills = parse_kills(args.kills)
-        shard = parse_shard(args.shard)
-        faults = fleet.parse_faults(args.faults)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    runs = args.runs if args.runs is not None else (None if budget is not None else 100)
+    values = flags.given(args, CHAOS_OPTIONS)
+    if "runs" not in values and "budget_s" in values:
+        values["runs"] = None  # until the budget ends
+    values.setdefault("seed", random.SystemRandom().randrange(2**32))
+    values.setdefault("workers", os.cpu_count() or 1)
+    options = ChaosOptions(**values, spelled=Spelling.FLAG)  # parsed and checked once, naming the flags
     drill = flags.options(args)
     flags.check(args)  # --json, --root, --ledger-url
-    if args.report:
-        check_output_dir(args.report, f"--report {args.report}")
+    if args.report_dir:
+        check_output_dir(args.report_dir, f"--report {args.report_dir}")
     if args.regressions:
         check_corpus(args.regressions)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    options = ChaosOptions(
-        seed=seed,
-        runs=runs,
-        budget_s=budget,
-        min_kills=kills[0],
-        max_kills=kills[1],
-        shard=shard,
-        workers=args.workers or os.cpu_count() or 1,
-        report_dir=args.report,
-        regressions=args.regressions,
-        shrink=not args.no_shrink,
-        shrink_runs=args.shrink_runs,
-        max_failures=args.max_failures,
-        faults=faults,
-    )
-    if ("upgrade" in faults) != bool(getattr(args, "resume_with", None)):
-        raise UsageError("--faults ...,upgrade and --resume-with -- CMD go together (the upgrade's command)")
+    seed, shard = options.seed, options.shard
     print(
         f"killdrill chaos: seed {seed} (reproduce with --seed {seed}), shard {shard[0]}/{shard[1]}",
         file=sys.stderr,
@@ -191,39 +174,7 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
         description="Run random kill schedules against a command; shrink each failure to named boundaries. "
         "Exit 0 clean, 1 a violation found, 2 harness error.",
     )
-    g = p.add_argument_group("chaos")
-    g.add_argument(
-        "--runs",
-        type=flags.positive_int,
-        help="random runs in total over all shards (default 100; none with --budget)",
-    )
-    g.add_argument(
-        "--budget",
-        metavar="TIME",
-        help="stop starting runs this long after discovery, e.g. 20m (runs in flight finish)",
-    )
-    g.add_argument(
-        "--faults",
-        default="kill",
-        metavar="LIST",
-        help="faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with), "
-        "net (drop:/reset: toward the HTTP fakes, one run in two)",
-    )
-    g.add_argument("--seed", type=int, help="seed of the schedules (default: random, printed)")
-    g.add_argument("--kills", default="1..3", metavar="MIN..MAX", help="kills per run (1..3)")
-    g.add_argument("--shard", default="1/1", metavar="K/N", help="run only the K-th of N disjoint parts")
-    g.add_argument("--workers", type=flags.positive_int, help="worker processes (default: cores)")
-    g.add_argument(
-        "--report", metavar="DIR", help="write chaos.json, plans.jsonl, report.json, junit.xml, report.html"
-    )
-    g.add_argument("--regressions", metavar="PATH", help="append each distinct shrunk failure to this corpus")
-    g.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk")
-    g.add_argument(
-        "--shrink-runs", type=flags.positive_int, default=24, help="cases each shrink may run (24)"
-    )
-    g.add_argument(
-        "--max-failures", type=flags.positive_int, help="stop starting runs after this many violated runs"
-    )
+    g = flags.add_options(p, "chaos", CHAOS_OPTIONS)
     g.add_argument(
         "--discovery",
         metavar="FILE",

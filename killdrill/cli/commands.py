@@ -12,7 +12,7 @@ import shlex
 import signal
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from killdrill import audit
@@ -27,10 +27,10 @@ from killdrill.options import (
     OPTIONS,
     Choice,
     Flag,
-    Kind,
-    Number,
+    Option,
     OptionError,
     Repeated,
+    Spelling,
     check_output_dir,
     check_output_file,
 )
@@ -60,65 +60,64 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _argparse_type(kind: Kind, name: str) -> Callable[[str], Any]:
-    """An argparse ``type`` from a table kind: its one parser, its errors in argparse's words."""
-    parse = kind.item if isinstance(kind, Repeated) else kind.from_text
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except OptionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = name  # argparse names the type in its messages
-    return convert
-
-
-positive_int = _argparse_type(Number(int, 1, "a whole number >= 1"), "int")
-
-
-def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
-    """The supervisor options shared by points, run, drill and chaos: one flag per row of
-    ``killdrill.options.OPTIONS`` (``skip``: fields a subcommand spells its own way)."""
-    g = p.add_argument_group("supervisor")
-    for row in OPTIONS:
-        if row.field in skip:
+def add_options(
+    p: argparse.ArgumentParser, title: str, rows: Sequence[Option], *, skip: Sequence[str] = ()
+) -> argparse._ArgumentGroup:
+    """One flag per row with a flag (``skip``: fields a subcommand spells its own way).  The flags
+    keep their text: the options value they build parses and checks it, once, naming the flag."""
+    g = p.add_argument_group(title)
+    for row in rows:
+        if row.field in skip or not row.flag:
             continue
         kind = row.kind
-        kw: dict[str, Any] = {"dest": row.field, "help": row.help}
-        if isinstance(kind, Flag):
-            g.add_argument(row.flag, action="store_true", **kw)
+        kw: dict[str, Any] = {"dest": row.field, "help": row.help, "default": None}
+        if isinstance(kind, Flag):  # a switch; a row on by default is turned off by its flag
+            g.add_argument(row.flag, action="store_false" if row.default else "store_true", **kw)
             continue
-        kw["type"] = _argparse_type(kind, row.field)
         if kind.metavar:
             kw["metavar"] = kind.metavar
         if isinstance(kind, Choice):
             kw["metavar"] = "|".join(kind.choices)
         if isinstance(kind, Repeated):
-            g.add_argument(row.flag, action="append", default=[], **kw)
+            g.add_argument(row.flag, action="append", **kw)
         elif row.flag_const is not None:
-            g.add_argument(row.flag, nargs="?", const=row.flag_const, default=row.default, **kw)
+            g.add_argument(row.flag, nargs="?", const=row.flag_const, **kw)
         else:
-            g.add_argument(row.flag, default=row.default, **kw)
+            g.add_argument(row.flag, **kw)
+    return g
+
+
+def given(args: argparse.Namespace, rows: Sequence[Option]) -> dict[str, Any]:
+    """The options of ``rows`` given on the command line, as typed (``--kills`` into its fields)."""
+    values: dict[str, Any] = {}
+    for row in rows:
+        value = getattr(args, row.field, None)
+        if value is None:
+            continue
+        if row.into:  # one flag, several fields: parsed here, each field checked by its own row
+            try:
+                parts = row.kind.from_value(value)
+            except OptionError as exc:
+                raise OptionError(f"{row.flag}: {exc}") from None
+            values.update(zip(row.into, parts, strict=True))
+        else:
+            values[row.field] = value
+    return values
+
+
+def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
+    """The supervisor options shared by points, run, drill and chaos: one flag per row of
+    ``killdrill.options.OPTIONS`` (``skip``: fields a subcommand spells its own way)."""
+    g = add_options(p, "supervisor", OPTIONS, skip=skip)
     g.add_argument("--langgraph", action="store_true", help="same as --integration langgraph")
 
 
 def drill_options(args: argparse.Namespace) -> DrillOptions:
-    """The DrillOptions of parsed flags (the flags' values were checked by the table's parsers)."""
-    values: dict[str, Any] = {}
-    for row in OPTIONS:
-        if not hasattr(args, row.field):
-            continue
-        value = getattr(args, row.field)
-        if isinstance(row.kind, Repeated):
-            value = row.kind.combine(value)
-        values[row.field] = value
+    """The DrillOptions of the flags: parsed and checked once, by DrillOptions, naming the flags."""
+    values = given(args, OPTIONS)
     if getattr(args, "langgraph", False):
-        values["integrations"] = (*values.get("integrations", ()), "langgraph")
-        values["integrations"] = tuple(dict.fromkeys(values["integrations"]))
-    if values.get("workers") is None:
-        values.pop("workers", None)
-    return DrillOptions(**values)
+        values["integrations"] = [*values.get("integrations", ()), "langgraph"]
+    return DrillOptions(**values, spelled=Spelling.FLAG)
 
 
 def _need_command(args: argparse.Namespace) -> list[str]:
@@ -273,9 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     # commands defined next to what they drive register themselves; chaos shares the drill flags
     flags = DrillFlags(
         add=add_drill_options,
+        add_options=add_options,
+        given=given,
         options=drill_options,
         command=_need_command,
-        positive_int=positive_int,
         check=check_drill_inputs,
     )
     chaos_cli.add_parser(sub, flags)

@@ -20,10 +20,8 @@ process, fakes, ledger, integrations, and the shared value modules), never chaos
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,7 @@ from killdrill.drill.discovery import Discoverer
 from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
 from killdrill.drill.workdirs import Workdirs
 from killdrill.errors import HarnessError
-from killdrill.options import reproduce_args
+from killdrill.options import override, reproduce_line
 from killdrill.points import Schedule, parse_schedule
 from killdrill.process.supervisor import clear_interrupt, interrupt_all
 from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation, LedgerSnapshot
@@ -63,7 +61,8 @@ class Drill:
     """
 
     def __init__(self, command: Sequence[str], options: DrillOptions | None = None, **overrides: Any) -> None:
-        self.launcher = AttemptLauncher(command, replace(options or DrillOptions(), **overrides))
+        # the overrides are keywords: a new options value, checked once (killdrill.options)
+        self.launcher = AttemptLauncher(command, override(options or DrillOptions(), overrides))
         self.command = self.launcher.command
         self.options = self.launcher.options
         self.workdirs: Workdirs = self.launcher.workdirs
@@ -113,9 +112,8 @@ class Drill:
         return clean.baseline if clean is not None else discovery.baseline
 
     def reproduce_line(self, schedule: str) -> str:
-        """``killdrill run`` of this case: the options that differ from the defaults, from the table."""
-        args = ["killdrill", "run", "--schedule", schedule, *reproduce_args(self.options)]
-        return shlex.join([*args, "--", *self.command])
+        """``killdrill run`` of this case (:func:`killdrill.options.reproduce_line`)."""
+        return reproduce_line(self.command, self.options, schedule)
 
     def run_case(
         self,

@@ -19,13 +19,13 @@ from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, reso
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.workdirs import RunContext, Workdirs
-from killdrill.errors import HarnessError, UsageError
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
-from killdrill.fakes.model_script import ScriptError, load_script
+from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
 from killdrill.integrations import Service, preload_modules, start_services
+from killdrill.options import FORK_NEEDS_PYTHON, FORK_NEEDS_PYTHON_RESUME, UNKNOWN_CHECK
 from killdrill.points import Fault
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
@@ -55,30 +55,23 @@ class AttemptLauncher:
         self._launcher: Launcher | None = None
         self._launchers: LauncherSource | None = None  # set: templates someone else keeps
         self._services: list[Service] | None = None  # integrations' services (Temporal's server)
+        # The options were checked when built; these rules need the command or the check
+        # registry (killdrill.options words them, naming each option as the caller did).
+        spelled = self.options.spelled
         unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
         if unknown:
-            raise UsageError(f"unknown check {unknown[0]!r}: expected one of {', '.join(OPT_IN_CHECKS)}")
-        if self.options.launcher not in ("spawn", "fork"):
-            raise HarnessError(f"unknown launcher {self.options.launcher!r}: expected spawn or fork")
+            raise UNKNOWN_CHECK.error(self.options, spelled, name=unknown[0], known=", ".join(OPT_IN_CHECKS))
         self.model = self._load_model()
         if self.options.launcher == "fork" and not python_target(self.argv):
-            raise HarnessError(
-                "--launcher fork needs a `python -m MODULE ...` or `python SCRIPT ...` command"
-            )
+            raise FORK_NEEDS_PYTHON.error(self.options, spelled)
         if self.options.launcher == "fork" and self._resume_argv and not python_target(self._resume_argv):
-            raise HarnessError("--launcher fork needs the --resume-with command to be a python one too")
+            raise FORK_NEEDS_PYTHON_RESUME.error(self.options, spelled)
 
     def _load_model(self) -> ModelFake | None:
-        """The model fake of this drill, its script read and checked now (one line if it is wrong)."""
+        """The model fake of this drill, its script read and checked now (a one-line ScriptError)."""
         if self.options.model_script is None:
-            if self.options.model_variance is not None:
-                raise HarnessError("--model-variance needs --model-script FILE (the model fake's script)")
             return None
-        try:
-            script = load_script(os.path.abspath(self.options.model_script))
-        except ScriptError as exc:
-            raise HarnessError(str(exc)) from None
-        return ModelFake(script, self.options.model_variance)
+        return ModelFake(load_script(os.path.abspath(self.options.model_script)), self.options.model_variance)
 
     def share_launchers(self, source: LauncherSource) -> None:
         """Fork attempts from the templates ``source`` keeps (a pytest session's pool): this drill

@@ -177,7 +177,7 @@ class CaseRunner:
             "seed": seed,
             "thread": run.thread,
             "workdir": str(run.workdir),
-            "options": {k: v for k, v in asdict(self.options).items() if k != "root"},
+            "options": {k: v for k, v in asdict(self.options).items() if k not in ("root", "spelled")},
             "reproduce": reproduce,
         }
         (run.state / "plan.json").write_text(json.dumps(plan, indent=2, default=str))

@@ -32,26 +32,23 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from killdrill.errors import UsageError
+from killdrill.options import CHAOS_FAULTS as CHAOS_FAULTS  # what chaos may draw
+from killdrill.options import CHAOS_OPTIONS, OptionError
 from killdrill.points import Fault, Schedule, ScheduleError, occurrence_label
 from killdrill.process.containment import signal_all, subtree, until_stopped
 from killdrill.process.control import Connection
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import Attempt, TraceEvent
 
-CHAOS_FAULTS = ("kill", "pause", "upgrade", "net")
-"""What chaos may draw (``--faults``): kills always; pauses, upgrades and connection faults
-(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) when asked."""
-
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    """``kill,pause,upgrade,net`` (chaos's ``--faults``): kills are always drawn."""
-    faults = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
-    unknown = [f for f in faults if f not in CHAOS_FAULTS]
-    if unknown:
-        expected = ", ".join(CHAOS_FAULTS)
-        raise UsageError(f"--faults {text!r}: unknown fault {unknown[0]!r}; expected some of {expected}")
-    return tuple(dict.fromkeys(("kill", *faults)))
+    """``kill,pause,upgrade,net`` (chaos's ``--faults``, its row in killdrill.options): kills are
+    always drawn."""
+    row = next(r for r in CHAOS_OPTIONS if r.field == "faults")
+    try:
+        return tuple(row.kind.from_text(text))
+    except OptionError as exc:
+        raise OptionError(f"{row.flag} {text!r}: {exc}") from None
 
 
 def draw_faults(

@@ -73,7 +73,7 @@ def test_drill_runs_every_point_and_summarises(tmp_path: Path) -> None:
         (["run", "-s", "before:work", "--", "python", str(AGENTS / "exits.py"), "1"], "exited 1"),
         (
             ["drill", "--identity", "charge", *STEPS],
-            "argument --identity: 'charge': expected PROVIDER.OP=FIELD1,FIELD2",
+            "--identity: 'charge': expected PROVIDER.OP=FIELD1,FIELD2",
         ),
     ],
 )
@@ -149,16 +149,16 @@ MISTAKES = [
     ),
     (
         ["run", "-s", "after:charge", "--max-attempts", "-1"],
-        "argument --max-attempts: expected a whole number >= 1, got '-1'",
+        "--max-attempts: expected a whole number >= 1, got '-1'",
     ),
     (
         ["run", "-s", "after:charge", "--timeout", "inf"],
-        "argument --timeout: expected a number of seconds > 0, got 'inf'",
+        "--timeout: expected a number of seconds > 0, got 'inf'",
     ),
-    (["run", "-s", "after:charge", "--env", "=x"], "argument --env: '=x': expected NAME=VALUE"),
-    (["chaos", "--shrink-runs", "0"], "argument --shrink-runs: expected a whole number >= 1, got '0'"),
-    (["chaos", "--max-failures", "0"], "argument --max-failures: expected a whole number >= 1, got '0'"),
-    (["chaos", "--runs", "0"], "argument --runs: expected a whole number >= 1, got '0'"),
+    (["run", "-s", "after:charge", "--env", "=x"], "--env: '=x': expected NAME=VALUE"),
+    (["chaos", "--shrink-runs", "0"], "--shrink-runs: expected a whole number >= 1, got '0'"),
+    (["chaos", "--max-failures", "0"], "--max-failures: expected a whole number >= 1, got '0'"),
+    (["chaos", "--runs", "0"], "--runs: expected a whole number >= 1, got '0'"),
 ]
 
 

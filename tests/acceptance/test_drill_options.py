@@ -7,13 +7,12 @@ import dataclasses
 import shlex
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from killdrill.cli.commands import build_parser, drill_options
 from killdrill.drill import Drill, DrillOptions
-from killdrill.options import OPTIONS, OptionError, by_field, convert
+from killdrill.options import OPTIONS, OptionError, by_field, convert, reproduce_line
 from killdrill.pytest_plugin import _INI, OPTION_NAMES
 from killdrill.pytest_plugin._cache import _DISCOVERY_OPTIONS
 
@@ -103,7 +102,8 @@ def parse_cli(args: list[str]) -> object:
 
 
 def test_every_field_has_one_row_and_the_same_default() -> None:
-    fields = {f.name: f for f in dataclasses.fields(DrillOptions)}
+    # `spelled` is how the caller named the fields (for messages), not an option
+    fields = {f.name: f for f in dataclasses.fields(DrillOptions) if f.name != "spelled"}
     assert [r.field for r in OPTIONS] == list(dict.fromkeys(r.field for r in OPTIONS))  # no row twice
     assert set(fields) == {r.field for r in OPTIONS}
     defaults = DrillOptions()
@@ -126,7 +126,7 @@ def test_cli_flags_reproduce_line_round_trip() -> None:
     assert options.env == {"A": "x y "}  # the name stripped, the value as written
     assert options.hooks == {"/hooks/pay*": "naive"}
     # Drill() would read the model script; the line needs only the options and the command.
-    line = Drill.reproduce_line(SimpleNamespace(options=options, command=("python", "agent.py")), "before:x")  # type: ignore[arg-type]
+    line = reproduce_line(("python", "agent.py"), options, "before:x")
     argv = shlex.split(line)
     assert argv[:4] == ["killdrill", "run", "--schedule", "before:x"]
     sep = argv.index("--")
@@ -196,10 +196,11 @@ def test_a_bad_value_is_one_line_naming_where(name: str, value: object, message:
 
 
 def test_the_python_api_meets_the_same_bounds() -> None:
-    with pytest.raises(
-        OptionError, match=r"^DrillOptions max_attempts: expected a whole number >= 1, got -1$"
-    ):
+    with pytest.raises(OptionError, match=r"^max_attempts=: expected a whole number >= 1, got -1$"):
         DrillOptions(max_attempts=-1)
-    with pytest.raises(OptionError, match="DrillOptions launcher: expected one of spawn, fork"):
+    with pytest.raises(OptionError, match="launcher=: expected one of spawn, fork"):
         Drill(steps(), launcher="thread")
-    assert DrillOptions(timeout=1, preload=["json"]).preload == ["json"]  # checked, kept as given
+    # the value kept is what the row's kind makes of it, whichever way it was given
+    assert DrillOptions(timeout=1, preload=["json"]).preload == ("json",)
+    assert DrillOptions(between="python x.py", signal="term").between == ["python", "x.py"]
+    assert DrillOptions(signal="term") == DrillOptions(signal="TERM")
