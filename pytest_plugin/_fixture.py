@@ -165,6 +165,8 @@ class KilldrillFixture:
         __tracebackhide__ = True
         if schedule is not None:
             self._request.node.user_properties.append(("killdrill_schedule", str(schedule)))
+        if isinstance(exc, OptionError):  # options that do not go together (the command's rules)
+            pytest.fail(f"killdrill {exc}", pytrace=False)
         self._request.node.user_properties.append(("killdrill_kinds", "harness_error"))
         pytest.fail(f"killdrill harness error: {exc}", pytrace=False)
 

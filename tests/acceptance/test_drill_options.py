@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -204,3 +205,84 @@ def test_the_python_api_meets_the_same_bounds() -> None:
     assert DrillOptions(timeout=1, preload=["json"]).preload == ("json",)
     assert DrillOptions(between="python x.py", signal="term").between == ["python", "x.py"]
     assert DrillOptions(signal="term") == DrillOptions(signal="TERM")
+
+
+# ---- one mistake, named the way each front end spells it ----------------------------------------
+
+
+def test_the_same_mistake_is_named_three_ways(
+    tmp_path: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A seed of variance without a model script, a bad bound, and fork on a non-python command:
+    the flag on the command line, the ini key in pytest's ini file, the keyword in a marker or a
+    call; one line each, before any agent runs."""
+    from killdrill.cli.commands import main as cli_main
+
+    true = shutil.which("true") or "/bin/true"
+    for args, message in [
+        (
+            ["points", "--model-variance", "3"],
+            "--model-variance needs --model-script (the model fake's script)",
+        ),
+        (["points", "--max-attempts", "0"], "--max-attempts: expected a whole number >= 1, got '0'"),
+        (["points", "--launcher", "fork", "--", true], "--launcher fork needs a `python -m MODULE ...`"),
+    ]:
+        command = [] if "--" in args else ["--", *steps()]
+        assert cli_main([*args, "--root", str(tmp_path / "cli"), *command]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"killdrill: error: {message}") and err.count("\n") == 1, err
+
+    pytester.makepyfile(
+        test_mistakes=f"""
+        import pytest
+        AGENT = {steps()!r}
+
+        def test_call(killdrill):
+            killdrill.run(AGENT, "before:charge")
+
+        def test_fork(killdrill):
+            killdrill.run([{true!r}], "before:charge")
+
+        @pytest.mark.killdrill(model_variance=3)
+        def test_marker_keyword(killdrill):
+            killdrill.run(AGENT, "before:charge")
+
+        def test_call_keyword(killdrill):
+            killdrill.run(AGENT, "before:charge", max_attempts=0)
+
+        def test_fork_keyword(killdrill):
+            killdrill.run([{true!r}], "before:charge", launcher="fork")
+        """
+    )
+    for ini, select, message in [
+        (
+            "killdrill_model_variance = 3",
+            "test_call",
+            "killdrill_model_variance needs killdrill_model_script",
+        ),
+        ("killdrill_launcher = fork", "test_fork", "killdrill_launcher = fork needs a `python -m MODULE"),
+    ]:
+        pytester.makeini(f"[pytest]\n{ini}\n")
+        res = pytester.runpytest("-rf", "-k", f"{select} and not keyword")
+        res.assert_outcomes(failed=1)
+        assert f"killdrill {message}" in res.stdout.str()
+    pytester.makeini("[pytest]\nkilldrill_max_attempts = 0\n")
+    res = pytester.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "killdrill ini killdrill_max_attempts: expected a whole number >= 1, got '0'" in res.stderr.str()
+
+    pytester.makeini("[pytest]\n")
+    res = pytester.runpytest("-rf", "-k", "keyword")
+    res.assert_outcomes(failed=3)
+    out = res.stdout.str()
+    assert "killdrill model_variance= needs model_script= (the model fake's script)" in out
+    assert "killdrill option max_attempts=: expected a whole number >= 1, got 0" in out
+    assert "killdrill launcher='fork' needs a `python -m MODULE" in out
+    assert "Traceback" not in out
+    # and the Python API: keywords
+    with pytest.raises(
+        OptionError, match=r"^model_variance= needs model_script= \(the model fake's script\)$"
+    ):
+        Drill(steps(), model_variance=3)
+    with pytest.raises(OptionError, match=r"^launcher='fork' needs a `python -m MODULE"):
+        Drill([true], launcher="fork")
