@@ -76,17 +76,17 @@ class KilldrillFixture:
         ident = json.dumps([list(command), options], sort_keys=True, default=str)
         drill = self._drills.get(ident)
         if drill is None:
-            spelled = self._state.spelled(self._marker_options, overrides)
-            checked = self._checked(options, spelled)
             n = len(self._drills)
             root = self.root if n == 0 else self._tmp_path / f"killdrill-{n + 1}"
             base = options.pop("root", None)  # killdrill_root / root=: this test's folder under it
             if base is not None:
                 node = re.sub(r"[^A-Za-z0-9_.-]+", "_", self._request.node.nodeid)[:120]
                 root = Path(base) / (node if n == 0 else f"{node}-{n + 1}")
+            spelled = self._state.spelled(self._marker_options, overrides)
+            checked = self._checked({**options, "root": root}, spelled)
             error: Exception | None = None
             try:
-                drill = Drill(command, checked, root=root)
+                drill = Drill(command, checked)
                 drill.share_launchers(self._state.pool)  # one template per session, not per test
                 drill.use_discovery(self._state.discovery(command, options, spelled))
             except _harness_errors() as exc:
@@ -104,7 +104,7 @@ class KilldrillFixture:
 
         problem = None
         try:
-            return DrillOptions(**{k: v for k, v in options.items() if k != "root"}, spelled=spelled)
+            return DrillOptions(**options, spelled=spelled)
         except OptionError as exc:
             problem = f"killdrill {exc}"
         pytest.fail(problem, pytrace=False)  # outside the handler: no "during handling" chain
