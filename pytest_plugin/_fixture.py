@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from killdrill.options import OptionError, Spelling
+from killdrill.options import OptionError, Spelling, by_field
 from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, _convert_option, _marker_spec, _Usage
 from killdrill.pytest_plugin._parametrize import _Regression
 from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command
@@ -60,7 +60,10 @@ class KilldrillFixture:
             pytest.fail(f"killdrill: unknown option(s) {', '.join(sorted(unknown))}", pytrace=False)
         problem = None
         try:
-            extra = {k: _convert_option(k, v, f"option {k}=") for k, v in overrides.items()}
+            extra = {
+                k: _convert_option(k, v, f"option {by_field(k).spell(Spelling.KEYWORD)}")
+                for k, v in overrides.items()
+            }
         except _Usage as exc:
             problem = str(exc)
         if problem is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from killdrill.options import OPTIONS, Option
+from killdrill.options import OPTIONS, Option, Spelling, by_field
 
 MARKER = "killdrill"
 
@@ -39,7 +39,7 @@ def _ini_options(config: pytest.Config) -> dict[str, Any]:
         raw = config.getini(name)
         if raw in (None, "", []) or (row.kind.ini_type == "bool" and raw is False):
             continue
-        out[row.field] = _convert_option(row.field, raw, f"ini {name}")
+        out[row.field] = _convert_option(row.field, raw, f"ini {row.spell(Spelling.INI)}")
     return out
 
 
@@ -78,7 +78,7 @@ def _marker_spec(
                 else:
                     command = tuple(v)
             elif k in OPTION_NAMES:
-                options[k] = _convert_option(k, v, f"marker {k}=")
+                options[k] = _convert_option(k, v, f"marker {by_field(k).spell(Spelling.KEYWORD)}")
             else:
                 known = ", ".join(sorted(_MARKER_ARGS | OPTION_NAMES))
                 raise _Usage(f"@pytest.mark.killdrill: unknown argument {k}= (known: {known})")
