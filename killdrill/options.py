@@ -735,7 +735,7 @@ CHAOS_OPTIONS: tuple[Option, ...] = (
     _chaos("min_kills", _COUNT, 1, "fewest kills per run", None),
     _chaos("max_kills", _COUNT, 3, "most kills per run", None),
     _chaos("shard", Pair("/", "K/N", "2/4"), (1, 1), "run only the K-th of N disjoint parts"),
-    _chaos("workers", _COUNT, 1, "worker processes (default: cores)"),
+    _chaos("processes", _COUNT, 1, "worker processes, each running one case at a time (default: cores)"),
     _chaos(
         "report_dir",
         Text(metavar="DIR", paths=True),

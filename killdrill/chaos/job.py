@@ -114,7 +114,7 @@ class ChaosOptions:
     min_kills: int = 1
     max_kills: int = 3
     shard: tuple[int, int] = (1, 1)
-    workers: int = 1
+    processes: int = 1  # worker processes (a drill's `workers` are threads of one process)
     report_dir: str | None = None
     regressions: str | None = None
     shrink: bool = True
@@ -182,7 +182,7 @@ def run_chaos(
     discovery: Discovery | None = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> ChaosResult:
-    """Discover once (or reuse ``discovery``), run the shard's random schedules on ``workers``
+    """Discover once (or reuse ``discovery``), run the shard's random schedules on ``processes``
     processes, shrink each distinct failure, write the corpus and the reports.
 
     SIGINT / SIGTERM (from the main thread) raise :class:`Interrupted` after every attempt
@@ -275,14 +275,14 @@ def _run_chaos(
 
     pool: WorkerPool | None = None
     try:
-        if options.workers <= 1:
+        if options.processes <= 1:
             for index in todo:
                 if not more():
                     break
                 t0 = time.monotonic()
                 record(index, chaos_case(drill, plan(index), seed=options.seed), time.monotonic() - t0)
         else:
-            pool = WorkerPool(options.workers, command, drill.options, discovery.to_dict())
+            pool = WorkerPool(options.processes, command, drill.options, discovery.to_dict())
             exhausted = False
             while True:
                 while not exhausted and pool.idle and more():

@@ -1,4 +1,4 @@
-"""Worker processes for ``killdrill chaos --workers N`` that never outlive an interruption.
+"""Worker processes for ``killdrill chaos --processes N`` that never outlive an interruption.
 
 Each worker is a plain ``python -m killdrill.chaos.pool FD PARENT`` subprocess talking
 pickles over a private socketpair: no ``multiprocessing`` pool, so no resource-tracker

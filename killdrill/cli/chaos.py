@@ -115,7 +115,10 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     if "runs" not in values and "budget_s" in values:
         values["runs"] = None  # until the budget ends
     values.setdefault("seed", random.SystemRandom().randrange(2**32))
-    values.setdefault("workers", os.cpu_count() or 1)
+    if args.former_workers is not None:  # chaos's former spelling of --processes
+        print("killdrill chaos: --workers is now --processes (worker processes)", file=sys.stderr)
+        values.setdefault("processes", args.former_workers)
+    values.setdefault("processes", os.cpu_count() or 1)
     options = ChaosOptions(**values, spelled=Spelling.FLAG)  # parsed and checked once, naming the flags
     drill = flags.options(args)
     flags.check(args)  # --json, --root, --ledger-url
@@ -182,5 +185,6 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
         "its catalogue and interval lengths (the schedules' text is the seed's either way)",
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
-    flags.add(p, skip=("workers",))  # chaos's --workers are its worker processes
+    g.add_argument("--workers", dest="former_workers", default=None, help=argparse.SUPPRESS)
+    flags.add(p, skip=("workers",))  # chaos's --workers: the former spelling of --processes
     p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

@@ -232,7 +232,12 @@ def test_planted_bug_found_and_shrunk_to_its_boundary(
     cmd = [*AGENT, "--bug", bug]
     corpus = tmp_path / "corpus.json"
     opts = ChaosOptions(
-        seed=seed, runs=50, workers=1, max_failures=1, report_dir=str(tmp_path / "r"), regressions=str(corpus)
+        seed=seed,
+        runs=50,
+        processes=1,
+        max_failures=1,
+        report_dir=str(tmp_path / "r"),
+        regressions=str(corpus),
     )
     result = run_chaos(cmd, OPTS, opts, discovery=discoveries[bug], log=lambda s: None)
     first = min(r.index for r in result.runs if r.outcome == VIOLATED)
@@ -262,7 +267,7 @@ def test_correct_example_clean_and_sharded_report_merges(
     """The correct agent over 12 random runs in two shards; `killdrill report --merge` joins them."""
     reports = []
     for k in (1, 2):
-        opts = ChaosOptions(seed=11, runs=12, shard=(k, 2), workers=1, report_dir=str(tmp_path / f"s{k}"))
+        opts = ChaosOptions(seed=11, runs=12, shard=(k, 2), processes=1, report_dir=str(tmp_path / f"s{k}"))
         result = run_chaos(AGENT, OPTS, opts, discovery=discoveries[""], log=lambda s: None)
         bad = [c.text() for c in result.cases if not c.ok]
         assert bad == [] and result.exit_code() == 0, "\n\n".join(bad)
@@ -306,7 +311,7 @@ def test_budget_expiring_mid_run_ends_cleanly(tmp_path: Path) -> None:
             "1s",
             "--seed",
             "3",
-            "--workers",
+            "--processes",
             "2",
             "--report",
             str(tmp_path / "r"),
@@ -428,9 +433,9 @@ def test_check_options_apply_to_chaos_cases(tmp_path: Path) -> None:
     assert "compensation_order" in chaos_case(checked, "start+50%").kinds
 
 
-def test_same_seed_same_schedules_across_jobs_shards_and_workers(tmp_path: Path) -> None:
+def test_same_seed_same_schedules_across_jobs_shards_and_processes(tmp_path: Path) -> None:
     """Three real jobs, each with its own discovery (its own timings): one process, and two shards
-    on two workers each.  The planned schedules are byte-identical, and every run's report carries
+    on two worker processes each.  The planned schedules are byte-identical, and every run's report carries
     the command that reproduces it."""
     steps = Path(__file__).resolve().parents[1] / "agents" / "basic" / "steps.py"
     agent = [sys.executable, str(steps), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
@@ -440,11 +445,12 @@ def test_same_seed_same_schedules_across_jobs_shards_and_workers(tmp_path: Path)
         cmd += ["--report", str(tmp_path / name), "--launcher", "fork", *extra, "--", *agent]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
-    jobs = {"one": job("one", "--workers", "1")}
-    jobs["s1"] = job("s1", "--workers", "2", "--shard", "1/2")
-    jobs["s2"] = job("s2", "--workers", "2", "--shard", "2/2")
+    jobs = {"one": job("one", "--processes", "1")}
+    jobs["s1"] = job("s1", "--processes", "2", "--shard", "1/2")
+    jobs["s2"] = job("s2", "--workers", "2", "--shard", "2/2")  # the former spelling still works
     for name, proc in jobs.items():
         assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
+    assert "--workers is now --processes" in jobs["s2"].stderr
 
     def plans(name: str) -> dict[int, str]:
         lines = (tmp_path / name / "plans.jsonl").read_text().splitlines()

@@ -1,4 +1,4 @@
-"""Interrupting ``killdrill chaos --workers 2`` for real: Ctrl-C, SIGTERM and SIGKILL of the harness.
+"""Interrupting ``killdrill chaos --processes 2`` for real: Ctrl-C, SIGTERM and SIGKILL of the harness.
 
 Every interruption must stop within about a second, kill every attempt, and leave nothing
 running: leftovers are counted by a marker in the environment (the harness, its workers and
@@ -88,7 +88,7 @@ def start_chaos(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen[st
         "40",
         "--seed",
         "4",
-        "--workers",
+        "--processes",
         "2",
         "--no-shrink",
         "--report",

@@ -90,7 +90,7 @@ def test_text_and_python_values_land_on_one_value() -> None:
 
 def test_chaos_options_are_checked_by_their_rows() -> None:
     assert [r.flag for r in CHAOS_OPTIONS if r.flag] == [
-        "--runs", "--budget", "--faults", "--seed", "--kills", "--shard", "--workers", "--report",
+        "--runs", "--budget", "--faults", "--seed", "--kills", "--shard", "--processes", "--report",
         "--regressions", "--no-shrink", "--shrink-runs", "--max-failures",
     ]  # fmt: skip
     text = ChaosOptions(seed="7", budget_s="20m", shard="2/4", faults="pause", spelled=Spelling.FLAG)
