@@ -8,6 +8,7 @@ processes without pickling live objects.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,9 +235,10 @@ class Attempt:
     # (LangGraph: the checkpointer's snap.tasks); empty when finished or not known.
     unfinished: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
+        """``trace=False``: its trace left out (``[]``; an abridged case, see :data:`FULL_CLEAN_CASES`)."""
         d = dict(self.__dict__)  # shallow: every field but trace and notes is plain (issue 23)
-        d["trace"] = [e.to_dict() for e in self.trace]
+        d["trace"] = [e.to_dict() for e in self.trace] if trace else []
         d["notes"] = list(self.notes)
         d["unfinished"] = list(self.unfinished)
         return d
@@ -345,20 +347,28 @@ class CaseResult:
             raise ExactlyOnceViolation(self)
         return self
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, abridged: bool = False) -> dict[str, Any]:
+        """``abridged``: without the ledger and the attempts' traces, marked ``"abridged": true``
+        (a clean case past :data:`FULL_CLEAN_CASES` of a drill's JSON report)."""
+        d = self._dict(abridged)
+        if abridged:
+            d["abridged"] = True
+        return d
+
+    def _dict(self, abridged: bool) -> dict[str, Any]:
         return {
             "command": list(self.command),
             "schedule": self.schedule,
             "verdict": Verdict.EXACTLY_ONCE if self.ok else Verdict.VIOLATED,
             "thread": self.thread,
             "workdir": self.workdir,
-            "attempts": [a.to_dict() for a in self.attempts],
+            "attempts": [a.to_dict(trace=not abridged) for a in self.attempts],
             "violations": [v.to_dict() for v in self.violations],
             "notes": list(self.notes),
             "reproduce": self.reproduce,
             "extra_reproduce": list(self.extra_reproduce),
             "summary": self.summary,
-            "ledger": self.ledger.to_dict() if self.ledger else None,
+            "ledger": self.ledger.to_dict() if self.ledger and not abridged else None,
             "seed": self.seed,
             "model": self.model,
             "baseline": self.baseline,
@@ -514,6 +524,11 @@ class Discovery:
         )
 
 
+FULL_CLEAN_CASES = 60
+"""Clean cases a drill's JSON report keeps in full (with ledger and traces); the HTML report
+draws as many clean timelines (``killdrill.report.html.MAX_TIMELINES``)."""
+
+
 @dataclass(frozen=True)
 class DrillResult:
     """A whole drill: the discovery and one case per kill point (or per schedule given)."""
@@ -530,9 +545,13 @@ class DrillResult:
         return presenter().drill(self)
 
     def to_dict(self) -> dict[str, Any]:
+        """The drill's JSON: failing cases and the first :data:`FULL_CLEAN_CASES` clean ones in
+        full, later clean ones abridged (no ledger, no traces), so the report grows linearly with
+        the catalogue (each case of an N-step agent holds N calls and N boundaries: issue 23)."""
+        clean = itertools.count(1)
         return {
             "discovery": self.discovery.to_dict(),
-            "cases": [c.to_dict() for c in self.cases],
+            "cases": [c.to_dict(abridged=c.ok and next(clean) > FULL_CLEAN_CASES) for c in self.cases],
             "summary": presenter().summary(self.cases),
         }
 
