@@ -327,6 +327,7 @@ class CaseResult:
     extra_reproduce: tuple[str, ...] = ()  # e.g. the pytest node id with --killdrill-point
     model: dict[str, Any] = field(default_factory=dict)  # model calls/tokens, re-spent (model_work.py)
     baseline: str = ""  # which clean run judged it, and why (the baseline mode)
+    abridged: bool = False  # kept without its ledger and traces (a clean case past FULL_CLEAN_CASES)
 
     @property
     def ok(self) -> bool:
@@ -350,10 +351,19 @@ class CaseResult:
     def to_dict(self, *, abridged: bool = False) -> dict[str, Any]:
         """``abridged``: without the ledger and the attempts' traces, marked ``"abridged": true``
         (a clean case past :data:`FULL_CLEAN_CASES` of a drill's JSON report)."""
+        abridged = abridged or self.abridged
         d = self._dict(abridged)
         if abridged:
             d["abridged"] = True
         return d
+
+    def abridge(self) -> CaseResult:
+        """This case without its ledger and its attempts' traces (what ``to_dict(abridged=True)``
+        writes): a job keeps its clean runs so, past the first :data:`FULL_CLEAN_CASES`."""
+        from dataclasses import replace
+
+        attempts = tuple(replace(a, trace=()) for a in self.attempts)
+        return replace(self, ledger=None, attempts=attempts, abridged=True)
 
     def _dict(self, abridged: bool) -> dict[str, Any]:
         return {
@@ -391,6 +401,7 @@ class CaseResult:
             extra_reproduce=tuple(d.get("extra_reproduce", ())),
             model=dict(d.get("model") or {}),
             baseline=d.get("baseline", ""),
+            abridged=bool(d.get("abridged", False)),
         )
 
 

@@ -126,7 +126,7 @@ def _report_growth(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, flo
 
 def _chaos_data(runs: int) -> dict[str, Any]:
     """A chaos job's report data of ``runs`` clean runs (1 in 50 violated), built in memory."""
-    from killdrill.chaos.report import RunRecord, report_dict
+    from killdrill.chaos.report import CleanCases, RunRecord, report_dict
     from killdrill.records import (
         Attempt,
         Call,
@@ -158,7 +158,8 @@ def _chaos_data(runs: int) -> dict[str, Any]:
     )
     ledger = LedgerSnapshot(calls=calls)
     disc = Discovery(("agent",), cat, ledger, runs=(CleanRun("t0", cat, ledger),))
-    records, cases = [], []
+    kept: dict[int, tuple[Any, Any]] = {}
+    clean_cases = CleanCases()  # what the job keeps of each run (killdrill.chaos.job)
     for i in range(runs):
         kill = labels[i % 10]
         trace = tuple(TraceEvent(lb, 1, float(k), 1) for k, lb in enumerate(labels[: i % 10 + 1]))
@@ -175,8 +176,10 @@ def _chaos_data(runs: int) -> dict[str, Any]:
         case = CaseResult(
             ("agent",), kill, f"t{i}", f"/w/{i}", attempts, violations, ledger=ledger, reproduce="x"
         )
-        cases.append(case)
-        records.append(RunRecord.of(i, case, 0.2))
+        rec = RunRecord.of(i, case, 0.2)
+        kept[i] = (rec, clean_cases.offer(rec, case, kept))
+    records = [kept[i][0] for i in sorted(kept)]
+    cases = [kept[i][1] for i in sorted(kept)]
     return report_dict({"seed": 1, "shard": "1/1", "command": ["agent"]}, disc, records, cases, [])
 
 
@@ -205,6 +208,7 @@ def bench_chaos(sizes: tuple[int, ...] = CHAOS) -> dict[str, Any]:
         out[f"chaos_{last}_harness_kb_per_run"] / out[f"chaos_{first}_harness_kb_per_run"]
     )
     mid = sizes[-2] if len(sizes) > 1 else first
+    out["chaos_memory_growth"] = out[f"chaos_{last}_harness_mb"] / out[f"chaos_{mid}_harness_mb"]
     out["chaos_html_growth"] = out[f"chaos_{last}_report_html_mb"] / out[f"chaos_{mid}_report_html_mb"]
     return out
 
