@@ -11,6 +11,7 @@ Standard library only: the agent imports it through the fakes and the effects to
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import threading
 from typing import Any
@@ -39,11 +40,9 @@ _LENIENT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 """One encoder, not one per call: ``json.dumps`` with options builds a new one each time, and the
 verdict encodes every call's payload (about 40% of its time on a 10^4-effect case)."""
 
-try:
-    from json.encoder import c_make_encoder as _c_make_encoder
-    from json.encoder import encode_basestring as _encode_str
-except ImportError:  # an interpreter without the C accelerator: the encoder above
-    _c_make_encoder = None
+# the C accelerator's encoder factory (None on an interpreter without it: the encoder above)
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_encode_str: Any = json.encoder.encode_basestring
 
 _per_thread = threading.local()
 

@@ -124,7 +124,7 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
     An attempt killed exactly at ``during:PROVIDER.OP#N`` (no delay) lost the response of its
     N-th call of that op.  A delayed kill (``+Xms``) may or may not have, so it is not marked.
     """
-    cuts: list[tuple[Attempt, str, int]] = []  # (attempt, provider.op, occurrence)
+    cuts: list[tuple[Attempt, str, int, str]] = []  # (attempt, provider.op, occurrence, killed at)
     for att in attempts:
         if not att.killed_at:
             continue
@@ -134,20 +134,20 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
             continue
         if kill.kind != "during" or not kill.is_named or kill.point is None:
             continue
-        cuts.append((att, kill.point.split(":", 1)[1], kill.occurrence))
+        cuts.append((att, kill.point.split(":", 1)[1], kill.occurrence, att.killed_at))
     if not cuts:  # no call's response was cut: the ledger need not be read (10^5 calls, issue 23)
         return {}
-    wanted = {(att.number, op) for att, op, _ in cuts}
+    wanted = {(att.number, op) for att, op, _, _ in cuts}
     by_attempt: dict[tuple[int, str], list[Call]] = {}
     for call in sorted(calls, key=lambda c: c.seq):
         at = (call.attempt, op_name(call.provider, call.op))
         if at in wanted:
             by_attempt.setdefault(at, []).append(call)
     out: dict[int, str] = {}
-    for att, op, occurrence in cuts:
+    for att, op, occurrence, point in cuts:
         mine = by_attempt.get((att.number, op), [])
         if 0 < occurrence <= len(mine):
-            out[mine[occurrence - 1].seq] = att.killed_at
+            out[mine[occurrence - 1].seq] = point
     return out
 
 
