@@ -11,7 +11,9 @@ Standard library only: the agent imports it through the fakes and the effects to
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
+import threading
 from typing import Any
 
 __all__ = ["canonical_json", "canonical_value"]
@@ -38,6 +40,27 @@ _LENIENT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 """One encoder, not one per call: ``json.dumps`` with options builds a new one each time, and the
 verdict encodes every call's payload (about 40% of its time on a 10^4-effect case)."""
 
+# the C accelerator's encoder factory (None on an interpreter without it: the encoder above)
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_encode_str: Any = json.encoder.encode_basestring
+
+_per_thread = threading.local()
+
+
+def _c_encoder() -> tuple[Any, dict[int, Any]]:
+    """This thread's C encoder with :data:`_LENIENT`'s options, and its cycle markers.
+
+    ``JSONEncoder.encode`` builds a C encoder on every call, which was most of its cost per
+    payload (three to four times the encoding of a small payload, issue 23); one per thread is
+    kept instead.  Its markers (the cycle check) are empty between calls, cleared after a failure.
+    """
+    found: tuple[Any, dict[int, Any]] | None = getattr(_per_thread, "encoder", None)
+    if found is None:
+        markers: dict[int, Any] = {}
+        encoder = _c_make_encoder(markers, str, _encode_str, None, ":", ",", True, False, True)
+        found = _per_thread.encoder = (encoder, markers)
+    return found
+
 
 def canonical_json(value: Any, *, strict: bool = False) -> str:
     """Sorted-key compact JSON text of ``value``: equal payloads give equal text.
@@ -45,7 +68,14 @@ def canonical_json(value: Any, *, strict: bool = False) -> str:
     ``strict`` refuses what JSON cannot say exactly (non-JSON types, non-string keys, NaN and
     infinities) instead of ``str()``-ing it: for keys, which must not depend on a ``repr``."""
     if not strict:
-        return _LENIENT.encode(value)
+        if _c_make_encoder is None:
+            return _LENIENT.encode(value)
+        encoder, markers = _c_encoder()
+        try:
+            return "".join(encoder(value, 0))
+        except BaseException:
+            markers.clear()
+            raise
     _check_strict(value)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_refuse)
 

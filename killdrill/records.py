@@ -8,6 +8,7 @@ processes without pickling live objects.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,7 @@ FAILED = "failed"  # an injected fault before the effect: nothing happened
 ANSWERED = "answered"  # a model call the model fake answered: work, never an effect
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Call:
     """One call a fake provider received, committed before the fake answered."""
 
@@ -86,6 +87,34 @@ class Call:
     attempt: int
     pid: int
     time: float
+
+    def __init__(
+        self,
+        seq: int,
+        provider: str,
+        op: str,
+        key: str | None,
+        payload: dict[str, Any],
+        outcome: str,
+        effect_id: str | None,
+        attempt: int,
+        pid: int,
+        time: float,
+    ) -> None:
+        # frozen, but read 10^5 times per ledger (issue 23): one dict update instead of the
+        # generated __init__'s ten object.__setattr__ calls (a third of reading a ledger)
+        self.__dict__.update(
+            seq=seq,
+            provider=provider,
+            op=op,
+            key=key,
+            payload=payload,
+            outcome=outcome,
+            effect_id=effect_id,
+            attempt=attempt,
+            pid=pid,
+            time=time,
+        )
 
     @property
     def replayed(self) -> bool:
@@ -206,9 +235,10 @@ class Attempt:
     # (LangGraph: the checkpointer's snap.tasks); empty when finished or not known.
     unfinished: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
+        """``trace=False``: its trace left out (``[]``; an abridged case, see :data:`FULL_CLEAN_CASES`)."""
         d = dict(self.__dict__)  # shallow: every field but trace and notes is plain (issue 23)
-        d["trace"] = [e.to_dict() for e in self.trace]
+        d["trace"] = [e.to_dict() for e in self.trace] if trace else []
         d["notes"] = list(self.notes)
         d["unfinished"] = list(self.unfinished)
         return d
@@ -297,6 +327,7 @@ class CaseResult:
     extra_reproduce: tuple[str, ...] = ()  # e.g. the pytest node id with --killdrill-point
     model: dict[str, Any] = field(default_factory=dict)  # model calls/tokens, re-spent (model_work.py)
     baseline: str = ""  # which clean run judged it, and why (the baseline mode)
+    abridged: bool = False  # kept without its ledger and traces (a clean case past FULL_CLEAN_CASES)
 
     @property
     def ok(self) -> bool:
@@ -317,20 +348,37 @@ class CaseResult:
             raise ExactlyOnceViolation(self)
         return self
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, abridged: bool = False) -> dict[str, Any]:
+        """``abridged``: without the ledger and the attempts' traces, marked ``"abridged": true``
+        (a clean case past :data:`FULL_CLEAN_CASES` of a drill's JSON report)."""
+        abridged = abridged or self.abridged
+        d = self._dict(abridged)
+        if abridged:
+            d["abridged"] = True
+        return d
+
+    def abridge(self) -> CaseResult:
+        """This case without its ledger and its attempts' traces (what ``to_dict(abridged=True)``
+        writes): a job keeps its clean runs so, past the first :data:`FULL_CLEAN_CASES`."""
+        from dataclasses import replace
+
+        attempts = tuple(replace(a, trace=()) for a in self.attempts)
+        return replace(self, ledger=None, attempts=attempts, abridged=True)
+
+    def _dict(self, abridged: bool) -> dict[str, Any]:
         return {
             "command": list(self.command),
             "schedule": self.schedule,
             "verdict": Verdict.EXACTLY_ONCE if self.ok else Verdict.VIOLATED,
             "thread": self.thread,
             "workdir": self.workdir,
-            "attempts": [a.to_dict() for a in self.attempts],
+            "attempts": [a.to_dict(trace=not abridged) for a in self.attempts],
             "violations": [v.to_dict() for v in self.violations],
             "notes": list(self.notes),
             "reproduce": self.reproduce,
             "extra_reproduce": list(self.extra_reproduce),
             "summary": self.summary,
-            "ledger": self.ledger.to_dict() if self.ledger else None,
+            "ledger": self.ledger.to_dict() if self.ledger and not abridged else None,
             "seed": self.seed,
             "model": self.model,
             "baseline": self.baseline,
@@ -353,6 +401,7 @@ class CaseResult:
             extra_reproduce=tuple(d.get("extra_reproduce", ())),
             model=dict(d.get("model") or {}),
             baseline=d.get("baseline", ""),
+            abridged=bool(d.get("abridged", False)),
         )
 
 
@@ -486,6 +535,11 @@ class Discovery:
         )
 
 
+FULL_CLEAN_CASES = 60
+"""Clean cases a drill's JSON report keeps in full (with ledger and traces); the HTML report
+draws as many clean timelines (``killdrill.report.html.MAX_TIMELINES``)."""
+
+
 @dataclass(frozen=True)
 class DrillResult:
     """A whole drill: the discovery and one case per kill point (or per schedule given)."""
@@ -502,9 +556,13 @@ class DrillResult:
         return presenter().drill(self)
 
     def to_dict(self) -> dict[str, Any]:
+        """The drill's JSON: failing cases and the first :data:`FULL_CLEAN_CASES` clean ones in
+        full, later clean ones abridged (no ledger, no traces), so the report grows linearly with
+        the catalogue (each case of an N-step agent holds N calls and N boundaries: issue 23)."""
+        clean = itertools.count(1)
         return {
             "discovery": self.discovery.to_dict(),
-            "cases": [c.to_dict() for c in self.cases],
+            "cases": [c.to_dict(abridged=c.ok and next(clean) > FULL_CLEAN_CASES) for c in self.cases],
             "summary": presenter().summary(self.cases),
         }
 

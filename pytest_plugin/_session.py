@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import shlex
+import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,8 @@ class _State:
         key = self.keys.get(ident)
         if key is None:
             key = self.keys[ident] = discovery_key(command, opts)
+            if opts.get("launcher") == "fork":
+                self._prestart(command, opts)
         if key.digest in self.errors:
             raise HarnessError(self.errors[key.digest])
 
@@ -145,6 +148,32 @@ class _State:
         except _harness_errors() as exc:
             self.errors[key.digest] = one_line(exc)[0]
             raise HarnessError(self.errors[key.digest]) from None
+
+
+    def _prestart(self, command: Sequence[str], opts: Mapping[str, Any]) -> None:
+        """Start the command's fork template in the background, once per command and options: it
+        imports the agent (LangGraph: seconds) while this process makes the discovery, or, under
+        xdist, waits for the worker that makes it; before, a waiting worker paid the imports again
+        in its first test (issue 23: -n 2 was 2x the CLI's --workers 2).  The template joins the
+        session's pool, which every test's drill forks from; its errors are the tests' to report."""
+        import tempfile
+        import threading
+
+        def start() -> None:
+            from killdrill.drill import Drill
+
+            root = Path(tempfile.mkdtemp(prefix="killdrill-prestart-"))
+            try:
+                drill = Drill(command, **opts, root=root)
+                drill.share_launchers(self.pool)
+                drill.launcher.get_launcher()  # the template, started now
+                drill.close()
+            except Exception:  # the discovery or the test reports it, in one line
+                pass
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+
+        threading.Thread(target=start, name="killdrill-prestart", daemon=True).start()
 
 
 _STATE = pytest.StashKey[_State]()

@@ -41,6 +41,7 @@ from killdrill.chaos.report import (
     ERRORED,
     MISSED,
     VIOLATED,
+    CleanCases,
     RunRecord,
     chaos_counts,
     is_chaos_report,
@@ -229,6 +230,7 @@ def _run_chaos(
     )
     progress = ChaosProgress(total, options.progress)
     records: dict[int, tuple[RunRecord, CaseResult]] = {}
+    clean_cases = CleanCases()  # clean runs past the first 60 keep no ledger or trace
     failures = 0
 
     def plan(index: int) -> str:
@@ -254,7 +256,7 @@ def _run_chaos(
     def record(index: int, case: CaseResult, seconds: float) -> None:
         nonlocal failures
         rec = RunRecord.of(index, case, seconds)
-        records[index] = (rec, case)
+        records[index] = (rec, clean_cases.offer(rec, case, records))
         failures += rec.outcome == VIOLATED
         progress.update(rec)
 

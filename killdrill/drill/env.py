@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from killdrill.alloc import without_gc
 from killdrill.errors import HarnessError
 from killdrill.records import Attempt, Call, LedgerSnapshot
 
@@ -121,13 +122,23 @@ def _same_or_replaced(value: Any, subs: Mapping[str, str]) -> Any:
     return value
 
 
+@without_gc
 def normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
     """The snapshot with ``subs`` replaced in keys, payloads and state; a call nothing changes in
     is kept as it is (at 10^5 calls the copies were seconds of a case, issue 23)."""
     calls = []
+    # a payload's repr holds every string in it verbatim (a JSON value: dicts, lists, strings,
+    # numbers) whenever the string has no quote, backslash or unprintable character: one C call
+    # then tells the payloads nothing changes in, without walking them (issue 23)
+    olds = list(subs)
+    verbatim = all(old and old.isprintable() and not set(old) & {"'", '"', "\\"} for old in olds)
     for c in snap.calls:
         key = c.key if c.key is None else _same_or_replaced(c.key, subs)
-        payload = _same_or_replaced(c.payload, subs)
+        if verbatim and type(c.payload) is dict:
+            text = repr(c.payload)
+            payload = _same_or_replaced(c.payload, subs) if any(o in text for o in olds) else c.payload
+        else:
+            payload = _same_or_replaced(c.payload, subs)
         if key is not c.key or payload is not c.payload:
             c = Call(c.seq, c.provider, c.op, key, payload, c.outcome, c.effect_id, c.attempt, c.pid, c.time)
         calls.append(c)

@@ -411,7 +411,8 @@ def render_catalogue(discovery: Discovery) -> str:
     lines.extend(_volatile_lines(discovery.volatile))
     if discovery.mode_reason:
         lines.append(f"Baseline mode: {discovery.mode} ({discovery.mode_reason})")
-    others = [lb for lb in discovery.labels() if lb not in {e.label for e in discovery.catalogue}]
+    listed = {e.label for e in discovery.catalogue}  # once, not per label: O(N^2) at N points
+    others = [lb for lb in discovery.labels() if lb not in listed]
     if others:
         lines.append("Reached only under another thread: " + ", ".join(others))
     return "\n".join(lines)

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-@check(UNEXPECTED_EFFECT, per_effect=True)
+@check(UNEXPECTED_EFFECT, per_effect=True, quiet_on_plain=True)
 def unexpected_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     """An effect that landed although the baseline never made it."""
     landed, b = effect.landed, effect.baseline_landed
@@ -58,7 +58,7 @@ def unexpected_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     return [ctx.violation(UNEXPECTED_EFFECT, message, effect)]
 
 
-@check(DUPLICATE_EFFECT, per_effect=True)
+@check(DUPLICATE_EFFECT, per_effect=True, quiet_on_plain=True)
 def duplicate_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     """An effect that landed more often than in the baseline (and the baseline has it)."""
     landed, b = effect.landed, effect.baseline_landed
@@ -71,7 +71,7 @@ def duplicate_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     return [ctx.violation(DUPLICATE_EFFECT, message, effect)]
 
 
-@check(MISSING_EFFECT, per_effect=True)
+@check(MISSING_EFFECT, per_effect=True, quiet_on_plain=True)
 def missing_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     """An effect that landed less often than in the baseline."""
     n, b = len(effect.landed), effect.baseline_landed
@@ -82,7 +82,7 @@ def missing_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     return [ctx.violation(MISSING_EFFECT, f"{effect.name} {head} (baseline {b}){tried}", effect)]
 
 
-@check(KEY_CHANGED, per_effect=True)
+@check(KEY_CHANGED, per_effect=True, quiet_on_plain=True)
 def key_changed(ctx: CheckContext, effect: Effect) -> list[Violation]:
     """One effect sent under more keys than the baseline used, or with and without a key."""
     calls = effect.calls

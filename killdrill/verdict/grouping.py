@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from killdrill.alloc import without_gc
 from killdrill.points import ScheduleError, parse_fault
 from killdrill.providers import spec
 from killdrill.records import Attempt, Call, LedgerSnapshot
@@ -90,6 +91,7 @@ def group_effects(
     return {k: list(v) for k, v in grouping(calls, identity=identity, volatile=volatile).groups.items()}
 
 
+@without_gc
 def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]]:
     """Per ``provider.op``, the payload fields whose values differ between two clean runs.
 
@@ -122,10 +124,7 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
     An attempt killed exactly at ``during:PROVIDER.OP#N`` (no delay) lost the response of its
     N-th call of that op.  A delayed kill (``+Xms``) may or may not have, so it is not marked.
     """
-    by_attempt: dict[tuple[int, str], list[Call]] = {}
-    for call in sorted(calls, key=lambda c: c.seq):
-        by_attempt.setdefault((call.attempt, op_name(call.provider, call.op)), []).append(call)
-    out: dict[int, str] = {}
+    cuts: list[tuple[Attempt, str, int, str]] = []  # (attempt, provider.op, occurrence, killed at)
     for att in attempts:
         if not att.killed_at:
             continue
@@ -135,12 +134,24 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
             continue
         if kill.kind != "during" or not kill.is_named or kill.point is None:
             continue
-        mine = by_attempt.get((att.number, kill.point.split(":", 1)[1]), [])
-        if 0 < kill.occurrence <= len(mine):
-            out[mine[kill.occurrence - 1].seq] = att.killed_at
+        cuts.append((att, kill.point.split(":", 1)[1], kill.occurrence, att.killed_at))
+    if not cuts:  # no call's response was cut: the ledger need not be read (10^5 calls, issue 23)
+        return {}
+    wanted = {(att.number, op) for att, op, _, _ in cuts}
+    by_attempt: dict[tuple[int, str], list[Call]] = {}
+    for call in sorted(calls, key=lambda c: c.seq):
+        at = (call.attempt, op_name(call.provider, call.op))
+        if at in wanted:
+            by_attempt.setdefault(at, []).append(call)
+    out: dict[int, str] = {}
+    for att, op, occurrence, point in cuts:
+        mine = by_attempt.get((att.number, op), [])
+        if 0 < occurrence <= len(mine):
+            out[mine[occurrence - 1].seq] = point
     return out
 
 
+@without_gc
 def summarize(
     baseline: LedgerSnapshot,
     case: LedgerSnapshot,
@@ -156,10 +167,18 @@ def summarize(
     mine = grouping(case.calls, identity=identity, volatile=volatile).groups
     flags = ProviderFlags()
     out: dict[str, dict[str, int]] = {}
-    for key in dict.fromkeys([*mine, *base]):
+
+    def landed(calls: list[Call] | None) -> int:
+        if not calls:
+            return 0
+        if len(calls) == 1:  # most effects of a big batch: no generator (issue 23)
+            return 1 if calls[0].landed else 0
+        return sum(c.landed for c in calls)
+
+    both = [(key, landed(calls), landed(base.get(key))) for key, calls in mine.items()]
+    both += [(key, 0, landed(calls)) for key, calls in base.items() if key not in mine]
+    for key, n, b in both:
         provider = key[0]
-        n = sum(c.landed for c in mine.get(key, ()))
-        b = sum(c.landed for c in base.get(key, ()))
         if flags.convergent(provider):
             n, b = min(n, 1), min(b, 1)
         if n == 0 and b == 0:

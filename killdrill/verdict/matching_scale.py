@@ -30,11 +30,11 @@ on that choice (``tests/unit/verdict/test_matching_scale.py`` checks it against 
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections import deque
 from collections.abc import Sequence
 
+from killdrill.alloc import gc_paused
 from killdrill.records import Call
 from killdrill.verdict.matching import assignment, canonical
 
@@ -209,13 +209,8 @@ def match_calls_fast(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[
 
     The collector is paused meanwhile: the work allocates a few containers per call and makes no
     cycles, and at 10^5 calls the collector's passes were half the time."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _match(left, right)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _match(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call]]:

@@ -151,3 +151,43 @@ def test_an_interrupted_session_leaves_no_template(inner: pytest.Pytester) -> No
     text = proc.communicate(timeout=60)[0].decode()
     assert re.search(r"KeyboardInterrupt|Interrupted", text), text[-2000:]
     assert leftovers.wait_gone(pids, 10) < 10, "the template outlived the interrupted session"
+
+
+def test_the_template_starts_at_collection_when_the_discovery_is_cached(inner: pytest.Pytester) -> None:
+    """Under xdist a worker reads the discovery another worker made; its template must not wait
+    for its first test (issue 23: that test paid the agent's imports, -n 2 was 2x the CLI).  A
+    second session with the first's cache reads the discovery too: by the end of collection, with
+    no test run, the command's template is running."""
+    out = inner.path / "templates.json"
+    agent = ["python", STEPS, "--thread", "{thread}", "--state", "{workdir}/state.json"]
+    inner.makepyfile(
+        test_cached=f"""
+        import pytest
+
+        @pytest.mark.killdrill(discover={agent!r}, launcher="fork")
+        def test_discovered(killdrill, kill_point):
+            pass
+        """
+    )
+    inner.makeconftest(
+        f"""
+        import json, os, time
+        from tests.leftovers import templates
+
+        def pytest_collection_finish(session):
+            deadline = time.monotonic() + 30
+            while not templates(os.getpid()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            with open({str(out)!r}, "w") as f:
+                json.dump(templates(os.getpid()), f)
+        """
+    )
+    before = set(leftovers.templates(os.getpid()))
+    first = inner.runpytest("-p", "no:randomly", "--collect-only", "-q")  # makes the discovery
+    assert first.ret == 0, first.stdout.str()
+    assert leftovers.wait_gone(sorted(set(json.loads(out.read_text())) - before), 10) < 10
+    second = inner.runpytest("-p", "no:randomly", "--collect-only", "-q")  # reads it from the cache
+    assert second.ret == 0, second.stdout.str()
+    started = set(json.loads(out.read_text())) - before
+    assert len(started) == 1, started
+    assert leftovers.wait_gone(sorted(started), 10) < 10, "the prestarted template outlived its session"

@@ -6,9 +6,14 @@
 discovery (two clean runs, fork launcher) per point; a real drill of a sample of 4 points per N
 (a full 1,000-point drill is ~2,000 attempts: too long for a benchmark row), the case's harness
 time over its attempts' time; the text and JSON report of a drill of N cases (the sampled
-cases repeated to N: synthetic, rendering only; up to 300 points, see :data:`REPORT_UP_TO`).
-Goals: discovery per point and report per case flat (the ratio largest vs 10 under 2), the
-case overhead ratio under 0.5 at every N.
+cases repeated to N: synthetic, rendering only).
+Goals: discovery per point and report per case flat (the ratio largest vs smallest, for the
+report vs the first size past 60, under 2), the case overhead ratio under 0.5 at every N.  The
+report rows: the text and the JSON per case, and the report's size per case; their ``_growth``
+from the first size past ``records.FULL_CLEAN_CASES`` (60: the clean cases a drill's JSON keeps
+in full, N calls and N boundaries each; later clean ones are abridged, so the report is linear
+in N past it; before, every case was in full and the JSON was O(N^2): 32 MB at 300 points, over
+4 GB at 1,000).
 
 **Chaos job** (100 .. 10,000 runs; synthetic: the runs are clean cases of a small ledger built
 in memory, not run, since 10,000 real runs take hours): ``report.json``, ``junit.xml`` and
@@ -34,16 +39,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 CATALOGUE = (10, 100, 1_000)
 CHAOS = (100, 1_000, 10_000)
-REPORT_UP_TO = 300
-"""A drill's JSON report holds every case's ledger and trace (N calls, N boundaries each): O(N^2)
-at N points; at 1,000 points the synthetic report took over 4 GB, so the row renders up to 300."""
 
 
 def bench_catalogue(sizes: tuple[int, ...] = CATALOGUE) -> dict[str, Any]:
     from killdrill.drill import Drill, DrillOptions
-    from killdrill.records import DrillResult
-    from killdrill.report.drill import render_drill
-    from killdrill.report.jsonfile import dumps
 
     out: dict[str, Any] = {"catalogue_load_average": os.getloadavg()[0]}
     for n in sizes:
@@ -72,31 +71,62 @@ def bench_catalogue(sizes: tuple[int, ...] = CATALOGUE) -> dict[str, Any]:
             f"catalogue {n}: {points} points, discovery {out[f'catalogue_{n}_discovery_s']:.1f} s", flush=True
         )
         out[f"catalogue_{n}_case_overhead_ratio"] = max(ratios)
-        if n > REPORT_UP_TO:
-            out[f"catalogue_{n}_report_ms_per_case"] = "skipped: quadratic (each case holds an N-call ledger)"
-            continue
-        many = tuple(replace(cases[i % len(cases)], schedule=e.label) for i, e in enumerate(disc.catalogue))
-        result = DrillResult(disc, many)
-        t0 = time.perf_counter()
-        text = render_drill(result)
-        data = dumps(result.to_dict())
-        took = time.perf_counter() - t0
-        out[f"catalogue_{n}_report_ms_per_case"] = 1e3 * took / len(many)
-        out[f"catalogue_{n}_report_kb"] = (len(text) + len(data)) / 1024
+        out.update(_report_rows(n, disc, cases))
     first, last = sizes[0], sizes[-1]
-    reported = [n for n in sizes if n <= REPORT_UP_TO]
     out["catalogue_discovery_growth"] = (
         out[f"catalogue_{last}_discovery_ms_per_point"] / out[f"catalogue_{first}_discovery_ms_per_point"]
     )
-    out["catalogue_report_growth"] = (
-        out[f"catalogue_{reported[-1]}_report_ms_per_case"] / out[f"catalogue_{first}_report_ms_per_case"]
-    )
+    out.update(_report_growth(out, sizes))
     return out
+
+
+def _report_rows(n: int, disc: Any, cases: list[Any]) -> dict[str, float]:
+    """The text and JSON report of a drill of ``disc``'s N points (the sampled cases repeated)."""
+    from killdrill.records import DrillResult
+    from killdrill.report.drill import render_drill
+    from killdrill.report.jsonfile import dumps
+
+    many = tuple(replace(cases[i % len(cases)], schedule=e.label) for i, e in enumerate(disc.catalogue))
+    result = DrillResult(disc, many)
+    render_drill(DrillResult(disc, many[:2]))  # warm: the first render pays imports, not N
+    dumps(DrillResult(disc, many[:2]).to_dict())
+    t0 = time.perf_counter()
+    text = render_drill(result)
+    t1 = time.perf_counter()
+    data = dumps(result.to_dict())
+    t2 = time.perf_counter()
+    size = (len(text) + len(data)) / 1024
+    return {
+        f"catalogue_{n}_report_ms_per_case": 1e3 * (t2 - t0) / len(many),
+        f"catalogue_{n}_report_text_ms_per_case": 1e3 * (t1 - t0) / len(many),
+        f"catalogue_{n}_report_json_ms_per_case": 1e3 * (t2 - t1) / len(many),
+        f"catalogue_{n}_report_kb": size,
+        f"catalogue_{n}_report_kb_per_case": size / len(many),
+    }
+
+
+def _report_growth(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, float]:
+    """Per-case report cost, largest N over the first N past ``FULL_CLEAN_CASES`` (and over the
+    smallest, for the record)."""
+    from killdrill.records import FULL_CLEAN_CASES
+
+    first, last = sizes[0], sizes[-1]
+    past = next((n for n in sizes if n > FULL_CLEAN_CASES), first)
+    rows = {}
+    for name, unit in (("report", "ms"), ("report_json", "ms"), ("report_text", "ms"), ("report", "kb")):
+        label = f"catalogue_{name}{'_kb' if unit == 'kb' else ''}_growth"
+        rows[label] = (
+            out[f"catalogue_{last}_{name}_{unit}_per_case"] / out[f"catalogue_{past}_{name}_{unit}_per_case"]
+        )
+    rows["catalogue_report_growth_from_smallest"] = (
+        out[f"catalogue_{last}_report_ms_per_case"] / out[f"catalogue_{first}_report_ms_per_case"]
+    )
+    return rows
 
 
 def _chaos_data(runs: int) -> dict[str, Any]:
     """A chaos job's report data of ``runs`` clean runs (1 in 50 violated), built in memory."""
-    from killdrill.chaos.report import RunRecord, report_dict
+    from killdrill.chaos.report import CleanCases, RunRecord, report_dict
     from killdrill.records import (
         Attempt,
         Call,
@@ -128,7 +158,8 @@ def _chaos_data(runs: int) -> dict[str, Any]:
     )
     ledger = LedgerSnapshot(calls=calls)
     disc = Discovery(("agent",), cat, ledger, runs=(CleanRun("t0", cat, ledger),))
-    records, cases = [], []
+    kept: dict[int, tuple[Any, Any]] = {}
+    clean_cases = CleanCases()  # what the job keeps of each run (killdrill.chaos.job)
     for i in range(runs):
         kill = labels[i % 10]
         trace = tuple(TraceEvent(lb, 1, float(k), 1) for k, lb in enumerate(labels[: i % 10 + 1]))
@@ -145,8 +176,10 @@ def _chaos_data(runs: int) -> dict[str, Any]:
         case = CaseResult(
             ("agent",), kill, f"t{i}", f"/w/{i}", attempts, violations, ledger=ledger, reproduce="x"
         )
-        cases.append(case)
-        records.append(RunRecord.of(i, case, 0.2))
+        rec = RunRecord.of(i, case, 0.2)
+        kept[i] = (rec, clean_cases.offer(rec, case, kept))
+    records = [kept[i][0] for i in sorted(kept)]
+    cases = [kept[i][1] for i in sorted(kept)]
     return report_dict({"seed": 1, "shard": "1/1", "command": ["agent"]}, disc, records, cases, [])
 
 
@@ -175,6 +208,7 @@ def bench_chaos(sizes: tuple[int, ...] = CHAOS) -> dict[str, Any]:
         out[f"chaos_{last}_harness_kb_per_run"] / out[f"chaos_{first}_harness_kb_per_run"]
     )
     mid = sizes[-2] if len(sizes) > 1 else first
+    out["chaos_memory_growth"] = out[f"chaos_{last}_harness_mb"] / out[f"chaos_{mid}_harness_mb"]
     out["chaos_html_growth"] = out[f"chaos_{last}_report_html_mb"] / out[f"chaos_{mid}_report_html_mb"]
     return out
 
@@ -182,6 +216,8 @@ def bench_chaos(sizes: tuple[int, ...] = CHAOS) -> dict[str, Any]:
 GOALS = {
     "catalogue_discovery_growth": lambda v: v < 2.0,
     "catalogue_report_growth": lambda v: v < 2.0,
+    "catalogue_report_json_growth": lambda v: v < 2.0,
+    "catalogue_report_kb_growth": lambda v: v < 2.0,
     **{f"catalogue_{n}_case_overhead_ratio": (lambda v: v < 0.5) for n in CATALOGUE},
     "chaos_memory_growth": lambda v: v < 1.5,
     "chaos_10000_report_html_mb": lambda v: v < 5.0,

@@ -1,0 +1,119 @@
+"""The verdict's shortcuts at 10^5 effects (issue 23) give the same answers as the long way.
+
+- :attr:`Effect.plain` effects skip the core per-effect checks (``quiet_on_plain``): each of
+  those checks is run on random plain effects and must say nothing, and ``judge`` with the skip
+  must equal ``judge`` run check by check without it;
+- ``canonical_json``'s per-thread C encoder gives the text the standard encoder gives, and still
+  refuses a cycle (twice in a row: its markers are cleared after a failure);
+- ``normalize``'s repr shortcut replaces exactly what the full walk replaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from killdrill.canonical import _LENIENT, canonical_json
+from killdrill.drill.env import normalize, replace_all
+from killdrill.records import Attempt, Call, LedgerSnapshot
+from killdrill.verdict import judge
+from killdrill.verdict.registry import CheckContext, registered_checks
+
+PROVIDERS = ("payments", "mailbox", "kv", "tickets")
+OUTCOMES = ("created", "replayed", "rejected", "failed")
+ATTEMPTS = (
+    Attempt(1, "before:x", "killed", -9, 1.0, killed_at="before:x"),
+    Attempt(2, None, "exited", 0, 1.0),
+)
+
+calls_st = st.lists(
+    st.tuples(
+        st.sampled_from(PROVIDERS),
+        st.sampled_from(("a", "b", "c")),  # the payload's one field: few values, so effects repeat
+        st.sampled_from((None, "k1", "k2")),
+        st.sampled_from(OUTCOMES),
+        st.sampled_from((1, 2)),
+    ),
+    max_size=12,
+)
+
+
+def snapshot(rows: list[tuple[str, str, str | None, str, int]]) -> LedgerSnapshot:
+    op = {"payments": "charge", "mailbox": "send", "kv": "set", "tickets": "create"}
+    return LedgerSnapshot(
+        calls=tuple(
+            Call(i, p, op[p], key, {"to": v}, outcome, None, attempt, 1, 0.0)
+            for i, (p, v, key, outcome, attempt) in enumerate(rows)
+        )
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls_st, calls_st)
+def test_core_checks_are_quiet_on_plain_effects_and_judge_skips_only_them(
+    base_rows: list[Any], case_rows: list[Any]
+) -> None:
+    base, case = snapshot(base_rows), snapshot(case_rows)
+    ctx = CheckContext.build(base, case, ATTEMPTS)
+    checks = [c for c in registered_checks().values() if not c.opt_in]
+    quiet = [c for c in checks if c.quiet_on_plain]
+    assert {c.name for c in quiet} == {
+        "unexpected_effect",
+        "duplicate_effect",
+        "missing_effect",
+        "key_changed",
+    }
+    for effect in ctx.effects:
+        if effect.plain:
+            for c in quiet:
+                assert list(c.fn(ctx, effect)) == [], (c.name, effect)
+    long_way = [v for e in ctx.effects for c in checks if c.per_effect for v in c.fn(ctx, e)]
+    long_way += [v for c in checks if not c.per_effect for v in c.fn(ctx)]
+    assert judge(base, case, ATTEMPTS) == long_way
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_canonical_json_is_the_standard_encoders_text(value: Any) -> None:
+    assert canonical_json(value) == _LENIENT.encode(value)
+
+
+def test_canonical_json_still_refuses_a_cycle_and_recovers() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    for _ in range(2):
+        try:
+            canonical_json({"a": loop})
+        except ValueError as e:
+            assert "Circular" in str(e)
+        else:
+            raise AssertionError("a cycle was encoded")
+    assert canonical_json({"b": [1, {"c": None}]}) == '{"b":[1,{"c":null}]}'
+
+
+SUBS = {"t-1a2b": "{thread}", "/tmp/kd w/é": "{workdir}"}
+strings = st.sampled_from(["t-1a2b", "x:t-1a2b:y", "/tmp/kd w/é/f", "plain", "it's", 'q"t-1a2b', "t-1a"])
+payloads = st.dictionaries(
+    strings,
+    strings | st.integers() | st.lists(strings, max_size=2) | st.dictionaries(strings, strings, max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(payloads)
+def test_normalize_replaces_what_the_full_walk_replaces(payload: dict[str, Any]) -> None:
+    call = Call(1, "payments", "charge", "t-1a2b:k", payload, "created", None, 1, 1, 0.0)
+    out = normalize(LedgerSnapshot(calls=(call,)), SUBS).calls[0]
+    assert out.payload == replace_all(payload, SUBS)
+    assert out.key == "{thread}:k"
+    if out.payload == payload:
+        assert out.payload is payload  # nothing to change: no copy
