@@ -140,7 +140,7 @@ class CaseRunner:
                             )
                     judged = self.judge.effects(baseline, ledger, ran.attempts, violations, True)
             violations.extend(judged)
-            summary = summarize(baseline, ledger, identity=self.options.identity, volatile=discovery.volatile)
+            summary = summarize(baseline, ledger, self.judge.naming())
             model = model_work(baseline, ledger)
         # cause, fix, consequences
         violations = diagnose(violations, baseline=baseline, attempts=ran.attempts)

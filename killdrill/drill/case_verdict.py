@@ -27,7 +27,7 @@ from killdrill.records import (
     LedgerSnapshot,
     Violation,
 )
-from killdrill.verdict import judge
+from killdrill.verdict import EffectNaming, judge
 from killdrill.verdict.baselines import repeated_calls, workload_difference
 
 
@@ -49,14 +49,12 @@ class CaseJudge:
         """The effect verdict, unless the case never got going (a hang, a kill that missed)."""
         if not completed and any(v.kind in (HANG, POINT_NOT_REACHED) for v in violations):
             return []
-        return judge(
-            baseline,
-            ledger,
-            attempts,
-            identity=self.options.identity,
-            volatile=self.discoverer.discover().volatile,
-            checks=self.options.checks,
-        )
+        return judge(baseline, ledger, attempts, naming=self.naming(), checks=self.options.checks)
+
+    def naming(self) -> EffectNaming:
+        """How this drill names an effect: the ``--identity`` fields, else the payload without the
+        fields its clean runs showed to be volatile."""
+        return EffectNaming(self.options.identity, self.discoverer.discover().volatile)
 
     def own_thread_baseline(
         self, thread: str, baseline: LedgerSnapshot, sched: Schedule

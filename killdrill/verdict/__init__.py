@@ -39,6 +39,7 @@ from killdrill.verdict.grouping import (
     unknown_calls,
     volatile_fields,
 )
+from killdrill.verdict.index import NAMED_BY_PAYLOAD, EffectNaming
 from killdrill.verdict.matching import canonical  # one canonical form for the verdict and the matching
 from killdrill.verdict.phrases import format_identity
 from killdrill.verdict.registry import (
@@ -52,12 +53,14 @@ from killdrill.verdict.registry import (
 )
 
 __all__ = [
+    "NAMED_BY_PAYLOAD",
     "OPT_IN_CHECKS",
     "STATE_VOLATILE",
     "Check",
     "CheckContext",
     "Effect",
     "EffectKey",
+    "EffectNaming",
     "canonical",
     "check",
     "compensation_order",

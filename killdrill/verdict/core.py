@@ -138,16 +138,14 @@ def key_reused(ctx: CheckContext) -> list[Violation]:
         )
         rejected = any(c.outcome == "rejected" for c in calls)
         why = "the payload changed under the same key" + (" (recomputed on replay?)" if rejected else "")
-        volatile = set((ctx.volatile or {}).get(op_name(provider, calls[0].op), ()))
+        volatile = set(ctx.naming.volatile.get(op_name(provider, calls[0].op), ()))
         drifting = [f for f in differs if f in volatile]
         if drifting:
             why += (
                 f"; {', '.join(drifting)} varies between clean runs: compute it once, checkpoint it"
                 " and send the same value on replay"
             )
-        ident = effect_identity(
-            calls[0].provider, calls[0].op, calls[0].payload, identity=ctx.identity, volatile=ctx.volatile
-        )
+        ident = effect_identity(calls[0].provider, calls[0].op, calls[0].payload, ctx.naming)
         out.append(
             Violation(
                 kind=KEY_REUSED,
@@ -173,7 +171,7 @@ def key_reused(ctx: CheckContext) -> list[Violation]:
 def state_diverged(ctx: CheckContext) -> list[Violation]:
     """Final kv state against the baseline's: an increment disguised as a set ends elsewhere."""
     baseline, case = ctx.baseline, ctx.case
-    skip = set(ctx.volatile.get(STATE_VOLATILE, ())) if ctx.volatile else set()
+    skip = set(ctx.naming.volatile.get(STATE_VOLATILE, ()))
     out: list[Violation] = []
     missing = object()
     for k in dict.fromkeys([*baseline.state, *case.state]):

@@ -9,7 +9,7 @@ from killdrill.alloc import without_gc
 from killdrill.points import ScheduleError, parse_fault
 from killdrill.providers import spec
 from killdrill.records import Attempt, Call, LedgerSnapshot
-from killdrill.verdict.index import ProviderFlags, grouping
+from killdrill.verdict.index import NAMED_BY_PAYLOAD, EffectNaming, ProviderFlags, grouping
 from killdrill.verdict.matching import canonical, differing, match_calls
 
 __all__ = [
@@ -47,31 +47,16 @@ def is_convergent(provider: str) -> bool:
 
 
 def effect_identity(
-    provider: str,
-    op: str,
-    payload: Mapping[str, Any],
-    *,
-    identity: Mapping[str, Sequence[str]] | None = None,
-    volatile: Mapping[str, Sequence[str]] | None = None,
+    provider: str, op: str, payload: Mapping[str, Any], naming: EffectNaming = NAMED_BY_PAYLOAD
 ) -> dict[str, Any]:
     """The fields that name a logical effect: the configured ones for this op, else the
-    payload minus its volatile fields."""
-    name = op_name(provider, op)
-    if identity and name in identity:
-        return {f: payload[f] for f in identity[name] if f in payload}
-    skip = set(volatile.get(name, ())) if volatile else set()
-    return {k: v for k, v in payload.items() if k not in skip}
+    payload minus its volatile fields (see :class:`EffectNaming`)."""
+    return naming.identity_of(provider, op, payload)
 
 
-def effect_key(
-    call: Call,
-    *,
-    identity: Mapping[str, Sequence[str]] | None = None,
-    volatile: Mapping[str, Sequence[str]] | None = None,
-) -> EffectKey:
+def effect_key(call: Call, naming: EffectNaming = NAMED_BY_PAYLOAD) -> EffectKey:
     """The logical effect a call belongs to."""
-    ident = effect_identity(call.provider, call.op, call.payload, identity=identity, volatile=volatile)
-    return (call.provider, call.op, canonical(ident))
+    return (call.provider, call.op, canonical(naming.identity_of(call.provider, call.op, call.payload)))
 
 
 def effect_calls(calls: Iterable[Call]) -> list[Call]:
@@ -81,14 +66,11 @@ def effect_calls(calls: Iterable[Call]) -> list[Call]:
 
 
 def group_effects(
-    calls: Iterable[Call],
-    *,
-    identity: Mapping[str, Sequence[str]] | None = None,
-    volatile: Mapping[str, Sequence[str]] | None = None,
+    calls: Iterable[Call], naming: EffectNaming = NAMED_BY_PAYLOAD
 ) -> dict[EffectKey, list[Call]]:
     """Calls grouped by logical effect, groups in order of first call, calls in ledger order
     (a copy of :func:`killdrill.verdict.index.grouping`'s, which computes each key once)."""
-    return {k: list(v) for k, v in grouping(calls, identity=identity, volatile=volatile).groups.items()}
+    return {k: list(v) for k, v in grouping(calls, naming).groups.items()}
 
 
 @without_gc
@@ -153,18 +135,14 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
 
 @without_gc
 def summarize(
-    baseline: LedgerSnapshot,
-    case: LedgerSnapshot,
-    *,
-    identity: Mapping[str, Sequence[str]] | None = None,
-    volatile: Mapping[str, Sequence[str]] | None = None,
+    baseline: LedgerSnapshot, case: LedgerSnapshot, naming: EffectNaming = NAMED_BY_PAYLOAD
 ) -> dict[str, dict[str, int]]:
     """Per provider, how many logical effects landed exactly once, more, fewer, or unasked.
 
     For convergent providers (kv) repeating a write is not a duplicate: any landing counts once.
     """
-    base = grouping(baseline.calls, identity=identity, volatile=volatile).groups
-    mine = grouping(case.calls, identity=identity, volatile=volatile).groups
+    base = grouping(baseline.calls, naming).groups
+    mine = grouping(case.calls, naming).groups
     flags = ProviderFlags()
     out: dict[str, dict[str, int]] = {}
 

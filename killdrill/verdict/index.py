@@ -10,6 +10,7 @@ tuple; the cache holds a reference, so the id cannot be reused while cached).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +22,7 @@ from killdrill.canonical import canonical_json as canonical
 from killdrill.providers import spec
 from killdrill.records import Call
 
-__all__ = ["Grouping", "ProviderFlags", "grouping"]
+__all__ = ["NAMED_BY_PAYLOAD", "EffectNaming", "Grouping", "ProviderFlags", "grouping"]
 
 EffectKey = tuple[str, str, str]
 
@@ -59,33 +60,54 @@ class Grouping:
     identities: dict[EffectKey, dict[str, Any]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EffectNaming:
+    """How a call is named as a logical effect: per ``provider.op``, the identity fields the user
+    configured (``--identity``), else its payload without the fields two clean runs showed to be
+    volatile (``Discovery.volatile``)."""
+
+    identity: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    volatile: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    def rule(self, provider: str, op: str) -> tuple[tuple[str, ...] | None, frozenset[str]]:
+        """The configured identity fields of ``provider.op`` (or None), and the volatile ones to leave out."""
+        full = f"{provider}.{op}"
+        if full in self.identity:
+            return tuple(self.identity[full]), frozenset()
+        return None, frozenset(self.volatile.get(full, ()))
+
+    def identity_of(self, provider: str, op: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields that name the effect of a call of ``provider.op`` with ``payload``."""
+        only, skip = self.rule(provider, op)
+        if only is not None:
+            return {f: payload[f] for f in only if f in payload}
+        return {k: v for k, v in payload.items() if k not in skip}
+
+    @functools.cached_property
+    def signature(self) -> str:
+        """One text per configuration (the grouping cache's key)."""
+        return canonical([{k: list(v) for k, v in m.items()} for m in (self.identity, self.volatile)])
+
+
+NAMED_BY_PAYLOAD = EffectNaming()
+"""No identity fields configured, no volatile field known: a call's whole payload names it."""
+
 _cache: OrderedDict[tuple[int, str], tuple[Sequence[Call], Grouping]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _signature(
-    identity: Mapping[str, Sequence[str]] | None, volatile: Mapping[str, Sequence[str]] | None
-) -> str:
-    return canonical([{k: list(v) for k, v in (m or {}).items()} for m in (identity, volatile)])
-
-
-def grouping(
-    calls: Iterable[Call],
-    *,
-    identity: Mapping[str, Sequence[str]] | None = None,
-    volatile: Mapping[str, Sequence[str]] | None = None,
-) -> Grouping:
+def grouping(calls: Iterable[Call], naming: EffectNaming = NAMED_BY_PAYLOAD) -> Grouping:
     """The calls grouped by logical effect (what :func:`killdrill.verdict.group_effects` returns),
-    computed once per tuple of calls and configuration."""
+    computed once per tuple of calls and naming."""
     if not isinstance(calls, tuple):
-        return _group(list(calls), identity, volatile)
-    key = (id(calls), _signature(identity, volatile))
+        return _group(list(calls), naming)
+    key = (id(calls), naming.signature)
     with _lock:
         hit = _cache.get(key)
         if hit is not None and hit[0] is calls:
             _cache.move_to_end(key)
             return hit[1]
-    out = _group(calls, identity, volatile)
+    out = _group(calls, naming)
     with _lock:
         _cache[key] = (calls, out)
         while len(_cache) > CACHED:
@@ -93,11 +115,7 @@ def grouping(
     return out
 
 
-def _group(
-    calls: Sequence[Call],
-    identity: Mapping[str, Sequence[str]] | None,
-    volatile: Mapping[str, Sequence[str]] | None,
-) -> Grouping:
+def _group(calls: Sequence[Call], naming: EffectNaming) -> Grouping:
     flags = ProviderFlags()
     call_only = {p: flags.call_only(p) for p in {c.provider for c in calls}}
     ordered = [c for c in calls if not call_only[c.provider]]
@@ -111,12 +129,7 @@ def _group(
         provider, name, payload = call.provider, call.op, call.payload
         rule = rules.get((provider, name))
         if rule is None:
-            full = f"{provider}.{name}"
-            if identity and full in identity:
-                rule = (tuple(identity[full]), frozenset())
-            else:
-                rule = (None, frozenset(volatile.get(full, ())) if volatile else frozenset())
-            rules[(provider, name)] = rule
+            rule = rules[(provider, name)] = naming.rule(provider, name)
         only, skip = rule
         if only is not None:
             ident = {f: payload[f] for f in only if f in payload}

@@ -29,7 +29,7 @@ from killdrill.errors import UsageError
 from killdrill.records import Attempt, Call, LedgerSnapshot, Violation
 from killdrill.registry import Registry
 from killdrill.verdict.grouping import EffectKey, unknown_calls
-from killdrill.verdict.index import grouping
+from killdrill.verdict.index import NAMED_BY_PAYLOAD, EffectNaming, grouping
 from killdrill.verdict.phrases import calls_detail, format_identity
 
 __all__ = [
@@ -101,8 +101,7 @@ class CheckContext:
     baseline: LedgerSnapshot
     case: LedgerSnapshot
     attempts: Sequence[Attempt]
-    identity: Mapping[str, Sequence[str]] | None
-    volatile: Mapping[str, Sequence[str]] | None
+    naming: EffectNaming
     effects: list[Effect] = field(default_factory=list)
     unknown: dict[int, str] = field(default_factory=dict)  # seq -> the point that cut its response
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # verdict.lookups' indexes
@@ -113,11 +112,10 @@ class CheckContext:
         baseline: LedgerSnapshot,
         case: LedgerSnapshot,
         attempts: Sequence[Attempt],
-        identity: Mapping[str, Sequence[str]] | None = None,
-        volatile: Mapping[str, Sequence[str]] | None = None,
+        naming: EffectNaming = NAMED_BY_PAYLOAD,
     ) -> CheckContext:
-        b = grouping(baseline.calls, identity=identity, volatile=volatile)
-        m = grouping(case.calls, identity=identity, volatile=volatile)
+        b = grouping(baseline.calls, naming)
+        m = grouping(case.calls, naming)
         base, mine = b.groups, m.groups
         effects = []  # the case's effects in order, then the baseline's it lacks
         for key, calls in mine.items():
@@ -125,7 +123,17 @@ class CheckContext:
         for key, calls in base.items():
             if key not in mine:
                 effects.append(Effect(key, dict(b.identities[key]), (), tuple(calls)))
-        return cls(baseline, case, attempts, identity, volatile, effects, unknown_calls(case.calls, attempts))
+        return cls(baseline, case, attempts, naming, effects, unknown_calls(case.calls, attempts))
+
+    @property
+    def identity(self) -> Mapping[str, Sequence[str]]:
+        """The configured identity fields (``naming.identity``; what checks written before read)."""
+        return self.naming.identity
+
+    @property
+    def volatile(self) -> Mapping[str, Sequence[str]]:
+        """The volatile fields of the clean runs (``naming.volatile``)."""
+        return self.naming.volatile
 
     def detail(self, effect: Effect) -> dict[str, Any]:
         """The evidence every per-effect violation carries."""
@@ -222,8 +230,7 @@ def judge(
     case: LedgerSnapshot,
     attempts: Sequence[Attempt],
     *,
-    identity: Mapping[str, Sequence[str]] | None = None,
-    volatile: Mapping[str, Sequence[str]] | None = None,
+    naming: EffectNaming = NAMED_BY_PAYLOAD,
     checks: Sequence[str] = (),
 ) -> list[Violation]:
     """Every way the case's effects differ from the baseline's, as stable-kind violations.
@@ -242,7 +249,7 @@ def judge(
     # core checks in registration order, then the opt-in ones in the order they were asked for
     active = [c for c in registry.values() if not c.opt_in]
     active += [registry[n] for n in dict.fromkeys(checks) if registry[n].opt_in]
-    ctx = CheckContext.build(baseline, case, attempts, identity, volatile)
+    ctx = CheckContext.build(baseline, case, attempts, naming)
     out: list[Violation] = []
     per_effect = [c.fn for c in active if c.per_effect]
     on_plain = [c.fn for c in active if c.per_effect and not c.quiet_on_plain]

@@ -36,7 +36,7 @@ from typing import Any
 
 from killdrill.records import Attempt, Call, CaseResult, LedgerSnapshot
 from killdrill.report.jsonfile import dumps as json_text
-from killdrill.verdict import judge, summarize, volatile_fields
+from killdrill.verdict import EffectNaming, judge, summarize, volatile_fields
 
 SIZES = (100, 1_000, 10_000, 100_000)
 REPO = Path(__file__).resolve().parents[2]
@@ -93,9 +93,9 @@ def one_case(
     """The harness's verdict on one case after its attempts (checks and summary); returns the
     seconds (wall, CPU) its JSON report (``--json``, ``result.json`` of a kept workdir) then takes."""
     attempts = (Attempt(number=1, kill=None, outcome="killed", returncode=-9, duration_ms=1.0),)
-    violations = judge(base, case, attempts, volatile=volatile)
+    violations = judge(base, case, attempts, naming=EffectNaming(volatile=volatile))
     assert not violations, violations[:3]
-    summary = summarize(base, case, volatile=volatile)
+    summary = summarize(base, case, EffectNaming(volatile=volatile))
     assert summary["payments"]["exactly_once"] == n, summary
     t, c = time.perf_counter(), time.process_time()
     result = CaseResult(("agent",), "before:pay_batch", "t", "/w", attempts, summary=summary, ledger=case)

@@ -24,7 +24,7 @@ from killdrill.records import (
     Discovery,
     LedgerSnapshot,
 )
-from killdrill.verdict import judge, volatile_fields
+from killdrill.verdict import EffectNaming, judge, volatile_fields
 from killdrill.verdict.baselines import ledger_break, repeated_calls, workload_difference
 from killdrill.verdict.matching import assignment, match_calls
 
@@ -102,7 +102,7 @@ def test_one_payee_twice_and_one_never_is_caught_whatever_the_order() -> None:
         payout("acct_bob", key="{thread}:payout:1"),
         payout("acct_bob", key="{thread}:payout:2", attempt=2),
     )
-    found = judge(a, case, ATTEMPTS, volatile=volatile)
+    found = judge(a, case, ATTEMPTS, naming=EffectNaming(volatile=volatile))
     by_kind = {v.kind: v for v in found}
     assert {DUPLICATE_EFFECT, MISSING_EFFECT, KEY_CHANGED} <= set(by_kind)
     assert by_kind[DUPLICATE_EFFECT].identity == {"account": "acct_bob", "amount": 3400}
@@ -117,7 +117,7 @@ def test_one_key_for_two_payees_is_key_reused() -> None:
         payout("acct_bob", key="k1"),
         payout("acct_carol", key="k1", outcome=REJECTED, attempt=2),
     )
-    kinds = [v.kind for v in judge(a, case, ATTEMPTS, volatile=volatile_fields(a, b))]
+    kinds = [v.kind for v in judge(a, case, ATTEMPTS, naming=EffectNaming(volatile=volatile_fields(a, b)))]
     assert KEY_REUSED in kinds and MISSING_EFFECT in kinds
 
 
@@ -130,7 +130,7 @@ def test_three_parallel_payouts_replayed_in_another_order_are_clean() -> None:
         payout("acct_alice", outcome=REPLAYED, attempt=2),
         payout("acct_bob", attempt=2),
     )
-    assert judge(a, case, ATTEMPTS, volatile=volatile_fields(a, b)) == []
+    assert judge(a, case, ATTEMPTS, naming=EffectNaming(volatile=volatile_fields(a, b))) == []
 
 
 def test_workload_difference_names_counts_and_points() -> None:

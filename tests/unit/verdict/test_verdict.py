@@ -27,6 +27,7 @@ from killdrill.records import (
 )
 from killdrill.verdict import (
     STATE_VOLATILE,
+    EffectNaming,
     canonical,
     effect_identity,
     judge,
@@ -131,7 +132,7 @@ def test_volatile_field_changed_under_one_key_is_key_reused() -> None:
         call(key="k1", payload={**CHARGE, "description": "May usage, thanks"}, outcome=REJECTED, attempt=2),
     )
     volatile = {"payments.charge": ["description"]}
-    found = judge(base, case, TWO_ATTEMPTS, volatile=volatile)
+    found = judge(base, case, TWO_ATTEMPTS, naming=EffectNaming(volatile=volatile))
     assert kinds(found) == [KEY_REUSED]
     assert "varies between clean runs" in found[0].message
     # the same ledgers without the volatile knowledge are a real key reuse, and a changed effect
@@ -228,7 +229,7 @@ def test_payload_recomputed_under_same_key_is_key_reused() -> None:
         call("mailbox", "send", None, EMAIL, attempt=2),
     )
     for identity in (None, {"payments.charge": ["account_id", "billing_cycle"]}):
-        got = judge(BASELINE, case, TWO_ATTEMPTS, identity=identity)
+        got = judge(BASELINE, case, TWO_ATTEMPTS, naming=EffectNaming(identity))
         assert kinds(got) == [KEY_REUSED], identity
         assert got[0].detail["differs"] == ["amount"]
         assert "payments key k1 was used for 2 different effects" in got[0].message
@@ -255,7 +256,7 @@ def test_identity_config_turns_recomputed_charge_into_duplicate() -> None:
         call("mailbox", "send", None, EMAIL, attempt=2),
     )
     identity = {"payments.charge": ["account_id", "billing_cycle"]}
-    got = judge(BASELINE, case, TWO_ATTEMPTS, identity=identity)
+    got = judge(BASELINE, case, TWO_ATTEMPTS, naming=EffectNaming(identity))
     assert kinds(got) == [DUPLICATE_EFFECT, KEY_CHANGED]
     assert got[0].identity == {"account_id": "acme", "billing_cycle": "2024-05"}
     assert got[0].message.startswith(
@@ -334,7 +335,7 @@ def test_volatile_fields_are_left_out_of_identity_and_state() -> None:
     base = snap(call(key="b1", payload={**CHARGE, "description": "x"}), state={"summary": "a", "n": 1})
     case = snap(call(key="k1", payload={**CHARGE, "description": "y"}), state={"summary": "b", "n": 1})
     volatile = {"payments.charge": ["description"], STATE_VOLATILE: ["summary"]}
-    assert judge(base, case, [free(1)], volatile=volatile) == []
+    assert judge(base, case, [free(1)], naming=EffectNaming(volatile=volatile)) == []
     assert set(kinds(judge(base, case, [free(1)]))) == {UNEXPECTED_EFFECT, MISSING_EFFECT, STATE_DIVERGED}
 
 
@@ -343,8 +344,10 @@ def test_configured_identity_wins_over_volatile() -> None:
         "payments",
         "charge",
         {**CHARGE, "description": "d"},
-        identity={"payments.charge": ["account_id", "missing_field"]},
-        volatile={"payments.charge": ["account_id"]},
+        EffectNaming(
+            identity={"payments.charge": ["account_id", "missing_field"]},
+            volatile={"payments.charge": ["account_id"]},
+        ),
     )
     assert ident == {"account_id": "acme"}
 
