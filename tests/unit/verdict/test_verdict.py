@@ -228,7 +228,7 @@ def test_payload_recomputed_under_same_key_is_key_reused() -> None:
         call(key="k1", payload={**CHARGE, "amount": 4300}, outcome=REJECTED, attempt=2),
         call("mailbox", "send", None, EMAIL, attempt=2),
     )
-    for identity in (None, {"payments.charge": ["account_id", "billing_cycle"]}):
+    for identity in ({}, {"payments.charge": ["account_id", "billing_cycle"]}):
         got = judge(BASELINE, case, TWO_ATTEMPTS, naming=EffectNaming(identity))
         assert kinds(got) == [KEY_REUSED], identity
         assert got[0].detail["differs"] == ["amount"]
