@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,34 @@ def run_at(tmp_path: Path, point: str, *extra: str) -> dict[str, Any]:
     assert proc.returncode in (0, 1), proc.stderr
     (case,) = json.loads(out.read_text())["cases"]
     return dict(case)
+
+
+PRELOADED_FLOW = """
+import sys, threading, time
+from killdrill.integrations import crewai as integration
+integration.activate()
+for name in integration.INTEGRATION.preload:
+    __import__(name)
+threads = threading.active_count()
+before = set(sys.modules)
+from killdrill.examples.onboarding_crewai import build_flow
+started = time.monotonic()
+build_flow("t", sys.argv[1], bug=None)()
+new = sorted(set(sys.modules) - before)
+heavy = [m for m in new if m.split(".")[0] in ("lance_namespace_urllib3_client", "pyarrow")]
+print(threads, len(new), round(time.monotonic() - started, 1), heavy[:5])
+"""
+
+
+def test_the_fork_template_preloads_what_a_flow_imports_at_init(tmp_path: Path) -> None:
+    """A Flow's __init__ builds a Memory (LanceDB storage): after the integration's preload it
+    imports no lance-namespace or pyarrow module of its own (was ~10 s an attempt, forked),
+    and the preload starts no thread (the fork template refuses one that does)."""
+    cmd = [sys.executable, "-c", PRELOADED_FLOW, str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    threads, _, _, heavy = proc.stdout.split(maxsplit=3)
+    assert threads == "1" and heavy.strip() == "[]", proc.stdout
 
 
 def test_points_are_named_after_the_methods(tmp_path: Path) -> None:
