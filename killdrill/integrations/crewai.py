@@ -46,8 +46,18 @@ __all__ = ["INTEGRATION", "QUIET_ENV", "activate", "active", "deactivate"]
 
 INTEGRATION = Integration(
     "crewai",
-    # What a fork template imports once: CrewAI's import is ~5-9 s of an attempt.
-    preload=("crewai.flow.flow", "crewai.flow.persistence"),
+    # What a fork template imports once: CrewAI's import is ~5-9 s of an attempt.  Every Flow's
+    # __init__ then builds a Memory whose LanceDB storage imports lancedb: another ~8-10 s, almost
+    # all of it lancedb's thread-free dependencies (the generated lance-namespace client, pyarrow),
+    # preloaded here.  lancedb itself starts a thread at import (forking after it is unsafe): each
+    # attempt still imports it, ~1-2 s.
+    preload=(
+        "crewai.flow.flow",
+        "crewai.flow.persistence",
+        "pyarrow.compute",
+        "pyarrow.dataset",
+        "lance_namespace_urllib3_client",
+    ),
 )
 
 QUIET_ENV = {

@@ -6,11 +6,16 @@ Skipped when ``llama-index-workflows`` is not installed (extra ``llama_index``).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from killdrill.drill import Drill, DrillOptions
 from tests.cli_support import run_cli
 from tests.frameworks import need
+from tests.repeated import Catch, catch_every_time, pass_every_round, repeat, workers
 
 need("llama_index", "workflows")
 
@@ -24,6 +29,19 @@ AGENT = [
     "{workdir}",
 ]
 STEPS = ("open_ticket", "charge", "notify")
+
+
+def _options(tmp_path: Path, workers: int = 1) -> DrillOptions:
+    """Forked attempts from a template that imported the example (and so Workflows) once."""
+    return DrillOptions(
+        root=tmp_path,
+        integrations=("llama_index",),
+        launcher="fork",
+        preload=("killdrill.examples.ticket_llama_index",),
+        timeout=60,
+        discovery_runs=1,
+        workers=workers,
+    )
 
 
 def drill(tmp_path: Path, *args: str) -> dict[str, Any]:
@@ -71,3 +89,29 @@ def test_saving_before_the_effect_loses_it(tmp_path: Path) -> None:
 def test_hint_when_the_integration_is_off(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "points", "--", *AGENT)
     assert "--integration llama_index" in proc.stderr
+
+
+@pytest.mark.slow
+def test_correct_form_passes_every_point_20_times(tmp_path: Path) -> None:
+    """Issue 22's bar for a false alarm (KILLDRILL_LLAMA_INDEX_REPEAT=N rounds, 20), forked attempts."""
+    with Drill(AGENT, _options(tmp_path, workers=workers())) as d:
+        assert len(d.points()) == 15
+        pass_every_round(d, int(os.environ.get("KILLDRILL_LLAMA_INDEX_REPEAT", "20")))
+
+
+BUG_CASES = {
+    "save_before_effect": {
+        # the context saved with charge marked done, the charge not yet sent: the resume skips it,
+        # and the email then carries no charge id (unexpected_effect: another body)
+        "committed:checkpoint#2": Catch(("missing_effect", "unexpected_effect"), "payments"),
+        "committed:checkpoint#3": Catch(("missing_effect",), "mailbox"),  # the email marked sent, never sent
+    },
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(BUG_CASES))
+def test_each_planted_bug_is_caught_at_its_points_every_time(tmp_path: Path, bug: str) -> None:
+    """Each point KILLDRILL_BUG_REPEAT times (10): the expected kinds on the expected provider."""
+    with Drill([*AGENT, "--bug", bug], _options(tmp_path)) as d:
+        catch_every_time(d, BUG_CASES[bug], repeat())

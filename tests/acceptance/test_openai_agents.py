@@ -3,6 +3,7 @@ integration's points, real kills and resumes, the planted bugs caught with the e
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from killdrill.examples import (
     BILLING_OPENAI_AGENTS_SCRIPT,
 )
 from tests.frameworks import need
+from tests.repeated import Catch, catch_every_time, pass_every_round, repeat, workers
 
 need("openai_agents", "agents", "stripe", "aiosmtpd")
 
@@ -40,7 +42,12 @@ POINTS = [
 
 
 def _drill(
-    tmp_path: Path, *args: str, variance: int | None = None, integration: bool = True, launcher: str = "fork"
+    tmp_path: Path,
+    *args: str,
+    variance: int | None = None,
+    integration: bool = True,
+    launcher: str = "fork",
+    workers: int = 1,
 ) -> Drill:
     options = DrillOptions(
         root=tmp_path,
@@ -54,6 +61,7 @@ def _drill(
         preload=BILLING_OPENAI_AGENTS_PRELOAD if launcher == "fork" else (),
         timeout=60,
         discovery_runs=1,
+        workers=workers,
     )
     return Drill([*BILLING_OPENAI_AGENTS, *args], options)
 
@@ -102,3 +110,33 @@ def test_the_hint_names_the_integration_when_the_agent_imports_agents(tmp_path: 
     drill = _drill(tmp_path, integration=False, launcher="spawn")
     with drill, pytest.warns(UserWarning, match=hint):
         drill.discover()
+
+
+@pytest.mark.slow
+def test_correct_example_passes_every_point_20_times(tmp_path: Path) -> None:
+    """Issue 22's bar for a false alarm (KILLDRILL_OPENAI_AGENTS_REPEAT=N rounds, 20)."""
+    with _drill(tmp_path, workers=workers()) as d:
+        assert d.points() == POINTS
+        pass_every_round(d, int(os.environ.get("KILLDRILL_OPENAI_AGENTS_REPEAT", "20")))
+
+
+BUG_CASES: dict[str, tuple[int | None, dict[str, Catch]]] = {
+    # the scripted model repeats its tool-call ids: only a varied one (any real model) shows this bug
+    "call-id-key": (0, {
+        "after:charge_card": Catch(("duplicate_effect", "key_changed"), "payments"),
+        "during:payments.charge": Catch(("duplicate_effect", "key_changed"), "payments"),
+    }),
+    "receipt-ungated": (None, {
+        "after:send_receipt": Catch(("duplicate_effect",), "mailbox"),
+        "during:mailbox.send": Catch(("duplicate_effect",), "mailbox"),
+    }),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(BUG_CASES))
+def test_each_planted_bug_is_caught_at_its_points_every_time(tmp_path: Path, bug: str) -> None:
+    """Each point KILLDRILL_BUG_REPEAT times (10): the expected kinds on the expected provider."""
+    variance, cases = BUG_CASES[bug]
+    with _drill(tmp_path, "--bug", bug, variance=variance) as d:
+        catch_every_time(d, cases, repeat())
