@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from killdrill.conform.frameworks import FRAMEWORKS
@@ -69,6 +71,13 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _portable(command: str) -> str:
+    """A reproduction command without this machine's install path: the README's table is the
+    same from any install (a bundled probe's file is ``<site-packages>/killdrill/...``)."""
+    home = str(Path(__file__).resolve().parents[2])  # where the killdrill package is installed
+    return command.replace(home + os.sep, "<site-packages>/")
+
+
 def render_markdown(cells: Sequence[Cell]) -> str:
     cols, rows, grid = _columns(cells), _rows(cells), _grid(cells)
     lines = ["| property | " + " | ".join(_header(cells, f) for f in cols) + " |"]
@@ -80,7 +89,7 @@ def render_markdown(cells: Sequence[Cell]) -> str:
     for c in _notes(cells):
         line = f"- **{c.property}, {_header(cells, c.framework)}: {c.status}.** {_md(c.evidence)}"
         if c.status != HOLDS and c.reproduce:
-            line += f" Reproduce: `{c.reproduce}`"
+            line += f" Reproduce: `{_portable(c.reproduce)}`"
         lines.append(line)
     return "\n".join(lines) + "\n"
 

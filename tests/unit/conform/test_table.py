@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import killdrill
 from killdrill.conform.frameworks import by_name
 from killdrill.conform.properties import Cell
 from killdrill.conform.table import load_cells, merge, render_markdown, render_text, to_json
@@ -54,3 +55,18 @@ def test_merge_fills_what_was_not_installed(tmp_path: Path) -> None:
 def test_frameworks_by_name() -> None:
     assert [f.name for f in by_name(["crewai", "langgraph"])] == ["langgraph", "crewai"]
     assert by_name(None)[0].command()[:3] == ["python", "-m", "killdrill.conform.probes.langgraph_probe"]
+
+
+def test_a_bundled_probes_path_is_written_portably() -> None:
+    probe = Path(killdrill.__file__).resolve().parent / "conform" / "probes" / "openai_agents_probe.yaml"
+    cell = Cell(
+        "consume_once",
+        "openai_agents",
+        "0.24.0",
+        "violated",
+        "duplicate_effect: mailbox.send landed 2 times",
+        f"killdrill run --model-script {probe} -- python -m killdrill.conform.probes.openai_agents_probe",
+    )
+    text = render_markdown([cell])
+    assert "--model-script <site-packages>/killdrill/conform/probes/openai_agents_probe.yaml" in text
+    assert str(probe.parents[2]) not in text
