@@ -115,11 +115,16 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     if "runs" not in values and "budget_s" in values:
         values["runs"] = None  # until the budget ends
     values.setdefault("seed", random.SystemRandom().randrange(2**32))
-    if args.former_workers is not None:  # chaos's former spelling of --processes
-        print("killdrill chaos: --workers is now --processes (worker processes)", file=sys.stderr)
-        values.setdefault("processes", args.former_workers)
+    former = args.former_workers is not None and "processes" not in values  # --processes' former spelling
+    if former:
+        values["processes"] = args.former_workers
     values.setdefault("processes", os.cpu_count() or 1)
-    options = ChaosOptions(**values, spelled=Spelling.FLAG)  # parsed and checked once, naming the flags
+    try:
+        options = ChaosOptions(**values, spelled=Spelling.FLAG)  # parsed and checked once, naming the flags
+    except OptionError as exc:
+        raise OptionError(str(exc).replace("--processes", "--workers")) if former else exc from None
+    if former:
+        print("killdrill chaos: --workers is now --processes (worker processes)", file=sys.stderr)
     drill = flags.options(args)
     flags.check(args)  # --json, --root, --ledger-url
     if args.report_dir:

@@ -93,10 +93,12 @@ def test_bad_numbers_are_one_line_usage_errors(option: str) -> None:
     assert "Traceback" not in run.stderr and "usage:" not in run.stderr
 
 
-@pytest.mark.parametrize("command", ["drill", "chaos"])
-def test_negative_workers_is_a_usage_error(command: str) -> None:
-    run = killdrill(command, "--workers=-2", "--", *STEPS)
-    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "--workers" in run.stderr, run.stderr
+@pytest.mark.parametrize(
+    ("command", "flag"), [("drill", "--workers"), ("chaos", "--processes"), ("chaos", "--workers")]
+)
+def test_negative_workers_is_a_usage_error(command: str, flag: str) -> None:
+    run = killdrill(command, f"{flag}=-2", "--", *STEPS)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and flag in run.stderr, run.stderr
 
 
 def test_durations_print_in_a_form_that_parses_back() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
+from killdrill.errors import UsageError
 from killdrill.process.launcher import Launcher, python_target
-from killdrill.process.supervisor import HarnessError
 
 AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 PY = sys.executable
@@ -65,5 +65,5 @@ def test_fork_needs_a_python_command(tmp_path: Path) -> None:
     assert python_target([PY, "-m", "killdrill.examples.settlement"])
     assert python_target([PY, "agent.py"])
     assert not python_target(["/bin/sh", "-c", "true"])
-    with pytest.raises(HarnessError, match="needs a `python -m MODULE"):
+    with pytest.raises(UsageError, match="needs a `python -m MODULE"):  # the user's mistake: one line
         Drill(["/bin/sh", "-c", "true"], DrillOptions(root=tmp_path, launcher="fork"))
