@@ -34,6 +34,8 @@ from killdrill.records import (
     Attempt,
     AttemptOutcome,
     CaseResult,
+    CleanRun,
+    Discovery,
     LedgerSnapshot,
     Violation,
 )
@@ -42,6 +44,14 @@ from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
 from killdrill.verdict.diagnosis import diagnose, regroup_summary
 from killdrill.verdict.model_work import model_work
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """The clean ledger a case is judged against, and why that one (shared, or its thread's own)."""
+
+    baseline: LedgerSnapshot
+    note: str
 
 
 @dataclass
@@ -92,22 +102,13 @@ class CaseRunner:
         sched = resolve_schedule(sched, discovery)  # percentage kills -> this discovery's ms
         text = str(sched)
         clean = discovery.run_for(first_label(sched))
-        if clean is not None:  # the work depends on the thread: run under a clean run's thread
-            thread, baseline = clean.thread, clean.baseline
-            baseline_note = (
-                f"{PER_THREAD_BASELINE}: judged against the clean run of its own thread {thread}"
-                f" ({discovery.mode_reason})"
-            )
-        else:
-            thread, baseline = f"kd-{uuid.uuid4().hex[:12]}", discovery.baseline
-            baseline_note = f"{SHARED_BASELINE}: judged against the first clean run ({discovery.mode_reason})"
+        thread, yard = thread_and_yardstick(discovery, clean)
         run = RunContext(self.workdirs.new(text), thread)
         reproduce = self.reproduce_line(text)
         self._write_plan(run, text, seed, reproduce)
         ran = self._attempts(run, sched, offsets_may_miss)
 
-        violations = ran.violations
-        notes = ran.notes
+        violations, notes = ran.violations, ran.notes
         ledger: LedgerSnapshot | None = None
         summary: dict[str, dict[str, int]] = {}
         model: dict[str, Any] = {}
@@ -116,34 +117,16 @@ class CaseRunner:
         except (LedgerError, OSError, ValueError) as exc:  # unreadable or corrupt (JSON) ledger: one line
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
-            judged = self.judge.effects(baseline, ledger, ran.attempts, violations, ran.completed)
+            judged = self.judge.effects(yard.baseline, ledger, ran.attempts, violations, ran.completed)
             if clean is None and workload_shaped([*violations, *judged], sched):
-                # A missing or unexpected effect may be this thread's own work: a clean run of
-                # the case's thread says whether the shared baseline was the wrong yardstick.
-                own = self.judge.own_thread_baseline(thread, baseline, sched)
+                own = self._on_own_thread(run, sched, ran, ledger, yard, violations)
                 if own is not None:
-                    baseline, why, other_work = own
-                    baseline_note = f"{PER_THREAD_BASELINE}: judged against a clean run of its own thread"
-                    baseline_note += f" ({why})"
-                    if other_work:  # a point this thread's own clean run never reaches is not a miss
-                        violations = [
-                            v
-                            for v in violations
-                            if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
-                        ]
-                        if (
-                            len(ran.attempts) == 1
-                            and ran.attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED
-                        ):
-                            notes.append(
-                                f"not applicable: this thread's clean run never reaches {sched.faults[0]}"
-                            )
-                    judged = self.judge.effects(baseline, ledger, ran.attempts, violations, True)
+                    yard, violations, judged = own
             violations.extend(judged)
-            summary = summarize(baseline, ledger, self.judge.naming())
-            model = model_work(baseline, ledger)
+            summary = summarize(yard.baseline, ledger, self.judge.naming())
+            model = model_work(yard.baseline, ledger)
         # cause, fix, consequences
-        violations = diagnose(violations, baseline=baseline, attempts=ran.attempts)
+        violations = diagnose(violations, baseline=yard.baseline, attempts=ran.attempts)
         summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))
@@ -161,13 +144,40 @@ class CaseRunner:
             ledger=ledger,
             seed=seed,
             model=model,
-            baseline=baseline_note,
+            baseline=yard.note,
         )
         if result.ok and not self.options.keep:  # its result.json would be removed with it (issue 23)
             shutil.rmtree(run.workdir, ignore_errors=True)
         else:
             (run.state / "result.json").write_text(json_text(result.to_dict()))
         return result
+
+    def _on_own_thread(
+        self,
+        run: RunContext,
+        sched: Schedule,
+        ran: CaseAttempts,
+        ledger: LedgerSnapshot,
+        yard: Yardstick,
+        violations: list[Violation],
+    ) -> tuple[Yardstick, list[Violation], list[Violation]] | None:
+        """A missing or unexpected effect may be this thread's own work: a clean run of the case's
+        thread says whether the shared baseline was the wrong yardstick.  Then the yardstick, the
+        attempts' violations and the effects judged again; None when the first verdict stands."""
+        own = self.judge.own_thread_baseline(run.thread, yard.baseline, sched)
+        if own is None:
+            return None
+        baseline, why, other_work = own
+        yard = Yardstick(
+            baseline, f"{PER_THREAD_BASELINE}: judged against a clean run of its own thread ({why})"
+        )
+        if other_work:  # a point this thread's own clean run never reaches is not a miss
+            violations = [
+                v for v in violations if not (v.kind == POINT_NOT_REACHED and v.detail.get("attempt") == 1)
+            ]
+            if len(ran.attempts) == 1 and ran.attempts[0].outcome == AttemptOutcome.POINT_NOT_REACHED:
+                ran.notes.append(f"not applicable: this thread's clean run never reaches {sched.faults[0]}")
+        return yard, violations, self.judge.effects(baseline, ledger, ran.attempts, violations, True)
 
     def _write_plan(self, run: RunContext, schedule: str, seed: int | None, reproduce: str) -> None:
         """``plan.json``: what this case is, written before attempt 1 (a killed harness leaves it)."""
@@ -324,4 +334,18 @@ def offset_missed(a: Attempt, sched: Schedule, unreached: Violation) -> tuple[Vi
             detail={"attempt": a.number, "returncode": a.returncode},
         ),
         None,
+    )
+
+
+def thread_and_yardstick(discovery: Discovery, clean: CleanRun | None) -> tuple[str, Yardstick]:
+    """The case's thread and baseline: a clean run's own when the work depends on the thread,
+    else a new thread judged against the first clean run."""
+    if clean is not None:
+        return clean.thread, Yardstick(
+            clean.baseline,
+            f"{PER_THREAD_BASELINE}: judged against the clean run of its own thread {clean.thread}"
+            f" ({discovery.mode_reason})",
+        )
+    return f"kd-{uuid.uuid4().hex[:12]}", Yardstick(
+        discovery.baseline, f"{SHARED_BASELINE}: judged against the first clean run ({discovery.mode_reason})"
     )
