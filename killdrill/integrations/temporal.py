@@ -41,7 +41,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from killdrill.agent import armed, boundary
+from killdrill.agent import armed, boundary, in_runtime
 from killdrill.integrations import Integration
 from killdrill.integrations._imports import PatchOnImport
 
@@ -141,7 +141,18 @@ def _wrap_execute_activity(orig: Callable[..., Any]) -> Callable[..., Any]:
         info = temporalio.activity.info()
         name = point_name(_tool_name(info.activity_type, input) or info.activity_type)
         await _reach(f"before:{name}")
-        result = await orig(self, input)
+        # Every fake call of the body records which activity attempt made it (the server's count,
+        # not the drill's): a duplicate names them.  Sync activities see it too (temporalio runs
+        # them in a copy of this context).
+        with in_runtime(
+            runtime="temporal",
+            unit="activity",
+            name=name,
+            attempt=info.attempt,
+            id=info.activity_id,
+            run=info.workflow_id,
+        ):
+            result = await orig(self, input)
         await _reach(f"after:{name}")
         _remember(info.task_token, name)
         return result
@@ -188,7 +199,6 @@ def _wrap_result(orig: Callable[..., Any]) -> Callable[..., Any]:
         return out
 
     return result
-
 
 
 def _patch(module: ModuleType) -> None:

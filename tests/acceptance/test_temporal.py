@@ -94,6 +94,11 @@ def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> N
     assert [c.attempt for c in result.ledger.calls if c.provider == "payments"] == [1, 2]
     if bug == "attempt-key":  # Temporal's activity attempts, 1 then 2, are in the keys
         assert [k.rsplit("/", 1)[-1] for k in keys] == ["attempt-1", "attempt-2"], keys
+    # The duplicate names the server's retry: the activity's own attempts (activity.info().attempt)
+    dup = result.violations[0]
+    assert dup.detail["runtime_attempts"] == [1, 2], dup.detail
+    assert "landed by temporal activity charge_customer attempts 1 and 2" in dup.message, dup.message
+    assert {c["context"]["run"] for c in dup.detail["runtime_calls"]} == {"{thread}"}
 
 
 def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> None:
