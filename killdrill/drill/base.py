@@ -13,12 +13,13 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.workdirs import RunContext, Workdirs
+from killdrill.errors import one_line
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
@@ -111,6 +112,23 @@ class AttemptLauncher:
         for service in services:
             env.update(service.env(run.workdir, run.thread))
         return env
+
+    def explain_hang(self, run: RunContext) -> tuple[str, dict[str, Any]] | None:
+        """What an integration's service still holds for ``run`` when an attempt of it hung
+        (Temporal's server: the open workflow and its pending activities), or None."""
+        with self._lock:
+            services = list(self._services or ())
+        for service in services:
+            explain = getattr(service, "explain_hang", None)
+            if explain is None:
+                continue
+            try:
+                found: tuple[str, dict[str, Any]] | None = explain(run.workdir, run.thread)
+            except Exception as exc:  # the runtime could not say: the hang stands as it is
+                return f"the runtime could not be asked what it still holds ({one_line(exc)[0]})", {}
+            if found:
+                return found
+        return None
 
     def close(self) -> None:
         """Stop the fork template, if any (it also stops by itself when the harness exits), and the

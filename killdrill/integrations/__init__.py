@@ -12,7 +12,10 @@ the agent at startup, through the bootstrap, when ``--integration NAME`` is on) 
 - ``service``: ``"module:factory"`` of a service the drill starts once (lazily, harness side
   only: the agent never imports it) and stops when it closes; ``factory(root)`` returns an
   object with ``env(workdir, thread) -> dict`` (added to every launch of that workdir: the
-  Temporal dev server's address and the case's namespace) and ``close()``.
+  Temporal dev server's address and the case's namespace) and ``close()``; optionally
+  ``explain_hang(workdir, thread) -> (text, detail) | None``, what the runtime still holds for
+  that workdir when an attempt hung (Temporal: the open workflow's pending activities), said in
+  the ``hang`` violation.
 
 :func:`find` looks ``NAME`` up as the module ``killdrill.integrations.NAME``, then in the entry
 point group ``killdrill.integrations`` (``NAME = "your_package.your_module"``): a new integration

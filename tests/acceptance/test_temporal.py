@@ -104,8 +104,21 @@ def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> N
 def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> None:
     # The killed worker's activity stays with the server for its start-to-close (5 min): the
     # resumed worker gets nothing to do and the workflow never closes within the drill's timeout.
+    # The hang names what the server still holds: the workflow and its pending activity.
     with drill(tmp_path, "no-heartbeat", timeout=12) as d:
-        expect(d, {"during:tickets.create#2": ("hang",)})
+        result = d.run_case("during:tickets.create#2")
+    assert result.kinds == ("hang",), result.text()
+    hang = result.violations[0]
+    assert "is still open with 1 pending activity: settle_batch (activity 3, started" in hang.message, (
+        hang.message
+    )
+    assert "attempt 1, no heartbeat, start-to-close 300s)" in hang.message, hang.message
+    assert "retries settle_batch only when its start-to-close (300s) expires" in hang.message
+    (workflow,) = hang.detail["runtime"]["workflows"]
+    assert workflow["workflow_id"] == result.thread and workflow["type"] == "PayoutWorkflow"
+    (pending,) = workflow["pending_activities"]
+    assert (pending["activity_type"], pending["state"], pending["attempt"]) == ("settle_batch", "started", 1)
+    assert pending["last_heartbeat_s_ago"] is None and pending["heartbeat_timeout_s"] is None
 
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
