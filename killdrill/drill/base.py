@@ -9,9 +9,11 @@ discovery (:mod:`killdrill.drill.discovery`), the judge of a case
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,12 +27,12 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
-from killdrill.integrations import Service, preload_modules, start_services
+from killdrill.integrations import Service, exit_aborts, preload_modules, start_services
 from killdrill.options import FORK_NEEDS_PYTHON, FORK_NEEDS_PYTHON_RESUME, UNKNOWN_CHECK
 from killdrill.points import Fault
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
-from killdrill.records import Attempt
+from killdrill.records import EXITED, Attempt
 from killdrill.verdict import OPT_IN_CHECKS
 
 if TYPE_CHECKING:
@@ -112,6 +114,19 @@ class AttemptLauncher:
         for service in services:
             env.update(service.env(run.workdir, run.thread))
         return env
+
+    def _forgive_exit_abort(self, a: Attempt) -> Attempt:
+        """An attempt a framework's known abort at exit ended after its work closed (Temporal,
+        sdk-python#300: SIGABRT once the workflow completed) as the clean exit it is, with the
+        integration's note; any other abort, or one before that point, stays as it is."""
+        if a.outcome != EXITED or a.returncode not in (-signal.SIGABRT, 128 + signal.SIGABRT) or not a.trace:
+            return a
+        last = a.trace[-1].point
+        for rule in exit_aborts(self.options.integrations):
+            if last.startswith(rule.after):
+                note = f"{rule.note} (exit {a.returncode} after {a.trace[-1].label})"
+                return replace(a, returncode=0, notes=(*a.notes, note))
+        return a
 
     def explain_hang(self, run: RunContext) -> tuple[str, dict[str, Any]] | None:
         """What an integration's service still holds for ``run`` when an attempt of it hung
@@ -222,7 +237,7 @@ class AttemptLauncher:
         if hook is not None:
             hook.bind(supervisor)
         try:
-            return supervisor.run_many(specs)
+            return [self._forgive_exit_abort(a) for a in supervisor.run_many(specs)]
         finally:
             for server in servers:
                 server.stop()

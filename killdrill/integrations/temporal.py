@@ -42,7 +42,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import armed, boundary, in_runtime
-from killdrill.integrations import Integration
+from killdrill.integrations import ExitAbort, Integration
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -70,6 +70,13 @@ INTEGRATION = Integration(
     "temporal",
     preload=("temporalio.client", "temporalio.worker"),  # what a fork template imports once
     service="killdrill.process.temporal_server:TemporalDevServer",
+    # sdk-python#300: the SDK's core can abort the interpreter at exit (SIGABRT, exit 134) once
+    # the workflow closed; after:workflow.TYPE is reached only when result() returned it.
+    exit_abort=ExitAbort(
+        after="after:workflow.",
+        note="the Temporal SDK aborted at interpreter exit after the workflow closed (sdk-python#300): "
+        "not a verdict",
+    ),
 )
 
 _ACTIVITY = "temporalio.worker._activity"
