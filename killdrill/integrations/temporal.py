@@ -27,6 +27,11 @@ the tool it calls; ``TYPE`` is the workflow type):
 ``after:workflow.TYPE``
     the workflow closed and ``WorkflowHandle.result()`` returned its result to the caller.
 
+Every fake call of an activity's body is recorded with the activity's type, id, workflow id and
+Temporal's own attempt number (:func:`killdrill.agent.in_runtime`), so a duplicate names the
+activity attempts that landed it.  ``INTEGRATION.exit_abort``: the SDK's abort at interpreter exit
+once ``result()`` returned the closed workflow (sdk-python#300) is no verdict.
+
 Where the harness runs the Temporal dev server (:mod:`killdrill.process.temporal_server`),
 the agent reads its address from ``KILLDRILL_TEMPORAL_ADDRESS`` and its case's namespace from
 ``KILLDRILL_TEMPORAL_NAMESPACE``.
