@@ -86,7 +86,7 @@ def namespace_for(workdir: Path) -> str:
 
 
 def _ago(stamp: Any, now: float) -> float:
-    return round(now - stamp.ToMicroseconds() / 1e6, 1)
+    return round(now - float(stamp.ToMicroseconds()) / 1e6, 1)
 
 
 def _seconds(duration: Any) -> float | None:
