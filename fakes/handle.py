@@ -4,13 +4,14 @@ attempt) and :func:`connect`, which builds it from the supervisor's environment.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import shutil
 import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
-from killdrill.agent import boundary
+from killdrill.agent import boundary, runtime_context
 from killdrill.fakes.errors import IndeterminateError
 from killdrill.fakes.processing import Answer, FakeRequest, process
 from killdrill.fakes.provider import Provider, fake_classes
@@ -70,6 +71,9 @@ class Fakes:
 
     def _run(self, request: FakeRequest) -> dict[str, Any]:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
+        context = runtime_context()
+        if context is not None:  # an integration's runtime context (Temporal: the activity attempt)
+            request = dataclasses.replace(request, context=context)
         answer = process(self.ledger, request, attempt=self.attempt, pid=os.getpid())
         boundary(f"during:{request.provider}.{request.op}")
         return result_of(answer)

@@ -63,6 +63,9 @@ class FakeRequest:
     perform: Perform
     rules: KeyRules = STRIPE_RULES
     fence: tuple[str, int] | None = None  # (resource, token): refused when a higher token was seen
+    # The caller's runtime context (killdrill.agent.runtime_context: Temporal's activity attempt),
+    # recorded with the call.
+    context: dict[str, Any] | None = None
 
 
 def _stored(exc: FakeProviderError) -> dict[str, Any]:
@@ -120,6 +123,7 @@ def process(ledger: Ledger, request: FakeRequest, *, attempt: int, pid: int, spl
     provider, op, key, payload = request.provider, request.op, request.key, request.payload
     rules, fence = request.rules, request.fence
     with ledger.transaction() as tx:
+        tx.context = request.context
         settings = tx.settings(provider)
         if fence is not None:
             refused = check_fence(tx, provider, fence)
@@ -172,6 +176,7 @@ def process(ledger: Ledger, request: FakeRequest, *, attempt: int, pid: int, spl
     if latency > 0:
         threading.Event().wait(latency)
     with ledger.transaction() as tx:
+        tx.context = request.context
         return _execute(tx, request, tx.settings(provider), attempt, pid)
 
 

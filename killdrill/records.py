@@ -87,6 +87,9 @@ class Call:
     attempt: int
     pid: int
     time: float
+    # What the durable runtime called the code that made the call (killdrill.agent.in_runtime:
+    # Temporal's activity, its own attempt number), None outside one.
+    context: dict[str, Any] | None = None
 
     def __init__(
         self,
@@ -100,9 +103,10 @@ class Call:
         attempt: int,
         pid: int,
         time: float,
+        context: dict[str, Any] | None = None,
     ) -> None:
         # frozen, but read 10^5 times per ledger (issue 23): one dict update instead of the
-        # generated __init__'s ten object.__setattr__ calls (a third of reading a ledger)
+        # generated __init__'s eleven object.__setattr__ calls (a third of reading a ledger)
         self.__dict__.update(
             seq=seq,
             provider=provider,
@@ -114,6 +118,7 @@ class Call:
             attempt=attempt,
             pid=pid,
             time=time,
+            context=context,
         )
 
     @property
@@ -134,7 +139,7 @@ class Call:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Call:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Agent-side API: ``boundary(point)`` and ``node(name)``.
+"""Agent-side API: ``boundary(point)`` and ``node(name)``; the runtime context of the code now running.
 
 Outside a drill (no ``KILLDRILL_CONTROL`` in the environment) both are no-ops that
 cost one global lookup and never touch the network or the disk.  Under a drill,
@@ -19,16 +19,26 @@ start. ``_bootstrap/`` holds the ``sitecustomize`` the supervisor puts first on 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
 import json
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
-__all__ = ["ControlChannelError", "ControlClient", "armed", "boundary", "node"]
+__all__ = [
+    "ControlChannelError",
+    "ControlClient",
+    "armed",
+    "boundary",
+    "in_runtime",
+    "node",
+    "runtime_context",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -162,6 +172,31 @@ def armed() -> bool:
     """True when this process runs under a killdrill supervisor."""
     client = _client if _client is not None else _init()
     return client is not False
+
+
+_runtime: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "killdrill_runtime", default=None
+)
+
+
+def runtime_context() -> dict[str, Any] | None:
+    """What the durable runtime calls the code running now, as an integration set it with
+    :func:`in_runtime` (None outside one).  The fakes record it with every call they answer, so a
+    verdict can name the runtime's own attempts (Temporal's ``activity.info().attempt``)."""
+    return _runtime.get()
+
+
+@contextlib.contextmanager
+def in_runtime(**context: Any) -> Iterator[None]:
+    """Run the block under ``context`` (JSON values).  Keys the verdict reads: ``runtime``
+    (``temporal``), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
+    attempt number, from 1); any others (``id``, ``run``) are kept as evidence.  A context variable:
+    each asyncio task and each thread started with a copied context sees its own."""
+    token = _runtime.set(context)
+    try:
+        yield
+    finally:
+        _runtime.reset(token)
 
 
 class node:

@@ -9,27 +9,30 @@ discovery (:mod:`killdrill.drill.discovery`), the judge of a case
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.workdirs import RunContext, Workdirs
+from killdrill.errors import one_line
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
-from killdrill.integrations import Service, preload_modules, start_services
+from killdrill.integrations import Service, exit_aborts, preload_modules, start_services
 from killdrill.options import FORK_NEEDS_PYTHON, FORK_NEEDS_PYTHON_RESUME, UNKNOWN_CHECK
 from killdrill.points import Fault
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
-from killdrill.records import Attempt
+from killdrill.records import EXITED, Attempt
 from killdrill.verdict import OPT_IN_CHECKS
 
 if TYPE_CHECKING:
@@ -111,6 +114,36 @@ class AttemptLauncher:
         for service in services:
             env.update(service.env(run.workdir, run.thread))
         return env
+
+    def _forgive_exit_abort(self, a: Attempt) -> Attempt:
+        """An attempt a framework's known abort at exit ended after its work closed (Temporal,
+        sdk-python#300: SIGABRT once the workflow completed) as the clean exit it is, with the
+        integration's note; any other abort, or one before that point, stays as it is."""
+        if a.outcome != EXITED or a.returncode not in (-signal.SIGABRT, 128 + signal.SIGABRT) or not a.trace:
+            return a
+        last = a.trace[-1].point
+        for rule in exit_aborts(self.options.integrations):
+            if last.startswith(rule.after):
+                note = f"{rule.note} (exit {a.returncode} after {a.trace[-1].label})"
+                return replace(a, returncode=0, notes=(*a.notes, note))
+        return a
+
+    def explain_hang(self, run: RunContext) -> tuple[str, dict[str, Any]] | None:
+        """What an integration's service still holds for ``run`` when an attempt of it hung
+        (Temporal's server: the open workflow and its pending activities), or None."""
+        with self._lock:
+            services = list(self._services or ())
+        for service in services:
+            explain = getattr(service, "explain_hang", None)
+            if explain is None:
+                continue
+            try:
+                found: tuple[str, dict[str, Any]] | None = explain(run.workdir, run.thread)
+            except Exception as exc:  # the runtime could not say: the hang stands as it is
+                return f"the runtime could not be asked what it still holds ({one_line(exc)[0]})", {}
+            if found:
+                return found
+        return None
 
     def close(self) -> None:
         """Stop the fork template, if any (it also stops by itself when the harness exits), and the
@@ -204,7 +237,7 @@ class AttemptLauncher:
         if hook is not None:
             hook.bind(supervisor)
         try:
-            return supervisor.run_many(specs)
+            return [self._forgive_exit_abort(a) for a in supervisor.run_many(specs)]
         finally:
             for server in servers:
                 server.stop()

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from killdrill.drill.base import AttemptLauncher
@@ -227,6 +227,8 @@ class CaseRunner:
             ended, missed = [], False
             for a in batch:
                 v = self.judge.attempt_violation(a)
+                if v is not None and v.kind == HANG:  # the runtime's side (Temporal: pending activities)
+                    v = with_held(v, self.launcher.explain_hang(run))
                 if v is not None and offsets_may_miss and v.kind == POINT_NOT_REACHED:
                     v, note = offset_missed(a, sched, v)
                     if note:
@@ -304,6 +306,13 @@ class CaseRunner:
             for i in range(self.options.resumers)
         ]
         return self.launcher.launch(run, specs, hook=Barrier(self.options.barrier))
+
+
+def with_held(v: Violation, held: tuple[str, dict[str, Any]] | None) -> Violation:
+    """A ``hang`` with what the runtime still holds for the case said in it (message and detail)."""
+    if held is None:
+        return v
+    return replace(v, message=f"{v.message}; {held[0]}", detail={**v.detail, "runtime": held[1]})
 
 
 def never_completed(attempts: Sequence[Attempt]) -> Violation:

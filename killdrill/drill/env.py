@@ -139,8 +139,12 @@ def normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
             payload = _same_or_replaced(c.payload, subs) if any(o in text for o in olds) else c.payload
         else:
             payload = _same_or_replaced(c.payload, subs)
-        if key is not c.key or payload is not c.payload:
-            c = Call(c.seq, c.provider, c.op, key, payload, c.outcome, c.effect_id, c.attempt, c.pid, c.time)
+        context = c.context if c.context is None else _same_or_replaced(c.context, subs)
+        if key is not c.key or payload is not c.payload or context is not c.context:
+            c = Call(
+                c.seq, c.provider, c.op, key, payload, c.outcome, c.effect_id, c.attempt, c.pid, c.time,
+                context,
+            )  # fmt: skip
         calls.append(c)
     in_flight = tuple(replace(f, key=replace_all(f.key, subs)) for f in snap.in_flight)
     return LedgerSnapshot(calls=tuple(calls), state=replace_all(snap.state, subs), in_flight=in_flight)

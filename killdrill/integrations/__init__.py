@@ -12,7 +12,14 @@ the agent at startup, through the bootstrap, when ``--integration NAME`` is on) 
 - ``service``: ``"module:factory"`` of a service the drill starts once (lazily, harness side
   only: the agent never imports it) and stops when it closes; ``factory(root)`` returns an
   object with ``env(workdir, thread) -> dict`` (added to every launch of that workdir: the
-  Temporal dev server's address and the case's namespace) and ``close()``.
+  Temporal dev server's address and the case's namespace) and ``close()``; optionally
+  ``explain_hang(workdir, thread) -> (text, detail) | None``, what the runtime still holds for
+  that workdir when an attempt hung (Temporal: the open workflow's pending activities), said in
+  the ``hang`` violation;
+- ``exit_abort``: an :class:`ExitAbort`, when the framework is known to abort the interpreter at
+  exit after its work is done (Temporal's SDK, sdk-python#300): an attempt that died of SIGABRT
+  (or exited 134 through a shell) right after the point that says the work closed is a clean exit
+  with a note, not a crashed resume.
 
 :func:`find` looks ``NAME`` up as the module ``killdrill.integrations.NAME``, then in the entry
 point group ``killdrill.integrations`` (``NAME = "your_package.your_module"``): a new integration
@@ -41,9 +48,11 @@ from killdrill.registry import Registry
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "ExitAbort",
     "Integration",
     "IntegrationNotFound",
     "Service",
+    "exit_aborts",
     "find",
     "internal_steps",
     "known",
@@ -56,6 +65,16 @@ ENTRY_POINT_GROUP = "killdrill.integrations"
 
 
 @dataclass(frozen=True)
+class ExitAbort:
+    """A framework's own abort at interpreter exit, once its work is done: forgiven only when the
+    attempt's last point starts with ``after`` (the integration reached it when the work closed:
+    nothing ran after it but the exit), and said in ``note``."""
+
+    after: str
+    note: str
+
+
+@dataclass(frozen=True)
 class Integration:
     """One integration: its ``--integration`` name, its fork-template preloads, its own steps."""
 
@@ -64,6 +83,7 @@ class Integration:
     internal_steps: frozenset[str] = frozenset()
     activate: Callable[[], None] | None = None  # filled from the module's activate() when found
     service: str | None = None  # "module:factory", see the module doc
+    exit_abort: ExitAbort | None = None
 
 
 class IntegrationNotFound(UsageError, ImportError):
@@ -158,6 +178,19 @@ def internal_steps() -> frozenset[str]:
     """Step names no agent step is judged by, whichever integration emitted them (a trace read
     back from a report does not say which integrations were on)."""
     return frozenset().union(*(i.internal_steps for i in known().values()))
+
+
+def exit_aborts(names: Iterable[str]) -> list[ExitAbort]:
+    """The known aborts at exit of the enabled integrations ``names``."""
+    out: list[ExitAbort] = []
+    for name in names:
+        try:
+            rule = find(name).exit_abort
+        except ImportError:
+            continue
+        if rule is not None:
+            out.append(rule)
+    return out
 
 
 class Service(Protocol):

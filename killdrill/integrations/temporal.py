@@ -27,6 +27,11 @@ the tool it calls; ``TYPE`` is the workflow type):
 ``after:workflow.TYPE``
     the workflow closed and ``WorkflowHandle.result()`` returned its result to the caller.
 
+Every fake call of an activity's body is recorded with the activity's type, id, workflow id and
+Temporal's own attempt number (:func:`killdrill.agent.in_runtime`), so a duplicate names the
+activity attempts that landed it.  ``INTEGRATION.exit_abort``: the SDK's abort at interpreter exit
+once ``result()`` returned the closed workflow (sdk-python#300) is no verdict.
+
 Where the harness runs the Temporal dev server (:mod:`killdrill.process.temporal_server`),
 the agent reads its address from ``KILLDRILL_TEMPORAL_ADDRESS`` and its case's namespace from
 ``KILLDRILL_TEMPORAL_NAMESPACE``.
@@ -41,8 +46,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from killdrill.agent import armed, boundary
-from killdrill.integrations import Integration
+from killdrill.agent import armed, boundary, in_runtime
+from killdrill.integrations import ExitAbort, Integration
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -70,6 +75,13 @@ INTEGRATION = Integration(
     "temporal",
     preload=("temporalio.client", "temporalio.worker"),  # what a fork template imports once
     service="killdrill.process.temporal_server:TemporalDevServer",
+    # sdk-python#300: the SDK's core can abort the interpreter at exit (SIGABRT, exit 134) once
+    # the workflow closed; after:workflow.TYPE is reached only when result() returned it.
+    exit_abort=ExitAbort(
+        after="after:workflow.",
+        note="the Temporal SDK aborted at interpreter exit after the workflow closed (sdk-python#300): "
+        "not a verdict",
+    ),
 )
 
 _ACTIVITY = "temporalio.worker._activity"
@@ -141,7 +153,18 @@ def _wrap_execute_activity(orig: Callable[..., Any]) -> Callable[..., Any]:
         info = temporalio.activity.info()
         name = point_name(_tool_name(info.activity_type, input) or info.activity_type)
         await _reach(f"before:{name}")
-        result = await orig(self, input)
+        # Every fake call of the body records which activity attempt made it (the server's count,
+        # not the drill's): a duplicate names them.  Sync activities see it too (temporalio runs
+        # them in a copy of this context).
+        with in_runtime(
+            runtime="temporal",
+            unit="activity",
+            name=name,
+            attempt=info.attempt,
+            id=info.activity_id,
+            run=info.workflow_id,
+        ):
+            result = await orig(self, input)
         await _reach(f"after:{name}")
         _remember(info.task_token, name)
         return result
@@ -188,7 +211,6 @@ def _wrap_result(orig: Callable[..., Any]) -> Callable[..., Any]:
         return out
 
     return result
-
 
 
 def _patch(module: ModuleType) -> None:

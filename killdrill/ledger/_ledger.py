@@ -14,6 +14,7 @@ from typing import Any
 from killdrill.alloc import without_gc
 from killdrill.ledger._db import Database, SqlConnection, open_database, unusable
 from killdrill.ledger._schema import (
+    ADDED_COLUMNS,
     IN_FLIGHT,
     LEDGER_FORMAT,
     SCHEMA,
@@ -163,8 +164,12 @@ class Ledger:
                         )
                 for statement in SCHEMA:
                     conn.execute(statement)
+                for (table, column), sql_type in ADDED_COLUMNS.items():
+                    if not self._has_column(conn, db.dialect, table, column):
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
                 conn.execute(
-                    "INSERT INTO killdrill_meta (name, value) VALUES ('format', :format)",
+                    "INSERT INTO killdrill_meta (name, value) VALUES ('format', :format)"
+                    " ON CONFLICT (name) DO NOTHING",
                     {"format": LEDGER_FORMAT},
                 )
         except LedgerError:
@@ -190,7 +195,23 @@ class Ledger:
         value = rows[0]["value"]
         if value != LEDGER_FORMAT:
             raise self._fail(f"ledger format {value!r}, this killdrill reads {LEDGER_FORMAT!r}")
-        return True
+        # A ledger written before a column was added gets it (under the write lock, see _prepare).
+        return all(self._has_column(conn, dialect, t, c) for t, c in ADDED_COLUMNS)
+
+    @staticmethod
+    def _has_column(conn: SqlConnection, dialect: str, table: str, column: str) -> bool:
+        if dialect == "sqlite":
+            found = conn.execute(
+                "SELECT 1 FROM pragma_table_info(:table) WHERE name = :column",
+                {"table": table, "column": column},
+            )
+        else:
+            found = conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = :table"
+                " AND column_name = :column AND table_schema = current_schema()",
+                {"table": table, "column": column},
+            )
+        return bool(found)
 
     # -- transactions -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -263,9 +284,10 @@ class Ledger:
                 attempt=r["attempt"],
                 pid=r["pid"],
                 time=r["time"],
+                context=json.loads(r["context"]) if r["context"] else None,
             )
             for r in conn.execute(
-                "SELECT seq, provider, op, key, payload, outcome, effect_id, attempt, pid, time"
+                "SELECT seq, provider, op, key, payload, outcome, effect_id, attempt, pid, time, context"
                 f" FROM killdrill_calls WHERE {where} ORDER BY seq",
                 params,
             )

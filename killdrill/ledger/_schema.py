@@ -25,7 +25,7 @@ TABLES = {
         "thread VARCHAR(200) NOT NULL, seq INTEGER NOT NULL, provider VARCHAR(64) NOT NULL, "
         "op VARCHAR(64) NOT NULL, key TEXT, payload TEXT NOT NULL, outcome VARCHAR(16) NOT NULL, "
         "effect_id VARCHAR(200), attempt INTEGER NOT NULL, pid INTEGER NOT NULL, time FLOAT NOT NULL, "
-        "PRIMARY KEY (thread, seq)"
+        "context TEXT, PRIMARY KEY (thread, seq)"
     ),
     "killdrill_keys": (
         "thread VARCHAR(200) NOT NULL, provider VARCHAR(64) NOT NULL, key VARCHAR(500) NOT NULL, "
@@ -48,6 +48,10 @@ TABLES = {
 }
 """Every table and its columns, in the portable SQL both SQLite and PostgreSQL take (the same
 definitions SQLAlchemy's ``create_all`` made for ledgers written by earlier versions)."""
+
+ADDED_COLUMNS = {("killdrill_calls", "context"): "TEXT"}
+"""Columns added after ledgers of this format were first written: added to such a ledger when it
+is opened (``context``: the runtime context of a call, ``killdrill.agent.in_runtime``)."""
 
 SCHEMA = [
     *(f"CREATE TABLE IF NOT EXISTS {name} ({columns})" for name, columns in TABLES.items()),

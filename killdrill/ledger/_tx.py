@@ -27,6 +27,7 @@ class Tx:
         self.thread = ledger.thread
         self._bump("seq", 0)  # the thread's lock, taken first in every write transaction
         self.seq = 0
+        self.context: dict[str, Any] | None = None  # the runtime context recorded with each call
 
     def _insert(self, table: str, **values: Any) -> None:
         """One row of this thread into ``table``."""
@@ -68,8 +69,14 @@ class Tx:
             "pid": pid,
             "time": time.time(),
         }
-        self._insert("killdrill_calls", payload=canonical_json(payload), **fields)
-        return Call(payload=canonical(payload), **fields)
+        context = self.context or None
+        self._insert(
+            "killdrill_calls",
+            payload=canonical_json(payload),
+            context=canonical_json(context) if context else None,
+            **fields,
+        )
+        return Call(payload=canonical(payload), context=canonical(context) if context else None, **fields)
 
     # -- idempotency keys -------------------------------------------------------------------
     def key_state(

@@ -85,6 +85,52 @@ def namespace_for(workdir: Path) -> str:
     return f"kd-{slug}-{digest}"
 
 
+def _ago(stamp: Any, now: float) -> float:
+    return round(now - float(stamp.ToMicroseconds()) / 1e6, 1)
+
+
+def _seconds(duration: Any) -> float | None:
+    s = duration.ToMicroseconds() / 1e6
+    return round(s, 3) if s else None
+
+
+def _pending(a: Any, now: float, states: Any) -> dict[str, Any]:
+    """One ``PendingActivityInfo`` as plain data (times as seconds ago, timeouts in seconds)."""
+    opts = a.activity_options if a.HasField("activity_options") else None
+    beat = a.last_heartbeat_time if a.HasField("last_heartbeat_time") else None
+    return {
+        "activity_type": a.activity_type.name,
+        "activity_id": a.activity_id,
+        "state": states.Name(a.state).removeprefix("PENDING_ACTIVITY_STATE_").lower(),
+        "attempt": a.attempt,
+        "started_s_ago": _ago(a.last_started_time, now) if a.HasField("last_started_time") else None,
+        "last_heartbeat_s_ago": _ago(beat, now) if beat is not None else None,
+        "last_failure": a.last_failure.message if a.HasField("last_failure") else None,
+        "worker": a.last_worker_identity or None,
+        "start_to_close_s": _seconds(opts.start_to_close_timeout) if opts is not None else None,
+        "heartbeat_timeout_s": _seconds(opts.heartbeat_timeout) if opts is not None else None,
+    }
+
+
+def _activity_phrase(a: dict[str, Any]) -> str:
+    """``settle_batch (activity 3, started 9.8s ago, attempt 1, no heartbeat, start-to-close 300s)``."""
+    parts = [f"activity {a['activity_id']}", a["state"]]
+    if a["started_s_ago"] is not None:
+        parts[-1] += f" {a['started_s_ago']:g}s ago"
+    parts.append(f"attempt {a['attempt']}")
+    if a["last_heartbeat_s_ago"] is not None:
+        parts.append(f"last heartbeat {a['last_heartbeat_s_ago']:g}s ago")
+    else:
+        parts.append("no heartbeat")
+    if a["heartbeat_timeout_s"]:
+        parts.append(f"heartbeat timeout {a['heartbeat_timeout_s']:g}s")
+    if a["start_to_close_s"]:
+        parts.append(f"start-to-close {a['start_to_close_s']:g}s")
+    if a["last_failure"]:
+        parts.append(f"last failure: {a['last_failure']}")
+    return f"{a['activity_type']} ({', '.join(parts)})"
+
+
 class TemporalDevServer:
     """A dev server for one drill: :meth:`env` registers the workdir's namespace on first use."""
 
@@ -182,6 +228,74 @@ class TemporalDevServer:
                 self._run(self._register(namespace))
                 self._namespaces.add(namespace)
         return {ADDRESS_ENV: self.address, NAMESPACE_ENV: namespace}
+
+    def explain_hang(self, workdir: Path, thread: str) -> tuple[str, dict[str, Any]] | None:
+        """What the server still holds for ``workdir``'s namespace when an attempt hung: each open
+        workflow and its pending activities (type, state, attempt, heartbeat, last failure, the
+        timeouts that decide when the server hands it on); None when nothing is open there."""
+        namespace = namespace_for(Path(workdir))
+        with self._lock:
+            if self._proc is None or namespace not in self._namespaces:
+                return None
+        workflows = self._run(self._open_workflows(namespace), timeout=15)
+        if not workflows:
+            return None
+        texts = []
+        for wf in workflows:
+            acts = wf["pending_activities"]
+            named = "; ".join(_activity_phrase(a) for a in acts) or "no activity pending"
+            if wf.get("workflow_task"):
+                named += f"; a workflow task {wf['workflow_task']}"
+            texts.append(
+                f"Temporal workflow {wf['workflow_id']} ({wf['type']}) is still open with "
+                f"{len(acts)} pending activit{'y' if len(acts) == 1 else 'ies'}: {named}"
+            )
+            held = [a for a in acts if a["state"] == "started" and not a["heartbeat_timeout_s"]]
+            if held:  # a dead worker's activity: the server hands it on only at its start-to-close
+                texts.append(
+                    f"the server retries {held[0]['activity_type']} only when its start-to-close "
+                    f"({held[0]['start_to_close_s'] or 0:g}s) expires, as no heartbeat timeout is set: "
+                    "heartbeat a long activity and set heartbeat_timeout"
+                )
+        return "; ".join(texts), {"namespace": namespace, "workflows": workflows}
+
+    async def _open_workflows(self, namespace: str) -> list[dict[str, Any]]:
+        from temporalio.api.common.v1 import WorkflowExecution
+        from temporalio.api.enums.v1 import PendingActivityState, PendingWorkflowTaskState
+        from temporalio.api.workflowservice.v1 import (
+            DescribeWorkflowExecutionRequest,
+            ListOpenWorkflowExecutionsRequest,
+        )
+
+        service = self._client.workflow_service
+        listed = await service.list_open_workflow_executions(
+            ListOpenWorkflowExecutionsRequest(namespace=namespace, maximum_page_size=20)
+        )
+        now = time.time()
+        out: list[dict[str, Any]] = []
+        for info in listed.executions:
+            execution = WorkflowExecution(
+                workflow_id=info.execution.workflow_id, run_id=info.execution.run_id
+            )
+            desc = await service.describe_workflow_execution(
+                DescribeWorkflowExecutionRequest(namespace=namespace, execution=execution)
+            )
+            pending = [_pending(a, now, PendingActivityState) for a in desc.pending_activities]
+            task = ""
+            if desc.HasField("pending_workflow_task"):
+                t = desc.pending_workflow_task
+                state = PendingWorkflowTaskState.Name(t.state).removeprefix("PENDING_WORKFLOW_TASK_STATE_")
+                task = f"{state.lower()} (attempt {t.attempt})"
+            out.append(
+                {
+                    "workflow_id": info.execution.workflow_id,
+                    "run_id": info.execution.run_id,
+                    "type": info.type.name,
+                    "pending_activities": pending,
+                    "workflow_task": task,
+                }
+            )
+        return out
 
     def close(self) -> None:
         """Kill the server (its keeper reaps whatever it started) and remove its database."""

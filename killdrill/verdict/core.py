@@ -27,6 +27,7 @@ from killdrill.verdict.phrases import (
     format_identity,
     key_change_scope,
     key_changes,
+    runtime_attempts,
     short,
     times,
     why_duplicated,
@@ -68,7 +69,13 @@ def duplicate_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
         f"{effect.name} landed {times(len(landed))} (baseline {b}): {calls_phrase(landed, ctx.unknown)}"
         f" — {why_duplicated(landed)}"
     )
-    return [ctx.violation(DUPLICATE_EFFECT, message, effect)]
+    runtime, contexts = runtime_attempts(landed)
+    if not runtime:
+        return [ctx.violation(DUPLICATE_EFFECT, message, effect)]
+    message += f" (landed by {runtime})"  # the runtime's own retries: Temporal's activity attempts
+    numbers = [c["context"].get("attempt") for c in contexts]
+    extra = {"runtime": runtime, "runtime_attempts": numbers, "runtime_calls": contexts}
+    return [ctx.violation(DUPLICATE_EFFECT, message, effect, **extra)]
 
 
 @check(MISSING_EFFECT, per_effect=True, quiet_on_plain=True)

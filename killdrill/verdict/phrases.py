@@ -17,6 +17,7 @@ __all__ = [
     "format_identity",
     "key_changes",
     "nearest_baseline",
+    "runtime_attempts",
     "short",
     "times",
     "why_duplicated",
@@ -93,6 +94,34 @@ def why_duplicated(landed: Sequence[Call]) -> str:
     return f"under the same key {keys[0]}: the provider did not dedupe it"
 
 
+def runtime_attempts(calls: Sequence[Call]) -> tuple[str, list[dict[str, Any]]]:
+    """What the durable runtime called the code that made ``calls``, from the context an
+    integration recorded with each (:func:`killdrill.agent.in_runtime`): ``temporal activity
+    charge_customer attempts 1 and 2`` and, per call that has one, its seq, the drill's attempt
+    and the context (the runtime's own ``attempt`` in it); ``""`` and ``[]`` when none has.
+    Framework-agnostic: the words are the context's ``runtime``, ``unit`` and ``name``."""
+    detail: list[dict[str, Any]] = []
+    groups: dict[str, list[str]] = {}
+    for c in calls:
+        if not c.context:
+            continue
+        detail.append({"seq": c.seq, "attempt": c.attempt, "context": c.context})
+        ctx = c.context
+        head = " ".join(str(ctx[k]) for k in ("runtime", "unit", "name") if ctx.get(k) not in (None, ""))
+        numbers = groups.setdefault(head or "runtime", [])
+        if ctx.get("attempt") is not None:
+            numbers.append(str(ctx["attempt"]))
+    parts = []
+    for head, numbers in groups.items():
+        if not numbers:
+            parts.append(head)
+        elif len(numbers) == 1:
+            parts.append(f"{head} attempt {numbers[0]}")
+        else:
+            parts.append(f"{head} attempts {', '.join(numbers[:-1])} and {numbers[-1]}")
+    return "; ".join(parts), detail
+
+
 def calls_detail(calls: Sequence[Call], unknown: Mapping[int, str]) -> list[dict[str, Any]]:
     return [
         {
@@ -103,6 +132,7 @@ def calls_detail(calls: Sequence[Call], unknown: Mapping[int, str]) -> list[dict
             "replayed": c.replayed,
             "effect_id": c.effect_id,
             "response_lost": unknown.get(c.seq),  # the point that cut the response, or None
+            **({"context": c.context} if c.context else {}),
         }
         for c in calls
     ]

@@ -94,13 +94,31 @@ def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> N
     assert [c.attempt for c in result.ledger.calls if c.provider == "payments"] == [1, 2]
     if bug == "attempt-key":  # Temporal's activity attempts, 1 then 2, are in the keys
         assert [k.rsplit("/", 1)[-1] for k in keys] == ["attempt-1", "attempt-2"], keys
+    # The duplicate names the server's retry: the activity's own attempts (activity.info().attempt)
+    dup = result.violations[0]
+    assert dup.detail["runtime_attempts"] == [1, 2], dup.detail
+    assert "landed by temporal activity charge_customer attempts 1 and 2" in dup.message, dup.message
+    assert {c["context"]["run"] for c in dup.detail["runtime_calls"]} == {"{thread}"}
 
 
 def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> None:
     # The killed worker's activity stays with the server for its start-to-close (5 min): the
     # resumed worker gets nothing to do and the workflow never closes within the drill's timeout.
+    # The hang names what the server still holds: the workflow and its pending activity.
     with drill(tmp_path, "no-heartbeat", timeout=12) as d:
-        expect(d, {"during:tickets.create#2": ("hang",)})
+        result = d.run_case("during:tickets.create#2")
+    assert result.kinds == ("hang",), result.text()
+    hang = result.violations[0]
+    assert "is still open with 1 pending activity: settle_batch (activity 3, started" in hang.message, (
+        hang.message
+    )
+    assert "attempt 1, no heartbeat, start-to-close 300s)" in hang.message, hang.message
+    assert "retries settle_batch only when its start-to-close (300s) expires" in hang.message
+    (workflow,) = hang.detail["runtime"]["workflows"]
+    assert workflow["workflow_id"] == result.thread and workflow["type"] == "PayoutWorkflow"
+    (pending,) = workflow["pending_activities"]
+    assert (pending["activity_type"], pending["state"], pending["attempt"]) == ("settle_batch", "started", 1)
+    assert pending["last_heartbeat_s_ago"] is None and pending["heartbeat_timeout_s"] is None
 
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
@@ -193,3 +211,84 @@ def test_a_forgotten_integration_is_said_in_one_line(tmp_path: Path) -> None:
     hint = "imports temporalio but the temporal integration is off"
     with pytest.warns(SetupWarning, match=hint), Drill([sys.executable, str(agent)], options) as d:
         d.discover()
+
+
+# ---------------------------------------------------------------- the SDK's abort at exit
+
+ABORTER = '''
+"""A Temporal agent that aborts (os.abort: SIGABRT, as the SDK's crash at exit, sdk-python#300)
+after its workflow closed, or before it (--when before: on a resume only, or --when always)."""
+import asyncio, os, sys
+from datetime import timedelta
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.worker import Worker
+with workflow.unsafe.imports_passed_through():
+    from killdrill.fakes import connect
+
+@activity.defn
+async def note_it(thread: str) -> str:
+    connect().kv.set("noted", thread)
+    return thread
+
+@workflow.defn
+class Noting:
+    @workflow.run
+    async def run(self, thread: str) -> str:
+        return await workflow.execute_activity(
+            note_it, thread, start_to_close_timeout=timedelta(seconds=1),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
+        )
+
+async def main(thread: str, when: str) -> None:
+    client = await Client.connect(
+        os.environ["KILLDRILL_TEMPORAL_ADDRESS"], namespace=os.environ["KILLDRILL_TEMPORAL_NAMESPACE"]
+    )
+    worker = Worker(client, task_queue="q", workflows=[Noting], activities=[note_it], max_cached_workflows=0)
+    async with worker:
+        try:
+            handle = await client.start_workflow(
+                Noting.run, thread, id=thread, task_queue="q", task_timeout=timedelta(seconds=2)
+            )
+        except WorkflowAlreadyStartedError:
+            handle = client.get_workflow_handle(thread)
+        if when == "always" or (when == "before" and os.environ.get("KILLDRILL_ATTEMPT") != "1"):
+            os.abort()
+        await handle.result()
+    os.abort()  # the workflow closed: what the SDK does at interpreter exit in sdk-python#300
+
+if __name__ == "__main__":  # the workflow sandbox imports this file again
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+'''
+
+
+def aborter(tmp_path: Path, when: str) -> Drill:
+    tmp_path.mkdir(exist_ok=True)
+    agent = tmp_path / "temporal_aborter.py"
+    agent.write_text(ABORTER)
+    options = DrillOptions(root=tmp_path / "r", integrations=("temporal",), timeout=30, discovery_runs=1)
+    return Drill(["python", str(agent), "{thread}", when], options, launcher="fork")
+
+
+def test_an_abort_at_exit_after_the_workflow_closed_is_no_verdict(tmp_path: Path) -> None:
+    with aborter(tmp_path, "after") as d:
+        assert "after:workflow.Noting" in d.points()  # discovery: the clean run aborted at exit
+        result = d.run_case("before:note_it")
+    assert result.kinds == (), result.text()
+    last = result.attempts[-1]
+    assert last.returncode == 0 and "sdk-python#300" in " ".join(last.notes), last
+    assert "(exit -6 after after:workflow.Noting)" in " ".join(last.notes)
+
+
+def test_an_abort_before_the_workflow_closed_stays_a_verdict(tmp_path: Path) -> None:
+    from killdrill.drill.errors import DiscoveryError
+
+    with aborter(tmp_path / "a", "always") as d, pytest.raises(DiscoveryError, match="exited -6"):
+        d.discover()
+    with aborter(tmp_path / "b", "before") as d:  # a resume that aborts with the workflow still open
+        result = d.run_case("before:note_it")
+    assert result.kinds[0] == "resume_failed", result.text()  # then state_diverged: kv never set
+    assert result.violations[0].cause == "resume_crashed"
+    assert result.attempts[-1].returncode == -6 and not result.attempts[-1].notes

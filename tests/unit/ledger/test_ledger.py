@@ -147,6 +147,35 @@ def test_other_ledger_format_is_refused(tmp_path: Path) -> None:
     assert LEDGER_FORMAT in _one_line(info.value) and str(path) in str(info.value)
 
 
+def test_a_call_records_the_runtime_context_it_ran_under(tmp_path: Path) -> None:
+    from killdrill.agent import in_runtime
+
+    fakes = connect(tmp_path / "l.sqlite", thread="t")
+    with in_runtime(runtime="temporal", unit="activity", name="charge", attempt=2):
+        fakes.payments.charge(idempotency_key="k", amount=10)
+    fakes.payments.charge(idempotency_key="k2", amount=10)
+    calls = Ledger(tmp_path / "l.sqlite", "t").calls()
+    assert calls[0].context == {"runtime": "temporal", "unit": "activity", "name": "charge", "attempt": 2}
+    assert calls[1].context is None
+
+
+def test_a_ledger_written_before_the_context_column_gets_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    connect(path, thread="t").payments.charge(idempotency_key="k", amount=10)
+    Ledger(path, "t").close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE killdrill_calls DROP COLUMN context")  # as killdrill wrote it before
+    db.commit()
+    db.close()
+    from killdrill.ledger import _ledger
+
+    _ledger._ready.clear()  # a new process opening it
+    ledger = Ledger(path, "t")
+    assert [c.key for c in ledger.calls()] == ["k"] and ledger.calls()[0].context is None
+    connect(ledger).payments.charge(idempotency_key="k2", amount=10)
+    assert len(ledger.calls()) == 2
+
+
 def test_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="directory"):
         Ledger(str(tmp_path), "t")

@@ -189,6 +189,24 @@ def test_new_key_per_attempt_duplicates_and_changes_key() -> None:
     assert changed.detail["distinct_keys"] == ["k1", "k2"]
 
 
+def test_a_duplicate_names_the_runtime_attempts_that_landed_it() -> None:
+    # An integration's runtime context on each call (Temporal: the activity's own attempt number)
+    from dataclasses import replace
+
+    ctx = {"runtime": "temporal", "unit": "activity", "name": "charge", "id": "2", "run": "{thread}"}
+    first, second = call(key="k1", attempt=1), call(key="k2", attempt=2)
+    case = snap(replace(first, context={**ctx, "attempt": 1}), replace(second, context={**ctx, "attempt": 2}))
+    dup = judge(BASELINE, case, TWO_ATTEMPTS)[0]
+    assert dup.kind == DUPLICATE_EFFECT
+    assert dup.message.endswith("(landed by temporal activity charge attempts 1 and 2)"), dup.message
+    assert dup.detail["runtime"] == "temporal activity charge attempts 1 and 2"
+    assert dup.detail["runtime_attempts"] == [1, 2]
+    assert [c["attempt"] for c in dup.detail["runtime_calls"]] == [1, 2]  # the drill's attempts
+    assert dup.detail["calls"][1]["context"]["attempt"] == 2
+    plain = judge(BASELINE, snap(call(key="k1", attempt=1), call(key="k2", attempt=2)), TWO_ATTEMPTS)[0]
+    assert "runtime" not in plain.detail and "landed by" not in plain.message
+
+
 def test_ungated_email_is_a_keyless_duplicate() -> None:
     case = snap(
         call(key="k1", attempt=1),
