@@ -143,6 +143,7 @@ class TemporalDevServer:
         self._namespaces: set[str] = set()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None  # runs the loop the SDK's client lives on
         self._client: Any = None
         self.start_s = 0.0
 
@@ -171,7 +172,8 @@ class TemporalDevServer:
             exec_=True,
         )
         self._loop = asyncio.new_event_loop()
-        threading.Thread(target=self._loop.run_forever, name="killdrill-temporal", daemon=True).start()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="killdrill-temporal", daemon=True)
+        self._thread.start()
         try:
             self._client = self._run(self._connect())
         except BaseException:
@@ -306,8 +308,13 @@ class TemporalDevServer:
                 with contextlib.suppress(Exception):
                     proc.wait(timeout=10)
             loop, self._loop = self._loop, None
+            thread, self._thread = self._thread, None
             if loop is not None:
                 loop.call_soon_threadsafe(loop.stop)
+                if thread is not None:
+                    thread.join(timeout=10)
+                if not loop.is_running():  # stopped: closed here, not left to the collector's warning
+                    loop.close()
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
