@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,6 @@ from killdrill.chaos.report import (
     ERRORED,
     MISSED,
     VIOLATED,
-    CleanCases,
     RunRecord,
     chaos_counts,
     is_chaos_report,
@@ -53,6 +52,7 @@ from killdrill.chaos.report import (
     write_reports,
 )
 from killdrill.chaos.shrink import Shrunk, shrink
+from killdrill.chaos.stream import RunStream, write_json_stream
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import ExitCode
 from killdrill.faults import fleet
@@ -138,41 +138,63 @@ class ChaosResult:
     options: ChaosOptions
     discovery: Discovery
     command: tuple[str, ...]
-    runs: list[RunRecord] = field(default_factory=list)
-    cases: list[CaseResult] = field(default_factory=list)
+    runs: Sequence[RunRecord] = field(default_factory=list)  # a job's: read from its RunStream
+    cases: Sequence[CaseResult] = field(default_factory=list)
     failures: list[Shrunk] = field(default_factory=list)
     stopped: str = "runs"  # runs | budget | max_failures
     elapsed_s: float = 0.0
+    stream: RunStream | None = field(default=None, compare=False, repr=False)
 
     @property
     def violated(self) -> bool:
+        if self.stream is not None:
+            return self.stream.violations > 0
         return any(r.outcome == VIOLATED for r in self.runs)
 
     @property
     def errored(self) -> bool:
+        if self.stream is not None:
+            return self.stream.errors > 0
         return any(r.outcome == ERRORED for r in self.runs)
 
     def exit_code(self) -> int:
         return ExitCode.VIOLATION if self.violated else ExitCode.ERROR if self.errored else ExitCode.OK
 
-    def to_dict(self) -> dict[str, Any]:
+    def header(self) -> dict[str, Any]:
         o = self.options
-        return report_dict(
-            {
-                "seed": o.seed,
-                "shard": f"{o.shard[0]}/{o.shard[1]}",
-                "runs_planned": o.runs,
-                "budget_s": o.budget_s,
-                "kills": [o.min_kills, o.max_kills],
-                "stopped": self.stopped,
-                "elapsed_s": round(self.elapsed_s, 3),
-                "command": list(self.command),
-            },
-            self.discovery,
-            self.runs,
-            self.cases,
-            self.failures,
-        )
+        return {
+            "seed": o.seed,
+            "shard": f"{o.shard[0]}/{o.shard[1]}",
+            "runs_planned": o.runs,
+            "budget_s": o.budget_s,
+            "kills": [o.min_kills, o.max_kills],
+            "stopped": self.stopped,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "command": list(self.command),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """``report.json``'s value, whole in memory (a job writes its files with :meth:`data`)."""
+        return report_dict(self.header(), self.discovery, self.runs, self.cases, self.failures)
+
+    def data(self) -> Mapping[str, Any]:
+        """:meth:`to_dict` with its runs and cases read from disk as they are used (a job's)."""
+        if self.stream is None:
+            return self.to_dict()
+        return self.stream.report_parts(self.header(), self.failures)
+
+    def write_reports(self, folder: str | os.PathLike[str]) -> None:
+        """``report.json``, ``junit.xml``, ``report.html``; a job's streamed from its runs' file."""
+        if self.stream is None:
+            write_reports(folder, self.to_dict())
+        else:
+            self.stream.write_reports(Path(folder), self.header(), self.failures)
+
+    def write_json(self, path: str | os.PathLike[str]) -> None:
+        if self.stream is None:
+            write_json(path, self.to_dict())
+        else:
+            write_json_stream(Path(path), self.data())
 
 
 def run_chaos(
@@ -222,16 +244,15 @@ def _run_chaos(
         report.mkdir(parents=True, exist_ok=True)
         write_json(report / "chaos.json", {**_header(command, options), "discovery": discovery.to_dict()})
         plans = (report / "plans.jsonl").open("a", encoding="utf-8")
-    result = ChaosResult(options, discovery, tuple(command))
+    stream = RunStream(discovery, report)  # runs.jsonl: each run as it finishes (issue 23)
+    result = ChaosResult(options, discovery, tuple(command), stream=stream)
+    result.runs, result.cases = stream.runs(), stream.cases()
     deadline = phase_start + options.budget_s if options.budget_s is not None else None
     todo = shard_indices(options.shard, options.runs)
     total = (
         len(range(options.shard[0] - 1, options.runs, options.shard[1])) if options.runs is not None else None
     )
     progress = ChaosProgress(total, options.progress)
-    records: dict[int, tuple[RunRecord, CaseResult]] = {}
-    clean_cases = CleanCases()  # clean runs past the first 60 keep no ledger or trace
-    failures = 0
 
     def plan(index: int) -> str:
         sched = plan_schedule(
@@ -254,26 +275,18 @@ def _run_chaos(
         return text
 
     def record(index: int, case: CaseResult, seconds: float) -> None:
-        nonlocal failures
         rec = RunRecord.of(index, case, seconds)
-        records[index] = (rec, clean_cases.offer(rec, case, records))
-        failures += rec.outcome == VIOLATED
+        stream.add(rec, case)  # on disk now; in memory only if it failed
         progress.update(rec)
 
     def more() -> bool:
         if deadline is not None and time.monotonic() >= deadline:
             result.stopped = "budget"
             return False
-        if options.max_failures is not None and failures >= options.max_failures:
+        if options.max_failures is not None and stream.violations >= options.max_failures:
             result.stopped = "max_failures"
             return False
         return True
-
-    def collect() -> None:
-        for index in sorted(records):
-            rec, case = records[index]
-            result.runs.append(rec)
-            result.cases.append(case)
 
     pool: WorkerPool | None = None
     try:
@@ -307,11 +320,10 @@ def _run_chaos(
         if pool is not None:
             pool.stop()  # every worker unwinds (killing its attempt) or is SIGKILLed within ~1 s
         progress.close()
-        collect()
         result.stopped = f"interrupted by {stop.name}"
         result.elapsed_s = time.monotonic() - started
         if report is not None:
-            write_reports(report, result.to_dict())
+            result.write_reports(report)
         stop.result = result
         raise stop from None
     finally:
@@ -320,7 +332,6 @@ def _run_chaos(
         progress.close()
         if plans is not None:
             plans.close()
-    collect()
     if options.shrink:
         try:
             result.failures = _shrink_all(drill, result, options, log)
@@ -331,14 +342,14 @@ def _run_chaos(
             result.stopped = f"interrupted by {stop.name} while shrinking"
             result.elapsed_s = time.monotonic() - started
             if report is not None:
-                write_reports(report, result.to_dict())
+                result.write_reports(report)
             stop.result = result
             raise stop from None
     result.elapsed_s = time.monotonic() - started
     if options.regressions and result.failures:
         update_corpus(options.regressions, command, result.failures, options.seed)
     if report is not None:
-        write_reports(report, result.to_dict())
+        result.write_reports(report)
     return result
 
 
@@ -360,7 +371,12 @@ def _shrink_all(
     """Shrink the first run of each distinct set of kinds; identical minimal results are one failure."""
     seen_kinds: set[tuple[str, ...]] = set()
     out: dict[tuple[str, tuple[str, ...]], Shrunk] = {}
-    for rec, case in zip(result.runs, result.cases, strict=True):
+    failing = (
+        [result.stream.failing[i] for i in sorted(result.stream.failing)]
+        if result.stream is not None
+        else list(zip(result.runs, result.cases, strict=True))
+    )
+    for rec, case in failing:
         if rec.outcome != VIOLATED or rec.kinds in seen_kinds:
             continue
         seen_kinds.add(rec.kinds)

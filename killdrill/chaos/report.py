@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,22 +199,27 @@ def report_dict(
     }
 
 
-def chaos_counts(runs: Sequence[RunRecord]) -> dict[str, int]:
+def chaos_counts(runs: Iterable[RunRecord]) -> dict[str, int]:
+    """One pass over the runs (a job's are read from disk, not held: killdrill.chaos.stream)."""
     counts: dict[str, int] = {CLEAN: 0, VIOLATED: 0, MISSED: 0, ERRORED: 0}
+    n = landed = missed = 0
     for r in runs:
+        n += 1
         counts[r.outcome] += 1
+        landed += len(r.landed)
+        missed += r.missed
     return {
-        "runs": len(runs),
+        "runs": n,
         "runs_clean": counts[CLEAN],
         "runs_violated": counts[VIOLATED],
         "runs_without_kill": counts[MISSED],
         "runs_harness_error": counts[ERRORED],
-        "kills_landed": sum(len(r.landed) for r in runs),
-        "kills_missed": sum(r.missed for r in runs),
+        "kills_landed": landed,
+        "kills_missed": missed,
     }
 
 
-def spread(discovery: Discovery, runs: Sequence[RunRecord]) -> dict[str, dict[str, int]]:
+def spread(discovery: Discovery, runs: Iterable[RunRecord]) -> dict[str, dict[str, int]]:
     """Interval (from this boundary to the next) -> kills aimed at it (percentage kills), kills
     that landed there, and of those in violated runs."""
     out = {START: {"aimed": 0, "kills": 0, "violated": 0}}
@@ -244,42 +249,62 @@ def write_reports(folder: str | os.PathLike[str], data: Mapping[str, Any]) -> No
 
 def write_junit(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
     """One testcase per run, a failure element with the verdict text for each violated run."""
-    from killdrill.report.drill import render_case
-
     runs = [RunRecord.from_dict(r) for r in data["runs"]]
     cases = [CaseResult.from_dict(c) for c in data["cases"]]
-    header = data["chaos"]
+    write_junit_stream(path, data["chaos"], runs, zip(runs, cases, strict=True))
+
+
+def write_junit_stream(
+    path: str | os.PathLike[str],
+    header: Mapping[str, Any],
+    runs: Iterable[RunRecord],
+    pairs: Iterable[tuple[RunRecord, CaseResult]],
+) -> None:
+    """:func:`write_junit` one testcase at a time: ``runs`` is read once for the suite's counts,
+    then ``pairs`` (the same runs with their cases, by index) once for the testcases."""
+    from killdrill.report.drill import atomic_writer, render_case
+
+    n = failures = errors = 0
+    seconds = 0.0
+    for r in runs:
+        n += 1
+        failures += r.outcome == VIOLATED
+        errors += r.outcome == ERRORED
+        seconds += r.seconds
     suite = ET.Element(
         "testsuite",
         name=f"killdrill chaos seed {header['seed']} shard {header['shard']}",
-        tests=str(len(runs)),
-        failures=str(sum(r.outcome == VIOLATED for r in runs)),
-        errors=str(sum(r.outcome == ERRORED for r in runs)),
-        time=f"{sum(r.seconds for r in runs):.3f}",
+        tests=str(n),
+        failures=str(failures),
+        errors=str(errors),
+        time=f"{seconds:.3f}",
     )
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="seed", value=str(header["seed"]))
-    for rec, case in zip(runs, cases, strict=True):
-        tc = ET.SubElement(
-            suite,
-            "testcase",
-            classname="killdrill.chaos.job",
-            name=f"run {rec.index} [{rec.schedule}]",
-            time=f"{rec.seconds:.3f}",
-        )
-        if rec.outcome in (VIOLATED, ERRORED):
-            tag = "failure" if rec.outcome == VIOLATED else "error"
-            el = ET.SubElement(tc, tag, message=", ".join(rec.kinds), type=rec.kinds[0] if rec.kinds else tag)
-            el.text = render_case(case)
-        out = [f"reproduce: {rec.reproduce or case.reproduce}"]
-        if rec.outcome == MISSED:
-            out.append("no fault landed: " + "; ".join(case.notes))
-        ET.SubElement(tc, "system-out").text = "\n".join(out)
-    root = ET.Element("testsuites")
-    root.append(suite)
-    ET.indent(root)
-    xml = ET.tostring(root, encoding="unicode")
-    atomic_write_text(path, "<?xml version='1.0' encoding='utf-8'?>\n" + xml + "\n")
+    head = ET.tostring(suite, encoding="unicode")
+    head = head[: head.rindex("</testsuite>")]
+    with atomic_writer(path) as fh:
+        fh.write("<?xml version='1.0' encoding='utf-8'?>\n<testsuites>\n  ")
+        fh.write(head.replace("<properties>", "\n    <properties>", 1))
+        for rec, case in pairs:
+            tc = ET.Element(
+                "testcase",
+                classname="killdrill.chaos.job",
+                name=f"run {rec.index} [{rec.schedule}]",
+                time=f"{rec.seconds:.3f}",
+            )
+            if rec.outcome in (VIOLATED, ERRORED):
+                tag = "failure" if rec.outcome == VIOLATED else "error"
+                kind = rec.kinds[0] if rec.kinds else tag
+                el = ET.SubElement(tc, tag, message=", ".join(rec.kinds), type=kind)
+                el.text = render_case(case)
+            out = [f"reproduce: {rec.reproduce or case.reproduce}"]
+            if rec.outcome == MISSED:
+                out.append("no fault landed: " + "; ".join(case.notes))
+            ET.SubElement(tc, "system-out").text = "\n".join(out)
+            ET.indent(tc, space="  ", level=2)
+            fh.write("\n    " + ET.tostring(tc, encoding="unicode"))
+        fh.write("\n  </testsuite>\n</testsuites>\n")
 
 
 _OUTCOME_TEXT = {CLEAN: str(Verdict.EXACTLY_ONCE), MISSED: "no fault landed"}

@@ -25,7 +25,6 @@ from killdrill.options import (
     check_output_file,
 )
 from killdrill.records import Discovery
-from killdrill.report.drill import write_json
 
 if TYPE_CHECKING:
     from killdrill.chaos.job import ChaosResult
@@ -161,11 +160,10 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
         )
         stop.reported = True
         raise
-    data = result.to_dict()
-    print(render_text(data))
+    print(render_text(result.data()))  # the runs read from disk, not held (issue 23)
     if args.json:
         try:
-            write_json(args.json, data)
+            result.write_json(args.json)
         except OSError as exc:  # checked before the job; the disk may still fill up
             raise HarnessError(
                 f"--json {args.json}: cannot write the report: {exc.strerror or exc}"

@@ -7,13 +7,14 @@ It never dumps internals: everything printed is something a person acts on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from killdrill.records import (
     DRAINED,
@@ -299,25 +300,29 @@ def _lost(violations: Iterable[Violation]) -> dict[int, str]:
 def summarize_cases(cases: Iterable[CaseResult]) -> dict[str, Any]:
     """Counts for JSON and the summary line; ``by_kind`` counts cases showing each kind,
     ``providers`` sums the cases' per-provider effect counts."""
-    cases = list(cases)
     by_kind: dict[str, int] = {}
     providers: dict[str, dict[str, int]] = {}
+    total = ok = 0
+    models: list[Any] = []  # one pass: a chaos job streams its cases from disk (issue 23)
     for case in cases:
+        total += 1
+        ok += case.ok
+        if case.model:
+            models.append(case.model)
         for kind in case.kinds:
             by_kind[kind] = by_kind.get(kind, 0) + 1
         for provider, counts in case.summary.items():
             into = providers.setdefault(provider, {k: 0 for k, _ in _SUMMARY_LABELS if k != "consequence"})
             for k, n in counts.items():
                 into[k] = into.get(k, 0) + n
-    ok = sum(c.ok for c in cases)
     out: dict[str, Any] = {
-        "cases": len(cases),
+        "cases": total,
         "ok": ok,
-        "violated": len(cases) - ok,
+        "violated": total - ok,
         "by_kind": dict(sorted(by_kind.items())),
         "providers": dict(sorted(providers.items())),
     }
-    model = sum_model_work(c.model for c in cases)
+    model = sum_model_work(models)
     if model:
         out["model"] = model
     return out
@@ -434,20 +439,28 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write a temporary file next to ``path``, fsync it, rename it over ``path``: a reader (or a
     job killed mid-write) sees the old file or the new one, never a truncated one.  Every report
     file gets the umask's mode (mkstemp alone would make some 0600 beside others 0644)."""
+    with atomic_writer(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """:func:`atomic_write_text` for a file written piece by piece (a chaos job's report.json and
+    junit.xml, streamed from its runs: the text is never whole in memory)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return target
 
 
 def _umask() -> int:

@@ -8,13 +8,15 @@ report of several shards renders the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
 from killdrill.records import DUPLICATE_EFFECT, Attempt, CaseResult, Verdict, ViolationKind
 
 __all__ = ["render_html"]
+
+_FAILED = (Verdict.VIOLATED, ViolationKind.HARNESS_ERROR)  # a run outcome, as its report says it
 
 MAX_TIMELINES = 60
 """Failing runs are always drawn; clean ones only up to this many (the page stays light)."""
@@ -49,7 +51,7 @@ details.clean>summary{cursor:pointer;color:#5b6572;margin:10px 0}
 def render_html(data: Mapping[str, Any]) -> str:
     """The whole page: summary cards, shrunk failures, interval x outcome matrix, timelines."""
     h, s = data["chaos"], data["summary"]
-    cases = [CaseResult.from_dict(c) for c in data["cases"]]
+    cases = data["cases"]  # dicts: only the drawn ones are read (a job's page, issue 23)
     runs = list(data["runs"])
     title = f"killdrill chaos — seed {h['seed']}"
     parts = [
@@ -61,8 +63,8 @@ def render_html(data: Mapping[str, Any]) -> str:
         + "</div>",
         _cards(s),
         _failures(data.get("failures") or []),
-        _matrix(data["spread"], runs),
-        _timelines(runs, cases),
+        _matrix(data["spread"], runs, data.get("html_counts")),
+        _timelines(runs, cases, data.get("html_counts")),
         "</body></html>",
     ]
     return "\n".join(parts)
@@ -106,15 +108,34 @@ def _failures(failures: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _matrix(spread: Mapping[str, Mapping[str, int]], runs: Sequence[Mapping[str, Any]]) -> str:
-    """Rows: the interval a kill landed in; columns: the run's outcome (clean, or each kind)."""
-    columns = [str(Verdict.EXACTLY_ONCE), *sorted({k for r in runs for k in r["kinds"]})]
+def matrix_counts(
+    spread: Mapping[str, Mapping[str, int]], runs: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """What the page counts over every run, in one pass: the matrix, the kinds, kills missed and
+    runs without a violation (a chaos job gives these with only some runs drawn: chaos.stream)."""
+    kinds: set[str] = set()
     counts: dict[str, dict[str, int]] = {label: {} for label in spread}
+    missed = good = 0
     for r in runs:
+        kinds.update(r["kinds"])
+        missed += r["missed"]
+        good += r["outcome"] not in _FAILED
         for iv in r["landed"]:
             row = counts.setdefault(iv, {})
             for col in r["kinds"] or [str(Verdict.EXACTLY_ONCE)]:
                 row[col] = row.get(col, 0) + 1
+    return {"kinds": sorted(kinds), "matrix": counts, "missed": missed, "good": good}
+
+
+def _matrix(
+    spread: Mapping[str, Mapping[str, int]],
+    runs: Sequence[Mapping[str, Any]],
+    given: Mapping[str, Any] | None = None,
+) -> str:
+    """Rows: the interval a kill landed in; columns: the run's outcome (clean, or each kind)."""
+    totals = given if given is not None else matrix_counts(spread, runs)
+    columns = [str(Verdict.EXACTLY_ONCE), *totals["kinds"]]
+    counts: Mapping[str, Mapping[str, int]] = totals["matrix"]
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
     rows = []
     for label, row in counts.items():
@@ -124,7 +145,7 @@ def _matrix(spread: Mapping[str, Mapping[str, int]], runs: Sequence[Mapping[str,
             cls = "zero" if n == 0 else ("hot" if c != Verdict.EXACTLY_ONCE else "")
             cells.append(f"<td class='{cls}'>{n}</td>")
         rows.append(f"<tr><td class='l'>{escape(label)}</td>{''.join(cells)}</tr>")
-    missed = sum(r["missed"] for r in runs)
+    missed = totals["missed"]
     return (
         "<h2>Kill spread: boundary interval &times; outcome</h2>"
         "<p class='sub'>Each landed kill counted in the interval from the boundary it last passed "
@@ -134,13 +155,20 @@ def _matrix(spread: Mapping[str, Mapping[str, int]], runs: Sequence[Mapping[str,
     )
 
 
-def _timelines(runs: Sequence[Mapping[str, Any]], cases: Sequence[CaseResult]) -> str:
-    """Violated and errored runs drawn open; clean runs folded in a <details> (no script needed)."""
+def _timelines(
+    runs: Sequence[Mapping[str, Any]],
+    cases: Sequence[Mapping[str, Any] | None],
+    given: Mapping[str, Any] | None = None,
+) -> str:
+    """Violated and errored runs drawn open (the first ``MAX_TIMELINES``, each later one a line with
+    its kinds and reproduction); clean runs folded in a <details> (no script needed)."""
     pairs = list(zip(runs, cases, strict=True))
-    _failed = (Verdict.VIOLATED, ViolationKind.HARNESS_ERROR)  # a run outcome, as its report says it
-    bad = [p for p in pairs if p[0]["outcome"] in _failed]
-    good = [p for p in pairs if p[0]["outcome"] not in _failed]
-    drawn = good[: max(0, MAX_TIMELINES - len(bad))]
+    failed = [p for p in pairs if p[0]["outcome"] in _FAILED]
+    bad = [(run, CaseResult.from_dict(case)) for run, case in failed[:MAX_TIMELINES] if case is not None]
+    good = [p for p in pairs if p[0]["outcome"] not in _FAILED]
+    room = max(0, MAX_TIMELINES - len(bad))
+    drawn = [(run, CaseResult.from_dict(case)) for run, case in good[:room] if case is not None]
+    total_good = given["good"] if given is not None else len(good)
     out = [
         "<h2>Runs</h2>",
         "<p class='legend sub'><span>▏ boundary (hover for its name)</span>"
@@ -149,11 +177,22 @@ def _timelines(runs: Sequence[Mapping[str, Any]], cases: Sequence[CaseResult]) -
         "<span style='color:#c62828'>● duplicate</span></p>",
     ]
     out.extend(_timeline(case, run) for run, case in bad)
-    if good:
-        hidden = len(good) - len(drawn)
+    if len(failed) > len(bad):
+        out.append(f"<p class='sub'>{len(failed) - len(bad)} more failing run(s), not drawn (report.json and")
+        out.append(" junit.xml have each in full):</p><table><tr><th>run</th><th class='l'>schedule</th>")
+        out.append("<th class='l'>kinds</th><th class='l'>reproduce</th></tr>")
+        out.extend(
+            f"<tr><td>{r['index']}</td><td class='l'>{escape(r['schedule'])}</td>"
+            f"<td class='l'>{escape(', '.join(r['kinds']))}</td>"
+            f"<td class='l'>{escape(r.get('reproduce') or '')}</td></tr>"
+            for r, _ in failed[len(bad) :]
+        )
+        out.append("</table>")
+    if total_good:
+        hidden = total_good - len(drawn)
         more = f"; {hidden} more not drawn" if hidden else ""
         out.append(
-            f"<details class='clean'><summary>{len(good)} run(s) without a violation{more}</summary>"
+            f"<details class='clean'><summary>{total_good} run(s) without a violation{more}</summary>"
             + "".join(_timeline(case, run) for run, case in drawn)
             + "</details>"
         )

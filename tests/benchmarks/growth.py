@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -124,9 +125,10 @@ def _report_growth(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, flo
     return rows
 
 
-def _chaos_data(runs: int) -> dict[str, Any]:
-    """A chaos job's report data of ``runs`` clean runs (1 in 50 violated), built in memory."""
-    from killdrill.chaos.report import CleanCases, RunRecord, report_dict
+def _chaos_runs(runs: int) -> tuple[Any, Any]:
+    """The discovery and a generator of ``runs`` finished runs (1 in 50 violated), as a job gets
+    them: each case made when its run ends, gone once the job has recorded it."""
+    from killdrill.chaos.report import RunRecord
     from killdrill.records import (
         Attempt,
         Call,
@@ -158,51 +160,58 @@ def _chaos_data(runs: int) -> dict[str, Any]:
     )
     ledger = LedgerSnapshot(calls=calls)
     disc = Discovery(("agent",), cat, ledger, runs=(CleanRun("t0", cat, ledger),))
-    kept: dict[int, tuple[Any, Any]] = {}
-    clean_cases = CleanCases()  # what the job keeps of each run (killdrill.chaos.job)
-    for i in range(runs):
-        kill = labels[i % 10]
-        trace = tuple(TraceEvent(lb, 1, float(k), 1) for k, lb in enumerate(labels[: i % 10 + 1]))
-        attempts = (
-            Attempt(1, kill, "killed", -9, 100.0, trace, killed_at=kill),
-            Attempt(2, None, "exited", 0, 100.0, trace),
-        )
-        bad = i % 50 == 0
-        violations = (
-            (Violation("duplicate_effect", "payments.charge landed 2 times", "payments", "charge"),)
-            if bad
-            else ()
-        )
-        case = CaseResult(
-            ("agent",), kill, f"t{i}", f"/w/{i}", attempts, violations, ledger=ledger, reproduce="x"
-        )
-        rec = RunRecord.of(i, case, 0.2)
-        kept[i] = (rec, clean_cases.offer(rec, case, kept))
-    records = [kept[i][0] for i in sorted(kept)]
-    cases = [kept[i][1] for i in sorted(kept)]
-    return report_dict({"seed": 1, "shard": "1/1", "command": ["agent"]}, disc, records, cases, [])
+
+    def finished() -> Any:
+        for i in range(runs):
+            kill = labels[i % 10]
+            trace = tuple(TraceEvent(lb, 1, float(k), 1) for k, lb in enumerate(labels[: i % 10 + 1]))
+            attempts = (
+                Attempt(1, kill, "killed", -9, 100.0, trace, killed_at=kill),
+                Attempt(2, None, "exited", 0, 100.0, trace),
+            )
+            bad = i % 50 == 0
+            violations = (
+                (Violation("duplicate_effect", "payments.charge landed 2 times", "payments", "charge"),)
+                if bad
+                else ()
+            )
+            case = CaseResult(
+                ("agent",), kill, f"t{i}", f"/w/{i}", attempts, violations, ledger=ledger, reproduce="x"
+            )
+            yield RunRecord.of(i, case, 0.2), case
+
+    return disc, finished()
 
 
 def bench_chaos(sizes: tuple[int, ...] = CHAOS) -> dict[str, Any]:
-    from killdrill.chaos.report import write_reports
+    """A job's harness memory as its runs grow: each run recorded as the job records it
+    (killdrill.chaos.stream: runs.jsonl as it finishes), then its three report files written."""
+    from killdrill.chaos.stream import RunStream
 
+    header = {"seed": 1, "shard": "1/1", "command": ["agent"]}
     out: dict[str, Any] = {"chaos_load_average": os.getloadavg()[0]}
     for n in sizes:
         folder = Path(tempfile.mkdtemp(prefix=f"killdrill-bench-chaos{n}-"))
         gc.collect()
         tracemalloc.start()
         t0 = time.perf_counter()
-        data = _chaos_data(n)
-        write_reports(folder, data)
+        disc, finished = _chaos_runs(n)
+        stream = RunStream(disc, folder)
+        for rec, case in finished:
+            stream.add(rec, case)
+        t1 = time.perf_counter()
+        stream.write_reports(folder, header, [])
         took = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        del data
+        stream.close()
+        out[f"chaos_{n}_record_ms_per_run"] = 1e3 * (t1 - t0) / n
         out[f"chaos_{n}_report_s"] = took
         out[f"chaos_{n}_harness_mb"] = peak / 2**20
         out[f"chaos_{n}_harness_kb_per_run"] = peak / 1024 / n
-        for name in ("report.json", "junit.xml", "report.html"):
+        for name in ("report.json", "junit.xml", "report.html", "runs.jsonl"):
             out[f"chaos_{n}_{name.replace('.', '_')}_mb"] = (folder / name).stat().st_size / 2**20
+        shutil.rmtree(folder, ignore_errors=True)
     first, last = sizes[0], sizes[-1]
     out["chaos_memory_per_run_growth"] = (
         out[f"chaos_{last}_harness_kb_per_run"] / out[f"chaos_{first}_harness_kb_per_run"]

@@ -1,0 +1,95 @@
+"""A chaos job streams its runs to ``runs.jsonl`` as they finish and writes report.json, junit.xml
+and report.html from it (issue 23): the job's memory is flat in the number of runs, and the
+reports say what the in-memory ones said (the same JSON value, the same testcases, the same page
+counts), failing runs in full, clean ones past the first 60 abridged, in any finish order."""
+
+from __future__ import annotations
+
+import json
+import random
+import tracemalloc
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from killdrill.chaos.report import CleanCases, RunRecord, report_dict, write_reports
+from killdrill.chaos.stream import RUNS_FILE, RunStream
+from killdrill.records import (
+    Attempt,
+    Call,
+    CaseResult,
+    CatalogueEntry,
+    Discovery,
+    LedgerSnapshot,
+    TraceEvent,
+    Violation,
+)
+
+LEDGER = LedgerSnapshot(calls=(Call(0, "payments", "charge", "k", {"n": 1}, "created", None, 1, 1, 0.0),))
+TRACE = (TraceEvent("before:pay", 1, 0.0, 1),)
+DISC = Discovery(("agent",), (CatalogueEntry("before:pay", "before:pay", 1, 0.0),), LEDGER)
+HEADER = {"seed": 7, "shard": "1/1", "command": ["agent"]}
+
+
+def case(i: int, bad: bool) -> CaseResult:
+    violations = (Violation("duplicate_effect", "twice", "payments", "charge"),) if bad else ()
+    attempts = (Attempt(1, "before:pay", "killed", -9, 1.0, TRACE, killed_at="before:pay"),)
+    return CaseResult(("agent",), "before:pay", f"t{i}", f"/w/{i}", attempts, violations, ledger=LEDGER)
+
+
+def test_streamed_reports_say_what_the_in_memory_ones_said(tmp_path: Path) -> None:
+    order = list(range(150))
+    random.Random(7).shuffle(order)  # workers finish out of order
+    (tmp_path / "streamed").mkdir()
+    stream = RunStream(DISC, tmp_path / "streamed")
+    kept: dict[int, tuple[RunRecord, CaseResult]] = {}
+    keeper = CleanCases()  # what the job kept in memory before
+    for i in order:
+        c = case(i, bad=i % 9 == 4)
+        rec = RunRecord.of(i, c, 0.1)
+        stream.add(rec, c)
+        kept[i] = (rec, keeper.offer(rec, c, kept))
+    assert len((tmp_path / "streamed" / RUNS_FILE).read_text().splitlines()) == 150
+    assert sorted(stream.failing) == [i for i in range(150) if i % 9 == 4]  # the first 60 failing stay
+    stream.write_reports(tmp_path / "streamed", HEADER, [])
+    ordered = [kept[i] for i in sorted(kept)]
+    in_memory = report_dict(HEADER, DISC, [r for r, _ in ordered], [c for _, c in ordered], [])
+    write_reports(tmp_path / "memory", in_memory)
+
+    def load(folder: str, name: str) -> str:
+        return (tmp_path / folder / name).read_text(encoding="utf-8")
+
+    assert json.loads(load("streamed", "report.json")) == json.loads(json.dumps(in_memory, default=str))
+    assert [r.index for r in stream.runs()] == list(range(150))
+    assert [c.abridged for c in stream.cases()] == [kept[i][1].abridged for i in range(150)]
+
+    def cases(xml: str) -> list[tuple[str, list[str], str]]:
+        suite = ET.fromstring(xml).find("testsuite")
+        assert suite is not None
+        return [
+            (suite.get("tests") or "", [e.tag for e in tc], ET.tostring(tc, encoding="unicode"))
+            for tc in suite
+        ]
+
+    assert cases(load("streamed", "junit.xml")) == cases(load("memory", "junit.xml"))
+    streamed, memory = load("streamed", "report.html"), load("memory", "report.html")
+    assert streamed == memory  # same failing runs, the same clean ones drawn, the same counts
+    assert "run(s) without a violation; " in streamed
+
+
+def test_the_jobs_memory_is_flat_in_runs(tmp_path: Path) -> None:
+    """What the job holds per clean run is two integers, not the run: 10x the runs, ~the memory."""
+    stream = RunStream(DISC, None)
+    cases = [case(i, bad=False) for i in range(3)]
+    tracemalloc.start()
+    try:
+        for i in range(200):
+            stream.add(RunRecord.of(i, cases[i % 3], 0.1), cases[i % 3])
+        small = tracemalloc.get_traced_memory()[0]
+        for i in range(200, 2200):
+            stream.add(RunRecord.of(i, cases[i % 3], 0.1), cases[i % 3])
+        large = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert (large - small) / 2000 < 100, f"{(large - small) / 2000:.0f} bytes kept per run"
+    assert len(stream.runs()) == 2200 and stream.runs()[2199].index == 2199
+    stream.close()
