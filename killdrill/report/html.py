@@ -164,10 +164,10 @@ def _timelines(
     its kinds and reproduction); clean runs folded in a <details> (no script needed)."""
     pairs = list(zip(runs, cases, strict=True))
     failed = [p for p in pairs if p[0]["outcome"] in _FAILED]
-    bad = [(run, CaseResult.from_dict(case)) for run, case in failed[:MAX_TIMELINES] if case is not None]
+    bad = [(r, CaseResult.from_dict(dict(c))) for r, c in failed[:MAX_TIMELINES] if c is not None]
     good = [p for p in pairs if p[0]["outcome"] not in _FAILED]
     room = max(0, MAX_TIMELINES - len(bad))
-    drawn = [(run, CaseResult.from_dict(case)) for run, case in good[:room] if case is not None]
+    drawn = [(run, CaseResult.from_dict(dict(case))) for run, case in good[:room] if case is not None]
     total_good = given["good"] if given is not None else len(good)
     out = [
         "<h2>Runs</h2>",
