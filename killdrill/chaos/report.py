@@ -147,36 +147,6 @@ class RunRecord:
         )
 
 
-class CleanCases:
-    """Which runs' cases a job keeps in full: every failing one (shrinking and the report need
-    them), and of the others the :data:`~killdrill.records.FULL_CLEAN_CASES` with the smallest
-    indexes (the ones ``report.html`` draws); later clean cases are kept abridged (no ledger, no
-    traces), so a job's memory per run no longer holds a ledger (issue 23)."""
-
-    def __init__(self, keep: int | None = None) -> None:
-        from killdrill.records import FULL_CLEAN_CASES
-
-        self.keep = FULL_CLEAN_CASES if keep is None else keep
-        self._full: list[int] = []  # a max-heap of the kept indexes (negated)
-
-    def offer(self, rec: RunRecord, case: CaseResult, cases: dict[int, Any]) -> CaseResult:
-        """``case`` as the job should keep it; may abridge an earlier kept one in ``cases``
-        (index -> (record, case))."""
-        import heapq
-
-        if rec.outcome in (VIOLATED, ERRORED):
-            return case
-        heapq.heappush(self._full, -rec.index)
-        if len(self._full) <= self.keep:
-            return case
-        evicted = -heapq.heappop(self._full)
-        if evicted == rec.index:
-            return case.abridge()
-        old_rec, old_case = cases[evicted]
-        cases[evicted] = (old_rec, old_case.abridge())
-        return case
-
-
 def report_dict(
     header: dict[str, Any],
     discovery: Discovery,

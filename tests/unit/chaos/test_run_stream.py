@@ -10,8 +10,9 @@ import random
 import tracemalloc
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
-from killdrill.chaos.report import CleanCases, RunRecord, report_dict, write_reports
+from killdrill.chaos.report import ERRORED, VIOLATED, RunRecord, report_dict, write_reports
 from killdrill.chaos.stream import RUNS_FILE, RunStream
 from killdrill.records import (
     Attempt,
@@ -28,6 +29,34 @@ LEDGER = LedgerSnapshot(calls=(Call(0, "payments", "charge", "k", {"n": 1}, "cre
 TRACE = (TraceEvent("before:pay", 1, 0.0, 1),)
 DISC = Discovery(("agent",), (CatalogueEntry("before:pay", "before:pay", 1, 0.0),), LEDGER)
 HEADER = {"seed": 7, "shard": "1/1", "command": ["agent"]}
+
+
+class CleanCases:
+    """The job's former in-memory keeping, the oracle the streamed reports must equal: every
+    failing case in full, and the clean ones with the smallest indexes; later ones abridged."""
+
+    def __init__(self, keep: int | None = None) -> None:
+        from killdrill.records import FULL_CLEAN_CASES
+
+        self.keep = FULL_CLEAN_CASES if keep is None else keep
+        self._full: list[int] = []  # a max-heap of the kept indexes (negated)
+
+    def offer(self, rec: RunRecord, case: CaseResult, cases: dict[int, Any]) -> CaseResult:
+        """``case`` as the job should keep it; may abridge an earlier kept one in ``cases``
+        (index -> (record, case))."""
+        import heapq
+
+        if rec.outcome in (VIOLATED, ERRORED):
+            return case
+        heapq.heappush(self._full, -rec.index)
+        if len(self._full) <= self.keep:
+            return case
+        evicted = -heapq.heappop(self._full)
+        if evicted == rec.index:
+            return case.abridge()
+        old_rec, old_case = cases[evicted]
+        cases[evicted] = (old_rec, old_case.abridge())
+        return case
 
 
 def case(i: int, bad: bool) -> CaseResult:
