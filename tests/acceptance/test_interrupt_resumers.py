@@ -3,9 +3,10 @@
 The drill kills the first attempt once the graph is parked at the interrupt (at
 ``before:deliver_approval``, before any delivery), then starts three resumers lined up at that
 point, each delivering the same ``Command(resume="approved")``.  The agent as users write it
-resumes in every process and emails the customer three times (caught: ``duplicate_effect`` on
-``mailbox.send``); the agent that claims the interrupt with one conditional UPDATE first resumes
-it once (passes).  On SqliteSaver and PostgresSaver, on real processes (forked from a warm template).
+resumes in every process that still finds the interrupt and emails the customer two or three
+times (caught: ``duplicate_effect`` on ``mailbox.send``); the agent that claims the interrupt with
+one conditional UPDATE first resumes it once (passes).  On SqliteSaver and PostgresSaver, on real
+processes (forked from a warm template).
 """
 
 from __future__ import annotations
@@ -63,13 +64,17 @@ def drill_verdicts(root: Path, saver: list[str], *, claim: bool, runs: int) -> l
         if claim:
             assert len(sends) == 1 and [c.outcome for c in charges] == [CREATED]
         else:
-            assert len(sends) == RESUMERS and len({c.pid for c in sends}) == RESUMERS
-            assert sorted(c.outcome for c in charges) == [CREATED] + [REPLAYED] * (RESUMERS - 1)
+            # Every resumer that still found the interrupt delivers it: two at least (the barrier
+            # releases all three at once), three when none finished before another's invoke read
+            # the thread; a late one finds the run done and sends nothing.
+            assert 2 <= len(sends) <= RESUMERS and len({c.pid for c in sends}) == len(sends)
+            assert sorted(c.outcome for c in charges) == [CREATED] + [REPLAYED] * (len(charges) - 1)
+            assert len(charges) == len(sends)
         verdicts.append(case.kinds)
     return verdicts
 
 
-def test_every_resumer_fires_the_gated_effect(tmp_path: Path, saver: list[str]) -> None:
+def test_concurrent_resumers_fire_the_gated_effect_again(tmp_path: Path, saver: list[str]) -> None:
     assert drill_verdicts(tmp_path, saver, claim=False, runs=1) == [("duplicate_effect",)]
 
 
