@@ -63,6 +63,9 @@ class CaseAttempts:
     violations: list[Violation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     completed: bool = False
+    # the ledger as read after the last attempt, when nothing ran after that read: the case's
+    # verdict judges it (a 1,000-effect case read its ledger three times, issue 23)
+    ledger: LedgerSnapshot | None = None
 
 
 class CaseRunner:
@@ -113,7 +116,10 @@ class CaseRunner:
         summary: dict[str, dict[str, int]] = {}
         model: dict[str, Any] = {}
         try:
-            ledger = self.workdirs.snapshot(run)
+            if ran.ledger is None:
+                ledger = self.workdirs.snapshot(run)
+            else:
+                ledger = self.workdirs.normalized(ran.ledger, run)
         except (LedgerError, OSError, ValueError) as exc:  # unreadable or corrupt (JSON) ledger: one line
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
@@ -204,6 +210,7 @@ class CaseRunner:
         seen: LedgerSnapshot | None = None
         while number < max_attempts:
             number += 1
+            out.ledger = None  # the between-attempts command may write to it
             if number > 1 and self.options.between:
                 between = self._between(run, number)
                 if between is not None:
@@ -220,7 +227,9 @@ class CaseRunner:
                 batch = self.launcher.launch(run, [self.launcher.spec(run, number, kill)])
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)
-            seen, broken = self._check_ledger(run, mark, seen, number)
+            now, broken = self._check_ledger(run, mark, seen, number)
+            seen = now if now is not None else seen
+            out.ledger = now
             if broken is not None:
                 out.violations.append(broken)
                 break
@@ -259,11 +268,12 @@ class CaseRunner:
     def _check_ledger(
         self, run: RunContext, mark: str, seen: LedgerSnapshot | None, number: int
     ) -> tuple[LedgerSnapshot | None, Violation | None]:
-        """After each attempt: the ledger still holds every call recorded before, and the marker."""
+        """After each attempt: the ledger still holds every call recorded before, and the marker.
+        Returns the ledger as read (None when it could not be read) and what broke."""
         try:
-            now, marked = self.workdirs.snapshot_and_mark(run, mark)
+            now, marked = self.workdirs.raw_snapshot_and_mark(run, mark)
         except (LedgerError, OSError, ValueError) as exc:  # a bug in killdrill is not a verdict: it raises
-            return seen, Violation(HARNESS_ERROR, f"cannot read the ledger after attempt {number}: {exc}")
+            return None, Violation(HARNESS_ERROR, f"cannot read the ledger after attempt {number}: {exc}")
         why = ledger_break(seen, now, marked)
         if why:
             return now, Violation(

@@ -93,10 +93,14 @@ class Workdirs:
         return str(workdir / STATE_DIR / "ledger.sqlite")
 
     @contextlib.contextmanager
-    def ledger(self, run: RunContext) -> Iterator[Ledger]:
-        """The run's ledger, open for one read or write."""
+    def ledger(self, run: RunContext, read_only: bool = False) -> Iterator[Ledger]:
+        """The run's ledger, open for one read or write.  Nothing keeps it open while an attempt
+        runs: the agent may delete, truncate or rewrite its files (a connection that maps a
+        truncated ``-shm`` file dies of SIGBUS).  ``read_only``: a connection that cannot write,
+        so its close copies no WAL into the file, with an fsync (a tenth of a 1,000-effect case's
+        harness time, issue 23); only for a ledger the case made (its marker)."""
         url = self.ledger_url(run.workdir)
-        ledger = Ledger(url, run.thread)
+        ledger = Ledger(url, run.thread, read_only=read_only)
         try:
             yield ledger
         finally:
@@ -111,13 +115,16 @@ class Workdirs:
         every case and the baseline could never be compared with it.
         """
         with self.ledger(run) as ledger:
-            return self._normalized(ledger.snapshot(), run)
+            return self.normalized(ledger.snapshot(), run)
 
-    def snapshot_and_mark(self, run: RunContext, mark: str) -> tuple[LedgerSnapshot, bool]:
-        """After an attempt, in one open: the snapshot, and whether the case's marker is still there."""
-        with self.ledger(run) as ledger:
-            snap = self._normalized(ledger.snapshot(), run)
-            return snap, ledger.settings(LEDGER_MARKER).get("mark") == mark
+    def raw_snapshot_and_mark(self, run: RunContext, mark: str) -> tuple[LedgerSnapshot, bool]:
+        """After an attempt: the snapshot as written (not normalised: the case normalises only
+        the last one, see :meth:`normalized`), and whether the case's marker is still there."""
+        url = self.ledger_url(run.workdir)
+        if url != self._shared and not os.path.isfile(url):  # the agent deleted it
+            return LedgerSnapshot(), False
+        with self.ledger(run, read_only=True) as ledger:
+            return ledger.snapshot(), ledger.settings(LEDGER_MARKER).get("mark") == mark
 
     def mark(self, run: RunContext, mark: str) -> None:
         """Write the case's marker into its ledger before attempt 1 (see ``baselines.ledger_break``)."""
@@ -125,7 +132,8 @@ class Workdirs:
             ledger.configure(LEDGER_MARKER, mark=mark)
 
     @staticmethod
-    def _normalized(snap: LedgerSnapshot, run: RunContext) -> LedgerSnapshot:
+    def normalized(snap: LedgerSnapshot, run: RunContext) -> LedgerSnapshot:
+        """A snapshot of ``run``'s ledger as :meth:`snapshot` returns it."""
         return normalize(snap, {run.thread: "{thread}", str(run.workdir): "{workdir}"})
 
 

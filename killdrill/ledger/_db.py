@@ -16,6 +16,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 Row = Mapping[str, Any]
@@ -27,6 +28,10 @@ class SqlConnection(Protocol):
     """One transaction's connection: run one statement, get its rows (name -> value)."""
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]: ...
+
+    def values(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Sequence[Any]]:
+        """The rows as values in the SELECT's order (no name lookups: 10^5-row reads)."""
+        ...
 
 
 class Database(Protocol):
@@ -58,6 +63,9 @@ class _SQLiteConnection:
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]:
         return self._conn.execute(sql, params or {}).fetchall()
 
+    def values(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Sequence[Any]]:
+        return self._conn.execute(sql, params or {}).fetchall()  # sqlite3.Row is a sequence too
+
 
 class SQLiteDatabase:
     """A SQLite file in WAL mode; reads ``BEGIN`` (a snapshot), writes ``BEGIN IMMEDIATE`` (the
@@ -66,8 +74,9 @@ class SQLiteDatabase:
     dialect = "sqlite"
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
 
@@ -75,10 +84,16 @@ class SQLiteDatabase:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        if self.read_only:  # no writes, so no checkpoint on close; the file keeps its WAL mode
+            where, pragmas = Path(self.path).absolute().as_uri() + "?mode=ro", _PRAGMAS[:1]
+        else:
+            where, pragmas = self.path, _PRAGMAS
+        conn = sqlite3.connect(
+            where, timeout=30.0, isolation_level=None, check_same_thread=False, uri=self.read_only
+        )
         try:
             conn.row_factory = sqlite3.Row
-            for pragma in _PRAGMAS:
+            for pragma in pragmas:
                 conn.execute(pragma)
         except BaseException:
             conn.close()
@@ -132,14 +147,20 @@ class _SQLAlchemyConnection:
         self._conn = conn
         self._texts = texts
 
-    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]:
+    def _run(self, sql: str, params: Mapping[str, Any] | None) -> Any:
         stmt = self._texts.get(sql)
         if stmt is None:
             import sqlalchemy as sa
 
             stmt = self._texts.setdefault(sql, sa.text(sql))
-        result = self._conn.execute(stmt, dict(params or {}))
+        return self._conn.execute(stmt, dict(params or {}))
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Row]:
+        result = self._run(sql, params)
         return result.mappings().all() if result.returns_rows else []
+
+    def values(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Sequence[Any]]:
+        return self._run(sql, params).all()  # type: ignore[no-any-return]
 
 
 class SQLAlchemyDatabase:
@@ -170,10 +191,10 @@ class SQLAlchemyDatabase:
         self.engine.dispose(close=False)  # pooled connections must never be shared with a child
 
 
-def open_database(url: str, path: str | None) -> Database:
+def open_database(url: str, path: str | None, read_only: bool = False) -> Database:
     """The driver for a ledger: ``path`` (a SQLite file) or any other SQLAlchemy ``url``."""
     if path is not None:
-        return SQLiteDatabase(path)
+        return SQLiteDatabase(path, read_only)
     return SQLAlchemyDatabase(url)
 
 

@@ -51,10 +51,14 @@ if hasattr(os, "register_at_fork"):
 class Ledger:
     """The calls and state of one case (``thread``) in a SQLite file or a database URL."""
 
-    def __init__(self, url: str | os.PathLike[str], thread: str) -> None:
+    def __init__(self, url: str | os.PathLike[str], thread: str, *, read_only: bool = False) -> None:
+        """``read_only``: for a SQLite file that exists and is a ledger, a connection that cannot
+        write: the harness reading a case (its close checkpoints no WAL, with no fsync)."""
         self.url, self.path = _to_url(url)
         self.thread = thread
         self.where = self.path or _hide_password(self.url)
+        self.read_only = read_only and self.path is not None
+        self._cached = f"{self.url}\0read-only" if self.read_only else self.url  # its own pool
         self.db = self._database()
         self.dialect = self.db.dialect
 
@@ -81,11 +85,11 @@ class Ledger:
 
     def _database(self) -> Database:
         with _databases_lock:
-            db = _databases.get(self.url)
+            db = _databases.get(self._cached)
             if db is not None and self.path is not None:
                 # A file deleted and made anew at the same path (a reused workdir) must not be read
                 # through connections still open on the old one.
-                was, now = _file_ids.get(self.url), self._file_id(self.path)
+                was, now = _file_ids.get(self._cached), self._file_id(self.path)
                 if was is not None and was != now:
                     self._forget()
                     db = None
@@ -93,20 +97,21 @@ class Ledger:
                 if self.path is not None:
                     if os.path.isdir(self.path):
                         raise self._fail("it is a directory")
-                    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                    if not self.read_only:
+                        os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 try:
-                    db = open_database(self.url, self.path)
+                    db = open_database(self.url, self.path, read_only=self.read_only)
                 except Exception as e:
                     if unusable(e):
                         raise self._fail(e) from None
                     raise
-                _databases[self.url] = db
-            if self.url not in _ready:
+                _databases[self._cached] = db
+            if self._cached not in _ready:
                 with self._first_open_lock():
                     self._prepare(db)
-                _ready.add(self.url)
-            if self.path is not None and _file_ids.get(self.url) is None:
-                _file_ids[self.url] = self._file_id(self.path)
+                _ready.add(self._cached)
+            if self.path is not None and _file_ids.get(self._cached) is None:
+                _file_ids[self._cached] = self._file_id(self.path)
         return db
 
     @contextlib.contextmanager
@@ -118,7 +123,7 @@ class Ledger:
         6 of 40 races of 8 fresh writers. Holding the folder's lock while the schema is checked or made
         turns that race into a short queue.
         """
-        if self.path is None:
+        if self.path is None or self.read_only:  # a reader makes nothing
             yield
             return
         fd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
@@ -129,9 +134,9 @@ class Ledger:
             os.close(fd)
 
     def _forget(self) -> None:
-        db = _databases.pop(self.url, None)
-        _file_ids.pop(self.url, None)
-        _ready.discard(self.url)
+        db = _databases.pop(self._cached, None)
+        _file_ids.pop(self._cached, None)
+        _ready.discard(self._cached)
         if db is not None:
             db.dispose()
 
@@ -146,6 +151,8 @@ class Ledger:
             with db.read() as conn:
                 if self._schema_ok(conn, db.dialect):
                     return
+            if self.read_only:
+                raise self._fail("it holds no ledger tables (deleted and made anew?)")
             with db.write() as conn:  # SQLite: BEGIN IMMEDIATE, so one process creates, others wait
                 if db.dialect == "postgresql":
                     conn.execute("SELECT pg_advisory_xact_lock(7241063)")
@@ -272,24 +279,28 @@ class Ledger:
             where, params["provider"] = where + " AND provider = :provider", provider
         if op is not None:
             where, params["op"] = where + " AND op = :op", op
+        loads = json.loads
+        # by position, in the SELECT's order: a name lookup per column was a third of a read
         return [
             Call(
-                seq=r["seq"],
-                provider=r["provider"],
-                op=r["op"],
-                key=r["key"],
-                payload=json.loads(r["payload"]),
-                outcome=r["outcome"],
-                effect_id=r["effect_id"],
-                attempt=r["attempt"],
-                pid=r["pid"],
-                time=r["time"],
-                context=json.loads(r["context"]) if r["context"] else None,
+                seq,
+                provider,
+                op_,
+                key,
+                loads(payload),
+                outcome,
+                effect_id,
+                attempt,
+                pid,
+                time_,
+                loads(context) if context else None,
             )
-            for r in conn.execute(
-                "SELECT seq, provider, op, key, payload, outcome, effect_id, attempt, pid, time, context"
-                f" FROM killdrill_calls WHERE {where} ORDER BY seq",
-                params,
+            for seq, provider, op_, key, payload, outcome, effect_id, attempt, pid, time_, context in (
+                conn.values(
+                    "SELECT seq, provider, op, key, payload, outcome, effect_id, attempt, pid, time, context"
+                    f" FROM killdrill_calls WHERE {where} ORDER BY seq",
+                    params,
+                )
             )
         ]
 

@@ -242,3 +242,36 @@ def test_a_file_made_anew_at_the_same_path_is_read_afresh(tmp_path) -> None:
     connect(str(path), thread="t").payments.charge(idempotency_key="k2", amount=2)
     connect(str(path), thread="t").payments.charge(idempotency_key="k3", amount=3)
     assert [c.key for c in Ledger(str(path), "t").snapshot().calls] == ["k2", "k3"]
+
+
+def _charge_and_die(path: str) -> None:
+    connect(path, thread="t").payments.charge(idempotency_key="k1", amount=1)
+    os._exit(0)  # as a SIGKILL leaves it: the WAL not copied into the file
+
+
+def test_a_read_only_reader_leaves_a_killed_writers_wal_alone(tmp_path: Path) -> None:
+    """The harness reads a case after each attempt through a connection that cannot write: its
+    close copies no WAL into the file (before, every read ended in a checkpoint with an fsync,
+    a tenth of a 1,000-effect case's harness time: issue 23)."""
+    path, wal = tmp_path / "ledger.sqlite", tmp_path / "ledger.sqlite-wal"
+    child = FORK.Process(target=_charge_and_die, args=(str(path),))
+    child.start()
+    child.join()
+    size, wal_size = path.stat().st_size, wal.stat().st_size
+    assert wal_size > 0
+    reader = Ledger(str(path), "t", read_only=True)
+    assert [c.key for c in reader.snapshot().calls] == ["k1"]
+    reader.close()
+    assert (path.stat().st_size, wal.stat().st_size) == (size, wal_size)
+    writer = Ledger(str(path), "t")  # a writer's pool is its own: it can still write
+    writer.configure("killdrill", mark="m")
+    writer.close()
+    assert not wal.exists()  # the last writer's close copied it in
+
+
+def test_a_read_only_reader_of_a_file_that_is_no_ledger_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    sqlite3.connect(path).close()  # an empty database: the agent made the file anew
+    with pytest.raises(LedgerError, match="holds no ledger tables"):
+        Ledger(str(path), "t", read_only=True).snapshot()
+    assert path.stat().st_size == 0  # and made nothing in it

@@ -1,0 +1,52 @@
+"""How a case reads its ledger: once after each attempt, never again for the verdict (issue 23),
+and a ledger the agent deleted is named as such."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from killdrill.drill import Drill, DrillOptions
+from killdrill.drill.workdirs import RunContext, Workdirs
+from killdrill.examples import SETTLEMENT
+from killdrill.ledger import Ledger
+from killdrill.records import LedgerSnapshot
+from killdrill.verdict.baselines import ledger_break
+
+
+def test_a_case_reads_its_ledger_once_per_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: after each attempt, and once more for the verdict (a third of a 1,000-effect
+    case's harness time).  The verdict judges the read that followed the last attempt."""
+    drill = Drill(list(SETTLEMENT), DrillOptions(root=tmp_path, launcher="fork", keep=True))
+    drill.discover()
+    reads: list[str] = []
+    real = Ledger.snapshot
+
+    def counted(self: Ledger) -> LedgerSnapshot:
+        reads.append(self.thread)
+        return real(self)
+
+    monkeypatch.setattr(Ledger, "snapshot", counted)
+    case = drill.run_case("during:payments.charge")
+    assert case.ok, case.text()
+    assert len(case.attempts) == 2 and len(reads) == 2, (case.attempts, reads)
+    assert case.ledger is not None and case.summary["payments"]["exactly_once"] == 1
+    monkeypatch.undo()
+    # what it judged is what a fresh read gives, normalised like any snapshot
+    fresh = Workdirs(tmp_path, None).snapshot(RunContext(Path(case.workdir), case.thread))
+    assert case.ledger == fresh and len(fresh.calls) >= 3
+
+
+def test_a_ledger_the_agent_deleted_is_a_marker_gone(tmp_path: Path) -> None:
+    workdirs = Workdirs(tmp_path, None)
+    run = RunContext(workdirs.new("case"), "t-1")
+    workdirs.mark(run, "m")
+    before, marked = workdirs.raw_snapshot_and_mark(run, "m")
+    assert marked
+    for path in (run.state).glob("ledger.sqlite*"):
+        path.unlink()
+    after, marked = workdirs.raw_snapshot_and_mark(run, "m")
+    assert (after, marked) == (LedgerSnapshot(), False)
+    assert "marker is gone" in ledger_break(before, after, marked)
+    assert not (run.state / "ledger.sqlite").exists()  # the read made no file
