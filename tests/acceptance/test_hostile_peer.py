@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import selectors
 import shutil
 import subprocess
@@ -134,27 +133,36 @@ def test_only_the_attempts_process_tree_is_heard(where: str, tmp_path: Path) -> 
         assert listener.ignored == 1 and "outside the attempt" in (listener.stranger_note() or "")
 
 
+_STARTER = """
+import os, resource, sys
+if {nofile} is not None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)  # the harness's own rusage (and its reaped children's)
+open({peak!r}, "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _run_abuser(mode: str, root: Path, nofile: int | None = None) -> tuple[int, str, float, list[str]]:
     """``killdrill run`` on the abusive agent: (exit code, output, harness peak RSS in MB, leftovers)."""
     marker = uuid.uuid4().hex
-
-    def limit() -> None:
-        if nofile is not None:
-            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
-
     argv = [PY, "-m", "killdrill", "run", "--schedule", "before:abuse", "--root", str(root / "runs")]
     argv += ["--timeout", "30", "--", "python", str(HOSTILE / "abuser.py"), mode, marker]
+    # A small process starts the harness and reports its peak RSS: a child of this process would
+    # count this process's pages in its peak (fork and vfork alike: exec keeps the old peak), and
+    # pytest's process is hundreds of MB by the end of a run.
+    peak = root / "peak.txt"
+    starter = _STARTER.format(nofile=nofile, peak=str(peak))
     with open(root / "out.txt", "w+") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=limit)
-        _, status, usage = os.wait4(proc.pid, 0)  # the harness's own rusage (and its reaped children's)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.Popen([PY, "-c", starter, *argv], stdout=out, stderr=subprocess.STDOUT)
+        proc.wait()
         out.seek(0)
         text = out.read()
     # scanned every 20 ms for a second, not once: a pid-hopping leftover can slip past one scan
     seen = survivors(marker)
     left = describe(seen) or [f"{pid} (gone by now)" for pid in sorted(seen)]
-    return proc.returncode, text, usage.ru_maxrss / 1024, left
+    return proc.returncode, text, int(peak.read_text()) / 1024, left
 
 
 @pytest.mark.parametrize("mode", ["nested", "pipeline"])
