@@ -14,9 +14,10 @@ import json
 import json.encoder
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["canonical_json", "canonical_value"]
+__all__ = ["canonical_json", "canonical_value", "json_reader"]
 
 
 def _refuse(obj: object) -> Any:
@@ -60,6 +61,27 @@ def _c_encoder() -> tuple[Any, dict[int, Any]]:
         encoder = _c_make_encoder(markers, str, _encode_str, None, ":", ",", True, False, True)
         found = _per_thread.encoder = (encoder, markers)
     return found
+
+
+def json_reader() -> Callable[[str], Any]:
+    """This thread's ``json.loads`` for the texts the ledger stores (one value, nothing around
+    it): the C scanner called directly, four times faster per payload than ``json.loads``'s
+    wrappers (a third of reading a 10^5-call ledger, issue 23).  Any other text goes to
+    ``json.loads``, which parses it or raises its usual error.  One scanner per thread: its
+    key memo is its own."""
+    reader: Callable[[str], Any] | None = getattr(_per_thread, "reader", None)
+    if reader is None:
+        scan, loads = json.JSONDecoder().scan_once, json.loads  # type: ignore[attr-defined]
+
+        def reader(text: str) -> Any:
+            try:
+                value, end = scan(text, 0)
+            except StopIteration:
+                return loads(text)
+            return value if end == len(text) else loads(text)
+
+        _per_thread.reader = reader
+    return reader
 
 
 def canonical_json(value: Any, *, strict: bool = False) -> str:

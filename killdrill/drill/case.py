@@ -116,10 +116,7 @@ class CaseRunner:
         summary: dict[str, dict[str, int]] = {}
         model: dict[str, Any] = {}
         try:
-            if ran.ledger is None:
-                ledger = self.workdirs.snapshot(run)
-            else:
-                ledger = self.workdirs.normalized(ran.ledger, run)
+            ledger = ran.ledger if ran.ledger is not None else self.workdirs.snapshot(run)
         except (LedgerError, OSError, ValueError) as exc:  # unreadable or corrupt (JSON) ledger: one line
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
@@ -271,7 +268,7 @@ class CaseRunner:
         """After each attempt: the ledger still holds every call recorded before, and the marker.
         Returns the ledger as read (None when it could not be read) and what broke."""
         try:
-            now, marked = self.workdirs.raw_snapshot_and_mark(run, mark)
+            now, marked = self.workdirs.snapshot_and_mark(run, mark, seen)
         except (LedgerError, OSError, ValueError) as exc:  # a bug in killdrill is not a verdict: it raises
             return None, Violation(HARNESS_ERROR, f"cannot read the ledger after attempt {number}: {exc}")
         why = ledger_break(seen, now, marked)

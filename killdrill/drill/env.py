@@ -1,5 +1,5 @@
 """The agent's command and environment: placeholders, ``python``, harness variables, and the
-thread/workdir written back as ``{thread}``/``{workdir}`` in what the ledger recorded."""
+thread/workdir a run gets (the ledger writes them back as placeholders: killdrill.ledger._substitute)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import Any
 
-from killdrill.alloc import without_gc
 from killdrill.errors import HarnessError
-from killdrill.records import Attempt, Call, LedgerSnapshot
+from killdrill.records import Attempt
 
 
 def slug(text: str) -> str:
@@ -89,65 +86,6 @@ def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str
 
         out[name] = _HARNESS_VAR.sub(fill, value)
     return out
-
-
-def replace_all(value: Any, subs: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        for old, new in subs.items():
-            value = value.replace(old, new)
-        return value
-    if isinstance(value, dict):
-        return {replace_all(k, subs): replace_all(v, subs) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(replace_all(v, subs) for v in value)
-    return value
-
-
-def _same_or_replaced(value: Any, subs: Mapping[str, str]) -> Any:
-    """:func:`replace_all`, but ``value`` itself when nothing in it changes (no copy)."""
-    if isinstance(value, str):
-        for old, new in subs.items():
-            if old in value:
-                value = value.replace(old, new)
-        return value
-    if isinstance(value, dict):
-        out = {_same_or_replaced(k, subs): _same_or_replaced(v, subs) for k, v in value.items()}
-        same = len(out) == len(value) and all(
-            a is b and out[a] is v for a, (b, v) in zip(out, value.items(), strict=True)
-        )
-        return value if same else out
-    if isinstance(value, list | tuple):
-        items = [_same_or_replaced(v, subs) for v in value]
-        return value if all(a is b for a, b in zip(value, items, strict=True)) else type(value)(items)
-    return value
-
-
-@without_gc
-def normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
-    """The snapshot with ``subs`` replaced in keys, payloads and state; a call nothing changes in
-    is kept as it is (at 10^5 calls the copies were seconds of a case, issue 23)."""
-    calls = []
-    # a payload's repr holds every string in it verbatim (a JSON value: dicts, lists, strings,
-    # numbers) whenever the string has no quote, backslash or unprintable character: one C call
-    # then tells the payloads nothing changes in, without walking them (issue 23)
-    olds = list(subs)
-    verbatim = all(old and old.isprintable() and not set(old) & {"'", '"', "\\"} for old in olds)
-    for c in snap.calls:
-        key = c.key if c.key is None else _same_or_replaced(c.key, subs)
-        if verbatim and type(c.payload) is dict:
-            text = repr(c.payload)
-            payload = _same_or_replaced(c.payload, subs) if any(o in text for o in olds) else c.payload
-        else:
-            payload = _same_or_replaced(c.payload, subs)
-        context = c.context if c.context is None else _same_or_replaced(c.context, subs)
-        if key is not c.key or payload is not c.payload or context is not c.context:
-            c = Call(
-                c.seq, c.provider, c.op, key, payload, c.outcome, c.effect_id, c.attempt, c.pid, c.time,
-                context,
-            )  # fmt: skip
-        calls.append(c)
-    in_flight = tuple(replace(f, key=replace_all(f.key, subs)) for f in snap.in_flight)
-    return LedgerSnapshot(calls=tuple(calls), state=replace_all(snap.state, subs), in_flight=in_flight)
 
 
 def how_ended(a: Attempt) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from killdrill.drill.env import normalize, slug
+from killdrill.drill.env import slug
 from killdrill.drill.errors import STATE_DIR
 from killdrill.ledger import Ledger
 from killdrill.records import LedgerSnapshot
@@ -115,16 +115,20 @@ class Workdirs:
         every case and the baseline could never be compared with it.
         """
         with self.ledger(run) as ledger:
-            return self.normalized(ledger.snapshot(), run)
+            return ledger.snapshot(written_as=self.written_as(run))
 
-    def raw_snapshot_and_mark(self, run: RunContext, mark: str) -> tuple[LedgerSnapshot, bool]:
-        """After an attempt: the snapshot as written (not normalised: the case normalises only
-        the last one, see :meth:`normalized`), and whether the case's marker is still there."""
+    def snapshot_and_mark(
+        self, run: RunContext, mark: str, since: LedgerSnapshot | None = None
+    ) -> tuple[LedgerSnapshot, bool]:
+        """After an attempt: the snapshot (as :meth:`snapshot`; ``since``, the one read after
+        the attempt before: see ``Ledger.snapshot``), and whether the case's marker is still
+        there."""
         url = self.ledger_url(run.workdir)
         if url != self._shared and not os.path.isfile(url):  # the agent deleted it
             return LedgerSnapshot(), False
         with self.ledger(run, read_only=True) as ledger:
-            return ledger.snapshot(), ledger.settings(LEDGER_MARKER).get("mark") == mark
+            snap = ledger.snapshot(since, written_as=self.written_as(run))
+            return snap, ledger.settings(LEDGER_MARKER).get("mark") == mark
 
     def mark(self, run: RunContext, mark: str) -> None:
         """Write the case's marker into its ledger before attempt 1 (see ``baselines.ledger_break``)."""
@@ -132,9 +136,9 @@ class Workdirs:
             ledger.configure(LEDGER_MARKER, mark=mark)
 
     @staticmethod
-    def normalized(snap: LedgerSnapshot, run: RunContext) -> LedgerSnapshot:
-        """A snapshot of ``run``'s ledger as :meth:`snapshot` returns it."""
-        return normalize(snap, {run.thread: "{thread}", str(run.workdir): "{workdir}"})
+    def written_as(run: RunContext) -> dict[str, str]:
+        """What a read of ``run``'s ledger writes back as placeholders: its thread and workdir."""
+        return {run.thread: "{thread}", str(run.workdir): "{workdir}"}
 
 
 def rmdir_if_empty(path: Path) -> None:

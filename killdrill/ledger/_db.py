@@ -21,7 +21,11 @@ from typing import Any, Protocol
 
 Row = Mapping[str, Any]
 
-_PRAGMAS = ("PRAGMA busy_timeout=30000", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+_PRAGMAS: tuple[str, ...] = (
+    "PRAGMA busy_timeout=30000",
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+)
 
 
 class SqlConnection(Protocol):
@@ -84,10 +88,9 @@ class SQLiteDatabase:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
+        where, pragmas = self.path, _PRAGMAS
         if self.read_only:  # no writes, so no checkpoint on close; the file keeps its WAL mode
             where, pragmas = Path(self.path).absolute().as_uri() + "?mode=ro", _PRAGMAS[:1]
-        else:
-            where, pragmas = self.path, _PRAGMAS
         conn = sqlite3.connect(
             where, timeout=30.0, isolation_level=None, check_same_thread=False, uri=self.read_only
         )

@@ -8,10 +8,11 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from killdrill.alloc import without_gc
+from killdrill.canonical import json_reader
 from killdrill.ledger._db import Database, SqlConnection, open_database, unusable
 from killdrill.ledger._schema import (
     ADDED_COLUMNS,
@@ -24,6 +25,7 @@ from killdrill.ledger._schema import (
     insert_sql,
     ledger_path,
 )
+from killdrill.ledger._substitute import Substitution
 from killdrill.ledger._tx import Tx
 from killdrill.records import Call, InFlight, LedgerSnapshot
 
@@ -273,13 +275,46 @@ class Ledger:
         with self._read() as conn:
             return self._calls(conn, provider, op)
 
-    def _calls(self, conn: SqlConnection, provider: str | None, op: str | None) -> list[Call]:
-        where, params = "thread = :thread", {"thread": self.thread}
+    def _calls(
+        self,
+        conn: SqlConnection,
+        provider: str | None,
+        op: str | None,
+        after: int | None = None,
+        sub: Substitution | None = None,
+    ) -> list[Call]:
+        where, params = "thread = :thread", dict[str, Any](thread=self.thread)
+        if after is not None:
+            where, params["after"] = where + " AND seq > :after", after
         if provider is not None:
             where, params["provider"] = where + " AND provider = :provider", provider
         if op is not None:
             where, params["op"] = where + " AND op = :op", op
-        loads = json.loads
+        loads = json_reader()
+        if sub is not None:
+            key_, json_ = sub.key, sub.json
+            return [
+                Call(
+                    seq,
+                    provider,
+                    op_,
+                    key_(key),
+                    json_(payload, loads(payload)),
+                    outcome,
+                    effect_id,
+                    attempt,
+                    pid,
+                    time_,
+                    json_(context, loads(context)) if context else None,
+                )
+                for seq, provider, op_, key, payload, outcome, effect_id, attempt, pid, time_, context in (
+                    conn.values(
+                        "SELECT seq, provider, op, key, payload, outcome, effect_id, attempt, pid, time,"
+                        f" context FROM killdrill_calls WHERE {where} ORDER BY seq",
+                        params,
+                    )
+                )
+            ]
         # by position, in the SELECT's order: a name lookup per column was a third of a read
         return [
             Call(
@@ -305,10 +340,24 @@ class Ledger:
         ]
 
     @without_gc  # 10^5 rows: the collector's passes were a third of the read (issue 23)
-    def snapshot(self) -> LedgerSnapshot:
-        """Calls in order, final kv state and keys still in flight, read in one consistent view."""
+    def snapshot(
+        self, since: LedgerSnapshot | None = None, written_as: Mapping[str, str] | None = None
+    ) -> LedgerSnapshot:
+        """Calls in order, final kv state and keys still in flight, read in one consistent view.
+
+        ``written_as``: strings written back as placeholders (old -> new) in keys, payloads and
+        state, as the rows are parsed (see killdrill.ledger._substitute).  ``since``: this
+        ledger's snapshot read before (after the previous attempt) with the same ``written_as``.
+        When every call of it is still there (same seq, provider, op, key and attempt) only the
+        calls after it are parsed, and its own are kept: a case read its ledger whole after
+        every attempt (issue 23).  When any is gone, the whole ledger is read, as it is now."""
+        sub = Substitution(written_as) if written_as else None
         with self._read() as conn:
-            calls = self._calls(conn, None, None)
+            calls = None
+            if since is not None and since.calls:
+                calls = self._calls_since(conn, since.calls, sub)
+            if calls is None:
+                calls = self._calls(conn, None, None, sub=sub)
             state = {
                 r["key"]: json.loads(r["value"])
                 for r in conn.execute(
@@ -326,7 +375,25 @@ class Ledger:
                     {"thread": self.thread, "status": IN_FLIGHT},
                 )
             )
-        return LedgerSnapshot(calls=tuple(calls), state=state, in_flight=in_flight)
+        snap = LedgerSnapshot(calls=tuple(calls), state=state, in_flight=in_flight)
+        return snap if sub is None else sub.rest(snap)
+
+    def _calls_since(
+        self, conn: SqlConnection, before: tuple[Call, ...], sub: Substitution | None
+    ) -> list[Call] | None:
+        """``before`` and the calls after its last, or None when ``before`` is not what is there."""
+        last = before[-1].seq
+        there = conn.values(
+            "SELECT seq, provider, op, key, attempt FROM killdrill_calls"
+            " WHERE thread = :thread AND seq <= :last ORDER BY seq",
+            {"thread": self.thread, "last": last},
+        )
+        key = sub.key if sub is not None else (lambda k: k)
+        if [(s, p, o, key(k), a) for s, p, o, k, a in there] != [
+            (c.seq, c.provider, c.op, c.key, c.attempt) for c in before
+        ]:
+            return None
+        return [*before, *self._calls(conn, None, None, after=last, sub=sub)]
 
     def kv_get(self, key: str, default: Any = None) -> Any:
         with self._read() as conn:

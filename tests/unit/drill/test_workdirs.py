@@ -4,6 +4,7 @@ and a ledger the agent deleted is named as such."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,9 +24,9 @@ def test_a_case_reads_its_ledger_once_per_attempt(tmp_path: Path, monkeypatch: p
     reads: list[str] = []
     real = Ledger.snapshot
 
-    def counted(self: Ledger) -> LedgerSnapshot:
+    def counted(self: Ledger, since: LedgerSnapshot | None = None, **kw: Any) -> LedgerSnapshot:
         reads.append(self.thread)
-        return real(self)
+        return real(self, since, **kw)
 
     monkeypatch.setattr(Ledger, "snapshot", counted)
     case = drill.run_case("during:payments.charge")
@@ -42,11 +43,11 @@ def test_a_ledger_the_agent_deleted_is_a_marker_gone(tmp_path: Path) -> None:
     workdirs = Workdirs(tmp_path, None)
     run = RunContext(workdirs.new("case"), "t-1")
     workdirs.mark(run, "m")
-    before, marked = workdirs.raw_snapshot_and_mark(run, "m")
+    before, marked = workdirs.snapshot_and_mark(run, "m")
     assert marked
     for path in (run.state).glob("ledger.sqlite*"):
         path.unlink()
-    after, marked = workdirs.raw_snapshot_and_mark(run, "m")
+    after, marked = workdirs.snapshot_and_mark(run, "m")
     assert (after, marked) == (LedgerSnapshot(), False)
     assert "marker is gone" in ledger_break(before, after, marked)
     assert not (run.state / "ledger.sqlite").exists()  # the read made no file

@@ -275,3 +275,21 @@ def test_a_read_only_reader_of_a_file_that_is_no_ledger_says_so(tmp_path: Path) 
     with pytest.raises(LedgerError, match="holds no ledger tables"):
         Ledger(str(path), "t", read_only=True).snapshot()
     assert path.stat().st_size == 0  # and made nothing in it
+
+
+def test_a_snapshot_since_an_earlier_one_parses_only_what_came_after(tmp_path: Path) -> None:
+    """After attempt 2 a case reads only the calls after attempt 1's (issue 23); a ledger whose
+    earlier calls are gone or changed is read whole, so the check that follows sees it."""
+    path = str(tmp_path / "ledger.sqlite")
+    fakes = connect(path, thread="t")
+    fakes.payments.charge(idempotency_key="k1", amount=1)
+    first = Ledger(path, "t").snapshot()
+    fakes.payments.charge(idempotency_key="k2", amount=2)
+    since = Ledger(path, "t").snapshot(first)
+    assert since == Ledger(path, "t").snapshot() and [c.key for c in since.calls] == ["k1", "k2"]
+    assert since.calls[0] is first.calls[0]  # kept, not parsed again
+    with sqlite3.connect(path) as db:  # the first call rewritten under another key
+        db.execute("UPDATE killdrill_calls SET key = 'other' WHERE key = 'k1'")
+    db.close()
+    changed = Ledger(path, "t").snapshot(first)
+    assert [c.key for c in changed.calls] == ["other", "k2"]

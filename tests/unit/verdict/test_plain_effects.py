@@ -5,18 +5,24 @@
   must equal ``judge`` run check by check without it;
 - ``canonical_json``'s per-thread C encoder gives the text the standard encoder gives, and still
   refuses a cycle (twice in a row: its markers are cleared after a failure);
-- ``normalize``'s repr shortcut replaces exactly what the full walk replaces.
+- ``normalize``'s repr shortcut replaces exactly what the full walk replaces;
+- the ledger's reader of stored JSON (``json_reader``) gives what ``json.loads`` gives, errors
+  included;
+- a read with placeholders written back (``Substitution``, as the rows are parsed) gives what
+  normalising the plain read gives.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from killdrill.canonical import _LENIENT, canonical_json
-from killdrill.drill.env import normalize, replace_all
+from killdrill.canonical import _LENIENT, canonical_json, json_reader
+from killdrill.ledger._substitute import normalize, replace_all
 from killdrill.records import Attempt, Call, LedgerSnapshot
 from killdrill.verdict import judge
 from killdrill.verdict.registry import CheckContext, registered_checks
@@ -117,3 +123,51 @@ def test_normalize_replaces_what_the_full_walk_replaces(payload: dict[str, Any])
     assert out.key == "{thread}:k"
     if out.payload == payload:
         assert out.payload is payload  # nothing to change: no copy
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_the_ledger_reader_parses_what_json_loads_parses(value: Any) -> None:
+    text = canonical_json(value)
+    assert json_reader()(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ['{"a":1} x', "", "{", '{"a":1}{"b":2}', "[1,]", " 1"])
+def test_the_ledger_reader_refuses_what_json_loads_refuses(text: str) -> None:
+    try:
+        expected: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(json.JSONDecodeError) as got:
+            json_reader()(text)
+        assert str(got.value) == str(exc)
+    else:
+        assert json_reader()(text) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(payloads, min_size=1, max_size=4),
+    st.sampled_from(["t-1a2b", "x"]),
+    st.sampled_from([SUBS, {"t-1a2b": "{thread}", "/tmp/kd w": "{workdir}"}]),  # verbatim: the search
+)
+def test_a_read_with_placeholders_is_the_plain_read_normalised(
+    tmp_path_factory: pytest.TempPathFactory, many: list[dict[str, Any]], thread: str, subs: dict[str, str]
+) -> None:
+    from killdrill.ledger import Ledger
+
+    path = tmp_path_factory.mktemp("subst") / "ledger.sqlite"
+    ledger = Ledger(str(path), thread)
+    with ledger.transaction() as tx:
+        for i, payload in enumerate(many):
+            tx.record("payments", "charge", f"{thread}:k{i}", payload, "created", None, 1, 1)
+    plain = ledger.snapshot()
+    first = Ledger(str(path), thread).snapshot(written_as=subs)
+    assert first == normalize(plain, subs)
+    assert Ledger(str(path), thread).snapshot(first, written_as=subs) == first
