@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import threading
 import weakref
@@ -65,14 +64,19 @@ class Workdirs:
             rmdir_if_empty(self._root)
 
     def new(self, label: str) -> Path:
-        """A fresh private workdir named after ``label``, with its state folder."""
-        with self._lock:
-            self._counter += 1
-            n = self._counter
-        wd = self.root / f"{n:03d}-{slug(label)}"
-        if wd.exists():
-            shutil.rmtree(wd)
-        wd.mkdir(mode=0o700)
+        """A fresh private workdir named after ``label``, with its state folder.  A name already
+        in the root is never reused: another drill on the same root (two processes, or a run
+        before) keeps its workdirs; before, the later drill removed them, cases still running."""
+        while True:
+            with self._lock:
+                self._counter += 1
+                n = self._counter
+            wd = self.root / f"{n:03d}-{slug(label)}"
+            try:
+                wd.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            break
         os.chmod(wd, 0o700)  # whatever the umask
         (wd / STATE_DIR).mkdir(mode=0o700)
         return wd

@@ -51,3 +51,14 @@ def test_a_ledger_the_agent_deleted_is_a_marker_gone(tmp_path: Path) -> None:
     assert (after, marked) == (LedgerSnapshot(), False)
     assert "marker is gone" in ledger_break(before, after, marked)
     assert not (run.state / "ledger.sqlite").exists()  # the read made no file
+
+
+def test_two_drills_on_one_root_keep_each_others_workdirs(tmp_path: Path) -> None:
+    """Before, a workdir name already in the root was removed and made anew: a second drill on
+    the same root (the detection corpus ran two at once) deleted the first's running cases."""
+    first, second = Workdirs(tmp_path, None), Workdirs(tmp_path, None)
+    mine = first.new("before:payout")
+    (mine / "evidence").write_text("kept")
+    theirs = second.new("before:payout")
+    assert theirs != mine and (mine / "evidence").read_text() == "kept"
+    assert (theirs / ".killdrill").is_dir() and theirs.name.startswith("002-")
