@@ -136,14 +136,17 @@ class Ledger:
             os.close(fd)
 
     def _forget(self) -> None:
-        db = _databases.pop(self._cached, None)
-        _file_ids.pop(self._cached, None)
-        _ready.discard(self._cached)
-        if db is not None:
-            db.dispose()
+        for cached in (self.url, f"{self.url}\0read-only"):  # the writers' pool and the readers'
+            db = _databases.pop(cached, None)
+            _file_ids.pop(cached, None)
+            _ready.discard(cached)
+            if db is not None:
+                db.dispose()
 
     def close(self) -> None:
-        """Close this ledger's pooled connections (a harness reading many cases keeps no files open)."""
+        """Close the pooled connections of this ledger's URL, the writers' and the readers' (a
+        harness reading many cases keeps no files open: the HTTP and SMTP fakes it serves write
+        through the writers' pool, and a case is read through the readers')."""
         with _databases_lock:
             self._forget()
 

@@ -172,3 +172,21 @@ def test_chaos_draws_connection_faults_when_asked(tmp_path: Path) -> None:
     assert rc == 0 and faulted and {p.split(":")[0] for p in faulted} == {"drop", "reset"}, plans
     assert chaos("none", "--faults", "net")[0] == 1
     assert not any(p.startswith(("drop:", "reset:")) for p in chaos("stable")[1])  # only when asked
+
+
+def test_a_case_served_over_http_leaves_no_ledger_open_in_the_harness(tmp_path: Path) -> None:
+    """The HTTP fakes write a case's ledger through the harness's pooled connections; the case's
+    read closes them with its own (before the read-only read, it closed them by sharing their
+    pool): a chaos job of 10^4 runs must not hold 10^4 files, removed workdirs' included."""
+    import psutil
+
+    from killdrill.ledger import _ledger
+
+    options = DrillOptions(root=tmp_path, http_fakes=True, discovery_runs=1)
+    with Drill(client("--key", "stable"), options) as d:
+        for point in ("during:payments.charge", "drop:payments.charge"):
+            assert d.run_case(point).ok
+        opened = [f.path for f in psutil.Process().open_files()]
+        assert [p for p in opened if p.startswith(str(tmp_path))] == [], opened
+        pooled = [url for url in _ledger._databases if str(tmp_path) in url]  # and no pool kept for it
+        assert pooled == [], pooled
