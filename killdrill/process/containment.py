@@ -289,12 +289,69 @@ def fork_agent(run: Callable[[int], NoReturn]) -> int:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
         run(err_w)
     os.close(err_w)
+    return _started(agent, err_r)
+
+
+def _started(agent: int, err_r: int) -> int:
+    """``agent`` once it closed its end of ``err_r`` (set up), or NotStarted with what it wrote."""
     error = read_all(err_r).decode("utf-8", "replace").strip()
     if error:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(agent, 0)
         raise NotStarted(error)
     return agent
+
+
+class AgentAhead:
+    """An agent forked before its attempt, idle until it is given its spec (``fork_agent_ahead``)."""
+
+    def __init__(self, pid: int, spec_w: int, err_r: int) -> None:
+        self.pid, self._spec_w, self._err_r = pid, spec_w, err_r
+
+    def start(self, spec: bytes) -> int | None:
+        """Give it its spec: its pid once it set itself up (NotStarted: why it did not), or None
+        when it is gone (killed while it waited: the caller forks another)."""
+        try:
+            while spec:
+                spec = spec[os.write(self._spec_w, spec) :]
+        except OSError:
+            os.close(self._err_r)
+            return None
+        finally:
+            os.close(self._spec_w)
+        return _started(self.pid, self._err_r)
+
+    def discard(self) -> None:
+        """Not needed (the attempt is spawned): it reads EOF and exits (its parent reaps it)."""
+        os.close(self._spec_w)
+        os.close(self._err_r)
+
+
+def fork_agent_ahead(run: Callable[[bytes, int], NoReturn], close: Iterable[int] = ()) -> AgentAhead:
+    """:func:`fork_agent` before the attempt is known: the child closes ``close`` and waits for
+    its spec, then ``run(spec, error_fd)`` sets it up and runs it (EOF instead: it exits).
+
+    The fork and the child's after-fork work were on the path from the harness's request to the
+    agent's start, about half of it with a preloaded template (issue 23)."""
+    spec_r, spec_w = os.pipe()
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    agent = os.fork()
+    if agent == 0:
+        try:
+            os.close(spec_w)
+            os.close(err_r)
+            for fd in close:
+                os.close(fd)
+            spec = read_all(spec_r)
+        except BaseException:
+            os._exit(1)
+        if not spec:
+            os._exit(0)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        run(spec, err_w)
+    os.close(spec_r)
+    os.close(err_w)
+    return AgentAhead(agent, spec_w, err_r)
 
 
 _DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ)

@@ -66,27 +66,39 @@ def _run_python(spec: dict[str, Any]) -> NoReturn:
         os._exit(code)
 
 
-def _agent_starter(spec: dict[str, Any], report_fd: int) -> Callable[[], int]:
-    """How the keeper starts the agent: spawn the command, or fork and run the Python module
-    (closing the keeper's ``report_fd``: an agent must not write the keeper's lines)."""
+def _run_forked(spec: dict[str, Any], report_fd: int, err_fd: int) -> NoReturn:
+    """In the keeper's forked child: set the agent up and run it (closing the keeper's
+    ``report_fd``: an agent must not write the keeper's lines)."""
+    os.close(report_fd)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the template ignores it; agents must not
+    try:
+        containment.setup_agent(err_fd, spec.get("cwd"), spec["stdout"], spec["stderr"])
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.write(err_fd, f"cannot start {spec['argv'][0]!r}: {exc.strerror or exc}".encode())
+        os._exit(127)
+    os.close(err_fd)  # no exec to close it: say "started" now
+    _run_python(spec)
+
+
+def _agent_starter(
+    spec: dict[str, Any], data: bytes, report_fd: int, ahead: containment.AgentAhead | None
+) -> Callable[[], int]:
+    """How the keeper starts the agent: spawn the command, or run the Python module in the
+    agent forked ahead (``ahead``, given ``data``, the spec as sent), or in a fork made now."""
     if spec.get("exec"):
+        if ahead is not None:
+            ahead.discard()
         return lambda: containment.spawn_agent(
             spec["argv"], spec["env"], spec.get("cwd"), spec["stdout"], spec["stderr"]
         )
 
-    def run(err_fd: int) -> NoReturn:
-        os.close(report_fd)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the template ignores it; agents must not
-        try:
-            containment.setup_agent(err_fd, spec.get("cwd"), spec["stdout"], spec["stderr"])
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.write(err_fd, f"cannot start {spec['argv'][0]!r}: {exc.strerror or exc}".encode())
-            os._exit(127)
-        os.close(err_fd)  # no exec to close it: say "started" now
-        _run_python(spec)
+    def fork_now() -> int:
+        return containment.fork_agent(lambda err_fd: _run_forked(spec, report_fd, err_fd))
 
-    return lambda: containment.fork_agent(run)
+    if ahead is None:
+        return fork_now
+    return lambda: ahead.start(data) or fork_now()
 
 
 def _read_line(fd: int) -> bytes:
@@ -107,12 +119,13 @@ class _Keeper:
         self.pid, self.spec_w, self.report_r = pid, spec_w, report_r
 
 
-def _fork_keeper(inherited: list[int]) -> _Keeper:
+def _fork_keeper(inherited: list[int], agent_ahead: bool = False) -> _Keeper:
     """Fork a keeper that waits, idle, for one attempt's spec (EOF without one: it exits).
 
     The template keeps one forked ahead, so an attempt's start pays no fork of the template
     (with ``posix_spawn`` in the keeper: 6.2 -> 3.4 ms from the harness's request to the agent's
-    start, measured on 2 cores).
+    start, measured on 2 cores).  ``agent_ahead`` (a template whose attempts are forks of it):
+    the keeper forks its agent ahead too, which waits for the same spec.
     """
     spec_r, spec_w = os.pipe()
     report_r, report_w = os.pipe()
@@ -126,23 +139,28 @@ def _fork_keeper(inherited: list[int]) -> _Keeper:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for fd in inherited:
                 os.close(fd)
+            ahead = None
+            if agent_ahead:
+                ahead = containment.fork_agent_ahead(
+                    lambda spec, err_fd: _run_forked(json.loads(spec), report_w, err_fd), close=(spec_r,)
+                )
             data = containment.read_all(spec_r)
             if not data:
-                os._exit(0)
+                os._exit(0)  # the agent forked ahead reads EOF too, and exits
             spec = json.loads(data)
         except BaseException:
             os._exit(1)
-        containment.keeper(_agent_starter(spec, report_w), report_w, template)
+        containment.keeper(_agent_starter(spec, data, report_w, ahead), report_w, template)
     os.close(spec_r)
     os.close(report_w)
     return _Keeper(pid, spec_w, report_r)
 
 
-def _spare(inherited: list[int]) -> _Keeper | None:
+def _spare(inherited: list[int], agent_ahead: bool) -> _Keeper | None:
     """A keeper for the next attempt, or None if the fork failed now (the attempt forks its own,
     and says why if that fails too)."""
     try:
-        return _fork_keeper(inherited)
+        return _fork_keeper(inherited, agent_ahead)
     except OSError:
         return None
 
@@ -251,7 +269,8 @@ def _template(fd: int) -> None:
     send({"ready": True})
     keepers: dict[int, tuple[int, int]] = {}  # keeper pid -> (agent pid, keeper's report pipe)
     inherited = [fd, wake_r, wake_w]  # what a keeper closes: the template's own channels
-    spare = _spare(inherited)
+    forks = False  # the last attempt ran forked from this template: the spare forks its agent ahead
+    spare = _spare(inherited, forks)
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
@@ -269,12 +288,14 @@ def _template(fd: int) -> None:
                 buffer += data
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    keeper, report, reply = _spawn(json.loads(line)["spawn"], spare, inherited)
+                    spec = json.loads(line)["spawn"]
+                    keeper, report, reply = _spawn(spec, spare, inherited)
                     spare = None
                     if keeper is not None:
                         keepers[keeper] = (reply["pid"], report)
                     send(reply)
-                    spare = _spare(inherited)  # for the next attempt, while this one starts
+                    forks = not spec.get("exec")
+                    spare = _spare(inherited, forks)  # for the next attempt, while this one starts
             while True:
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
@@ -289,7 +310,7 @@ def _template(fd: int) -> None:
                 elif spare is not None and pid == spare.pid:  # the idle keeper died (killed): fork another
                     os.close(spare.spec_w)
                     os.close(spare.report_r)
-                    spare = _spare(inherited)
+                    spare = _spare(inherited, forks)
     finally:
         _shutdown(keepers, spare)
 

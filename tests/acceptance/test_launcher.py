@@ -67,3 +67,65 @@ def test_fork_needs_a_python_command(tmp_path: Path) -> None:
     assert not python_target(["/bin/sh", "-c", "true"])
     with pytest.raises(UsageError, match="needs a `python -m MODULE"):  # the user's mistake: one line
         Drill(["/bin/sh", "-c", "true"], DrillOptions(root=tmp_path, launcher="fork"))
+
+
+def _ahead(launcher: Launcher) -> list[int]:
+    """The agents forked ahead: children of the template's idle keeper."""
+    import psutil
+
+    template = psutil.Process(launcher._proc.pid)  # type: ignore[union-attr]
+    return [c.pid for keeper in template.children() for c in keeper.children()]
+
+
+def _wait_for(predicate: object, timeout: float = 5.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_an_attempt_starts_in_the_agent_forked_ahead(tmp_path: Path) -> None:
+    """After a forked attempt, the spare keeper forks the next attempt's agent before it is
+    asked (issue 23); the next attempt runs in it, set up as a fresh process all the same.  One
+    killed while it waited is replaced by a fork made then; a spawned command discards it."""
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import os, sys\nprint(os.getpid(), os.getcwd(), os.environ.get('PROBE'))\nsys.exit(3)\n"
+    )
+
+    def run(launcher: Launcher, argv: list[str], i: int, exec_: bool = False) -> tuple[int, list[str]]:
+        out = tmp_path / f"out{i}"
+        child = launcher.spawn(
+            argv,
+            env={"PROBE": str(i)},
+            cwd=str(tmp_path),
+            stdout=str(out),
+            stderr=str(out) + ".err",
+            exec_=exec_,
+        )
+        code = child.wait(timeout=10)
+        return code, [str(child.pid), *out.read_text().split()[1:]] if code == 3 else []
+
+    with Launcher(PY, preload=["json"]) as launcher:
+        assert run(launcher, [PY, str(script)], 0)[0] == 3
+        _wait_for(lambda: len(_ahead(launcher)) == 1)
+        [waiting] = _ahead(launcher)
+        code, seen = run(launcher, [PY, str(script)], 1)
+        assert (code, seen) == (3, [str(waiting), str(tmp_path), "1"])  # it ran in the one forked ahead
+        _wait_for(lambda: len(_ahead(launcher)) == 1)
+        [killed] = _ahead(launcher)
+        import os
+
+        os.kill(killed, signal.SIGKILL)
+        code, seen = run(launcher, [PY, str(script)], 2)
+        assert code == 3 and seen[0] != str(killed) and seen[1:] == [str(tmp_path), "2"]
+        _wait_for(lambda: len(_ahead(launcher)) == 1)
+        [discarded] = _ahead(launcher)
+        code, _ = run(launcher, ["/bin/sh", "-c", "exit 3"], 3, exec_=True)  # spawned, not forked
+        assert code == 3
+        import psutil
+
+        _wait_for(lambda: not psutil.pid_exists(discarded) or psutil.Process(discarded).status() == "zombie")
+        _wait_for(lambda: _ahead(launcher) == [])  # and the next spare forks none
