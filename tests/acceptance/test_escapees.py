@@ -97,9 +97,11 @@ def test_killed_harness_leaves_nothing(
         while len(leftovers.scan(marker)) < 4 * workers:  # four escapees per running attempt
             assert harness.poll() is None and time.monotonic() < deadline, "the attempts did not start"
             time.sleep(0.05)
-        started = len(list((tmp_path / "r").iterdir()))
         templates = leftovers.templates(harness.pid)
         assert templates
+        # counted just before the signal: the process scan above takes a while under load, and a
+        # case that ended meanwhile (its attempt past the held step) lets the next one start
+        started = len(list((tmp_path / "r").iterdir()))
         harness.send_signal(sig)
         signalled = time.monotonic()
         try:
