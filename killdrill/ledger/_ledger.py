@@ -50,6 +50,19 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_databases_after_fork)
 
 
+def _readers(url: str) -> str:
+    """The key of ``url``'s pool of read-only connections (the writers' pool is under ``url``)."""
+    return f"{url}\0read-only"
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _parsed(text: str, value: Any) -> Any:
+    return value
+
+
 class Ledger:
     """The calls and state of one case (``thread``) in a SQLite file or a database URL."""
 
@@ -60,7 +73,7 @@ class Ledger:
         self.thread = thread
         self.where = self.path or _hide_password(self.url)
         self.read_only = read_only and self.path is not None
-        self._cached = f"{self.url}\0read-only" if self.read_only else self.url  # its own pool
+        self._cached = _readers(self.url) if self.read_only else self.url  # its own pool
         self.db = self._database()
         self.dialect = self.db.dialect
 
@@ -136,7 +149,7 @@ class Ledger:
             os.close(fd)
 
     def _forget(self) -> None:
-        for cached in (self.url, f"{self.url}\0read-only"):  # the writers' pool and the readers'
+        for cached in (self.url, _readers(self.url)):  # the writers' pool and the readers'
             db = _databases.pop(cached, None)
             _file_ids.pop(cached, None)
             _ready.discard(cached)
@@ -294,44 +307,21 @@ class Ledger:
         if op is not None:
             where, params["op"] = where + " AND op = :op", op
         loads = json_reader()
-        if sub is not None:
-            key_, json_ = sub.key, sub.json
-            return [
-                Call(
-                    seq,
-                    provider,
-                    op_,
-                    key_(key),
-                    json_(payload, loads(payload)),
-                    outcome,
-                    effect_id,
-                    attempt,
-                    pid,
-                    time_,
-                    json_(context, loads(context)) if context else None,
-                )
-                for seq, provider, op_, key, payload, outcome, effect_id, attempt, pid, time_, context in (
-                    conn.values(
-                        "SELECT seq, provider, op, key, payload, outcome, effect_id, attempt, pid, time,"
-                        f" context FROM killdrill_calls WHERE {where} ORDER BY seq",
-                        params,
-                    )
-                )
-            ]
+        key_, json_ = (sub.key, sub.json) if sub is not None else (_same, _parsed)
         # by position, in the SELECT's order: a name lookup per column was a third of a read
         return [
             Call(
                 seq,
                 provider,
                 op_,
-                key,
-                loads(payload),
+                key_(key),
+                json_(payload, loads(payload)),
                 outcome,
                 effect_id,
                 attempt,
                 pid,
                 time_,
-                loads(context) if context else None,
+                json_(context, loads(context)) if context else None,
             )
             for seq, provider, op_, key, payload, outcome, effect_id, attempt, pid, time_, context in (
                 conn.values(
@@ -391,7 +381,7 @@ class Ledger:
             " WHERE thread = :thread AND seq <= :last ORDER BY seq",
             {"thread": self.thread, "last": last},
         )
-        key = sub.key if sub is not None else (lambda k: k)
+        key = sub.key if sub is not None else _same
         if [(s, p, o, key(k), a) for s, p, o, k, a in there] != [
             (c.seq, c.provider, c.op, c.key, c.attempt) for c in before
         ]:

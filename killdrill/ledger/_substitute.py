@@ -3,8 +3,8 @@
 Agents put their thread into keys and refs (rightly: it is what makes them stable), and every
 case has its own thread, so the drill reads each case with its thread and workdir written as
 ``{thread}``/``{workdir}``: otherwise no case could be compared with the baseline.  Done while
-the rows are parsed (:meth:`Substitution.call`), not over the parsed calls afterwards: at 10^5
-calls the second pass and its copies were a third of a case's read (issue 23).
+the rows are parsed (``Ledger.snapshot(written_as=...)``), not over the parsed calls afterwards:
+at 10^5 calls the second pass and its copies were a third of a case's read (issue 23).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from killdrill.records import Call, LedgerSnapshot
+from killdrill.records import LedgerSnapshot
 
-__all__ = ["Substitution", "normalize", "replace_all"]
+__all__ = ["Substitution", "replace_all"]
 
 
 def replace_all(value: Any, subs: Mapping[str, str]) -> Any:
@@ -81,24 +81,7 @@ class Substitution:
             return value
         return same_or_replaced(value, self.subs)
 
-    def call(self, c: Call) -> Call:
-        """A call read before with another substitution, or none, replaced."""
-        key = self.key(c.key)
-        payload = same_or_replaced(c.payload, self.subs)
-        context = c.context if c.context is None else same_or_replaced(c.context, self.subs)
-        if key is c.key and payload is c.payload and context is c.context:
-            return c
-        return Call(
-            c.seq, c.provider, c.op, key, payload, c.outcome, c.effect_id, c.attempt, c.pid, c.time, context
-        )  # fmt: skip
-
     def rest(self, snap: LedgerSnapshot) -> LedgerSnapshot:
         """``snap``'s state and keys in flight replaced (its calls as they are)."""
         in_flight = tuple(replace(f, key=replace_all(f.key, self.subs)) for f in snap.in_flight)
         return replace(snap, state=replace_all(snap.state, self.subs), in_flight=in_flight)
-
-
-def normalize(snap: LedgerSnapshot, subs: Mapping[str, str]) -> LedgerSnapshot:
-    """A snapshot read without substitution, with ``subs`` replaced in keys, payloads and state."""
-    sub = Substitution(subs)
-    return sub.rest(replace(snap, calls=tuple(sub.call(c) for c in snap.calls)))

@@ -311,14 +311,9 @@ class AgentAhead:
     def start(self, spec: bytes) -> int | None:
         """Give it its spec: its pid once it set itself up (NotStarted: why it did not), or None
         when it is gone (killed while it waited: the caller forks another)."""
-        try:
-            while spec:
-                spec = spec[os.write(self._spec_w, spec) :]
-        except OSError:
+        if not send_all(self._spec_w, spec):
             os.close(self._err_r)
             return None
-        finally:
-            os.close(self._spec_w)
         return _started(self.pid, self._err_r)
 
     def discard(self) -> None:
@@ -396,6 +391,18 @@ def spawn_agent(argv: list[str], env: dict[str, str], cwd: str | None, stdout: s
             os.close(err)
     except OSError as exc:
         raise NotStarted(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+
+
+def send_all(fd: int, data: bytes) -> bool:
+    """Write all of ``data`` to the pipe ``fd``, then close it; False if its reader is gone."""
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def read_all(fd: int) -> bytes:

@@ -167,15 +167,10 @@ def _spare(inherited: list[int], agent_ahead: bool) -> _Keeper | None:
 
 def _hand_over(spec: bytes, keeper: _Keeper) -> bool:
     """Give a waiting keeper its attempt; False if it is gone (killed while it waited)."""
-    try:
-        while spec:
-            spec = spec[os.write(keeper.spec_w, spec) :]
+    if containment.send_all(keeper.spec_w, spec):
         return True
-    except OSError:
-        os.close(keeper.report_r)
-        return False
-    finally:
-        os.close(keeper.spec_w)
+    os.close(keeper.report_r)
+    return False
 
 
 def _spawn(

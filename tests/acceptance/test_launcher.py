@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
@@ -71,17 +75,13 @@ def test_fork_needs_a_python_command(tmp_path: Path) -> None:
 
 def _ahead(launcher: Launcher) -> list[int]:
     """The agents forked ahead: children of the template's idle keeper."""
-    import psutil
-
     template = psutil.Process(launcher._proc.pid)  # type: ignore[union-attr]
     return [c.pid for keeper in template.children() for c in keeper.children()]
 
 
-def _wait_for(predicate: object, timeout: float = 5.0) -> None:
-    import time
-
+def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
 
@@ -116,8 +116,6 @@ def test_an_attempt_starts_in_the_agent_forked_ahead(tmp_path: Path) -> None:
         assert (code, seen) == (3, [str(waiting), str(tmp_path), "1"])  # it ran in the one forked ahead
         _wait_for(lambda: len(_ahead(launcher)) == 1)
         [killed] = _ahead(launcher)
-        import os
-
         os.kill(killed, signal.SIGKILL)
         code, seen = run(launcher, [PY, str(script)], 2)
         assert code == 3 and seen[0] != str(killed) and seen[1:] == [str(tmp_path), "2"]
@@ -125,7 +123,5 @@ def test_an_attempt_starts_in_the_agent_forked_ahead(tmp_path: Path) -> None:
         [discarded] = _ahead(launcher)
         code, _ = run(launcher, ["/bin/sh", "-c", "exit 3"], 3, exec_=True)  # spawned, not forked
         assert code == 3
-        import psutil
-
         _wait_for(lambda: not psutil.pid_exists(discarded) or psutil.Process(discarded).status() == "zombie")
         _wait_for(lambda: _ahead(launcher) == [])  # and the next spare forks none

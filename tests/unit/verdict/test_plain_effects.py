@@ -5,16 +5,18 @@
   must equal ``judge`` run check by check without it;
 - ``canonical_json``'s per-thread C encoder gives the text the standard encoder gives, and still
   refuses a cycle (twice in a row: its markers are cleared after a failure);
-- ``normalize``'s repr shortcut replaces exactly what the full walk replaces;
+- the ledger's shortcut past payloads with nothing to replace (one search of their stored
+  text) replaces exactly what the full walk replaces;
 - the ledger's reader of stored JSON (``json_reader``) gives what ``json.loads`` gives, errors
   included;
 - a read with placeholders written back (``Substitution``, as the rows are parsed) gives what
-  normalising the plain read gives.
+  the full walk gives over the plain read.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from killdrill.canonical import _LENIENT, canonical_json, json_reader
-from killdrill.ledger._substitute import normalize, replace_all
+from killdrill.ledger._substitute import Substitution, replace_all
 from killdrill.records import Attempt, Call, LedgerSnapshot
 from killdrill.verdict import judge
 from killdrill.verdict.registry import CheckContext, registered_checks
@@ -106,23 +108,39 @@ def test_canonical_json_still_refuses_a_cycle_and_recovers() -> None:
     assert canonical_json({"b": [1, {"c": None}]}) == '{"b":[1,{"c":null}]}'
 
 
-SUBS = {"t-1a2b": "{thread}", "/tmp/kd w/é": "{workdir}"}
-strings = st.sampled_from(["t-1a2b", "x:t-1a2b:y", "/tmp/kd w/é/f", "plain", "it's", 'q"t-1a2b', "t-1a"])
+SUBS = {"t-1a2b": "{thread}", "/tmp/kd w/é": "{workdir}"}  # non-ASCII: every payload is walked
+VERBATIM = {"t-1a2b": "{thread}", "/tmp/kd w": "{workdir}"}  # the search of the stored text decides
+strings = st.sampled_from(
+    ["t-1a2b", "x:t-1a2b:y", "/tmp/kd w/é/f", "plain", "it's", 'q"t-1a2b', "t-1a", "é\nt-1a2b\\", "\tt-1a"]
+)
 payloads = st.dictionaries(
     strings,
     strings | st.integers() | st.lists(strings, max_size=2) | st.dictionaries(strings, strings, max_size=2),
 )
 
 
+def normalize(snap: LedgerSnapshot, subs: dict[str, str]) -> LedgerSnapshot:
+    """The oracle: every key, payload, context and state walked in full, no shortcut."""
+    calls = tuple(
+        replace(c, key=replace_all(c.key, subs), payload=replace_all(c.payload, subs),
+                context=replace_all(c.context, subs))
+        for c in snap.calls
+    )  # fmt: skip
+    in_flight = tuple(replace(f, key=replace_all(f.key, subs)) for f in snap.in_flight)
+    return LedgerSnapshot(calls=calls, state=replace_all(snap.state, subs), in_flight=in_flight)
+
+
 @settings(max_examples=300, deadline=None)
-@given(payloads)
-def test_normalize_replaces_what_the_full_walk_replaces(payload: dict[str, Any]) -> None:
-    call = Call(1, "payments", "charge", "t-1a2b:k", payload, "created", None, 1, 1, 0.0)
-    out = normalize(LedgerSnapshot(calls=(call,)), SUBS).calls[0]
-    assert out.payload == replace_all(payload, SUBS)
-    assert out.key == "{thread}:k"
-    if out.payload == payload:
-        assert out.payload is payload  # nothing to change: no copy
+@given(payloads, st.sampled_from([SUBS, VERBATIM]))
+def test_the_shortcut_replaces_what_the_full_walk_replaces(
+    payload: dict[str, Any], subs: dict[str, str]
+) -> None:
+    sub = Substitution(subs)
+    out = sub.json(canonical_json(payload), payload)
+    assert out == replace_all(payload, subs)
+    assert sub.key("t-1a2b:k") == "{thread}:k" and sub.key("k") == "k"
+    if out == payload:
+        assert out is payload  # nothing to change: no copy
 
 
 json_values = st.recursive(
@@ -155,7 +173,7 @@ def test_the_ledger_reader_refuses_what_json_loads_refuses(text: str) -> None:
 @given(
     st.lists(payloads, min_size=1, max_size=4),
     st.sampled_from(["t-1a2b", "x"]),
-    st.sampled_from([SUBS, {"t-1a2b": "{thread}", "/tmp/kd w": "{workdir}"}]),  # verbatim: the search
+    st.sampled_from([SUBS, VERBATIM]),
 )
 def test_a_read_with_placeholders_is_the_plain_read_normalised(
     tmp_path_factory: pytest.TempPathFactory, many: list[dict[str, Any]], thread: str, subs: dict[str, str]
