@@ -280,7 +280,8 @@ def keeper(start_agent: Callable[[], int], report_fd: int, parent: int) -> NoRet
 def fork_agent(run: Callable[[int], NoReturn]) -> int:
     """Start the agent as a fork of this process: ``run(error_fd)`` sets it up and runs it.
 
-    Until ``run`` execs or closes ``error_fd``, a line written there means it did not start.
+    ``run`` ends ``error_fd`` with :func:`say_started` once set up, or a line saying why it
+    could not start.  Nothing at all: it died first (NotStarted too).
     """
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     agent = os.fork()
@@ -289,17 +290,32 @@ def fork_agent(run: Callable[[int], NoReturn]) -> int:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
         run(err_w)
     os.close(err_w)
-    return _started(agent, err_r)
+    started = _started(agent, err_r)
+    if started is None:
+        raise NotStarted("the agent died before it was set up")
+    return started
 
 
-def _started(agent: int, err_r: int) -> int:
-    """``agent`` once it closed its end of ``err_r`` (set up), or NotStarted with what it wrote."""
-    error = read_all(err_r).decode("utf-8", "replace").strip()
-    if error:
+_STARTED = b"\n"
+
+
+def say_started(err_fd: int) -> None:
+    """In a forked agent: tell its keeper it is set up (an empty line), and close ``err_fd``."""
+    os.write(err_fd, _STARTED)
+    os.close(err_fd)
+
+
+def _started(agent: int, err_r: int) -> int | None:
+    """``agent`` once it said it is set up; NotStarted with the line it wrote instead; None
+    when it wrote nothing (it died first: killed, say, while it waited ahead), reaped."""
+    said = read_all(err_r)
+    error = said.decode("utf-8", "replace").strip()
+    if error or not said:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(agent, 0)
+    if error:
         raise NotStarted(error)
-    return agent
+    return agent if said else None
 
 
 class AgentAhead:
@@ -310,7 +326,8 @@ class AgentAhead:
 
     def start(self, spec: bytes) -> int | None:
         """Give it its spec: its pid once it set itself up (NotStarted: why it did not), or None
-        when it is gone (killed while it waited: the caller forks another)."""
+        when it is gone (killed while it waited, or as it was given its spec: the caller forks
+        another)."""
         if not send_all(self._spec_w, spec):
             os.close(self._err_r)
             return None

@@ -77,7 +77,7 @@ def _run_forked(spec: dict[str, Any], report_fd: int, err_fd: int) -> NoReturn:
         with contextlib.suppress(OSError):
             os.write(err_fd, f"cannot start {spec['argv'][0]!r}: {exc.strerror or exc}".encode())
         os._exit(127)
-    os.close(err_fd)  # no exec to close it: say "started" now
+    containment.say_started(err_fd)  # no exec to close it
     _run_python(spec)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -119,6 +120,14 @@ def test_an_attempt_starts_in_the_agent_forked_ahead(tmp_path: Path) -> None:
         os.kill(killed, signal.SIGKILL)
         code, seen = run(launcher, [PY, str(script)], 2)
         assert code == 3 and seen[0] != str(killed) and seen[1:] == [str(tmp_path), "2"]
+        # killed as it is given its spec (stopped, so the spec reaches its pipe, then killed):
+        # before, its silence read as "set up" and the attempt was the dead one (exit -9)
+        _wait_for(lambda: len(_ahead(launcher)) == 1)
+        [stopped] = _ahead(launcher)
+        os.kill(stopped, signal.SIGSTOP)
+        threading.Timer(0.3, os.kill, (stopped, signal.SIGKILL)).start()
+        code, seen = run(launcher, [PY, str(script)], 4)
+        assert code == 3 and seen[0] != str(stopped) and seen[1:] == [str(tmp_path), "4"]
         _wait_for(lambda: len(_ahead(launcher)) == 1)
         [discarded] = _ahead(launcher)
         code, _ = run(launcher, ["/bin/sh", "-c", "exit 3"], 3, exec_=True)  # spawned, not forked
