@@ -15,12 +15,17 @@ usage = run.step("read_usage", lambda: {"account": "acme", "units": 312})
 
 
 def model_summary(units: int) -> str:
-    """Stands in for an LLM call at temperature > 0: same meaning, other words on every call."""
+    """Stands in for an LLM call at temperature > 0: same meaning, other words on every call.
+
+    The confidence has six digits: with two, a resumed call repeated the first call's wording once
+    in ~400 (a CI run saw it), the key was the same, the charge landed once and the verdict was
+    right to pass it.  Now a repeat is ~1 in 10^7.
+    """
     opener = random.choice(
         ["Usage was", "This month the customer used", "Metered usage:", "Customer consumed"]
     )
     tail = random.choice(["", ".", " in total.", " this period.", ", within plan."])
-    return f"{opener} {units} units{tail} (confidence {random.uniform(0.8, 1.0):.2f})"
+    return f"{opener} {units} units{tail} (confidence {random.uniform(0.8, 1.0):.6f})"
 
 
 def charge() -> str:
