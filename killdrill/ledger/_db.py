@@ -78,9 +78,10 @@ class SQLiteDatabase:
     dialect = "sqlite"
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
 
-    def __init__(self, path: str, read_only: bool = False) -> None:
+    def __init__(self, path: str, read_only: bool = False, durable: bool = True) -> None:
         self.path = path
         self.read_only = read_only
+        self.durable = durable
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
 
@@ -91,6 +92,8 @@ class SQLiteDatabase:
         where, pragmas = self.path, _PRAGMAS
         if self.read_only:  # no writes, so no checkpoint on close; the file keeps its WAL mode
             where, pragmas = Path(self.path).absolute().as_uri() + "?mode=ro", _PRAGMAS[:1]
+        elif not self.durable:  # commits and the close's checkpoint without an fsync
+            pragmas = (*_PRAGMAS[:2], "PRAGMA synchronous=OFF")
         conn = sqlite3.connect(
             where, timeout=30.0, isolation_level=None, check_same_thread=False, uri=self.read_only
         )
@@ -194,10 +197,12 @@ class SQLAlchemyDatabase:
         self.engine.dispose(close=False)  # pooled connections must never be shared with a child
 
 
-def open_database(url: str, path: str | None, read_only: bool = False) -> Database:
+def open_database(
+    url: str, path: str | None, read_only: bool = False, durable: bool = True
+) -> Database:
     """The driver for a ledger: ``path`` (a SQLite file) or any other SQLAlchemy ``url``."""
     if path is not None:
-        return SQLiteDatabase(path, read_only)
+        return SQLiteDatabase(path, read_only, durable)
     return SQLAlchemyDatabase(url)
 
 

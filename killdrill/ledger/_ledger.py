@@ -50,9 +50,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_databases_after_fork)
 
 
-def _readers(url: str) -> str:
-    """The key of ``url``'s pool of read-only connections (the writers' pool is under ``url``)."""
-    return f"{url}\0read-only"
+def _pool(url: str, read_only: bool = False, durable: bool = True) -> str:
+    """The key of ``url``'s pool of connections: the writers' is ``url`` itself, the readers'
+    and the writers without fsync have their own."""
+    return f"{url}\0read-only" if read_only else url if durable else f"{url}\0no-fsync"
+
+
+_POOLS = ((False, True), (True, True), (False, False))  # (read_only, durable) of every pool
 
 
 def _same(value: Any) -> Any:
@@ -66,14 +70,19 @@ def _parsed(text: str, value: Any) -> Any:
 class Ledger:
     """The calls and state of one case (``thread``) in a SQLite file or a database URL."""
 
-    def __init__(self, url: str | os.PathLike[str], thread: str, *, read_only: bool = False) -> None:
+    def __init__(
+        self, url: str | os.PathLike[str], thread: str, *, read_only: bool = False, durable: bool = True
+    ) -> None:
         """``read_only``: for a SQLite file that exists and is a ledger, a connection that cannot
-        write: the harness reading a case (its close checkpoints no WAL, with no fsync)."""
+        write: the harness reading a case (its close checkpoints no WAL, with no fsync).
+        ``durable=False``: a SQLite file's commits and checkpoints skip the fsync (the harness's
+        marker in a case's new ledger: a machine that crashes voids the case anyway)."""
         self.url, self.path = _to_url(url)
         self.thread = thread
         self.where = self.path or _hide_password(self.url)
         self.read_only = read_only and self.path is not None
-        self._cached = _readers(self.url) if self.read_only else self.url  # its own pool
+        self.durable = durable or self.path is None
+        self._cached = _pool(self.url, self.read_only, self.durable)  # its own pool
         self.db = self._database()
         self.dialect = self.db.dialect
 
@@ -115,7 +124,7 @@ class Ledger:
                     if not self.read_only:
                         os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 try:
-                    db = open_database(self.url, self.path, read_only=self.read_only)
+                    db = open_database(self.url, self.path, self.read_only, self.durable)
                 except Exception as e:
                     if unusable(e):
                         raise self._fail(e) from None
@@ -149,7 +158,7 @@ class Ledger:
             os.close(fd)
 
     def _forget(self) -> None:
-        for cached in (self.url, _readers(self.url)):  # the writers' pool and the readers'
+        for cached in (_pool(self.url, *kind) for kind in _POOLS):
             db = _databases.pop(cached, None)
             _file_ids.pop(cached, None)
             _ready.discard(cached)
@@ -157,9 +166,9 @@ class Ledger:
                 db.dispose()
 
     def close(self) -> None:
-        """Close the pooled connections of this ledger's URL, the writers' and the readers' (a
-        harness reading many cases keeps no files open: the HTTP and SMTP fakes it serves write
-        through the writers' pool, and a case is read through the readers')."""
+        """Close the pooled connections of this ledger's URL, all its pools (a harness reading
+        many cases keeps no files open: the HTTP and SMTP fakes it serves write through the
+        writers' pool, and a case is read through the readers')."""
         with _databases_lock:
             self._forget()
 

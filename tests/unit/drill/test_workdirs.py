@@ -62,3 +62,30 @@ def test_two_drills_on_one_root_keep_each_others_workdirs(tmp_path: Path) -> Non
     theirs = second.new("before:payout")
     assert theirs != mine and (mine / "evidence").read_text() == "kept"
     assert (theirs / ".killdrill").is_dir() and theirs.name.startswith("002-")
+
+
+def test_a_case_ledger_starts_as_the_blank_and_holds_only_its_own_marker(tmp_path: Path) -> None:
+    """The second case's ledger is a copy of the first's before its marker (issue 23: making the
+    schema was 3 ms of a case): a ledger like any other, which the agent writes durably, and
+    nothing of the first case's thread or marker in it."""
+    workdirs = Workdirs(tmp_path, None)
+    first, second = (RunContext(workdirs.new(f"case-{i}"), f"t-{i}") for i in (1, 2))
+    workdirs.mark(first, "first-mark")
+    _charge(Ledger(workdirs.ledger_url(first.workdir), first.thread), "k1")
+    workdirs.mark(second, "second-mark")
+    url = workdirs.ledger_url(second.workdir)
+    assert not Path(f"{url}-wal").exists()  # the marker's write was checkpointed into the file
+    raw = Path(url).read_bytes()
+    assert b"first-mark" not in raw and b"t-1" not in raw and b"k1" not in raw
+    assert workdirs.snapshot_and_mark(second, "second-mark")[1]
+    assert not workdirs.snapshot_and_mark(second, "first-mark")[1]
+    agent = Ledger(url, second.thread)  # what an attempt opens: a durable writer
+    _charge(agent, "k2")
+    assert [c.key for c in agent.calls()] == ["k2"] and agent.db.durable  # type: ignore[attr-defined]
+    agent.close()
+    assert [c.key for c in workdirs.snapshot(first).calls] == ["k1"]
+
+
+def _charge(ledger: Ledger, key: str) -> None:
+    with ledger.transaction() as tx:
+        tx.record("payments", "charge", key, {"amount": 1}, "created", None, 1, 1)
