@@ -8,6 +8,7 @@ races real resumers through it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,8 @@ def _run(number: int, kill: str | None = None) -> Running:
         argv=["agent"], env={}, cwd=None, stdout_path="", stderr_path="", number=number,
         kill=parse_fault(kill) if kill else None, timeout_s=10,
     )
-    return Running(spec=spec, listener=None, popen=None, started=0.0, stdout=None, stderr=None)  # type: ignore[arg-type]
+    started = time.monotonic()
+    return Running(spec=spec, listener=None, popen=None, started=started, stdout=None, stderr=None)  # type: ignore[arg-type]
 
 
 def _arrive(barrier: Barrier, run: Running, point: str, occurrence: int = 1) -> tuple[bool, Connection]:
@@ -138,3 +140,16 @@ def test_a_barrier_not_everyone_reaches_is_released_after_patience_with_a_note()
     assert sorted(sup.released[1:]) == [(2, "after:claim"), (3, "after:claim")]
     sup.timers[1][1]()  # released already: the late timer does nothing
     assert len(sup.released) == 3 and len(a.notes) == 1 and barrier.released == 2
+
+
+def test_patience_is_at_least_what_the_first_took_to_arrive() -> None:
+    """Resumers start together; one that took 3 s to reach the point (a loaded machine, a
+    framework imported at spawn) is given as long again for the other, not the 1 s default,
+    whose expiry let it finish before the other looked: the race missed."""
+    barrier, sup, (a, b) = _setup(2)
+    a.started = b.started = time.monotonic() - 3.0
+    _arrive(barrier, a, "before:claim")
+    (delay, give_up), = sup.timers
+    assert 3.0 <= delay < 4.0
+    give_up()
+    assert a.notes == [f"barrier at before:claim released after {delay:.3g}s: not every resumer came"]
