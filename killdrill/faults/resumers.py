@@ -6,11 +6,13 @@ window is hit rarely; here every boundary is a barrier: each resumer is held at 
 until every live resumer has arrived at the same point (or exited), then all go on
 together.  ``point`` limits the barrier to one point.  A barrier that not all resumers
 reach in time (one of them blocked on a lock, say) is released anyway, and the report says
-so, rather than hanging the case.  In time: ``patience_s``, or as long as the first to
-arrive took to get there from its start, if longer: resumers started together on a loaded
-machine (or spawned, importing a framework for a second) arrive that far apart, and a
-barrier given up too early lets one resumer finish before the other looks (the race the
-drill exists to provoke, missed).
+so, rather than hanging the case.  In time: ``patience_s``, or, if longer, as long as the
+first to arrive took to get there since the resumers were last together (their start, or the
+barrier that let it go last): resumers started together on a loaded machine (or spawned,
+importing a framework for a second) arrive that far apart, and a barrier given up too early
+lets one resumer finish before the other looks (the race the drill exists to provoke,
+missed).  Counted from the last release, not from the start, so that a resumer held at every
+boundary by one that is blocked waits ``patience_s`` at each, not ever longer.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Barrier:
     supervisor: Supervisor | None = None
     waiting: dict[str, list[tuple[Running, Connection]]] = field(default_factory=dict)
     released: int = 0
+    _together: dict[int, float] = field(default_factory=dict)  # id(run) -> when it was last let go
 
     def bind(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
@@ -43,7 +46,8 @@ class Barrier:
         first = label not in self.waiting
         self.waiting.setdefault(label, []).append((run, conn))
         if first and self.supervisor is not None:
-            patience = max(self.patience_s, time.monotonic() - run.started)
+            since = self._together.get(id(run), run.started)
+            patience = max(self.patience_s, time.monotonic() - since)
             self.supervisor.at(patience, lambda: self._give_up(label, patience))
         self._check(label)
         return True
@@ -71,6 +75,8 @@ class Barrier:
 
     def _release(self, label: str) -> None:
         assert self.supervisor is not None
+        now = time.monotonic()
         for run, conn in self.waiting.pop(label, ()):
             self.supervisor.release(run, conn)
+            self._together[id(run)] = now
         self.released += 1

@@ -153,3 +153,7 @@ def test_patience_is_at_least_what_the_first_took_to_arrive() -> None:
     assert 3.0 <= delay < 4.0
     give_up()
     assert a.notes == [f"barrier at before:claim released after {delay:.3g}s: not every resumer came"]
+    # counted from that release now: held at every later boundary by b (blocked on a lock, say),
+    # a waits 1 s at each, not as long as it has run (which would double at every boundary)
+    _arrive(barrier, a, "after:claim")
+    assert sup.timers[-1][0] == 1.0
