@@ -44,7 +44,6 @@ from killdrill.chaos.report import (
     RunRecord,
     chaos_counts,
     is_chaos_report,
-    merge_reports,
     render_text,
     report_dict,
     spread,
@@ -52,7 +51,7 @@ from killdrill.chaos.report import (
     write_reports,
 )
 from killdrill.chaos.shrink import Shrunk, shrink
-from killdrill.chaos.stream import RunStream, write_json_stream
+from killdrill.chaos.stream import RunStream, merged_reports, write_json_stream
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import ExitCode
 from killdrill.faults import fleet
@@ -88,7 +87,7 @@ __all__ = [
     "chaos_case",
     "chaos_counts",
     "is_chaos_report",
-    "merge_reports",
+    "merged_reports",
     "plan_schedule",
     "render_text",
     "run_chaos",

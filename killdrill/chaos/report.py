@@ -15,7 +15,6 @@ from xml.etree import ElementTree as ET
 
 from killdrill.chaos.shrink import Shrunk
 from killdrill.chaos.strategies import START, interval_of
-from killdrill.errors import UsageError
 from killdrill.points import occurrence_label, parse_fault, parse_schedule
 from killdrill.records import (
     HARNESS_ERROR,
@@ -37,7 +36,6 @@ __all__ = [
     "atomic_write_text",
     "chaos_counts",
     "is_chaos_report",
-    "merge_reports",
     "render_text",
     "report_dict",
     "spread",
@@ -348,38 +346,3 @@ def is_chaos_report(path: str | os.PathLike[str]) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and isinstance(data.get("chaos"), dict)
-
-
-def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
-    """Join the shards of one seed's chaos job; overlapping or foreign shards are an error."""
-    datas = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
-    first = datas[0]["chaos"]
-    for p, d in zip(paths, datas, strict=True):
-        h = d["chaos"]
-        if h["seed"] != first["seed"] or h["command"] != first["command"]:
-            raise UsageError(f"{p}: seed {h['seed']} / command differ from {paths[0]}: not shards of one job")
-    runs: dict[int, tuple[RunRecord, CaseResult]] = {}
-    for p, d in zip(paths, datas, strict=True):
-        for r, c in zip(d["runs"], d["cases"], strict=True):
-            if r["index"] in runs:
-                raise UsageError(f"{p}: run {r['index']} is also in another file: shards overlap")
-            runs[r["index"]] = (RunRecord.from_dict(r), CaseResult.from_dict(c))
-    failures: dict[tuple[str, tuple[str, ...]], Shrunk] = {}
-    for d in datas:
-        for f in d.get("failures", ()):
-            s = Shrunk.from_dict(f)
-            failures.setdefault((s.schedule, s.kinds), s)
-    ordered = [runs[i] for i in sorted(runs)]
-    header = {
-        **first,
-        "shard": ",".join(sorted({d["chaos"]["shard"] for d in datas})),
-        "stopped": ",".join(sorted({d["chaos"].get("stopped", "runs") for d in datas})),
-        "elapsed_s": max(d["chaos"].get("elapsed_s", 0.0) for d in datas),
-    }
-    return report_dict(
-        header,
-        Discovery.from_dict(datas[0]["discovery"]),
-        [r for r, _ in ordered],
-        [c for _, c in ordered],
-        list(failures.values()),
-    )

@@ -12,8 +12,10 @@ more memory than 10^3.  ``ChaosResult.runs`` / ``.cases`` read the same file laz
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
+import os
 import tempfile
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,9 +30,11 @@ from killdrill.chaos.report import (
     spread,
     write_junit_stream,
 )
+from killdrill.chaos.shrink import Shrunk
+from killdrill.errors import UsageError
 from killdrill.records import FULL_CLEAN_CASES, CaseResult, Discovery
 
-__all__ = ["RUNS_FILE", "RunStream"]
+__all__ = ["RUNS_FILE", "RunStream", "merged_reports", "write_json_stream"]
 
 RUNS_FILE = "runs.jsonl"
 """One line per finished run (``{"run": ..., "case": ...}``), in the order runs finished."""
@@ -233,6 +237,56 @@ class _Lazy(Sequence[Any]):
         ):
             case = CaseResult.from_dict(case).abridge().to_dict()
         return self._make(run, case)
+
+
+@contextlib.contextmanager
+def merged_reports(paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict[str, Any]]:
+    """The shards of one seed's chaos job joined, as ``report.json``'s dict with its runs and
+    cases read lazily (write it with :func:`write_json_stream`); overlapping or foreign shards are
+    a UsageError.
+
+    One shard is parsed at a time and its runs go to a :class:`RunStream` (a temporary file),
+    which keeps only what the end needs: before, every shard's JSON and every case were held at
+    once (a 10,000-run shard is ~9 MB of JSON, ten times that parsed).  As in one job, the first
+    clean cases by index are kept whole and later ones abridged."""
+    stream: RunStream | None = None
+    first: dict[str, Any] = {}
+    seen: set[int] = set()
+    failures: dict[tuple[str, tuple[str, ...]], Shrunk] = {}
+    shards, stopped, elapsed = set(), set(), 0.0
+    try:
+        for p in paths:
+            data = json.loads(Path(p).read_text(encoding="utf-8"))
+            h = data["chaos"]
+            if stream is None:
+                first, stream = h, RunStream(Discovery.from_dict(data["discovery"]))
+            elif h["seed"] != first["seed"] or h["command"] != first["command"]:
+                raise UsageError(
+                    f"{p}: seed {h['seed']} / command differ from {paths[0]}: not shards of one job"
+                )
+            for r, c in zip(data["runs"], data["cases"], strict=True):
+                if r["index"] in seen:
+                    raise UsageError(f"{p}: run {r['index']} is also in another file: shards overlap")
+                seen.add(r["index"])
+                stream.add(RunRecord.from_dict(r), CaseResult.from_dict(c))
+            for f in data.get("failures", ()):
+                shrunk = Shrunk.from_dict(f)
+                failures.setdefault((shrunk.schedule, shrunk.kinds), shrunk)
+            shards.add(h["shard"])
+            stopped.add(h.get("stopped", "runs"))
+            elapsed = max(elapsed, h.get("elapsed_s", 0.0))
+        if stream is None:
+            raise UsageError("no chaos report to merge")
+        header = {
+            **first,
+            "shard": ",".join(sorted(shards)),
+            "stopped": ",".join(sorted(stopped)),
+            "elapsed_s": elapsed,
+        }
+        yield stream.report_parts(header, list(failures.values()))
+    finally:
+        if stream is not None:
+            stream.close()
 
 
 def write_json_stream(path: Path, data: Mapping[str, Any]) -> None:

@@ -7,6 +7,7 @@ The rendering and the merging live below the CLI (:mod:`killdrill.report.drill`,
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from killdrill.errors import ExitCode, UsageError
@@ -18,19 +19,21 @@ __all__ = ["add_parser"]
 
 def _cmd_report(args: argparse.Namespace) -> int:
     """``killdrill report FILE...``: render saved reports, merged (e.g. chaos shards) into one."""
-    from killdrill.chaos.report import is_chaos_report, merge_reports  # not paid by other subcommands
+    from killdrill.chaos.report import is_chaos_report  # not paid by other subcommands
     from killdrill.chaos.report import render_text as render_chaos_text
+    from killdrill.chaos.stream import merged_reports, write_json_stream
 
     if all(is_chaos_report(p) for p in args.files):  # shards of one chaos job
         try:
-            merged_chaos = merge_reports(args.files)
+            with merged_reports(args.files) as merged_chaos:
+                print(render_chaos_text(merged_chaos))
+                if args.json:
+                    write_json_stream(Path(args.json), merged_chaos)
+                violated = merged_chaos["summary"]["runs_violated"]
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:  # tampered input
             why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__} {exc}"
             raise UsageError(f"not chaos reports of one job (edited by hand?): {why}") from exc
-        print(render_chaos_text(merged_chaos))
-        if args.json:
-            write_json(args.json, merged_chaos)
-        return ExitCode.VIOLATION if merged_chaos["summary"]["runs_violated"] else ExitCode.OK
+        return ExitCode.VIOLATION if violated else ExitCode.OK
 
     discoveries: list[Discovery] = []
     cases: list[CaseResult] = []

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.chaos.report import ERRORED, VIOLATED, RunRecord, report_dict, write_reports
-from killdrill.chaos.stream import RUNS_FILE, RunStream
+from killdrill.chaos.stream import RUNS_FILE, RunStream, merged_reports, write_json_stream
 from killdrill.records import (
     Attempt,
     Call,
@@ -122,3 +122,45 @@ def test_the_jobs_memory_is_flat_in_runs(tmp_path: Path) -> None:
     assert (large - small) / 2000 < 100, f"{(large - small) / 2000:.0f} bytes kept per run"
     assert len(stream.runs()) == 2200 and stream.runs()[2199].index == 2199
     stream.close()
+
+
+def _job(folder: Path, indexes: list[int], shard: str) -> Path:
+    """A job (or a shard of one) of ``indexes``, its reports written as the job writes them."""
+    folder.mkdir()
+    stream = RunStream(DISC, folder)
+    for i in indexes:
+        c = case(i, bad=i % 9 == 4)
+        stream.add(RunRecord.of(i, c, 0.1), c)
+    stream.write_reports(folder, {**HEADER, "shard": shard}, [])
+    stream.close()
+    return folder / "report.json"
+
+
+def test_merged_shards_say_what_one_job_said_holding_one_shard_at_a_time(tmp_path: Path) -> None:
+    """``killdrill report`` of two shards: the report of the same runs made by one job (the first
+    60 clean cases by index whole, the rest abridged, failing ones in full), but the shard, and
+    the merge holds one shard's JSON at a time, not all of them (before: every shard and every
+    case at once)."""
+    whole = json.loads(_job(tmp_path / "one", list(range(300)), "1/1").read_text())
+    shards = [_job(tmp_path / f"s{k}", list(range(k - 1, 300, 2)), f"{k}/2") for k in (1, 2)]
+    out = tmp_path / "merged.json"
+    with merged_reports(shards) as merged:
+        write_json_stream(out, merged)
+        assert merged["summary"]["runs"] == 300 and merged["summary"]["runs_violated"] == 33
+    data = json.loads(out.read_text())
+    assert data.pop("chaos")["shard"] == "1/2,2/2" and whole.pop("chaos")["shard"] == "1/1"
+    assert data == whole
+    assert sum(not c.get("abridged") for c in data["cases"]) == 60 + 33
+
+    big = [_job(tmp_path / f"b{k}", list(range(k - 1, 1200, 4)), f"{k}/4") for k in (1, 2, 3, 4)]
+    one_shard = len(big[0].read_bytes())
+    tracemalloc.start()
+    try:
+        with merged_reports(big) as merged:
+            write_json_stream(tmp_path / "big.json", merged)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # one shard parsed is ~10x its bytes; the four at once were ~4 times that
+    assert peak < 15 * one_shard, f"peak {peak / 2**20:.1f} MB for shards of {one_shard / 2**20:.1f} MB"
+    assert [r["index"] for r in json.loads((tmp_path / "big.json").read_text())["runs"]] == list(range(1200))
