@@ -53,6 +53,20 @@ def test_atomic_claim_passes_every_run(tmp_path: Path, store_url: str) -> None:
     assert kinds == [""] * RUNS
 
 
+def test_resumers_that_start_slowly_still_meet_at_the_barrier(tmp_path: Path) -> None:
+    """Both resumers take seconds to reach their first boundary, 1.5 s apart (a loaded machine, a
+    framework imported at spawn).  The barrier waits as long as the first took to get there, so
+    they meet and the racy claim is caught; with a fixed 1 s it let the first send alone, the
+    second replayed, and the race the drill exists for was missed."""
+    store = f"sqlite:///{tmp_path / 'effects.sqlite'}"
+    options = DrillOptions(root=tmp_path / "r", resumers=2, launcher="fork", discovery_runs=1)
+    with Drill([*claimer(store, racy=True), "--stagger", "2.5,4"], options) as drill:
+        case = drill.run_case("before:notify")
+    gave_up = [n for a in case.attempts for n in a.notes if "released after" in n]
+    assert gave_up == [] and [a.number for a in case.attempts] == [1, 2, 2], case.text()
+    assert "duplicate_effect" in case.kinds, case.text()
+
+
 @pytest.mark.slow
 def test_lockstep_verdicts_hold_over_20_runs(tmp_path: Path, store_url: str) -> None:
     caught, kinds = caught_in(tmp_path / "racy", store_url, racy=True, runs=SLOW_RUNS)
