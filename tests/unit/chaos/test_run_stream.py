@@ -164,3 +164,27 @@ def test_merged_shards_say_what_one_job_said_holding_one_shard_at_a_time(tmp_pat
     # one shard parsed is ~10x its bytes; the four at once were ~4 times that
     assert peak < 15 * one_shard, f"peak {peak / 2**20:.1f} MB for shards of {one_shard / 2**20:.1f} MB"
     assert [r["index"] for r in json.loads((tmp_path / "big.json").read_text())["runs"]] == list(range(1200))
+
+
+def test_a_chaos_report_is_known_by_its_first_bytes(tmp_path: Path, monkeypatch: Any) -> None:
+    """``killdrill report`` tells shards from drill reports before merging them: the job's
+    report.json begins with its header, so it is not parsed twice; other JSON is read whole, and a
+    shard cut short is a one-line error of the merge (JSONDecodeError is a ValueError)."""
+    import pytest
+
+    from killdrill.chaos import report
+
+    shard = _job(tmp_path / "s", [0, 1], "1/1")
+    reordered = tmp_path / "reordered.json"
+    reordered.write_text(json.dumps({"runs": [], **json.loads(shard.read_text())}))
+    drill = tmp_path / "drill.json"
+    drill.write_text(json.dumps({"discovery": {}, "cases": []}))
+    cut = tmp_path / "cut.json"
+    cut.write_text(shard.read_text()[:300])
+    with monkeypatch.context() as m:
+        m.setattr(report.json, "loads", lambda *a, **k: pytest.fail("parsed"))
+        assert report.is_chaos_report(shard) and report.is_chaos_report(cut)
+    assert report.is_chaos_report(reordered) and not report.is_chaos_report(drill)
+    assert not report.is_chaos_report(tmp_path / "missing.json")
+    with pytest.raises(ValueError), merged_reports([cut]):
+        pass
