@@ -1,0 +1,91 @@
+"""The launcher's socket has no reader thread: whoever waits reads for everyone (issue 23).
+
+Real templates and real attempts: what must hold is that no message is lost or taken by the
+wrong waiter when several threads spawn and wait at once, and that a dead template is noticed
+by whoever asks, waiting or not.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from killdrill.process import containment
+from killdrill.process.launcher import Launcher, LaunchError
+
+pytestmark = pytest.mark.skipif(not containment.supported(), reason="keepers need Linux prctl")
+ENV = dict(os.environ)
+
+
+@pytest.fixture()
+def launcher() -> Launcher:
+    with Launcher(sys.executable, preload=(), env=ENV) as la:
+        yield la
+
+
+def _exits_with(tmp_path: Path, code: int, sleep_s: float) -> list[str]:
+    script = tmp_path / f"exit_{code}.py"
+    script.write_text(f"import sys, time\ntime.sleep({sleep_s})\nsys.exit({code})\n")
+    return [sys.executable, str(script)]
+
+
+def test_threads_spawning_and_waiting_at_once_each_get_their_own_exit(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    got: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        try:
+            codes = []
+            for i in range(6):
+                code = 10 * t + i
+                argv = _exits_with(tmp_path, code, 0.001 * ((t * 7 + i * 3) % 5))
+                out = str(tmp_path / f"{code}.out")
+                proc = launcher.spawn(
+                    argv, env=dict(os.environ), cwd=None, stdout=out, stderr=out, exec_=i % 2 == 0
+                )
+                codes.append(proc.wait(timeout=30))
+            got[t] = codes
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(1, 5)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors, errors
+    assert got == {t: [10 * t + i for i in range(6)] for t in range(1, 5)}
+
+
+def test_a_killed_template_is_noticed_by_a_waiter_and_by_the_pool_that_asks(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    out = str(tmp_path / "out")
+    proc = launcher.spawn(
+        _exits_with(tmp_path, 0, 30), env=dict(os.environ), cwd=None, stdout=out, stderr=out
+    )
+    assert not launcher.dead
+    assert launcher._proc is not None
+    threading.Timer(0.2, os.kill, (launcher._proc.pid, signal.SIGKILL)).start()
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match="template died"):
+        proc.wait(timeout=10)
+    assert time.monotonic() - t0 < 5
+    assert launcher.dead
+
+
+def test_dead_is_seen_without_anyone_waiting(launcher: Launcher) -> None:
+    assert launcher._proc is not None
+    os.kill(launcher._proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while not launcher.dead and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert launcher.dead
