@@ -20,12 +20,16 @@ drills' own time in each route.  Under ``-n 2`` the empty session is pytest-xdis
 controller and two workers, each importing pytest and every installed plugin (LangGraph's
 ``langsmith`` plugin alone is 0.2 s), about 2 s on the 2-core machine of the README against
 0.9 s serial: on the 34 cases of the LangGraph example (4-5 s in the CLI) that constant is what
-keeps the raw ratio above 1.25.
+keeps the raw ratio above 1.25.  ``pytest_cli_ratio_*_without_langsmith`` (LangGraph rows, when
+``langsmith`` is installed): the same pytest run with ``-p no:langsmith_plugin``, in the same
+pair, so the plugin's share of the gap shows next to it (its import is ~0.5 s per pytest
+process: the controller's, then every worker's).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -119,15 +123,32 @@ def _pair(
         if side == "pytest":
             found = re.search(r"(\d+) passed", text)
             out["tests"] = float(found.group(1)) if found else 0.0
+            if "langgraph" in marker.get("integrations", ()) and _has_langsmith_plugin():
+                shutil.rmtree(where / "cache", ignore_errors=True)  # cold, as the run before
+                shutil.rmtree(where / "tmp", ignore_errors=True)
+                out["pytest_without_langsmith"] = _timed([*tests, "-p", "no:langsmith_plugin"], where)[0]
     shutil.rmtree(where, ignore_errors=True)
     return out
+
+
+def _has_langsmith_plugin() -> bool:
+    """Is LangSmith's pytest plugin installed here (it comes with ``langchain-core``)?"""
+    return importlib.util.find_spec("langsmith") is not None and any(
+        ep.name == "langsmith_plugin" for ep in importlib.metadata.entry_points(group="pytest11")
+    )
 
 
 def _row(root: Path, key: str, rounds: int, *args: Any) -> dict[str, Any]:
     pairs = [_pair(root, key, *args, i) for i in range(rounds)]
     ratios = [p["pytest"] / p["cli"] for p in pairs]
     net = [(p["pytest"] - p["pytest_empty"]) / (p["cli"] - p["cli_empty"]) for p in pairs]
+    lean: dict[str, Any] = {}
+    if all("pytest_without_langsmith" in p for p in pairs):
+        lean[f"pytest_cli_ratio_{key}_without_langsmith"] = statistics.median(
+            p["pytest_without_langsmith"] / p["cli"] for p in pairs
+        )
     return {
+        **lean,
         f"pytest_cli_ratio_{key}": statistics.median(ratios),
         f"pytest_cli_ratio_{key}_net": statistics.median(net),
         f"pytest_empty_{key}_s": statistics.median(p["pytest_empty"] for p in pairs),
