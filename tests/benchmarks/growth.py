@@ -8,7 +8,7 @@ discovery (two clean runs, fork launcher) per point; a real drill of a sample of
 time over its attempts' time, the largest of the 4 after the drill's first case (``_first_``: the
 one-time imports of the verdict and the report, paid once per drill); the text and JSON report
 of a drill of N cases (the sampled cases repeated to N: synthetic, rendering only), the median
-of three renders.
+of seven renders.
 Goals: discovery per point and report per case flat (the ratio largest vs smallest, for the
 report vs the first size past 60, under 2), the case overhead ratio under 0.5 at every N.  The
 report rows: the text and the JSON per case, and the report's size per case; their ``_growth``
@@ -101,7 +101,9 @@ def _report_rows(n: int, disc: Any, cases: list[Any]) -> dict[str, float]:
     render_drill(DrillResult(disc, many[:2]))  # warm: the first render pays imports, not N
     dumps(DrillResult(disc, many[:2]).to_dict())
     texts, jsons = [], []
-    for _ in range(3):  # the median of three: one render of 30 cases is a few ms, noise-sized
+    # The median of seven: one render of 100 cases is 16-29 ms from one run to the next, and with
+    # three the growth row (two such figures divided) gave 2.2x and 1.15x ten minutes apart.
+    for _ in range(7):
         t0 = time.perf_counter()
         text = render_drill(result)
         t1 = time.perf_counter()
