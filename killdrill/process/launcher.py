@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
+import select
 import socket
 import subprocess
 import sys
@@ -120,6 +120,7 @@ class Launcher:
         self._dead = False
         self._reading = False  # a waiter is reading the socket for everyone
         self._buffer = b""
+        self._poll: select.poll | None = None
         self.owner = os.getpid()
 
     def start(self) -> Launcher:
@@ -137,6 +138,8 @@ class Launcher:
         )
         child.close()
         self._sock = parent
+        self._poll = select.poll()  # one for every read: a read is on every attempt's start and end
+        self._poll.register(parent, select.POLLIN)
         reply = self._request({"preload": self.preload})
         if reply is None or "error" in reply:
             err = (reply or {}).get("error") or self._stderr()
@@ -159,30 +162,26 @@ class Launcher:
                 continue
             self._reading = True
             self._cond.release()
+            lines: list[bytes] | None = None
             try:
                 lines = self._read(left)
-            except BaseException:
+            finally:
                 self._cond.acquire()
                 self._reading = False
-                self._hang_up()  # interrupted mid-read: a line may be lost, so nothing read can be trusted
+                if lines is None:  # interrupted (Ctrl-C) mid-read: a line may be lost, trust nothing
+                    self._hang_up()
+                for line in lines or ():
+                    self._take(line)
                 self._cond.notify_all()
-                raise
-            self._cond.acquire()
-            self._reading = False
-            for line in lines:
-                self._take(line)
-            self._cond.notify_all()
         return ready()
 
     def _read(self, timeout: float | None) -> list[bytes]:
         """The complete lines the template sent within ``timeout`` s (b"" at the end: it is gone)."""
-        sock = self._sock
-        if sock is None:
+        sock, poll = self._sock, self._poll
+        if sock is None or poll is None:
             return [b""]
-        with selectors.DefaultSelector() as sel:
-            sel.register(sock, selectors.EVENT_READ)
-            if not sel.select(timeout):
-                return []
+        if not poll.poll(None if timeout is None else timeout * 1000):
+            return []
         try:
             data = sock.recv(65536)
         except OSError:
@@ -306,6 +305,7 @@ class Launcher:
             with contextlib.suppress(OSError):
                 self._sock.close()
             self._sock = None
+            self._poll = None
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)

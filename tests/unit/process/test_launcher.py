@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from killdrill.process import containment
@@ -89,3 +90,33 @@ def test_dead_is_seen_without_anyone_waiting(launcher: Launcher) -> None:
     while not launcher.dead and time.monotonic() < deadline:
         time.sleep(0.01)
     assert launcher.dead
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_a_wait_interrupted_mid_read_hangs_up_and_the_template_kills_the_attempt(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Ctrl-C while waiting: the waiter may have read part of a line, so the launcher trusts
+    nothing more; it hangs up, and the template kills every attempt (nothing runs untracked)."""
+    out = str(tmp_path / "out")
+    proc = launcher.spawn(_exits_with(tmp_path, 0, 30), env=ENV, cwd=None, stdout=out, stderr=out)
+    agent = psutil.Process(proc.pid)
+
+    def interrupt(*_: object) -> None:
+        raise _Interrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(_Interrupt):
+            proc.wait(timeout=10)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert launcher.dead
+    agent.wait(timeout=5)  # killed by its keeper when the template saw the hang-up
+    with pytest.raises(LaunchError):
+        proc.wait(timeout=1)
