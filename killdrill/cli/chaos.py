@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill.cli.report import writing
 from killdrill.drill import DrillOptions
-from killdrill.errors import HarnessError, UsageError
+from killdrill.errors import UsageError
 from killdrill.options import (
     CHAOS_OPTIONS,
     Option,
@@ -162,12 +163,8 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
         raise
     print(render_text(result.data()))  # the runs read from disk, not held (issue 23)
     if args.json:
-        try:
+        with writing("--json", args.json):  # checked before the job; the disk may still fill up
             result.write_json(args.json)
-        except OSError as exc:  # checked before the job; the disk may still fill up
-            raise HarnessError(
-                f"--json {args.json}: cannot write the report: {exc.strerror or exc}"
-            ) from None
     return result.exit_code()
 
 

@@ -153,10 +153,8 @@ def _write_json(path: str | None, obj: dict[str, Any]) -> None:
     if path:
         from killdrill.report.drill import write_json
 
-        try:
+        with report_cli.writing("--json", path):  # checked before the run; the disk may still fill up
             write_json(path, obj)
-        except OSError as exc:  # checked before the run; the disk may still fill up
-            raise HarnessError(f"--json {path}: cannot write the report: {exc.strerror or exc}") from None
 
 
 def cmd_points(args: argparse.Namespace) -> int:
@@ -220,12 +218,8 @@ def cmd_drill(args: argparse.Namespace) -> int:
     if args.report:
         from killdrill.report.drill_html import write_drill_reports
 
-        try:
+        with report_cli.writing("--report", args.report):
             write_drill_reports(args.report, result.to_dict(), command)
-        except OSError as exc:
-            raise HarnessError(
-                f"--report {args.report}: cannot write the report: {exc.strerror or exc}"
-            ) from None
         print(f"killdrill: report in {os.path.join(args.report, 'report.html')}", file=sys.stderr)
     return ExitCode.OK if result.ok else ExitCode.VIOLATION
 

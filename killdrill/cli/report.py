@@ -7,14 +7,26 @@ The rendering and the merging live below the CLI (:mod:`killdrill.report.drill`,
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from killdrill.errors import ExitCode, UsageError
+from killdrill.errors import ExitCode, HarnessError, UsageError
 from killdrill.records import CaseResult, Discovery, DrillResult
 from killdrill.report.drill import load_report, render_cases, render_drill, summarize_cases, write_json
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "writing"]
+
+
+@contextlib.contextmanager
+def writing(flag: str, path: str) -> Iterator[None]:
+    """An output file the user named (``--json``, ``--report``) that cannot be written (a folder,
+    no permission, a full disk): one line and exit 2, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise HarnessError(f"{flag} {path}: cannot write the report: {exc.strerror or exc}") from None
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -28,7 +40,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
             with merged_reports(args.files) as merged_chaos:
                 print(render_chaos_text(merged_chaos))
                 if args.json:
-                    write_json_stream(Path(args.json), merged_chaos)
+                    with writing("--json", args.json):
+                        write_json_stream(Path(args.json), merged_chaos)
                 violated = merged_chaos["summary"]["runs_violated"]
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:  # tampered input
             why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__} {exc}"
@@ -53,7 +66,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(render_cases(cases))
         data = {"cases": [c.to_dict() for c in cases], "summary": summarize_cases(cases)}
     if args.json:
-        write_json(args.json, data)
+        with writing("--json", args.json):
+            write_json(args.json, data)
     return ExitCode.OK if all(c.ok for c in cases) else ExitCode.VIOLATION
 
 

@@ -188,3 +188,17 @@ def test_a_chaos_report_is_known_by_its_first_bytes(tmp_path: Path, monkeypatch:
     assert not report.is_chaos_report(tmp_path / "missing.json")
     with pytest.raises(ValueError), merged_reports([cut]):
         pass
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, capsys: Any) -> None:
+    """``killdrill report ... --json FOLDER`` (a folder, no permission, a full disk): the user's
+    mistake in one line, exit 2, for merged shards and for drill reports alike (was a traceback)."""
+    from killdrill.cli.commands import main
+
+    shard = _job(tmp_path / "s", [0, 1, 2], "1/1")
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps({"cases": []}))
+    for report in (shard, cases):
+        assert main(["report", str(report), "--json", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"killdrill: error: --json {tmp_path}: cannot write the report: Is a directory\n", err
