@@ -143,6 +143,15 @@ def test_the_shortcut_replaces_what_the_full_walk_replaces(
         assert out is payload  # nothing to change: no copy
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([*SUBS, *VERBATIM, "{thread}", ":", "k", "é", ""]), max_size=6).map("".join),
+    st.sampled_from([SUBS, VERBATIM, {"ab": "b", "b": "ab"}]),
+)
+def test_a_key_is_replaced_as_the_full_walk_replaces_it(key: str, subs: dict[str, str]) -> None:
+    assert Substitution(subs).key(key) == replace_all(key, subs)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
