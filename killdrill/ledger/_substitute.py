@@ -70,8 +70,9 @@ class Substitution:
 
     def key(self, key: str | None) -> str | None:
         """A key, replaced.  A substring test per ``old``, not the regex: keys are short and most
-        hold the thread, and the search then the replaces were twice the time (1.1 -> 0.5 ms per
-        1,000 keys)."""
+        hold the thread, and the search then every replace took 1.1 ms per 1,000 such keys (0.54
+        now; 0.2 either way for keys without it).  Over ``_pairs``, made once as ``_search`` is:
+        over the dict's items, keys without the thread took 0.35 ms."""
         if key is None:
             return key
         for old, new in self._pairs:
