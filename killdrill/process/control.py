@@ -3,7 +3,11 @@
 The agent connects (one connection per thread and per process), says hello with the
 attempt's token, then sends one JSON line per boundary and waits for ``{"go": true}``.
 The supervisor withholds the answer to hold the agent, and never sends it when it
-kills: that is what makes a kill land exactly at a point.
+kills: that is what makes a kill land exactly at a point.  At the points the supervisor
+named in ``KILLDRILL_WAIT_AT`` as ones it will not act on, the agent sends
+``{"point": P, "wait": false, "at": T}`` (``T`` its ``time.monotonic()``) and runs on: no
+answer is owed, and what such a connection still holds when the attempt's processes have
+exited is read then (``drain``), so a clean run's trace loses nothing.
 
 Who may speak, in three layers, because a forged ``during:`` point turns a real double
 charge into a pass:
@@ -18,7 +22,8 @@ charge into a pass:
 - the token, in the hello.
 
 Every input is bounded: a line is at most ``MAX_LINE`` bytes, a connection has at most one
-request in flight (pipelining is the agent's protocol error), an attempt at most
+request in flight (pipelining is the agent's protocol error; one-way messages are not requests),
+an attempt at most
 ``MAX_CONNECTIONS`` connections, and nested JSON is a malformed message, not a traceback.
 """
 
@@ -120,6 +125,8 @@ class Connection:
 class BoundaryMessage:
     conn: Connection
     point: str
+    waits: bool = True  # False: a one-way message, no answer owed
+    at: float | None = None  # a one-way message's time, on the agent's monotonic clock
 
 
 @dataclass(frozen=True)
@@ -255,23 +262,43 @@ class ControlListener:
         """Read what is available on ``conn``; yield complete messages.  EOF closes it.
 
         One request at a time: a line that arrives while the answer to the previous boundary
-        is still owed (or a second boundary in one read) is pipelining, a protocol error.
+        is still owed (or after a waiting boundary in one read) is pipelining, a protocol error.
         """
+        data = self._recv(conn)
+        if data:
+            yield from self._lines(conn, data)
+
+    def drain(self) -> Iterator[BoundaryMessage]:
+        """The one-way messages the connections still hold, once every process of the attempt
+        has exited (nothing more can arrive); a waiting message left unanswered is not one."""
+        for conn in list(self.connections.values()):
+            while id(conn) in self.connections:
+                data = self._recv(conn)
+                if data is None:
+                    break
+                for msg in self._lines(conn, data):
+                    if isinstance(msg, BoundaryMessage) and not msg.waits:
+                        yield msg
+
+    def _recv(self, conn: Connection) -> bytes | None:
+        """What ``conn`` has now (None: nothing yet); at EOF it is closed and b"" returned."""
         try:
             data = conn.sock.recv(MAX_LINE + 1)
         except (BlockingIOError, InterruptedError):
-            return
+            return None
         except OSError:
             data = b""
         if not data:
             self.close_connection(conn)
-            return
+        return data
+
+    def _lines(self, conn: Connection, data: bytes) -> Iterator[BoundaryMessage | ProtocolViolation]:
         conn.buffer += data
-        points = 0
+        waited = False
         while b"\n" in conn.buffer:
             line, conn.buffer = conn.buffer.split(b"\n", 1)
             msg: BoundaryMessage | ProtocolViolation | None
-            if conn.waiting is not None or points:
+            if conn.waiting is not None or waited:
                 msg = self._reject(conn, "a control message sent before the answer to the previous one")
             else:
                 msg = self._parse(conn, line)
@@ -281,7 +308,7 @@ class ControlListener:
                 if msg.fatal:  # a stranger's junk is counted in ``ignored``, never the case's failure
                     yield msg
                 return
-            points += 1
+            waited = msg.waits
             yield msg
             if conn.sock.fileno() < 0:  # closed while the message was handled (a kill)
                 return
@@ -307,6 +334,9 @@ class ControlListener:
         point = msg.get("point")
         if not isinstance(point, str) or not _POINT_RE.match(point):
             return self._reject(conn, f"invalid boundary name {str(point)[:80]!r} (expected KIND:NAME)")
+        if msg.get("wait", True) is False:
+            at = msg.get("at")
+            return BoundaryMessage(conn, point, waits=False, at=at if isinstance(at, float) else None)
         conn.waiting = point
         return BoundaryMessage(conn, point)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import json
 import os
 import selectors
 import signal
@@ -37,6 +38,11 @@ from killdrill.records import (
 
 DRAINED_EXIT_CODE = 75
 """Exit status an agent uses to say "I drained on SIGTERM, my checkpoint is committed"."""
+
+MAX_POINTS = 1_000_000
+"""Points one attempt may pass (10x a 100,000-effect agent's): past it the attempt is killed as
+a protocol error.  The trace is held in memory (~200 bytes a point), and one-way points arrive
+as fast as a loop can send them."""
 
 
 _active: set[Supervisor] = set()
@@ -168,6 +174,8 @@ class Supervisor:
         env["KILLDRILL_CONTROL"] = listener.address
         env["KILLDRILL_CONTROL_TOKEN"] = listener.token
         env["KILLDRILL_ATTEMPT"] = str(spec.number)
+        if self.boundary_hook is None:  # a hook may hold any point: then every point waits
+            env["KILLDRILL_WAIT_AT"] = json.dumps(_points_acted_on(spec))
         launcher, exec_ = spec.launcher, False
         try:
             if launcher is None and containment.supported():
@@ -288,9 +296,27 @@ class Supervisor:
             self._on_boundary(run, msg)
 
     def _on_boundary(self, run: Running, msg: BoundaryMessage) -> None:
-        run.counts[msg.point] += 1
-        event = TraceEvent(msg.point, run.counts[msg.point], round(run.elapsed_ms(), 3), msg.conn.peer_pid)
-        run.trace.append(event)
+        if len(run.trace) >= MAX_POINTS:
+            if run.outcome is None:
+                run.errors.append(
+                    f"control channel: more than {MAX_POINTS:,} points in one attempt (a loop"
+                    " around boundary()?): killed"
+                )
+                self.kill(run, "protocol-error", outcome=AttemptOutcome.HARNESS_ERROR)
+            elif msg.waits:
+                run.listener.release(msg.conn)  # a TERM drain goes on, untraced
+            return
+        event = _traced(run, msg)
+        if not msg.waits:  # nobody waits for an answer: only a point the kill is not at
+            kill = run.spec.kill
+            at_kill = kill is not None and not run.fired and kill.at(event.point, event.occurrence)
+            if at_kill and run.outcome is None:
+                run.errors.append(
+                    f"the agent did not wait at {event.label}, where it was to be killed: the kill"
+                    " could not land there (an agent that sets KILLDRILL_WAIT_AT itself?)"
+                )
+                self.kill(run, "protocol-error", outcome=AttemptOutcome.HARNESS_ERROR)
+            return
         if run.outcome is not None:  # already being killed or drained: let it run on
             run.listener.release(msg.conn)
             return
@@ -351,6 +377,11 @@ class Supervisor:
                 self._selector.unregister(run.pidfd)
             os.close(run.pidfd)
             run.pidfd = None
+        if run.outcome is None or run.term_sent:  # it ran on to its end: keep every point it passed
+            for msg in run.listener.drain():
+                if len(run.trace) >= MAX_POINTS:
+                    break
+                _traced(run, msg)
         run.listener.close_all_connections()
         on_exit = getattr(self.boundary_hook, "on_exit", None)
         if on_exit is not None:
@@ -429,3 +460,21 @@ def _terminate_as_exception() -> Iterator[None]:
             if not ours:  # the CLI's or the chaos job's: theirs to handle
                 raise
             raise SystemExit(stop.code) from None
+
+
+def _traced(run: Running, msg: BoundaryMessage) -> TraceEvent:
+    """Count ``msg``'s point and add it to the trace: at its own time when it was sent one way
+    (read late, or after the exit, it still says when the agent passed it)."""
+    run.counts[msg.point] += 1
+    now = run.elapsed_ms()
+    at = now if msg.at is None else min(now, max(0.0, (msg.at - run.started) * 1000.0))
+    event = TraceEvent(msg.point, run.counts[msg.point], round(at, 3), msg.conn.peer_pid)
+    run.trace.append(event)
+    return event
+
+
+def _points_acted_on(spec: LaunchSpec) -> list[str]:
+    """The points of ``spec``'s attempt where the supervisor may kill or hold: the agent waits for
+    an answer there (and on a connection's first message), at others it sends and runs on."""
+    kill = spec.kill
+    return [kill.point] if kill is not None and kill.point is not None else []

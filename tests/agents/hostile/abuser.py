@@ -1,6 +1,6 @@
 """An agent that abuses its own control channel between two boundaries.
 
-    python abuser.py nested|flood|pipeline [MARKER]
+    python abuser.py nested|flood|pipeline|oneway [MARKER]
 
 It abuses only in resumed attempts (``KILLDRILL_ATTEMPT`` > 1): the clean run and the killed
 first attempt are well-behaved, so the abuse is judged as part of a case.
@@ -8,6 +8,8 @@ first attempt are well-behaved, so the abuse is judged as part of a case.
 ``nested``: a hello with the token, then a boundary message nested 3,000 levels deep.
 ``flood``: 2,000 extra connections, held open (an attempt may hold at most a few hundred).
 ``pipeline``: a hello with the token, then 200,000 boundary messages without reading answers.
+``oneway``: a hello with the token, then 20,000 one-way boundary messages (no answer owed: a
+loop around ``boundary()``, as fast as it can send).
 After the abuse it reaches ``after:abuse`` and charges once with a stable key.
 """
 
@@ -47,6 +49,8 @@ if address and os.environ.get("KILLDRILL_ATTEMPT", "1") != "1":
         s.settimeout(5)
         if mode == "nested":
             payload = b'{"point": ' + b"[" * 3000 + b"]" * 3000 + b"}\n"
+        elif mode == "oneway":
+            payload = b'{"point": "after:loop", "wait": false, "at": 1.0}\n' * 20_000
         else:
             payload = b'{"point": "before:pipelined"}\n' * 200_000
         try:

@@ -188,6 +188,60 @@ def test_a_boundary_while_one_is_held_is_pipelining(listener: ControlListener) -
     assert len(out) == 1 and isinstance(out[0], ProtocolViolation) and out[0].fatal
 
 
+def test_one_way_boundaries_are_not_requests_and_owe_no_answer(listener: ControlListener) -> None:
+    client, conn = _connect(listener)
+    _hello(client, listener, conn)
+    one_way = [{"point": "during:payments.charge", "wait": False, "at": 1.5 + i} for i in range(3)]
+    out = _send(client, listener, conn, *one_way, {"point": "before:a"})
+    assert out == [
+        *(BoundaryMessage(conn, "during:payments.charge", waits=False, at=1.5 + i) for i in range(3)),
+        BoundaryMessage(conn, "before:a"),
+    ]
+    assert conn.waiting == "before:a"  # the waiting one is held as before
+    client.settimeout(0.2)
+    with pytest.raises(socket.timeout):
+        client.recv(1)  # and nothing was sent for the one-way ones
+    listener.release(conn)
+    client.settimeout(5)
+    assert _answer(client) == {"go": True}
+
+
+def test_a_line_after_a_waiting_boundary_in_one_write_is_still_pipelining(listener: ControlListener) -> None:
+    client, conn = _connect(listener)
+    _hello(client, listener, conn)
+    out = _send(client, listener, conn, {"point": "before:a"}, {"point": "after:a", "wait": False, "at": 2.0})
+    assert out[0] == BoundaryMessage(conn, "before:a")
+    assert isinstance(out[1], ProtocolViolation) and "before the answer" in out[1].message
+
+
+def test_a_one_way_time_that_is_not_a_number_is_dropped_not_trusted(listener: ControlListener) -> None:
+    client, conn = _connect(listener)
+    _hello(client, listener, conn)
+    out = _send(client, listener, conn, {"point": "after:a", "wait": False, "at": "soon"})
+    assert out == [BoundaryMessage(conn, "after:a", waits=False, at=None)]
+
+
+def test_drain_reads_what_exited_peers_left_one_way_and_nothing_they_waited_for(
+    listener: ControlListener,
+) -> None:
+    first, c1 = _connect(listener)
+    second, c2 = _connect(listener)
+    _hello(first, listener, c1)
+    _hello(second, listener, c2)
+    many = b"".join(
+        json.dumps({"point": "during:payments.charge", "wait": False, "at": float(i)}).encode() + b"\n"
+        for i in range(500)  # more than one read's worth
+    )
+    first.sendall(many)
+    first.close()  # the process exited: its bytes are still there
+    second.sendall(json.dumps({"point": "after:b", "wait": False, "at": 9.0}).encode() + b"\n")
+    second.sendall(json.dumps({"point": "before:c"}).encode() + b"\n")  # sent, never answered
+    drained = list(listener.drain())
+    assert [m.at for m in drained if m.conn is c1] == [float(i) for i in range(500)]
+    assert [(m.point, m.waits) for m in drained if m.conn is c2] == [("after:b", False)]
+    assert id(c1) not in listener.connections  # EOF seen: closed
+
+
 def test_connections_past_the_limit_are_closed_unheard(tmp_path: Path) -> None:
     selector = selectors.DefaultSelector()
     lst = ControlListener(str(tmp_path / "ctl"), selector, max_connections=2).open()

@@ -1,0 +1,120 @@
+"""Points the supervisor will not act on go one way (issue 23); the kill still lands exactly.
+
+The agent waits for an answer only at the points ``KILLDRILL_WAIT_AT`` names (the attempt's kill
+point) and on a connection's first message; elsewhere it sends and runs on.  These drills check,
+on real processes and real ledgers, that nothing of the trace or the kill's place is lost by it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from killdrill.drill import Drill, DrillOptions
+from killdrill.drill.workdirs import STATE_DIR
+from killdrill.ledger import Ledger
+from killdrill.process import supervisor
+from killdrill.process.control import Connection, ControlListener
+from killdrill.records import HARNESS_ERROR, KILLED
+
+AGENT = Path(__file__).parents[1] / "agents" / "basic" / "many_points.py"
+STEPS = 150
+
+
+def command(*extra: str) -> list[str]:
+    return [sys.executable, str(AGENT), "--thread", "{thread}", "--ckpt", "{workdir}/ckpt.json", *extra]
+
+
+@pytest.fixture(params=["spawn", "fork"])
+def opts(request: pytest.FixtureRequest, tmp_path: Path) -> DrillOptions:
+    return DrillOptions(root=tmp_path / "runs", timeout=30, launcher=request.param, keep=True)
+
+
+def label(point: str, i: int) -> str:
+    return point if i == 1 else f"{point}#{i}"
+
+
+def test_a_clean_run_traces_every_point_in_order_at_its_own_time(opts: DrillOptions) -> None:
+    burst = 5000  # sent faster than read: what the exit leaves unread is read after it
+    with Drill(command("--steps", str(STEPS), "--burst", str(burst)), opts) as drill:
+        discovery = drill.discover()
+    expected = []
+    for i in range(1, STEPS + 1):
+        expected += [label("before:step", i), label("during:payments.charge", i), label("after:step", i)]
+    expected += [label("after:burst", i) for i in range(1, burst + 1)]
+    assert [e.label for e in discovery.catalogue] == expected
+    times = [e.t_ms for e in discovery.catalogue]
+    assert times == sorted(times) and times[0] >= 0 and times[-1] <= discovery.duration_ms
+
+
+def test_what_the_exit_leaves_unread_is_still_traced(
+    opts: DrillOptions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A supervisor slower than the agent (here: 64 bytes a read, 0.2 ms apart) sees the exit
+    before the last points: they are read from the connection after it, not lost."""
+    recv = ControlListener._recv
+
+    def slow(self: ControlListener, conn: Connection) -> bytes | None:
+        time.sleep(0.0002)
+        try:
+            data = conn.sock.recv(64)
+        except (BlockingIOError, InterruptedError):
+            return None
+        if not data:
+            return recv(self, conn)  # EOF: as the listener does
+        return data
+
+    monkeypatch.setattr(ControlListener, "_recv", slow)
+    with Drill(command("--steps", "3", "--burst", "3000"), opts) as drill:
+        labels = drill.discover().labels()
+    assert labels[-1] == "after:burst#3000" and len(labels) == 9 + 3000
+
+
+@pytest.mark.parametrize("kill", ["during:payments.charge#97", "after:step#60", "before:step#150"])
+def test_the_kill_lands_exactly_at_its_point_among_one_way_ones(opts: DrillOptions, kill: str) -> None:
+    with Drill(command("--steps", str(STEPS)), opts) as drill:
+        case = drill.run_case(kill)
+    assert case.ok, case.text()
+    first = case.attempts[0]
+    point, _, n = kill.partition("#")
+    assert f"wait-at: {json.dumps([point])}" in first.stdout_tail
+    assert first.outcome == KILLED and first.killed_at == kill
+    assert first.trace[-1].label == kill  # every point before it was read, none after it ran
+    charges_before = int(n) - (1 if point == "before:step" else 0)
+    assert sum(e.point == "during:payments.charge" for e in first.trace) == charges_before
+    ledger = Ledger(str(Path(case.workdir) / STATE_DIR / "ledger.sqlite"), case.thread)
+    try:
+        calls = ledger.snapshot().calls  # the file itself, not the harness's reading of it
+    finally:
+        ledger.close()
+    assert sum(c.attempt == 1 for c in calls) == charges_before  # the ledger agrees with the trace
+    assert sorted({c.key for c in calls}) == sorted(f"{case.thread}:{i}" for i in range(STEPS))
+    assert "wait-at: []" in case.attempts[-1].stdout_tail  # the resume: nothing to act on
+
+
+def test_an_agent_that_does_not_wait_at_its_kill_point_is_a_harness_error_not_a_pass(
+    opts: DrillOptions,
+) -> None:
+    with Drill(command("--steps", "20", "--claim-no-wait"), opts) as drill:
+        case = drill.run_case("before:step#5")
+    assert not case.ok
+    assert case.kinds == (HARNESS_ERROR,)
+    assert "did not wait at before:step#5" in case.text()
+
+
+def test_a_flood_of_one_way_points_is_capped_not_held_in_memory(
+    opts: DrillOptions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One-way points cost the agent no wait, so a loop around ``boundary()`` sends them as fast
+    as it can: past ``MAX_POINTS`` (here 5,000, of 20,000 sent) the attempt is a protocol error."""
+    monkeypatch.setattr(supervisor, "MAX_POINTS", 5000)
+    abuser = Path(__file__).parents[1] / "agents" / "hostile" / "abuser.py"
+    with Drill([sys.executable, str(abuser), "oneway", "{thread}"], opts) as drill:
+        case = drill.run_case("before:abuse")  # the resumed attempt abuses
+    assert case.kinds == (HARNESS_ERROR,), case.text()
+    assert "more than 5,000 points in one attempt" in case.text()
+    assert len(case.attempts[1].trace) == 5000
