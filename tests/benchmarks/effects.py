@@ -25,12 +25,18 @@ different per run (a volatile field, so no two runs' payloads are identical).  P
 ``--real N``: a real ``killdrill run`` (fork launcher, one kill in the middle) of the payout batch
 with N payees, in process: ``real_N_overhead_ratio`` is a case's harness time (its wall time
 minus its attempts') over its attempts' time, the median of 5 cases.  Goal at 1,000: under 0.10.
+That leaves out what the harness costs inside the attempts (the agent's messages at its points):
+``real_N_supervision_ratio`` is a clean attempt under the supervisor over the same run forked
+from the same template without a control channel, minus 1, the median of 5 pairs.  Goal at
+1,000: under 0.10 (every point was a ~60 us round trip, 0.45 of the attempt, before issue 23's
+one-way points).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -231,6 +237,9 @@ def bench_real(n: int, cases: int = 5) -> dict[str, Any]:
         assert result.ok, result.text()
         runs.append((wall, sum(a.duration_ms for a in result.attempts) / 1000))
     ratios = sorted((wall - att) / att for wall, att in runs)
+    supervised, bare = _supervision(drill, cases)
+    drill.close()
+    shutil.rmtree(root, ignore_errors=True)
     return {
         f"real_{n}_load_average": load,
         f"real_{n}_discovery_s": disc,
@@ -238,7 +247,44 @@ def bench_real(n: int, cases: int = 5) -> dict[str, Any]:
         f"real_{n}_attempts_s": statistics.median(a for _, a in runs),
         f"real_{n}_overhead_ratio": statistics.median(ratios),
         f"real_{n}_first_case_overhead_ratio": (runs[0][0] - runs[0][1]) / runs[0][1],
+        f"real_{n}_clean_attempt_s": statistics.median(supervised),
+        f"real_{n}_unsupervised_run_s": statistics.median(bare),
+        f"real_{n}_supervision_ratio": statistics.median(
+            s / b - 1 for s, b in zip(supervised, bare, strict=True)
+        ),
     }
+
+
+def _supervision(drill: Any, pairs: int) -> tuple[list[float], list[float]]:
+    """The harness's share inside an attempt's time (its points' messages, its supervisor): a
+    clean attempt under the supervisor against the same run forked from the same template with
+    no control channel (``boundary()`` a no-op; the fakes write the same ledger), in pairs,
+    alternating which goes first.  Start to exit of the agent, each."""
+    import uuid
+
+    from killdrill.drill.workdirs import RunContext
+    from killdrill.process.supervisor import Supervisor
+
+    supervised: list[float] = []
+    bare: list[float] = []
+    for i in range(pairs):
+        for side in ("supervised", "bare") if i % 2 == 0 else ("bare", "supervised"):
+            run = RunContext(drill.workdirs.new(side), f"t-{uuid.uuid4().hex[:8]}")
+            drill.workdirs.mark(run, uuid.uuid4().hex)
+            spec = drill.launcher.spec(run, 1, None)
+            if side == "supervised":
+                attempt = Supervisor().run(spec)
+                assert attempt.returncode == 0, attempt.stderr_tail
+                supervised.append(attempt.duration_ms / 1000)
+                continue
+            assert spec.launcher is not None  # the fork template
+            forked = spec.launcher.spawn(
+                spec.argv, env=spec.env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path
+            )
+            t0 = time.perf_counter()
+            assert forked.wait() == 0, Path(spec.stderr_path).read_text()[-800:]
+            bare.append(time.perf_counter() - t0)
+    return supervised, bare
 
 
 GOALS = {
@@ -249,6 +295,7 @@ GOALS = {
     "effects_100000_stamped_judged_s": lambda v: v < 2.0,
     "effects_100000_stamped_case_cpu_s": lambda v: v < 2.0,
     "real_1000_overhead_ratio": lambda v: v < 0.10,
+    "real_1000_supervision_ratio": lambda v: v < 0.10,
 }
 
 
