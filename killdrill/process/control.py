@@ -23,8 +23,8 @@ charge into a pass:
 
 Every input is bounded: a line is at most ``MAX_LINE`` bytes, a connection has at most one
 request in flight (pipelining is the agent's protocol error; one-way messages are not requests),
-an attempt at most
-``MAX_CONNECTIONS`` connections, and nested JSON is a malformed message, not a traceback.
+an attempt at most ``MAX_CONNECTIONS`` connections (and ``supervisor.MAX_POINTS`` points), and
+nested JSON is a malformed message, not a traceback.
 """
 
 from __future__ import annotations
