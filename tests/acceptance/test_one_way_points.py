@@ -39,7 +39,7 @@ def label(point: str, i: int) -> str:
 
 
 def test_a_clean_run_traces_every_point_in_order_at_its_own_time(opts: DrillOptions) -> None:
-    burst = 5000  # sent faster than read: what the exit leaves unread is read after it
+    burst = 5000  # a tight loop of points just before the exit: every one traced
     with Drill(command("--steps", str(STEPS), "--burst", str(burst)), opts) as drill:
         discovery = drill.discover()
     expected = []
