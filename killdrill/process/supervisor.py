@@ -298,24 +298,19 @@ class Supervisor:
     def _on_boundary(self, run: Running, msg: BoundaryMessage) -> None:
         if len(run.trace) >= MAX_POINTS:
             if run.outcome is None:
-                run.errors.append(
-                    f"control channel: more than {MAX_POINTS:,} points in one attempt (a loop"
-                    " around boundary()?): killed"
-                )
-                self.kill(run, "protocol-error", outcome=AttemptOutcome.HARNESS_ERROR)
+                loop = "(a loop around boundary()?)"
+                self._refuse(run, f"more than {MAX_POINTS:,} points in one attempt {loop}")
             elif msg.waits:
                 run.listener.release(msg.conn)  # a TERM drain goes on, untraced
             return
         event = _traced(run, msg)
         if not msg.waits:  # nobody waits for an answer: only a point the kill is not at
-            kill = run.spec.kill
-            at_kill = kill is not None and not run.fired and kill.at(event.point, event.occurrence)
-            if at_kill and run.outcome is None:
-                run.errors.append(
-                    f"the agent did not wait at {event.label}, where it was to be killed: the kill"
-                    " could not land there (an agent that sets KILLDRILL_WAIT_AT itself?)"
+            if run.outcome is None and _kill_is_at(run, event):
+                self._refuse(
+                    run,
+                    f"the agent did not wait at {event.label}, where it was to be killed: the kill could"
+                    " not land there (an agent that sets KILLDRILL_WAIT_AT itself?)",
                 )
-                self.kill(run, "protocol-error", outcome=AttemptOutcome.HARNESS_ERROR)
             return
         if run.outcome is not None:  # already being killed or drained: let it run on
             run.listener.release(msg.conn)
@@ -323,7 +318,7 @@ class Supervisor:
         if self.boundary_hook is not None and self.boundary_hook(run, event, msg.conn):
             return
         kill = run.spec.kill
-        if kill is not None and not run.fired and kill.at(event.point, event.occurrence):
+        if kill is not None and _kill_is_at(run, event):
             run.fired = True
             if kill.hold_ms is not None:
                 conn = msg.conn
@@ -338,6 +333,11 @@ class Supervisor:
             self.kill(run, event.label)
             return
         run.listener.release(msg.conn)
+
+    def _refuse(self, run: Running, why: str) -> None:
+        """The agent broke the control protocol: the attempt is killed as a harness error."""
+        run.errors.append(f"control channel: {why}")
+        self.kill(run, "protocol-error", outcome=AttemptOutcome.HARNESS_ERROR)
 
     def _fire(self, run: Running, label: str) -> None:
         run.fired = True
@@ -471,6 +471,12 @@ def _traced(run: Running, msg: BoundaryMessage) -> TraceEvent:
     event = TraceEvent(msg.point, run.counts[msg.point], round(at, 3), msg.conn.peer_pid)
     run.trace.append(event)
     return event
+
+
+def _kill_is_at(run: Running, event: TraceEvent) -> bool:
+    """Is ``event`` where ``run``'s kill (not fired yet) is armed?"""
+    kill = run.spec.kill
+    return kill is not None and not run.fired and kill.at(event.point, event.occurrence)
 
 
 def _points_acted_on(spec: LaunchSpec) -> list[str]:
