@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from killdrill.drill.workdirs import STATE_DIR
 from killdrill.ledger import Ledger
 from killdrill.process import supervisor
 from killdrill.process.control import Connection, ControlListener
-from killdrill.records import HARNESS_ERROR, KILLED
+from killdrill.records import DRAINED, HARNESS_ERROR, KILLED
 
 AGENT = Path(__file__).parents[1] / "agents" / "basic" / "many_points.py"
 STEPS = 150
@@ -51,11 +52,10 @@ def test_a_clean_run_traces_every_point_in_order_at_its_own_time(opts: DrillOpti
     assert times == sorted(times) and times[0] >= 0 and times[-1] <= discovery.duration_ms
 
 
-def test_what_the_exit_leaves_unread_is_still_traced(
-    opts: DrillOptions, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A supervisor slower than the agent (here: 64 bytes a read, 0.2 ms apart) sees the exit
-    before the last points: they are read from the connection after it, not lost."""
+@pytest.fixture
+def slow_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supervisor slower than the agent: 64 bytes a read, 0.2 ms apart, so it sees an
+    attempt's exit before the last points the attempt sent."""
     recv = ControlListener._recv
 
     def slow(self: ControlListener, conn: Connection) -> bytes | None:
@@ -69,9 +69,30 @@ def test_what_the_exit_leaves_unread_is_still_traced(
         return data
 
     monkeypatch.setattr(ControlListener, "_recv", slow)
+
+
+@pytest.mark.usefixtures("slow_reader")
+def test_what_the_exit_leaves_unread_is_still_traced(opts: DrillOptions) -> None:
+    """The last points of a clean run are read from the connection after its exit, not lost."""
     with Drill(command("--steps", "3", "--burst", "3000"), opts) as drill:
         labels = drill.discover().labels()
     assert labels[-1] == "after:burst#3000" and len(labels) == 9 + 3000
+
+
+@pytest.mark.usefixtures("slow_reader")
+def test_what_a_drained_attempt_passed_after_sigterm_is_traced(opts: DrillOptions) -> None:
+    """SIGTERM at the kill point, the agent finishes its step and exits 75: the points it passed
+    on the way, one way, are in its trace, those read after its exit too."""
+    drainer = Path(__file__).parents[1] / "agents" / "basic" / "drainer.py"
+    argv = [sys.executable, str(drainer), "--thread", "{thread}", "--ckpt", "{workdir}/c.json"]
+    with Drill([*argv, "--burst", "3000"], replace(opts, signal="TERM", grace=10)) as drill:
+        case = drill.run_case("before:b")
+    assert case.ok, case.text()
+    first = case.attempts[0]
+    assert first.outcome == DRAINED and first.returncode == 75
+    labels = [e.label for e in first.trace]
+    assert labels[3:6] == ["before:b", "during:tickets.create#2", "after:b"]
+    assert labels[-1] == "after:burst#3000" and len(labels) == 6 + 3000
 
 
 @pytest.mark.parametrize("kill", ["during:payments.charge#97", "after:step#60", "before:step#150"])

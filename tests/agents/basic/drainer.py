@@ -1,7 +1,8 @@
 """Drains on SIGTERM: finishes the step in progress, commits its checkpoint, exits 75.
 
 ``--ignore-term`` ignores SIGTERM instead and takes 0.5 s a step: the supervisor must kill it
-after the grace period.
+after the grace period.  ``--burst N``: on the way out of a drain, N points in a tight loop
+(what a draining agent passes after SIGTERM must be traced).
 """
 
 import argparse
@@ -18,6 +19,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--thread", required=True)
 p.add_argument("--ckpt", required=True)
 p.add_argument("--ignore-term", action="store_true")
+p.add_argument("--burst", type=int, default=0)
 args = p.parse_args()
 
 drain = False
@@ -38,6 +40,8 @@ for i, name in enumerate(["a", "b", "c"]):
     if i < state["step"]:
         continue
     if drain:
+        for _ in range(args.burst):
+            killdrill.boundary("after:burst")
         sys.exit(75)  # drained: the last completed step is committed
     with killdrill.node(name):
         fakes.tickets.create(idempotency_key=f"{args.thread}:{name}", title=name)
