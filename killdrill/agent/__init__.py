@@ -7,12 +7,13 @@ channel and *blocks until the supervisor answers*: when the supervisor decides t
 kill at this point, it never answers, so the kill lands exactly here, whatever the
 timing of the machine.
 
-It blocks only where the supervisor may act: ``KILLDRILL_WAIT_AT`` (a JSON list, set by the
-supervisor when no fault holds points) names the points this attempt can be killed or held
-at; at every other point the message goes one way, stamped with the agent's monotonic clock,
-and the agent runs on (a round trip was ~60 us, a third of a 1,000-payment attempt, issue 23).
-A connection's first message always waits, so the supervisor has accepted and checked the
-connection while its process is alive.  Without the variable every point waits.
+It blocks only where the supervisor may act: ``KILLDRILL_WAIT_AT`` (a JSON list) names the
+points to wait at; at every other point the message goes one way, stamped with the agent's
+monotonic clock, and the agent runs on (a round trip was ~50 us, a third of a clean
+1,000-payment run, issue 23).  The supervisor sets it to ``[]`` for an attempt with no point to
+act on (a clean run, a resume, a timed kill) and leaves it out otherwise: without it every point
+waits.  A connection's first message always waits, so the supervisor has accepted and checked
+the connection while its process is alive.
 
 The environment is read lazily at the first call (not at import), so a process
 that imports killdrill before the supervisor's variables are set still works.

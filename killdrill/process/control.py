@@ -3,10 +3,10 @@
 The agent connects (one connection per thread and per process), says hello with the
 attempt's token, then sends one JSON line per boundary and waits for ``{"go": true}``.
 The supervisor withholds the answer to hold the agent, and never sends it when it
-kills: that is what makes a kill land exactly at a point.  At the points the supervisor
-named in ``KILLDRILL_WAIT_AT`` as ones it will not act on, the agent sends
-``{"point": P, "wait": false, "at": T}`` (``T`` its ``time.monotonic()``) and runs on: no
-answer is owed, and what such a connection still holds when the attempt's processes have
+kills: that is what makes a kill land exactly at a point.  At the points
+``KILLDRILL_WAIT_AT`` leaves out (every point of an attempt the supervisor acts on at none), the
+agent sends ``{"point": P, "wait": false, "at": T}`` (``T`` its ``time.monotonic()``) and runs
+on: no answer is owed, and what such a connection still holds when the attempt's processes have
 exited is read then (``drain``), so a clean run's trace loses nothing.
 
 Who may speak, in three layers, because a forged ``during:`` point turns a real double
@@ -269,8 +269,9 @@ class ControlListener:
             yield from self._lines(conn, data)
 
     def drain(self) -> Iterator[BoundaryMessage]:
-        """The one-way messages the connections still hold, once every process of the attempt
-        has exited (nothing more can arrive); a waiting message left unanswered is not one."""
+        """The one-way messages the connections hold now: read once the attempt's processes have
+        exited or been sent SIGKILL (what they had sent is where they were); a waiting message
+        left unanswered is not one."""
         for conn in list(self.connections.values()):
             while id(conn) in self.connections:
                 data = self._recv(conn)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-import json
 import os
 import selectors
 import signal
@@ -158,6 +157,7 @@ class Supervisor:
             return
         run.sent_signal = "SIGKILL"
         self._kill_tree(run)
+        _trace_drained(run)  # a timed kill: the points it had sent one way are where it died
         # Anyone else blocked on this channel (an HTTP fake holding a response) sees EOF now.
         run.listener.close_all_connections()
 
@@ -174,8 +174,14 @@ class Supervisor:
         env["KILLDRILL_CONTROL"] = listener.address
         env["KILLDRILL_CONTROL_TOKEN"] = listener.token
         env["KILLDRILL_ATTEMPT"] = str(spec.number)
-        if self.boundary_hook is None:  # a hook may hold any point: then every point waits
-            env["KILLDRILL_WAIT_AT"] = json.dumps(_points_acted_on(spec))
+        if self.boundary_hook is None and (spec.kill is None or spec.kill.point is None):
+            # No point to act on (a clean run, a resume, a timed kill): every point goes one way.
+            # An attempt armed at a point still waits at all of them, as it always did: its other
+            # threads reach the kill at the pace they always had.  With every point one way, a
+            # kill at LangGraph Send's committed:pay caught the planted uuid-key bug in 9 of 120
+            # cases (the other branches ran on to their commits first); waiting, 40 of 180, the
+            # tree before 26 of 180 (issue 23's review).
+            env["KILLDRILL_WAIT_AT"] = "[]"
         launcher, exec_ = spec.launcher, False
         try:
             if launcher is None and containment.supported():
@@ -353,6 +359,7 @@ class Supervisor:
             run.notes.append(f"ignored SIGTERM: killed after the {run.spec.grace_s:g}s grace period")
             run.sent_signal = "SIGTERM+SIGKILL"
             self._kill_tree(run)
+            _trace_drained(run)
             run.listener.close_all_connections()
 
     def _reap(self, run: Running, *, block: bool) -> None:
@@ -378,10 +385,7 @@ class Supervisor:
             os.close(run.pidfd)
             run.pidfd = None
         if run.outcome is None or run.term_sent:  # it ran on to its end: keep every point it passed
-            for msg in run.listener.drain():
-                if len(run.trace) >= MAX_POINTS:
-                    break
-                _traced(run, msg)
+            _trace_drained(run)
         run.listener.close_all_connections()
         on_exit = getattr(self.boundary_hook, "on_exit", None)
         if on_exit is not None:
@@ -473,14 +477,15 @@ def _traced(run: Running, msg: BoundaryMessage) -> TraceEvent:
     return event
 
 
+def _trace_drained(run: Running) -> None:
+    """Trace the one-way points ``run``'s connections still hold (up to ``MAX_POINTS``)."""
+    for msg in run.listener.drain():
+        if len(run.trace) >= MAX_POINTS:
+            break
+        _traced(run, msg)
+
+
 def _kill_is_at(run: Running, event: TraceEvent) -> bool:
     """Is ``event`` where ``run``'s kill (not fired yet) is armed?"""
     kill = run.spec.kill
     return kill is not None and not run.fired and kill.at(event.point, event.occurrence)
-
-
-def _points_acted_on(spec: LaunchSpec) -> list[str]:
-    """The points of ``spec``'s attempt where the supervisor may kill or hold: the agent waits for
-    an answer there (and on a connection's first message), at others it sends and runs on."""
-    kill = spec.kill
-    return [kill.point] if kill is not None and kill.point is not None else []

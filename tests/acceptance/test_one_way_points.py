@@ -1,13 +1,14 @@
 """Points the supervisor will not act on go one way (issue 23); the kill still lands exactly.
 
-The agent waits for an answer only at the points ``KILLDRILL_WAIT_AT`` names (the attempt's kill
-point) and on a connection's first message; elsewhere it sends and runs on.  These drills check,
-on real processes and real ledgers, that nothing of the trace or the kill's place is lost by it.
+An attempt the supervisor acts on at no point (a clean run, a resume, a timed kill) gets
+``KILLDRILL_WAIT_AT=[]``: the agent waits for an answer only on a connection's first message and
+sends every other point one way.  An attempt armed at a point waits everywhere, as before.  These
+drills check, on real processes and real ledgers, that nothing of the trace or the kill's place
+is lost by it.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import replace
@@ -20,7 +21,7 @@ from killdrill.drill.workdirs import STATE_DIR
 from killdrill.ledger import Ledger
 from killdrill.process import supervisor
 from killdrill.process.control import Connection, ControlListener
-from killdrill.records import DRAINED, HARNESS_ERROR, KILLED
+from killdrill.records import DRAINED, HARNESS_ERROR, KILLED, Call, CaseResult
 
 AGENT = Path(__file__).parents[1] / "agents" / "basic" / "many_points.py"
 STEPS = 150
@@ -95,26 +96,50 @@ def test_what_a_drained_attempt_passed_after_sigterm_is_traced(opts: DrillOption
     assert labels[-1] == "after:burst#3000" and len(labels) == 6 + 3000
 
 
+def _ledger_calls(case: CaseResult) -> tuple[Call, ...]:
+    """The case's ledger as its file holds it, not as the harness read it."""
+    ledger = Ledger(str(Path(case.workdir) / STATE_DIR / "ledger.sqlite"), case.thread)
+    try:
+        return ledger.snapshot().calls
+    finally:
+        ledger.close()
+
+
 @pytest.mark.parametrize("kill", ["during:payments.charge#97", "after:step#60", "before:step#150"])
-def test_the_kill_lands_exactly_at_its_point_among_one_way_ones(opts: DrillOptions, kill: str) -> None:
+def test_an_attempt_armed_at_a_point_waits_everywhere_and_its_resume_goes_one_way(
+    opts: DrillOptions, kill: str
+) -> None:
     with Drill(command("--steps", str(STEPS)), opts) as drill:
         case = drill.run_case(kill)
     assert case.ok, case.text()
     first = case.attempts[0]
+    assert "wait-at: None" in first.stdout_tail  # armed at a point: every point waits, as before
+    assert "wait-at: []" in case.attempts[-1].stdout_tail  # the resume: nothing to act on
     point, _, n = kill.partition("#")
-    assert f"wait-at: {json.dumps([point])}" in first.stdout_tail
     assert first.outcome == KILLED and first.killed_at == kill
     assert first.trace[-1].label == kill  # every point before it was read, none after it ran
     charges_before = int(n) - (1 if point == "before:step" else 0)
     assert sum(e.point == "during:payments.charge" for e in first.trace) == charges_before
-    ledger = Ledger(str(Path(case.workdir) / STATE_DIR / "ledger.sqlite"), case.thread)
-    try:
-        calls = ledger.snapshot().calls  # the file itself, not the harness's reading of it
-    finally:
-        ledger.close()
+    calls = _ledger_calls(case)
     assert sum(c.attempt == 1 for c in calls) == charges_before  # the ledger agrees with the trace
     assert sorted({c.key for c in calls}) == sorted(f"{case.thread}:{i}" for i in range(STEPS))
-    assert "wait-at: []" in case.attempts[-1].stdout_tail  # the resume: nothing to act on
+
+
+@pytest.mark.usefixtures("slow_reader")
+def test_a_timed_kill_of_a_one_way_attempt_traces_what_it_had_sent(opts: DrillOptions) -> None:
+    """A kill at an offset acts on no point: every point goes one way.  The points the agent had
+    sent when it died are read after the kill (the reader here lags far behind), so the trace
+    ends where the agent was: one charge short of the ledger at most (a charge is recorded,
+    then its point is sent)."""
+    with Drill(command("--steps", "2000"), opts) as drill:
+        case = drill.run_case("offset:150ms", check=False)
+    first = case.attempts[0]
+    assert "wait-at: []" in first.stdout_tail
+    assert first.outcome == KILLED and first.killed_at == "offset:150ms", case.text()
+    assert case.ok, case.text()
+    charged = sum(c.attempt == 1 for c in _ledger_calls(case))
+    traced = sum(e.point == "during:payments.charge" for e in first.trace)
+    assert 0 < charged < 2000 and traced in (charged, charged - 1), (charged, traced)
 
 
 def test_an_agent_that_does_not_wait_at_its_kill_point_is_a_harness_error_not_a_pass(
