@@ -24,6 +24,13 @@ keeps the raw ratio above 1.25.  ``pytest_cli_ratio_*_without_langsmith`` (LangG
 ``langsmith`` is installed): the same pytest run with ``-p no:langsmith_plugin``, in the same
 pair, so the plugin's share of the gap shows next to it (its import is ~0.5 s per pytest
 process: the controller's, then every worker's).
+
+Where the pytest run's time goes, from hooks in every pytest process (a small plugin of this
+benchmark's, ``-p``): ``pytest_{row}_start_s`` from the command to the first collection's start
+(pytest, xdist's controller and workers, every plugin imported), ``pytest_{row}_drill_s`` from
+there to the last test's end (collection with its discovery, every case), ``pytest_{row}_end_s``
+the rest (session teardown, the processes' exit).  ``pytest_cli_ratio_{row}_drill`` is the drill
+phase over the CLI's run less its empty run: the part of each route that killdrill's work makes.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -61,6 +69,29 @@ def test_nothing():
     pass
 """
 
+# Loaded with ``-p`` into every pytest process of a timed run: when its collection started and
+# its last test ended (wall clock), one file per process, read by ``_phases``.
+_PHASES_PLUGIN = """
+import json, os, time
+
+_seen = {"collect": None, "last": None}
+
+
+def pytest_collection(session):
+    _seen["collect"] = _seen["collect"] or time.time()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _seen["last"] = time.time()
+
+
+def pytest_unconfigure(config):
+    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.environ["BENCH_PHASES_DIR"], name + ".json"), "w") as f:
+        json.dump({"worker": name != "main", **_seen}, f)
+"""
+_PHASES = "bench_route_phases"
+
 _TEST = """
 import pytest
 
@@ -73,8 +104,10 @@ def test_every_boundary(killdrill, kill_point):
 """
 
 
-def _timed(argv: Sequence[str], cwd: Path) -> tuple[float, str]:
+def _timed(argv: Sequence[str], cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Run ``argv`` in ``cwd`` (with ``extra_env``); its wall time and output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KILLDRILL_", "PYTEST_"))}
+    env.update(extra_env or {})
     # Bytecode caches on, as on a developer's machine or CI: without them pytest assertion-rewrites
     # every module of every pytest11 plugin's distribution (langsmith, hypothesis, killdrill) again
     # in each session, seconds that say nothing about killdrill.
@@ -115,9 +148,20 @@ def _pair(
 
     tests = pytest_in(where)
     empty = {"cli": [PY, "-m", "killdrill", "--help"], "pytest": pytest_in(where / "empty")}
+    plugin, phases = where / "plugin", where / "phases"
+    plugin.mkdir()
+    phases.mkdir()
+    (plugin / f"{_PHASES}.py").write_text(_PHASES_PLUGIN)
+    path = os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")]))
+    with_phases = {"BENCH_PHASES_DIR": str(phases), "PYTHONPATH": path}
     out: dict[str, float] = {}
     for side in ("cli", "pytest") if i % 2 == 0 else ("pytest", "cli"):
-        took, text = _timed(cli if side == "cli" else tests, where)
+        began = time.time()
+        if side == "cli":
+            took, text = _timed(cli, where)
+        else:
+            took, text = _timed([*tests, "-p", _PHASES], where, with_phases)
+            out.update(_phases(phases, began, began + took))
         out[side] = took
         out[f"{side}_empty"] = _timed(empty[side], where / "empty" if side == "pytest" else where)[0]
         if side == "pytest":
@@ -129,6 +173,16 @@ def _pair(
                 out["pytest_without_langsmith"] = _timed([*tests, "-p", "no:langsmith_plugin"], where)[0]
     shutil.rmtree(where, ignore_errors=True)
     return out
+
+
+def _phases(folder: Path, began: float, ended: float) -> dict[str, float]:
+    """The pytest run's start, drill and end phases from the phases plugin's files: the drill
+    runs from the first collection's start (a worker's, under xdist) to the last test's end."""
+    seen = [json.loads(f.read_text()) for f in folder.glob("*.json")]
+    workers = [s for s in seen if s["worker"]] or seen
+    first = min(s["collect"] for s in workers if s["collect"] is not None)
+    last = max(s["last"] for s in workers if s["last"] is not None)
+    return {"pytest_start": first - began, "pytest_drill": last - first, "pytest_end": ended - last}
 
 
 def _has_langsmith_plugin() -> bool:
@@ -151,6 +205,12 @@ def _row(root: Path, key: str, rounds: int, *args: Any) -> dict[str, Any]:
         **lean,
         f"pytest_cli_ratio_{key}": statistics.median(ratios),
         f"pytest_cli_ratio_{key}_net": statistics.median(net),
+        f"pytest_cli_ratio_{key}_drill": statistics.median(
+            p["pytest_drill"] / (p["cli"] - p["cli_empty"]) for p in pairs
+        ),
+        f"pytest_{key}_start_s": statistics.median(p["pytest_start"] for p in pairs),
+        f"pytest_{key}_drill_s": statistics.median(p["pytest_drill"] for p in pairs),
+        f"pytest_{key}_end_s": statistics.median(p["pytest_end"] for p in pairs),
         f"pytest_empty_{key}_s": statistics.median(p["pytest_empty"] for p in pairs),
         f"cli_empty_{key}_s": statistics.median(p["cli_empty"] for p in pairs),
         f"pytest_{key}_s": statistics.median(p["pytest"] for p in pairs),
