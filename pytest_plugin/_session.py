@@ -134,7 +134,7 @@ class _State:
                 from killdrill.ledger import Ledger
 
                 Ledger(opts["ledger_url"], "kd-check").close()
-            root = _discovery_root(self.config)
+            root = _session_folder(self.config, "killdrill-discovery")
             try:
                 drill = Drill(command, checked, root=root)
                 drill.share_launchers(self.pool)  # the tests of this command fork from its template
@@ -156,13 +156,13 @@ class _State:
         xdist, waits for the worker that makes it; before, a waiting worker paid the imports again
         in its first test (issue 23: -n 2 was 2x the CLI's --workers 2).  The template joins the
         session's pool, which every test's drill forks from; its errors are the tests' to report."""
-        import tempfile
         import threading
+
+        root = _session_folder(self.config, "killdrill-prestart")  # never outside pytest's basetemp
 
         def start() -> None:
             from killdrill.drill import Drill
 
-            root = Path(tempfile.mkdtemp(prefix="killdrill-prestart-"))
             try:
                 drill = Drill(command, **opts, root=root)
                 drill.share_launchers(self.pool)
@@ -190,15 +190,15 @@ def _harness_errors() -> tuple[type[Exception], ...]:
     return (KilldrillError, HarnessError, LedgerError, LaunchError, ScheduleError)
 
 
-def _discovery_root(config: pytest.Config) -> Path:
+def _session_folder(config: pytest.Config, prefix: str) -> Path:
     """A new folder under pytest's basetemp, never one used before by this process: the ledger
     keeps engines per SQLite path, and in-process inner runs (pytester) reuse basetemp paths."""
     factory = getattr(config, "_tmp_path_factory", None)
     if factory is not None:
-        return Path(factory.mktemp(f"killdrill-discovery-{uuid.uuid4().hex[:8]}", numbered=False))
+        return Path(factory.mktemp(f"{prefix}-{uuid.uuid4().hex[:8]}", numbered=False))
     import tempfile
 
-    return Path(tempfile.mkdtemp(prefix="killdrill-discovery-"))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
 
 
 def _rmdir_if_empty(path: Path) -> None:

@@ -191,3 +191,56 @@ def test_the_template_starts_at_collection_when_the_discovery_is_cached(inner: p
     started = set(json.loads(out.read_text())) - before
     assert len(started) == 1, started
     assert leftovers.wait_gone(sorted(started), 10) < 10, "the prestarted template outlived its session"
+
+
+def test_the_prestarted_template_makes_nothing_outside_basetemp(inner: pytest.Pytester) -> None:
+    """The template started at collection is started by a drill with its own root: a folder under
+    pytest's basetemp, like every other folder a session of the plugin makes (it was a ``mkdtemp``
+    in the system's temporary folder)."""
+    out = inner.path / "made.json"
+    agent = ["python", STEPS, "--thread", "{thread}", "--state", "{workdir}/state.json"]
+    inner.makepyfile(
+        test_made=f"""
+        import pytest
+
+        @pytest.mark.killdrill(discover={agent!r}, launcher="fork")
+        def test_discovered(killdrill, kill_point):
+            pass
+        """
+    )
+    before = set(leftovers.templates(os.getpid()))
+    inner.makeconftest(
+        f"""
+        import json, os, tempfile, time
+        from tests.leftovers import templates
+
+        made = []
+        _mkdtemp = tempfile.mkdtemp
+
+        def mkdtemp(*args, **kwargs):
+            path = _mkdtemp(*args, **kwargs)
+            made.append(path)
+            return path
+
+        def pytest_configure(config):
+            tempfile.mkdtemp = mkdtemp
+
+        def pytest_collection_finish(session):
+            deadline = time.monotonic() + 30  # this session's template, started and ready
+            while not set(templates(os.getpid())) - set({sorted(before)!r}) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.5)  # the prestart's thread is done with its folder
+            basetemp = str(session.config._tmp_path_factory.getbasetemp())
+            with open({str(out)!r}, "w") as f:
+                json.dump({{"made": made, "basetemp": basetemp}}, f)
+
+        def pytest_unconfigure(config):
+            tempfile.mkdtemp = _mkdtemp
+        """
+    )
+    res = inner.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", "--collect-only", "-q")
+    assert res.ret == 0, res.stdout.str()
+    seen = json.loads(out.read_text())
+    outside = [p for p in seen["made"] if "killdrill-" in Path(p).name and not p.startswith(seen["basetemp"])]
+    assert outside == [], seen
+    assert leftovers.wait_gone(sorted(set(leftovers.templates(os.getpid())) - before), 10) < 10
