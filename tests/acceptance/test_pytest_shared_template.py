@@ -153,22 +153,29 @@ def test_an_interrupted_session_leaves_no_template(inner: pytest.Pytester) -> No
     assert leftovers.wait_gone(pids, 10) < 10, "the template outlived the interrupted session"
 
 
+def _discovered_only(inner: pytest.Pytester, name: str) -> None:
+    """A test file ``name`` whose one test is parametrized by a discovery and runs nothing."""
+    agent = ["python", STEPS, "--thread", "{thread}", "--state", "{workdir}/state.json"]
+    inner.makepyfile(
+        **{
+            name: f"""
+            import pytest
+
+            @pytest.mark.killdrill(discover={agent!r}, launcher="fork")
+            def test_discovered(killdrill, kill_point):
+                pass
+            """
+        }
+    )
+
+
 def test_the_template_starts_at_collection_when_the_discovery_is_cached(inner: pytest.Pytester) -> None:
     """Under xdist a worker reads the discovery another worker made; its template must not wait
     for its first test (issue 23: that test paid the agent's imports, -n 2 was 2x the CLI).  A
     second session with the first's cache reads the discovery too: by the end of collection, with
     no test run, the command's template is running."""
     out = inner.path / "templates.json"
-    agent = ["python", STEPS, "--thread", "{thread}", "--state", "{workdir}/state.json"]
-    inner.makepyfile(
-        test_cached=f"""
-        import pytest
-
-        @pytest.mark.killdrill(discover={agent!r}, launcher="fork")
-        def test_discovered(killdrill, kill_point):
-            pass
-        """
-    )
+    _discovered_only(inner, "test_cached")
     before = set(leftovers.templates(os.getpid()))  # the warden, if an earlier test started one
     inner.makeconftest(
         f"""
@@ -198,16 +205,7 @@ def test_the_prestarted_template_makes_nothing_outside_basetemp(inner: pytest.Py
     pytest's basetemp, like every other folder a session of the plugin makes (it was a ``mkdtemp``
     in the system's temporary folder)."""
     out = inner.path / "made.json"
-    agent = ["python", STEPS, "--thread", "{thread}", "--state", "{workdir}/state.json"]
-    inner.makepyfile(
-        test_made=f"""
-        import pytest
-
-        @pytest.mark.killdrill(discover={agent!r}, launcher="fork")
-        def test_discovered(killdrill, kill_point):
-            pass
-        """
-    )
+    _discovered_only(inner, "test_made")
     before = set(leftovers.templates(os.getpid()))
     inner.makeconftest(
         f"""
