@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
-from killdrill.drill.workdirs import STATE_DIR
 from killdrill.ledger import Ledger
 from killdrill.process import supervisor
 from killdrill.process.control import Connection, ControlListener
@@ -98,7 +97,7 @@ def test_what_a_drained_attempt_passed_after_sigterm_is_traced(opts: DrillOption
 
 def _ledger_calls(case: CaseResult) -> tuple[Call, ...]:
     """The case's ledger as its file holds it, not as the harness read it."""
-    ledger = Ledger(str(Path(case.workdir) / STATE_DIR / "ledger.sqlite"), case.thread)
+    ledger = Ledger.in_workdir(case.workdir, case.thread)
     try:
         return ledger.snapshot().calls
     finally:
