@@ -224,10 +224,9 @@ def test_the_prestarted_template_makes_nothing_outside_basetemp(inner: pytest.Py
             tempfile.mkdtemp = mkdtemp
 
         def pytest_collection_finish(session):
-            deadline = time.monotonic() + 30  # this session's template, started and ready
+            deadline = time.monotonic() + 30  # this session's template: its folder was made before it
             while not set(templates(os.getpid())) - set({sorted(before)!r}) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            time.sleep(0.5)  # the prestart's thread is done with its folder
             basetemp = str(session.config._tmp_path_factory.getbasetemp())
             with open({str(out)!r}, "w") as f:
                 json.dump({{"made": made, "basetemp": basetemp}}, f)
