@@ -11,7 +11,9 @@ warm-up), whatever ``PYTHONDONTWRITEBYTECODE`` says here.  Rows:
 
 - ``pytest_cli_ratio_serial``: the LangGraph settlement example, fork launcher, one process;
 - ``pytest_cli_ratio_2_workers``: the same, ``pytest -n 2`` against ``killdrill drill --workers 2``;
-- ``pytest_cli_ratio_spawn``: the plain settlement example, spawn launcher, serial.
+- ``pytest_cli_ratio_spawn``: the plain settlement example, spawn launcher, serial;
+- ``pytest_cli_ratio_2_workers_spawn``: the same, ``pytest -n 2`` against ``--workers 2``: the
+  same xdist start and end as the LangGraph row's, against a drill about twice as long.
 
 Beside each pair, in the same order, pytest runs a file of one empty test with the same flags,
 and the CLI prints its help: what each front end costs before any case (``pytest_empty_*_s``,
@@ -239,6 +241,10 @@ def bench_pytest_route(root: Path, rounds: int) -> dict[str, Any]:
         else:
             out.update(_row(root, "2_workers", rounds, LANGGRAPH, lg, flags, 2))
     out.update(_row(root, "spawn", rounds, PLAIN, {}, [], 1))
+    if importlib.util.find_spec("xdist") is not None:
+        # the same pytest-xdist start and end against a drill twice as long as the LangGraph
+        # one's under two workers: how the raw ratio falls as the drill grows, measured
+        out.update(_row(root, "2_workers_spawn", rounds, PLAIN, {}, [], 2))
     out["load_average_after_pytest_route"] = os.getloadavg()[0]
     return out
 
