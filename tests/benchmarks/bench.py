@@ -29,8 +29,8 @@ Figures (``name: value`` lines, and the same names in JSON):
   ``chaos_*`` (100 .. 10,000 runs: harness memory, report files): :mod:`tests.benchmarks.growth`.
 
 ``--only effects growth real pytest``: just those rows (the full run takes long on a loaded machine).
-- ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn`` / ``_2_workers_spawn``: the pytest route over the CLI on
-  the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
+- ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn`` / ``_2_workers_spawn``: the pytest
+  route over the CLI on the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
   ``python -m tests.benchmarks.pytest_route``).
 """
 
