@@ -12,9 +12,11 @@ exited is read then (``drain``), so a clean run's trace loses nothing.
 Who may speak, in three layers, because a forged ``during:`` point turns a real double
 charge into a pass:
 
-- the address: a socket file in a 0700 directory (the case's own when the path fits the
-  ~108-byte limit of Unix socket paths, else a short private ``mkdtemp`` directory), so other
-  users cannot even connect; the abstract namespace (anyone can connect) only as a last resort,
+- the address: a socket file in the case's own 0700 directory, so other users cannot even
+  connect.  When its path passes the ~108-byte limit of Unix socket paths (a pytest basetemp
+  does, for every attempt), it is named through the harness's descriptor of that directory,
+  ``/proc/PID/fd/N/NAME``, which only our uid may follow; without ``/proc``, a short private
+  ``mkdtemp`` directory; the abstract namespace (anyone can connect) only as a last resort,
   under a random name.  No name ever contains the token: ``/proc/net/unix`` is world-readable.
 - the peer's credentials (``SO_PEERCRED``): our uid, and a pid in the attempt's process tree
   (or the harness itself, whose HTTP fakes announce ``during:``).  Strangers are closed at once
@@ -109,6 +111,30 @@ def _private_dir_candidates() -> list[str]:
     return [d for d in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp") if d]
 
 
+def _bind_by_descriptor(sock: socket.socket, directory: str, name: str) -> tuple[str, int] | None:
+    """Bind ``sock`` to ``directory/name`` named as ``/proc/PID/fd/N/name`` (N: a descriptor of
+    ``directory`` this process keeps open; the caller closes it after unlinking the socket): a
+    path too long for a socket, still in the case's own folder, ~45 bytes however deep it is.
+    Any process of our uid can follow the link (agents connect to the address as it is given);
+    another user cannot even list ``/proc/PID/fd``.  None without ``/proc`` (not Linux): the
+    caller falls back to a short directory elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    address = f"/proc/{os.getpid()}/fd/{fd}/{name}"
+    try:
+        if len(address.encode()) > _MAX_UNIX_PATH:
+            raise OSError(errno.ENAMETOOLONG, address)
+        sock.bind(address)
+    except OSError:
+        os.close(fd)
+        return None
+    return address, fd
+
+
 @dataclass
 class Connection:
     """One agent-side connection: its socket, read buffer, peer pid and hello state."""
@@ -158,6 +184,7 @@ class ControlListener:
     ignored_why: dict[str, int] = field(default_factory=dict)
     max_connections: int = field(default_factory=lambda: _connection_limit())
     _tmpdir: str | None = None
+    _dir_fd: int | None = None  # the directory's descriptor a /proc/PID/fd/N address goes through
     _paused: bool = False
 
     def open(self) -> ControlListener:
@@ -170,6 +197,9 @@ class ControlListener:
             sock.listen(64)
         except OSError:
             sock.close()
+            if self._dir_fd is not None:
+                os.close(self._dir_fd)
+                self._dir_fd = None
             self._remove_tmpdir()
             raise
         sock.setblocking(False)
@@ -181,6 +211,10 @@ class ControlListener:
         path = os.path.join(self.directory, name)
         if len(path.encode()) <= _MAX_UNIX_PATH:
             sock.bind(path)
+            return path
+        bound = _bind_by_descriptor(sock, self.directory, name)
+        if bound is not None:
+            path, self._dir_fd = bound
             return path
         for base in _private_dir_candidates():
             if len(os.path.join(base, "kd-XXXXXXXX", name).encode()) > _MAX_UNIX_PATH:
@@ -402,6 +436,9 @@ class ControlListener:
                 os.unlink(self.address)
             except OSError:
                 pass
+        if self._dir_fd is not None:  # after the unlink, which went through it
+            os.close(self._dir_fd)
+            self._dir_fd = None
         self._remove_tmpdir()
 
     def _remove_tmpdir(self) -> None:

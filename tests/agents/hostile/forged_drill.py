@@ -24,6 +24,7 @@ from killdrill.examples import SETTLEMENT
 
 mode, root = sys.argv[1], sys.argv[2]
 if mode == "abstract":
+    killdrill.process.control._bind_by_descriptor = lambda *_: None  # type: ignore[attr-defined]
     killdrill.process.control._private_dir_candidates = lambda: []  # type: ignore[attr-defined]
 root = os.path.join(root, "ci-workspace-with-a-very-long-path-" + "x" * 70)  # past the 108-byte limit
 os.makedirs(root)
