@@ -197,10 +197,7 @@ class ControlListener:
             sock.listen(64)
         except OSError:
             sock.close()
-            if self._dir_fd is not None:
-                os.close(self._dir_fd)
-                self._dir_fd = None
-            self._remove_tmpdir()
+            self._release_directory()
             raise
         sock.setblocking(False)
         self.sock = sock
@@ -436,12 +433,13 @@ class ControlListener:
                 os.unlink(self.address)
             except OSError:
                 pass
-        if self._dir_fd is not None:  # after the unlink, which went through it
+        self._release_directory()  # after the unlink, which may go through its descriptor
+
+    def _release_directory(self) -> None:
+        """Close the descriptor the address went through, or remove the short folder it was in."""
+        if self._dir_fd is not None:
             os.close(self._dir_fd)
             self._dir_fd = None
-        self._remove_tmpdir()
-
-    def _remove_tmpdir(self) -> None:
         if self._tmpdir:
             try:
                 os.rmdir(self._tmpdir)

@@ -106,5 +106,8 @@ def test_an_agent_of_our_uid_is_heard_at_the_descriptor_address_and_nothing_is_l
         selector.close()
     assert heard == ["before:charge"] and answer == '{"go": true}'
     assert os.listdir(directory) == []
-    with pytest.raises(OSError):
-        os.fstat(fd)
+    try:  # closed: the number is free, or reused by another thread's open of something else
+        held = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        held = None
+    assert held != str(directory)
