@@ -207,7 +207,8 @@ def _crashed(a: Attempt) -> bool:
 
 def _render_attempt(a: Attempt) -> list[str]:
     kill = f"kill {a.kill}" if a.kill else "ran free"
-    head = f"  {a.number}. {kill}: {_how_ended(a)}, {a.duration_ms:.0f} ms"
+    who = f" ({a.process})" if a.process else ""
+    head = f"  {a.number}.{who} {kill}: {_how_ended(a)}, {a.duration_ms:.0f} ms"
     if a.killed_at and a.outcome != KILLED:
         head += f", kill landed at {a.killed_at}"
     lines = [head]
