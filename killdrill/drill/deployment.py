@@ -10,8 +10,10 @@ starts follow, every restart takes the next number."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -109,6 +111,8 @@ class DeploymentHook:
         self.waiting: list[Running] = []  # services not ready yet (their first start)
         self.deadline = 0.0
         self.driver: LaunchSpec | None = None
+        # occurrences of a point in a service (all its replicas and restarts), since the last fault
+        self.counts: Counter[tuple[str, str]] = Counter()
 
     # ---- set up ------------------------------------------------------------------------------
     def specs(self) -> list[LaunchSpec]:
@@ -171,12 +175,16 @@ class DeploymentHook:
     # ---- the supervisor's hooks ----------------------------------------------------------------
     def __call__(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
         """A waiting boundary: the current fault lands here if it aims at this process and point."""
+        group = service_of(self._name(run))
+        self.counts[(group, event.point)] += 1
         fault = self.current
         if fault is None or self.ending or id(run.spec) in self.fired or fault.point is None:
             return False
-        if not aims_at(fault, self._name(run)) or not fault.at(event.point, event.occurrence):
+        occurrence = self.counts[(group, event.point)]
+        if not aims_at(fault, self._name(run)) or not fault.at(event.point, occurrence):
             return False
         self.faults.pop(0)
+        self.counts.clear()  # the next fault counts from here, as a single command's next attempt
         sup = self.supervisor
         assert sup is not None
         self.fired[id(run.spec)] = str(fault)
@@ -312,13 +320,22 @@ def merged(attempts: Sequence[Attempt], started: dict[int, float]) -> Attempt:
     events: list[TraceEvent] = []
     for a in attempts:
         shift = (started.get(a.number, zero) - zero) * 1000.0
-        prefix = "" if a.process in (None, DRIVER) else f"{a.process}:"
+        prefix = "" if a.process in (None, DRIVER) else f"{service_of(a.process or '')}:"
         events += [replace(e, point=prefix + e.point, t_ms=round(e.t_ms + shift, 3)) for e in a.trace]
     events.sort(key=lambda e: e.t_ms)
+    seen: Counter[str] = Counter()  # a service's replicas count one point together
+    for i, e in enumerate(events):
+        seen[e.point] += 1
+        events[i] = replace(e, occurrence=seen[e.point])
     drivers = [a for a in attempts if a.process == DRIVER]
     if not drivers:  # the services never got ready: what the first of them left
         return attempts[0]
     return replace(drivers[-1], trace=tuple(events))
+
+
+def service_of(name: str) -> str:
+    """The service a process is a replica of (``worker[1]`` -> ``worker``)."""
+    return re.sub(r"\[\d+\]$", "", name)
 
 
 def catalogue_has(catalogue: Sequence[CatalogueEntry], label: str) -> bool:
