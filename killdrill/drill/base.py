@@ -23,7 +23,7 @@ from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.topology import Process, Topology
 from killdrill.drill.workdirs import RunContext, Workdirs
-from killdrill.errors import one_line
+from killdrill.errors import HarnessError, one_line
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
@@ -33,6 +33,7 @@ from killdrill.integrations import Service, exit_aborts, preload_modules, start_
 from killdrill.options import FORK_NEEDS_PYTHON, FORK_NEEDS_PYTHON_RESUME, UNKNOWN_CHECK
 from killdrill.points import Fault, Schedule
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
+from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import EXITED, Attempt
 from killdrill.verdict import OPT_IN_CHECKS
@@ -210,6 +211,12 @@ class AttemptLauncher:
         assert self.topology is not None
         processes = self.topology.processes(run.thread, str(run.workdir))
         check_faults(schedule, [p.name for p in processes])
+        for p in processes:
+            if p.ready is not None and p.ready.startswith("tcp:") and accepts(int(p.ready[4:])):
+                raise HarnessError(
+                    f"service {p.name}: port {p.ready[4:]} is already taken (something accepts on it"
+                    " before the service started); free it or let {port} pick one"
+                )
 
         def make_spec(process: Process, number: int) -> LaunchSpec:
             env = {**self.env(run), **self._service_env(run), **process.env}

@@ -15,7 +15,7 @@ _PROBE_S = 0.2
 def ready(spec: str, stdout_path: str, stderr_path: str) -> bool:
     """Does the service with these log files pass the readiness ``spec``?"""
     if spec.startswith("tcp:"):
-        return _accepts(int(spec[4:]))
+        return accepts(int(spec[4:]))
     if spec.startswith(("http://", "https://")):
         return _answers(spec)
     if spec.startswith("log:"):
@@ -35,7 +35,7 @@ def check(spec: str) -> str | None:
     return f"expected tcp:PORT, http://URL or log:TEXT, got {spec!r}"
 
 
-def _accepts(port: int) -> bool:
+def accepts(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=_PROBE_S):
             return True

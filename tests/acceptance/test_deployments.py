@@ -101,7 +101,7 @@ def test_a_port_already_taken_is_a_one_line_error_naming_the_service(tmp_path: P
         )
     assert rc == 2, text
     line = text.strip().splitlines()[-1]
-    assert "service api exited 1 before it was ready" in line and "Address already in use" in line
+    assert f"service api: port {port} is already taken" in line
 
 
 def test_a_driver_that_exits_non_zero_is_a_named_finding(tmp_path: Path) -> None:
@@ -116,7 +116,8 @@ def test_every_process_gets_the_case_env_and_the_filled_env_values(tmp_path: Pat
     probe.write_text(
         "import os, sys, killdrill\n"
         "with killdrill.node('x'):\n"
-        "    open(os.path.join(os.environ['KILLDRILL_WORKDIR'], os.environ['KILLDRILL_PROCESS'] + '.env'), 'w')"
+        "    name = os.environ['KILLDRILL_PROCESS'] + '.env'\n"
+        "    open(os.path.join(os.environ['KILLDRILL_WORKDIR'], name), 'w')"
         ".write(os.environ['KILLDRILL_LEDGER'] + ' ' + os.environ['APP_URL'])\n"
         "if os.environ['KILLDRILL_PROCESS'] != 'driver':\n"
         "    import time; time.sleep(60)\n"

@@ -1,6 +1,6 @@
 """A queue worker (run as replicas): claims a task file from ``--queue``, ships it (a charge),
 marks it done.  A claim older than ``--lease`` seconds whose worker died is taken over by
-another worker, as a broker redelivers; ``--bug nokey`` ships without a key.
+another worker, as a broker redelivers a dead consumer's task; ``--bug nokey`` ships without a key.
 """
 
 import argparse
@@ -22,21 +22,36 @@ for d in ("todo", "claimed", "done"):
     os.makedirs(os.path.join(args.queue, d), exist_ok=True)
 
 
+def dead(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 def claim() -> str | None:
     """A task of ours: a new one, or one whose claim expired (its worker died)."""
     for task in sorted(os.listdir(os.path.join(args.queue, "todo"))):
         try:
             os.rename(os.path.join(args.queue, "todo", task), os.path.join(args.queue, "claimed", task))
+            with open(os.path.join(args.queue, "claimed", task + ".owner"), "w") as f:
+                f.write(str(os.getpid()))
             return task
         except FileNotFoundError:
             continue
     for task in sorted(os.listdir(os.path.join(args.queue, "claimed"))):
         path = os.path.join(args.queue, "claimed", task)
+        if task.endswith(".owner"):
+            continue
         try:
-            if time.time() - os.stat(path).st_mtime > args.lease:
-                os.utime(path)
+            with open(path + ".owner") as f:
+                owner = int(f.read() or 0)
+            if time.time() - os.stat(path).st_mtime > args.lease and dead(owner):
+                with open(path + ".owner", "w") as f:
+                    f.write(str(os.getpid()))
                 return task
-        except FileNotFoundError:
+        except (FileNotFoundError, ValueError):
             continue
     return None
 
