@@ -381,8 +381,8 @@ _SERVICE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 def _service_name(argv: Sequence[str]) -> str:
     """An unnamed service's name: its script's or module's stem, else its program's."""
     if os.path.basename(argv[0]).startswith("python") and len(argv) > 1:
-        target = argv[2] if argv[1] == "-m" and len(argv) > 2 else argv[1]
-        stem = os.path.splitext(os.path.basename(target))[0].rsplit(".", 1)[-1]
+        module = argv[1] == "-m" and len(argv) > 2
+        stem = argv[2].rsplit(".", 1)[-1] if module else os.path.splitext(os.path.basename(argv[1]))[0]
     else:
         stem = os.path.basename(argv[0])
     return re.sub(r"[^A-Za-z0-9_\-]", "_", stem) or "service"
