@@ -219,7 +219,7 @@ class DeploymentHook:
             return
         if any(r is run for r in self.waiting) or self.driver_runs == 0:
             self._end()
-            err = last_line(tail(run.spec.stderr_path)) or "(no stderr)"
+            err = "; ".join(run.errors) or last_line(tail(run.spec.stderr_path)) or "(no stderr)"
             raise HarnessError(
                 f"service {process.name} {_ended(rc)} before it was ready; its stderr ends with: {err}"
             )
