@@ -52,6 +52,7 @@ class Deployed:
     completed: bool = False
     unreached: Fault | None = None  # the schedule's fault no process reached
     started: dict[int, float] = field(default_factory=dict)  # attempt number -> its monotonic start
+    ready_ms: float | None = None  # from the first service's start to every service ready
 
 
 def check_faults(schedule: Schedule, names: Sequence[str]) -> None:
@@ -156,6 +157,8 @@ class DeploymentHook:
             self.waiting = [r for r in sup.running if self.names[id(r.spec)].ready is not None]
         self.waiting = [r for r in self.waiting if not self._ready(r)]
         if not self.waiting:
+            first = min((r.started for r in sup.running), default=time.monotonic())
+            self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
             self._start(self.driver)
             return
         if time.monotonic() > self.deadline:
@@ -303,6 +306,15 @@ class DeploymentHook:
             a = replace(a, process=self.names[key].name, kill=self.fired.get(key))
             if key in self.stopping and a.outcome == DRAINED:
                 a = replace(a, notes=(*a.notes, "stopped at the case's end"))
+            if a.number == 1 and out.ready_ms is not None:
+                a = replace(
+                    a,
+                    notes=(
+                        *a.notes,
+                        f"started once the services were ready, {out.ready_ms:.0f} ms"
+                        " after the first of them started",
+                    ),
+                )
             out.attempts.append(a)
         out.attempts.sort(key=lambda a: a.number)
         out.unreached = self.current
