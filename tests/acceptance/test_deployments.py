@@ -139,3 +139,86 @@ def test_every_process_gets_the_case_env_and_the_filled_env_values(tmp_path: Pat
     side, driver = (case / "side.env").read_text().split(), (case / "driver.env").read_text().split()
     assert side[0] == driver[0] and side[0].endswith("ledger.sqlite")
     assert side[1] == driver[1] and side[1].startswith("http://127.0.0.1:") and "{" not in side[1]
+
+
+def test_a_service_that_exits_while_the_driver_runs_is_a_named_finding(tmp_path: Path) -> None:
+    quits = tmp_path / "quits.py"  # its clean runs stay up; in the case it quits mid-drive
+    quits.write_text(
+        "import os, time\n"
+        "time.sleep(60 if os.environ['KILLDRILL_THREAD'].startswith('kd-discovery') else 0.3)\n"
+        "raise SystemExit('lost the database')\n"
+    )
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time, killdrill\nwith killdrill.node('wait'):\n    time.sleep(2)\n")
+    rc, text = drill(tmp_path, "after:wait", "--serve", f"db=python {quits}", "--", "python", str(slow))
+    assert rc == 1, text
+    assert "resume_failed: service db (attempt 2) exited 1 while the driver was still running" in text
+    assert "its stderr ends with: lost the database" in text
+
+
+@pytest.mark.slow
+def test_a_correct_deployment_drilled_at_every_point_ten_times_has_no_false_alarm(tmp_path: Path) -> None:
+    for i in range(10):
+        out = run_cli(tmp_path, "drill", "--root", str(tmp_path / f"w{i}"), "--serve", SHOP, "--", *CLIENT)
+        assert out.returncode == 0, out.stdout + out.stderr
+        out = run_cli(
+            tmp_path,
+            "drill",
+            "--root",
+            str(tmp_path / f"r{i}"),
+            "--serve",
+            WORKER,
+            "--replicas",
+            "worker=2",
+            "--",
+            *SUBMIT,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+    assert not survivors(str(tmp_path), seconds=0.3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", [[], ["--bug", "unkeyed"]], ids=["correct", "unkeyed"])
+def test_the_dbos_fastapi_example_as_deployed(tmp_path: Path, bug: list[str]) -> None:
+    pytest.importorskip("dbos")
+    app = "app=python -m killdrill.examples.outbox_dbos --port {port} --workdir {workdir} " + " ".join(bug)
+    client = [
+        "python",
+        "-m",
+        "killdrill.examples.outbox_client",
+        "--url",
+        "http://127.0.0.1:{port}",
+        "--order",
+        "{thread}",
+    ]
+    rc, text = drill(
+        tmp_path,
+        "app:during:mailbox.send",
+        "--integration",
+        "dbos",
+        "--timeout",
+        "180",
+        "--serve",
+        app,
+        "--",
+        *client,
+    )
+    assert rc == (1 if bug else 0), text
+    if bug:
+        assert "duplicate_effect: mailbox.send" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", [[], ["--bug", "unkeyed"]], ids=["correct", "unkeyed"])
+def test_the_temporal_worker_and_starter_as_deployed(tmp_path: Path, bug: list[str]) -> None:
+    pytest.importorskip("temporalio")
+    module = "killdrill.examples.transfer_temporal"
+    worker = f"worker=python -m {module} worker --task-queue {{thread}} " + " ".join(bug)
+    starter = ["python", "-m", module, "starter", "--thread", "{thread}", "--task-queue", "{thread}"]
+    rc, text = drill(
+        tmp_path, "worker:during:payments.charge", "--integration", "temporal", "--timeout", "180",
+        "--serve", worker, "--ready", "worker=log:worker polling", "--", *starter,
+    )  # fmt: skip
+    assert rc == (1 if bug else 0), text
+    if bug:
+        assert "duplicate_effect: payments.charge" in text
