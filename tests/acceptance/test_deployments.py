@@ -47,7 +47,9 @@ def test_a_service_killed_mid_request_restarts_and_the_client_retries(tmp_path: 
     assert "(api) ran free: drained" in text  # the restarted service, stopped at the case's end
 
 
-@pytest.mark.parametrize("bug", [[], ["--bug", "nokey"]], ids=["correct", "nokey"])
+@pytest.mark.parametrize(
+    "bug", [pytest.param([], marks=pytest.mark.slow), ["--bug", "nokey"]], ids=["correct", "nokey"]
+)
 def test_one_replica_of_two_killed_mid_task_the_other_takes_it_over(tmp_path: Path, bug: list[str]) -> None:
     rc, text = drill(
         tmp_path,

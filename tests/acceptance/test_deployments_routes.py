@@ -15,6 +15,7 @@ import killdrill.verdict  # noqa: F401 - imported once here (see test_pytest_plu
 DEPLOY = Path(__file__).parent.parent / "agents" / "deploy"
 
 
+@pytest.mark.slow  # an inner pytest session: ~18 s on a loaded machine
 def test_the_marker_serves_a_service_and_the_buggy_one_fails(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 30\n")
     shop = f"python {DEPLOY / 'shop.py'} --port {{port}} --state {{workdir}}/orders"
