@@ -244,6 +244,12 @@ class AttemptLauncher:
             ready_timeout=self.options.timeout,
             grace=self.options.grace,
         )
+        aborts = exit_aborts(self.options.integrations)
+        hook.known_abort = lambda r: (
+            r.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
+            and bool(r.trace)
+            and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
+        )
         attempts = self.launch(run, hook.specs(), hook=hook)
         return hook.finish(attempts)
 

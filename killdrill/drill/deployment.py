@@ -102,6 +102,8 @@ class DeploymentHook:
         self.grace = grace
         self.supervisor: Supervisor | None = None
         self.prepare: Callable[[LaunchSpec], None] = lambda spec: None
+        # the framework's known abort at exit after its work closed (Temporal): a clean exit
+        self.known_abort: Callable[[Running], bool] = lambda run: False
         self.names: dict[int, Process] = {}  # id(spec) -> process
         self.result = Deployed()
         self.fired: dict[int, str] = {}  # id(spec) -> the fault that landed on it
@@ -207,7 +209,7 @@ class DeploymentHook:
         rc = run.returncode
         killed = id(run.spec) in self.fired and run.outcome == KILLED
         if process.name == DRIVER:
-            if run.outcome is None and rc == 0:
+            if run.outcome is None and (rc == 0 or self.known_abort(run)):
                 self.result.completed = True
                 self._end()
             elif (killed or (run.outcome is None and rc != 0)) and self.driver_runs < self.max_attempts:

@@ -57,6 +57,21 @@ class Topology:
             raise UsageError(
                 f"--serve {DRIVER}=...: {DRIVER!r} names the command after --; name the service otherwise"
             )
+        alone = [
+            flag
+            for flag, on in (
+                ("--resumers", options.resumers > 1),
+                ("--resume-with", bool(options.resume_with)),
+                ("--between", bool(options.between)),
+                ("--launcher fork", options.launcher == "fork"),
+                ("--signal TERM", options.signal == "TERM"),
+            )
+            if on
+        ]
+        if alone:
+            raise UsageError(
+                f"--serve does not go with {alone[0]}: a deployment's processes are spawned and SIGKILLed"
+            )
         self.services = {name: resolve_command(argv) for name, argv in serve.items()}
 
     def names(self) -> list[str]:

@@ -48,6 +48,7 @@ def test_an_unnamed_service_is_named_for_its_script_and_a_service_without_port_i
         ({"serve": ["api=python a.py"], "replicas": {"web": 2}}, "--replicas web: no --serve service"),
         ({"serve": ["driver=python a.py"]}, "'driver' names the command after --"),
         ({"serve": ["api=python a.py"], "ready": {"api": "tcp:x"}}, "tcp:PORT needs a port number"),
+        ({"serve": ["api=python a.py"], "resumers": 2}, "--serve does not go with --resumers"),
     ],
 )
 def test_mistakes_are_one_line_errors(kw: dict[str, object], message: str) -> None:
