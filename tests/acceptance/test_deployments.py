@@ -5,6 +5,7 @@ each a one-line error or a named finding with nothing left running."""
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 from pathlib import Path
@@ -63,6 +64,8 @@ def test_one_replica_of_two_killed_mid_task_the_other_takes_it_over(tmp_path: Pa
     )
     assert rc == (1 if bug else 0), text
     assert "(worker[0]) kill worker:after:ship" in text or "(worker[1]) kill worker:after:ship" in text
+    if bug:  # the evidence names the replica that made each call
+        assert re.search(r"attempt \d+ \(worker\[[01]\]\)\s+key \(no key\)\s+created", text), text
 
 
 def test_the_driver_killed_is_re_run_and_attaches_to_the_same_order(tmp_path: Path) -> None:
