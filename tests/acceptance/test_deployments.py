@@ -30,10 +30,12 @@ SUBMIT = ["python", str(DEPLOY / "submit.py"), "--queue", "{workdir}/q", "--task
 
 
 def drill(tmp_path: Path, schedule: str, *args: str) -> tuple[int, str]:
+    before = set(tmp_path.iterdir())
     out = run_cli(
         tmp_path, "run", "--schedule", schedule, "--discovery-runs", "1", "--root", str(tmp_path / "w"), *args
     )
     assert not survivors(str(tmp_path / "w"), seconds=0.3), "a process of the case survived it"
+    assert set(tmp_path.iterdir()) - before <= {tmp_path / "w"}, "a process wrote outside its workdir"
     return out.returncode, out.stdout + out.stderr
 
 
@@ -227,3 +229,14 @@ def test_the_temporal_worker_and_starter_as_deployed(tmp_path: Path, bug: list[s
     assert rc == (1 if bug else 0), text
     if bug:
         assert "duplicate_effect: payments.charge" in text
+
+
+@pytest.mark.slow
+def test_chaos_drills_a_deployment_and_finds_the_unkeyed_charge(tmp_path: Path) -> None:
+    out = run_cli(
+        tmp_path, "chaos", "--runs", "6", "--seed", "3", "--discovery-runs", "1", "--root", str(tmp_path / "w"),
+        "--serve", SHOP + " --bug nokey", "--", *CLIENT,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "duplicate_effect" in out.stdout
+    assert not survivors(str(tmp_path / "w"), seconds=0.3)
