@@ -234,8 +234,8 @@ def test_the_temporal_worker_and_starter_as_deployed(tmp_path: Path, bug: list[s
 @pytest.mark.slow
 def test_chaos_drills_a_deployment_and_finds_the_unkeyed_charge(tmp_path: Path) -> None:
     out = run_cli(
-        tmp_path, "chaos", "--runs", "6", "--seed", "3", "--discovery-runs", "1", "--root", str(tmp_path / "w"),
-        "--serve", SHOP + " --bug nokey", "--", *CLIENT,
+        tmp_path, "chaos", "--runs", "6", "--seed", "3", "--discovery-runs", "1",
+        "--root", str(tmp_path / "w"), "--serve", SHOP + " --bug nokey", "--", *CLIENT,
     )  # fmt: skip
     assert out.returncode == 1, out.stdout + out.stderr
     assert "duplicate_effect" in out.stdout
