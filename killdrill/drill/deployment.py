@@ -271,7 +271,11 @@ class DeploymentHook:
             self.faults.pop(0)
             self.fired[id(spec)] = str(fault)
             run.fired = True
-            sup.at(fault.offset_ms / 1000.0, lambda: sup.kill(run, str(fault)))
+            # the driver's first run: offsets count from the case's first start, as the catalogue's
+            # times do (start+F% resolves against them); any other launch: from its own start
+            since = min(r.started for r in sup.running) if spec is self.driver else run.started
+            delay = max(0.0, fault.offset_ms / 1000.0 - (time.monotonic() - since))
+            sup.at(delay, lambda: sup.kill(run, str(fault)))
 
     def _end(self) -> None:
         """The case is over: every process still running gets SIGTERM, SIGKILL after the grace."""
@@ -329,7 +333,7 @@ def _ended(rc: int | None) -> str:
 
 def merged(attempts: Sequence[Attempt], started: dict[int, float]) -> Attempt:
     """A clean deployment run as one attempt for the catalogue: every process's points, a
-    service's named ``NAME:POINT``, at ms since the first start."""
+    service's named ``NAME:POINT``, at ms since the first start (its duration too)."""
     zero = min(started.values()) if started else 0.0
     events: list[TraceEvent] = []
     for a in attempts:
@@ -344,7 +348,9 @@ def merged(attempts: Sequence[Attempt], started: dict[int, float]) -> Attempt:
     drivers = [a for a in attempts if a.process == DRIVER]
     if not drivers:  # the services never got ready: what the first of them left
         return attempts[0]
-    return replace(drivers[-1], trace=tuple(events))
+    last = drivers[-1]
+    span = last.duration_ms + (started.get(last.number, zero) - zero) * 1000.0  # from the first start
+    return replace(last, trace=tuple(events), duration_ms=round(span, 3))
 
 
 def service_of(name: str) -> str:
