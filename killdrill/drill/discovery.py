@@ -6,6 +6,7 @@ import contextlib
 import shlex
 import shutil
 import uuid
+from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
@@ -17,7 +18,9 @@ from killdrill.drill.setup_checks import (
     warn,
 )
 from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
+from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.workdirs import RunContext
+from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
@@ -65,10 +68,23 @@ class Discoverer:
                     f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
                     f"--- stderr (tail) ---\n{err}"
                 )
+            self._check_answered(workdir)
             snap = self.workdirs.snapshot(run)
         if not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return attempt, snap
+
+    def _check_answered(self, workdir: Path) -> None:
+        """A clean run that stopped at an interrupt nobody answered is a one-line usage error (not
+        a pass: a drill of a run that stops before its work would judge nothing)."""
+        waiting = interrupts_at_exit(workdir, 1)
+        if not waiting:
+            return
+        node, value = waiting[0]
+        given = len(self.options.answer)
+        where = f"node {node!r} asks {value}" + (f", after the {given} answers given" if given else "")
+        command = shlex.join(self.command)
+        raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
 
     def discover(self, *, force: bool = False) -> Discovery:
         """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.
