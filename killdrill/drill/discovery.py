@@ -82,7 +82,8 @@ class Discoverer:
             return
         node, value = waiting[0]
         given = len(self.options.answer)
-        where = f"node {node!r} asks {value}" + (f", after the {given} answers given" if given else "")
+        after = f", after the {given} answer{'s' if given > 1 else ''} given" if given else ""
+        where = f"node {node!r} asks {value}{after}"
         command = shlex.join(self.command)
         raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
 
