@@ -56,6 +56,8 @@ class Discoverer:
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
             attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
             self._imported |= imported_modules(run.state)
+            if attempt.outcome == EXITED:
+                self._check_answered(workdir)  # exit 0, or a driver that failed asking a person
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
@@ -68,22 +70,22 @@ class Discoverer:
                     f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
                     f"--- stderr (tail) ---\n{err}"
                 )
-            self._check_answered(workdir)
             snap = self.workdirs.snapshot(run)
         if not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return attempt, snap
 
     def _check_answered(self, workdir: Path) -> None:
-        """A clean run that stopped at an interrupt nobody answered is a one-line usage error (not
-        a pass: a drill of a run that stops before its work would judge nothing)."""
+        """A clean run that stopped at an interrupt nobody answered is a one-line usage error: not a
+        pass (a drill of a run that stops before its work judges nothing), not the traceback of a
+        driver whose ``input()`` found no person."""
         waiting = interrupts_at_exit(workdir, 1)
         if not waiting:
             return
-        node, value = waiting[0]
+        node, value, kind = waiting[0]
         given = len(self.options.answer)
         after = f", after the {given} answer{'s' if given > 1 else ''} given" if given else ""
-        where = f"node {node!r} asks {value}{after}"
+        where = f"{kind} {node!r} asks {value}{after}"
         command = shlex.join(self.command)
         raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
 

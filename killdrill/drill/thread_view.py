@@ -40,14 +40,14 @@ def pending_at_exit(workdir: Path, attempt: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def interrupts_at_exit(workdir: Path, attempt: int) -> list[tuple[str, str]]:
-    """``(node, value)`` of each interrupt a thread of attempt ``attempt`` was left waiting on, with
+def interrupts_at_exit(workdir: Path, attempt: int) -> list[tuple[str, str, str]]:
+    """``(node, value, kind)`` of each interrupt (``kind``: what waits, a node or a tool) a thread of attempt ``attempt`` was left waiting on, with
     no answer: the run stopped for a person the drill has no answer for (``--answer``)."""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, str]] = []
     for view in _views(workdir, attempt):
         for i in view.get("interrupts") or ():
             if isinstance(i, dict):
-                out.append((str(i.get("node", "?")), str(i.get("value", ""))))
+                out.append((str(i.get("node", "?")), str(i.get("value", "")), str(i.get("kind", "node"))))
     return out
 
 
@@ -58,7 +58,7 @@ def with_thread_view(workdir: Path, batch: Sequence[Attempt]) -> list[Attempt]:
         if a.outcome == EXITED and a.returncode == 0:
             pending = pending_at_exit(workdir, a.number)
             waiting = interrupts_at_exit(workdir, a.number)
-            pending += tuple(f"{node} (an interrupt with no answer)" for node, _ in waiting)
+            pending += tuple(f"{node} (an interrupt with no answer)" for node, _, _ in waiting)
             if pending:
                 note = (
                     f"unfinished_resume: exited 0 with the thread unfinished: the checkpointer still "
