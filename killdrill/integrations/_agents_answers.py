@@ -60,7 +60,8 @@ def _record_unanswered(items: list[Any]) -> None:
     attempt = os.environ.get("KILLDRILL_ATTEMPT", "0")
     path = os.path.join(workdir, ".killdrill", f"thread-view-{attempt}-{os.getpid()}-agents.json")
     waiting = [
-        {"node": str(getattr(i, "name", "?")), "kind": "tool", "value": str(getattr(i, "arguments", ""))} for i in items
+        {"node": str(getattr(i, "name", "?")), "kind": "tool", "value": str(getattr(i, "arguments", ""))}
+        for i in items
     ]
     view = {"integration": "openai_agents", "threads": {"run": {"pending": [], "interrupts": waiting}}}
     try:

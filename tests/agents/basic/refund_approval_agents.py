@@ -20,7 +20,6 @@ import sys
 from typing import Any
 
 from agents import Agent, Runner, SQLiteSession, function_tool
-
 from killdrill.fakes import connect
 
 REQUEST = "Refund order R-9 for 1500 cents."
