@@ -42,7 +42,8 @@ def pending_at_exit(workdir: Path, attempt: int) -> tuple[str, ...]:
 
 def interrupts_at_exit(workdir: Path, attempt: int) -> list[tuple[str, str, str]]:
     """``(node, value, kind)`` of each interrupt (``kind``: a node or a tool) a thread of attempt
-    ``attempt`` was left waiting on, with no answer: the run stopped for a person the drill has no answer for (``--answer``)."""
+    ``attempt`` was left waiting on, with no answer: the run stopped for a person the drill has no
+    answer for (``--answer``)."""
     out: list[tuple[str, str, str]] = []
     for view in _views(workdir, attempt):
         for i in view.get("interrupts") or ():
