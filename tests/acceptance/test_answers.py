@@ -36,7 +36,7 @@ def drill(tmp_path: Path, command: list[str], **options: Any) -> Drill:
 
 def effects(result: CaseResult) -> list[tuple[str, dict[str, Any]]]:
     assert result.ledger is not None
-    return [(f"{c.provider}.{c.op}", dict(c.payload)) for c in result.ledger.calls if c.op != "lookup"]
+    return [(f"{c.provider}.{c.op}", dict(c.payload)) for c in result.ledger.calls if c.provider != "model"]
 
 
 def test_answers_reach_their_interrupts_in_order_across_kills(tmp_path: Path) -> None:
@@ -85,6 +85,8 @@ def killdrill_cli(*args: str) -> subprocess.CompletedProcess[str]:
     [
         ((), "--answer needs an integration that answers interrupts through its framework: "),
         (("--integration", "dbos"), "--answer: the dbos integration cannot answer"),
+        (("--integration", "temporal"), "--answer: the temporal integration cannot answer"),
+        (("--integration", "llama_index"), "--answer: the llama_index integration cannot answer"),
         (("--integration", "crewai"), "--answer: the crewai integration cannot answer"),
     ],
 )
@@ -93,6 +95,44 @@ def test_answer_without_an_answering_integration_is_one_line(integration: tuple[
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0] and "langgraph" in lines[0], done.stderr
+
+
+# ------------------------------------------------------------------ the OpenAI Agents SDK
+
+REFUND = str(Path(__file__).parents[1] / "agents" / "basic" / "refund_approval_agents")
+REFUND_CMD = ["python", f"{REFUND}.py", "--thread", "{thread}", "--db", "{workdir}/session.sqlite"]
+
+
+def agents_drill(tmp_path: Path, **options: Any) -> Drill:
+    pytest.importorskip("agents")
+    base = DrillOptions(
+        root=tmp_path,
+        integrations=("openai_agents",),
+        timeout=60,
+        discovery_runs=1,
+        model_script=f"{REFUND}.yaml",
+        launcher="fork",
+        preload=("agents",),
+    )
+    return Drill(REFUND_CMD, base, **options)
+
+
+def test_agents_sdk_approval_is_answered_and_survives_a_kill(tmp_path: Path) -> None:
+    """The documented loop's ``input()`` is never reached: the integration approves the pending
+    ``needs_approval`` tool; killed as the approved tool runs, the resumed run is approved again."""
+    with agents_drill(tmp_path, answer=("approve",)) as d:
+        for schedule in ("before:refund", "during:payments.charge"):
+            result = d.run_case(schedule)
+            assert result.ok, result.text()
+            landed = effects(result)  # a resume's call with the same key is a replay, kept in the ledger
+            assert landed and all(e == ("payments.charge", {"order": "R-9", "amount": -1500}) for e in landed)
+
+
+def test_agents_sdk_unanswered_approval_is_one_line(tmp_path: Path) -> None:
+    with agents_drill(tmp_path) as d, pytest.raises(OptionError) as err:
+        d.discover()  # the driver's input() meets no person: named, not its EOFError traceback
+    text = str(err.value)
+    assert "\n" not in text and "tool 'refund' asks" in text and '"order_id": "R-9"' in text
 
 
 # ------------------------------------------------------------------ the bundled example
