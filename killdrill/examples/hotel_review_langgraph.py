@@ -33,7 +33,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 from killdrill.fakes import connect
@@ -62,7 +62,9 @@ def build_graph(book_hotel: Any) -> Any:
 
     def route_after_llm(state: MessagesState) -> Literal["human_review_node", "__end__"]:
         last = state["messages"][-1]
-        return "human_review_node" if isinstance(last, AIMessage) and last.tool_calls else END
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return "human_review_node"
+        return "__end__"  # END, spelled as the annotation needs it
 
     def human_review_node(state: MessagesState) -> Command[Literal["call_llm", "run_tool"]]:
         last = state["messages"][-1]
