@@ -14,8 +14,8 @@ them twice.  The broker and result backend come from ``CELERY_BROKER_URL`` /
     re-run finds its note in ``--workdir`` and waits for the task it sent), waits for the
     result and prints it.
 ``python -m killdrill.examples.checkout_celery drive --thread T --workdir W [--bug ...]``
-    both in one command: starts a worker as its child, submits, waits, stops the worker (the
-    drill kills the whole process group, worker included, and re-runs the command).
+    both in one command: forks a worker, submits, waits, stops the worker (the drill kills the
+    whole process group, worker included, and re-runs the command).
 
 ``--bug`` plants a mistake common in the field:
 
@@ -29,10 +29,10 @@ them twice.  The broker and result backend come from ``CELERY_BROKER_URL`` /
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -96,18 +96,27 @@ def worker_argv(name: str) -> list[str]:
 
 
 def drive(thread: str, bug: str, workdir: str | None) -> dict[str, Any]:
-    """A worker as this process's child, the submitter, then the worker's warm shutdown."""
-    worker = subprocess.Popen(worker_argv(f"checkout-{os.getpid()}"))
+    """A worker forked from this process (the app is imported once), the submitter, then the
+    worker's warm shutdown."""
+    pid = os.fork()
+    if pid == 0:  # the worker: nothing connected yet, so it shares no socket with the submitter
+        code = 0
+        try:
+            app.worker_main(worker_argv(f"checkout-{os.getpid()}")[5:])
+        except BaseException:
+            code = 1
+        os._exit(code)
     try:
         return submit(thread, bug, workdir)
     finally:
-        worker.send_signal(signal.SIGTERM)  # warm: the task in hand is finished and acknowledged
+        os.kill(pid, signal.SIGTERM)  # warm: the task in hand is finished and acknowledged
         deadline = time.monotonic() + 30
-        while worker.poll() is None and time.monotonic() < deadline:
+        while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -50,8 +50,8 @@ from killdrill.integrations import Integration
 from killdrill.integrations._imports import PatchOnImport
 
 __all__ = [
-    "KEYPREFIX_ENV",
     "INTEGRATION",
+    "KEYPREFIX_ENV",
     "VISIBILITY_ENV",
     "activate",
     "active",
@@ -180,33 +180,43 @@ def _wrap_keyprefix(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _patch_redis_channel(channel: Any) -> None:
-    """kombu's Redis channel: the case's key prefix in front of the app's own, and a visibility
-    timeout of the case's (an app's smaller one kept), swept every second."""
-    prefix = os.environ.get(KEYPREFIX_ENV)
-    timeout = os.environ.get(VISIBILITY_ENV)
-    if prefix:
-        default_prefix = channel.__dict__.get("global_keyprefix", "")
+    """kombu's Redis channel: the case's key prefix in front of the app's own, and the case's
+    visibility timeout (an app's smaller one kept), swept every second.  Read from the
+    environment when a channel opens, so a fork template patched before a case still isolates it."""
+    default_prefix = channel.__dict__.get("global_keyprefix", "")
+    default_timeout = channel.__dict__.get("visibility_timeout", 3600)
+    default_throttle = channel.__dict__.get("unacked_restore_throttle", 10)
 
-        def get_prefix(self: Any) -> str:
-            return prefix + str(self.__dict__.get("_killdrill_keyprefix", default_prefix))
+    def get_prefix(self: Any) -> str:
+        own = str(self.__dict__.get("_killdrill_keyprefix", default_prefix))
+        return os.environ.get(KEYPREFIX_ENV, "") + own
 
-        def set_prefix(self: Any, value: str) -> None:
-            self.__dict__["_killdrill_keyprefix"] = value
+    def set_prefix(self: Any, value: str) -> None:
+        self.__dict__["_killdrill_keyprefix"] = value
 
-        _replace(channel, "global_keyprefix", property(get_prefix, set_prefix))
-    if timeout:
-        seconds = float(timeout)
-        default_timeout = channel.__dict__.get("visibility_timeout", 3600)
+    def get_timeout(self: Any) -> float:
+        own = float(self.__dict__.get("_killdrill_visibility", default_timeout))
+        case = os.environ.get(VISIBILITY_ENV)
+        return min(float(case), own) if case else own
 
-        def get_timeout(self: Any) -> float:
-            return min(seconds, float(self.__dict__.get("_killdrill_visibility", default_timeout)))
+    def set_timeout(self: Any, value: float) -> None:
+        self.__dict__["_killdrill_visibility"] = value
 
-        def set_timeout(self: Any, value: float) -> None:
-            self.__dict__["_killdrill_visibility"] = value
+    def sweep(attr: str, default: int) -> property:
+        def get(self: Any) -> Any:
+            return 1 if os.environ.get(VISIBILITY_ENV) else self.__dict__.get(f"_killdrill_{attr}", default)
 
-        _replace(channel, "visibility_timeout", property(get_timeout, set_timeout))
-        _replace(channel, "unacked_restore_interval", 1)
-        _replace(channel, "unacked_restore_throttle", 1)
+        def set_(self: Any, value: Any) -> None:
+            self.__dict__[f"_killdrill_{attr}"] = value
+
+        return property(get, set_)
+
+    _replace(channel, "global_keyprefix", property(get_prefix, set_prefix))
+    _replace(channel, "visibility_timeout", property(get_timeout, set_timeout))
+    # The sweep's timer reads the class attribute (a number) when a worker starts: every second,
+    # and each sweep scans only when the throttle (per channel: 1 in a case, else the app's) lets it.
+    _replace(channel, "unacked_restore_interval", 1)
+    _replace(channel, "unacked_restore_throttle", sweep("unacked_restore_throttle", default_throttle))
 
 
 def _patch(module: ModuleType) -> None:
@@ -223,12 +233,8 @@ def _patch(module: ModuleType) -> None:
             owner = module.BaseKeyValueStoreBackend
             if (owner, "_add_global_keyprefix") not in _originals:
                 _replace(owner, "_add_global_keyprefix", _wrap_keyprefix(owner._add_global_keyprefix))
-        elif module.__name__ == _REDIS:
-            if (module.Channel, "global_keyprefix") not in _originals and (
-                module.Channel,
-                "visibility_timeout",
-            ) not in _originals:
-                _patch_redis_channel(module.Channel)
+        elif module.__name__ == _REDIS and (module.Channel, "global_keyprefix") not in _originals:
+            _patch_redis_channel(module.Channel)
 
 
 _hook = PatchOnImport(_TARGETS, _patch)

@@ -155,7 +155,9 @@ class CeleryBroker:
         self._rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
         broker = urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
         results = workdir / ".killdrill" / "celery-results.sqlite"
-        return _Run({"CELERY_BROKER_URL": broker, "CELERY_RESULT_BACKEND": f"db+sqlite:///{results}"}, vhost=vhost)
+        return _Run(
+            {"CELERY_BROKER_URL": broker, "CELERY_RESULT_BACKEND": f"db+sqlite:///{results}"}, vhost=vhost
+        )
 
     def env(self, workdir: Path, thread: str) -> dict[str, str]:
         """The broker and backend of ``workdir``'s run (isolated on first use)."""
@@ -173,7 +175,9 @@ class CeleryBroker:
         """The Redis keys ``workdir``'s run holds now (none on RabbitMQ)."""
         if self.scheme not in _REDIS:
             return []
-        return [k.decode() for k in self._client().scan_iter(match=keyprefix_for(Path(workdir)) + "*", count=500)]
+        return [
+            k.decode() for k in self._client().scan_iter(match=keyprefix_for(Path(workdir)) + "*", count=500)
+        ]
 
     def vhosts(self) -> list[str]:
         """This drill's virtual hosts RabbitMQ holds now (none on Redis)."""
