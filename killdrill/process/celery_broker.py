@@ -155,6 +155,7 @@ class CeleryBroker:
         self._rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
         broker = urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
         results = workdir / ".killdrill" / "celery-results.sqlite"
+        results.parent.mkdir(parents=True, exist_ok=True)
         return _Run(
             {"CELERY_BROKER_URL": broker, "CELERY_RESULT_BACKEND": f"db+sqlite:///{results}"}, vhost=vhost
         )
