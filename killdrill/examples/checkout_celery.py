@@ -9,7 +9,7 @@ them twice.  The broker and result backend come from ``CELERY_BROKER_URL`` /
 
 ``python -m killdrill.examples.checkout_celery worker``
     a worker, as ``celery -A killdrill.examples.checkout_celery worker`` starts one.
-``python -m killdrill.examples.checkout_celery submit --thread T [--bug ...]``
+``python -m killdrill.examples.checkout_celery submit --thread T [--bug ...] [--slow S]``
     the submitter: sends ``checkout`` for order ``T`` with task id ``checkout-T`` (once: a
     re-run finds its note in ``--workdir`` and waits for the task it sent), waits for the
     result and prints it.
@@ -60,8 +60,11 @@ app.conf.update(
 
 
 @app.task(bind=True, acks_late=True)
-def checkout(self: Any, order: str, amount: int, email: str, bug: str = "") -> dict[str, Any]:
+def checkout(
+    self: Any, order: str, amount: int, email: str, bug: str = "", slow_s: float = 0.0
+) -> dict[str, Any]:
     fakes = connect()
+    time.sleep(slow_s)  # a slow partner API before the charge
     if bug == "unkeyed":
         key: str | None = None
     elif bug == "delivery-key":
@@ -75,39 +78,42 @@ def checkout(self: Any, order: str, amount: int, email: str, bug: str = "") -> d
     return {"charge": charge["id"], "receipt": receipt["id"]}
 
 
-def submit(thread: str, bug: str, workdir: str | None) -> dict[str, Any]:
+def submit(thread: str, bug: str, workdir: str | None, slow_s: float = 0.0) -> dict[str, Any]:
     """Send the order's task once (a note in ``workdir`` says it was sent), wait for its result."""
     task_id = f"checkout-{thread}"
     note = Path(workdir or ".") / f"submitted-{thread}"
     if not note.exists():
-        checkout.apply_async(args=(thread, 4200, "ada@example.com", bug), task_id=task_id)
+        checkout.apply_async(args=(thread, 4200, "ada@example.com", bug, slow_s), task_id=task_id)
         note.write_text(task_id)
     result: dict[str, Any] = app.AsyncResult(task_id).get(timeout=RESULT_TIMEOUT_S)
     return result
 
 
-def worker_argv(name: str) -> list[str]:
-    """A worker as users start one (one process: the solo pool), named ``name``."""
+def worker_argv(name: str, pool: str = "solo") -> list[str]:
+    """A worker as users start one, named ``name``: the solo pool (one process) or prefork (two
+    children run the tasks, the parent consumes and acknowledges)."""
     return [
         sys.executable, "-m", "celery", "-A", "killdrill.examples.checkout_celery", "worker",
-        "--pool", "solo", "--loglevel", "WARNING", "--hostname", f"{name}@%h",
+        "--pool", pool, "--concurrency", "2", "--loglevel", "WARNING", "--hostname", f"{name}@%h",
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
 
 
-def drive(thread: str, bug: str, workdir: str | None) -> dict[str, Any]:
+def drive(
+    thread: str, bug: str, workdir: str | None, slow_s: float = 0.0, pool: str = "solo"
+) -> dict[str, Any]:
     """A worker forked from this process (the app is imported once), the submitter, then the
     worker's warm shutdown."""
     pid = os.fork()
     if pid == 0:  # the worker: nothing connected yet, so it shares no socket with the submitter
         code = 0
         try:
-            app.worker_main(worker_argv(f"checkout-{os.getpid()}")[5:])
+            app.worker_main(worker_argv(f"checkout-{os.getpid()}", pool)[5:])
         except BaseException:
             code = 1
         os._exit(code)
     try:
-        return submit(thread, bug, workdir)
+        return submit(thread, bug, workdir, slow_s)
     finally:
         os.kill(pid, signal.SIGTERM)  # warm: the task in hand is finished and acknowledged
         deadline = time.monotonic() + 30
@@ -125,14 +131,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--thread", help="the order (and the task's id)")
     parser.add_argument("--workdir", help="where the submitter notes that it sent the task")
     parser.add_argument("--bug", choices=BUGS, default="", help="plant a common mistake")
+    parser.add_argument("--slow", type=float, default=0.0, help="seconds the task waits before its charge")
+    parser.add_argument("--pool", choices=("solo", "prefork"), default="solo", help="the worker's pool")
     args = parser.parse_args(argv)
     if args.role == "worker":
-        app.worker_main(worker_argv(f"checkout-{os.getpid()}")[5:])
+        app.worker_main(worker_argv(f"checkout-{os.getpid()}", args.pool)[5:])
         return
     if not args.thread:
         parser.error(f"{args.role} needs --thread")
-    run = submit if args.role == "submit" else drive
-    print(json.dumps(run(args.thread, args.bug, args.workdir), sort_keys=True), flush=True)
+    if args.role == "submit":
+        result = submit(args.thread, args.bug, args.workdir, args.slow)
+    else:
+        result = drive(args.thread, args.bug, args.workdir, args.slow, args.pool)
+    print(json.dumps(result, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":  # the worker imports the module by name: its task is registered there

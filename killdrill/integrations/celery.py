@@ -32,15 +32,19 @@ environment of every process of a case: ``CELERY_BROKER_URL`` and ``CELERY_RESUL
 use (kombu's ``global_keyprefix``, the backend's key prefixes; prepended to the app's own
 prefix if it sets one), and ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT``, the seconds after which
 Redis hands a killed worker's unacknowledged task to the next worker (kombu's default is 3600;
-an app's own smaller value is kept), swept every second.
+an app's own smaller value is kept), swept every second.  A live worker keeps its
+unacknowledged deliveries fresh (every third of that timeout), so only a dead worker's task is
+handed on: a long task body is not delivered twice because the timeout is short.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -219,6 +223,36 @@ def _patch_redis_channel(channel: Any) -> None:
     _replace(channel, "unacked_restore_throttle", sweep("unacked_restore_throttle", default_throttle))
 
 
+def _beat(qos: Any, period: float) -> None:
+    """Keep this worker's unacknowledged deliveries fresh in Redis's unacked index while it lives,
+    so the short visibility timeout hands on a task only after its worker died, never while a
+    live worker runs a long body.  ``xx``: a delivery acknowledged meanwhile is not put back."""
+    while True:
+        time.sleep(period)
+        tags = list(getattr(qos, "_delivered", {}) or ())
+        if not tags:
+            continue
+        # a broker gone for a moment: the next beat retries
+        with contextlib.suppress(Exception), qos.channel.conn_or_acquire() as client:
+            client.zadd(qos.unacked_index_key, dict.fromkeys(tags, time.time()), xx=True)
+
+
+def _wrap_append(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def append(self: Any, message: Any, delivery_tag: Any) -> Any:
+        out = orig(self, message, delivery_tag)
+        timeout = os.environ.get(VISIBILITY_ENV)
+        if timeout and not getattr(self, "_killdrill_beat", False):
+            self._killdrill_beat = True
+            period = max(0.2, float(timeout) / 3)
+            threading.Thread(
+                target=_beat, args=(self, period), name="killdrill-celery-beat", daemon=True
+            ).start()
+        return out
+
+    return append
+
+
 def _patch(module: ModuleType) -> None:
     """Patch one of the target modules, once (called right after it executes)."""
     with _lock:
@@ -235,6 +269,7 @@ def _patch(module: ModuleType) -> None:
                 _replace(owner, "_add_global_keyprefix", _wrap_keyprefix(owner._add_global_keyprefix))
         elif module.__name__ == _REDIS and (module.Channel, "global_keyprefix") not in _originals:
             _patch_redis_channel(module.Channel)
+            _replace(module.QoS, "append", _wrap_append(module.QoS.append))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)

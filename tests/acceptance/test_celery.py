@@ -183,3 +183,32 @@ def test_the_cli_says_a_broker_that_is_down_in_one_line(tmp_path: Path) -> None:
 def test_broker_without_the_celery_integration_is_a_usage_error() -> None:
     with pytest.raises(Exception, match="broker= needs integrations= celery"):
         DrillOptions(broker=REDIS)
+
+
+@pytest.mark.slow
+def test_a_long_task_on_a_live_prefork_worker_runs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A body 4x the visibility timeout: the prefork parent sweeps the unacked set every second,
+    # and would hand the task to its second child while the first still runs it, but the live
+    # worker keeps its delivery fresh; its points are reached in a child, its ack in the parent.
+    monkeypatch.setenv("KILLDRILL_CELERY_VISIBILITY_TIMEOUT", "1")
+    base = DrillOptions(
+        root=tmp_path, integrations=("celery",), broker=broker(REDIS), timeout=60, discovery_runs=1
+    )
+    with Drill([*command(), "--slow", "4", "--pool", "prefork"], base, **FORK) as d:
+        assert d.points() == list(POINTS) or sorted(d.points()) == sorted(POINTS), d.points()
+
+
+@pytest.mark.slow
+def test_a_hang_names_the_unacknowledged_task_and_the_visibility_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redis's own default (3600 s) left in place: the killed worker's task waits in the unacked
+    # set, the re-run submitter waits for it, and the hang says why.
+    monkeypatch.setenv("KILLDRILL_CELERY_VISIBILITY_TIMEOUT", "3600")
+    with drill(tmp_path, REDIS, timeout=15) as d:
+        result = d.run_case("before:checkout")
+    assert "hang" in result.kinds, result.text()
+    hang = next(v for v in result.violations if v.kind == "hang")
+    assert "1 unacknowledged task(s)" in hang.message and "(3600s here)" in hang.message, hang.message
