@@ -39,7 +39,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from killdrill.errors import HarnessError, UsageError
 from killdrill.integrations.celery import KEYPREFIX_ENV, VISIBILITY_ENV
 
-__all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for"]
+__all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 VISIBILITY_TIMEOUT_S = 3.0
@@ -60,7 +60,8 @@ def keyprefix_for(workdir: Path) -> str:
     return f"killdrill-{_digest(workdir)}:"
 
 
-def _vhost_for(workdir: Path) -> str:
+def vhost_for(workdir: Path) -> str:
+    """The RabbitMQ virtual host of one run (readable, and unique by the workdir's path)."""
     slug = re.sub(r"[^A-Za-z0-9-]+", "-", workdir.name).strip("-")[:40] or "run"
     return f"killdrill-{slug}-{_digest(workdir)}"
 
@@ -148,7 +149,7 @@ class CeleryBroker:
                 VISIBILITY_ENV: f"{self.visibility_s:g}",
             }
             return _Run(env, keyprefix=prefix)
-        vhost = _vhost_for(workdir)
+        vhost = vhost_for(workdir)
         parts = urlsplit(self.url)
         user = unquote(parts.username or "guest")
         self._rabbitmqctl("add_vhost", vhost)
