@@ -99,8 +99,8 @@ def expect(d: Drill, cases: dict[str, tuple[str, ...]]) -> None:
 
 @pytest.mark.parametrize("url", BROKERS)
 def test_a_redelivered_unkeyed_charge_is_caught_where_the_ack_was_not_sent(tmp_path: Path, url: str) -> None:
-    # after the body, before the ack: the broker delivers the task again and the charge lands twice;
-    # after the ack the broker never hands it on; the keyed receipt replays wherever the kill is.
+    # after the body, before the ack: the broker delivers the task again and the charge lands twice
+    # (after the ack it never hands it on: the slow test below drills every point).
     with drill(tmp_path, url, "unkeyed") as d:
         assert set(POINTS) <= set(d.points())
         result = d.run_case("after:checkout")
@@ -113,7 +113,6 @@ def test_a_redelivered_unkeyed_charge_is_caught_where_the_ack_was_not_sent(tmp_p
             "celery"
         }
         assert len({c["worker"] for c in contexts}) == 2, "each delivery names its worker"
-        expect(d, {"committed:checkout": ()})
     assert left_in_broker(url, Path(result.workdir)) == [], "the case left its queues or results behind"
 
 
