@@ -157,6 +157,7 @@ def test_a_run_on_redis_lives_under_its_own_prefix_and_leaves_nothing(tmp_path: 
     assert not [k for k in service._client().scan_iter(match=keyprefix_for(b) + "*")]
 
 
+@pytest.mark.slow  # the default test's RabbitMQ drill checks its vhost is gone; this one looks inside
 def test_a_run_on_rabbitmq_gets_a_vhost_of_its_own_and_leaves_nothing(tmp_path: Path) -> None:
     service = CeleryBroker(tmp_path, DrillOptions(integrations=("celery",), broker=broker(AMQP)))
     run = tmp_path / "case-a"
