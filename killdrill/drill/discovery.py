@@ -51,7 +51,10 @@ class Discoverer:
         workdir = self.workdirs.new(label)
         run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
-            attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            try:
+                attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            finally:
+                self.launcher.release(run)
             self._imported |= imported_modules(run.state)
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
