@@ -97,6 +97,7 @@ class DrillOptions:
     signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
     grace: float = 5.0
     integrations: tuple[str, ...] = ()  # e.g. ("langgraph",)
+    broker: str | None = None  # --integration celery: the broker each run is isolated on (default: Redis)
     discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
     ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
     resumers: int = 1  # concurrent resumers after the first kill
@@ -661,6 +662,15 @@ OPTIONS: tuple[Option, ...] = (
         discovery=True,
     ),
     Option(
+        "broker",
+        Text(metavar="URL"),
+        None,
+        "with --integration celery: the broker each case gets its own queues on, redis://... or "
+        "amqp://... (default: redis://127.0.0.1:6379/0)",
+        "--broker",
+        discovery=True,
+    ),
+    Option(
         "discovery_runs",
         _COUNT,
         2,
@@ -883,6 +893,10 @@ def _names(env: Mapping[str, str], *variables: str) -> bool:
 
 
 DRILL_RULES: tuple[Rule, ...] = (
+    Rule(
+        "{broker} needs {integrations} celery (the broker is where Celery's tasks go)",
+        lambda o: o["broker"] is None or "celery" in o["integrations"],
+    ),
     Rule(
         "{model_variance} needs {model_script} (the model fake's script)",
         lambda o: o["model_variance"] is None or o["model_script"] is not None,

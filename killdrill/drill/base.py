@@ -132,7 +132,7 @@ class AttemptLauncher:
         """What the integrations' services add to a launch of ``run`` (started on first use)."""
         with self._lock:
             if self._services is None:
-                self._services = start_services(self.options.integrations, self.root)
+                self._services = start_services(self.options.integrations, self.root, self.options)
                 for service in self._services:
                     weakref.finalize(self, service.close)
             services = list(self._services)
@@ -170,6 +170,15 @@ class AttemptLauncher:
             if found:
                 return found
         return None
+
+    def release(self, run: RunContext) -> None:
+        """``run`` is over: each service removes what the run left in it (Celery's broker keys)."""
+        with self._lock:
+            services = list(self._services or ())
+        for service in services:
+            release = getattr(service, "release", None)
+            if release is not None:
+                release(run.workdir, run.thread)
 
     def close(self) -> None:
         """Stop the fork template, if any (it also stops by itself when the harness exits), and the

@@ -54,7 +54,10 @@ class Discoverer:
         workdir = self.workdirs.new(label)
         run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
-            attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            try:
+                attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            finally:
+                self.launcher.release(run)
             self._imported |= imported_modules(run.state)
             if attempt.outcome == EXITED:
                 self._check_answered(workdir)  # exit 0, or a driver that failed asking a person
