@@ -86,6 +86,7 @@ class Integration:
     activate: Callable[[], None] | None = None  # filled from the module's activate() when found
     service: str | None = None  # "module:factory", see the module doc
     exit_abort: ExitAbort | None = None
+    answers: bool = False  # answers a run's pending interrupts with --answer (integrations._answers)
 
 
 class IntegrationNotFound(UsageError, ImportError):

@@ -97,6 +97,7 @@ NON_DEFAULT_FLAGS = [
     "--model-script", "script.json",
     "--model-variance", "7",
     "--resume-with", "python v2.py --thread {thread}",
+    "--answer", '{"action": "continue"}', "--answer", "no",
 ]  # fmt: skip
 
 
@@ -165,6 +166,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "model_script": "script.json",
         "model_variance": "7",
         "resume_with": "python v2.py --thread {thread}",
+        "answer": ['{"action": "continue"}', "no"],
     }
     from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)
