@@ -7,6 +7,7 @@ import shlex
 import shutil
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.deployment import catalogue_has, merged
@@ -19,8 +20,10 @@ from killdrill.drill.setup_checks import (
     warn,
 )
 from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
+from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
+from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
@@ -54,15 +57,20 @@ class Discoverer:
         workdir = self.workdirs.new(label)
         run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
-            if self.launcher.topology is not None:  # every process's points, the services' named
-                deployed = self.launcher.deploy(run, Schedule(()), 1, detect=True)
-                attempt = merged(deployed.attempts, deployed.started)
-                if deployed.violations:
-                    why = deployed.violations[0].message
-                    attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
-            else:
-                attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            try:
+                if self.launcher.topology is not None:  # every process's points, the services' named
+                    deployed = self.launcher.deploy(run, Schedule(()), 1, detect=True)
+                    attempt = merged(deployed.attempts, deployed.started)
+                    if deployed.violations:
+                        why = deployed.violations[0].message
+                        attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
+                else:
+                    attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            finally:
+                self.launcher.release(run)
             self._imported |= imported_modules(run.state)
+            if attempt.outcome == EXITED:
+                self._check_answered(workdir)  # exit 0, or a driver that failed asking a person
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
@@ -79,6 +87,20 @@ class Discoverer:
         if not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return attempt, snap
+
+    def _check_answered(self, workdir: Path) -> None:
+        """A clean run that stopped at an interrupt nobody answered is a one-line usage error: not a
+        pass (a drill of a run that stops before its work judges nothing), not the traceback of a
+        driver whose ``input()`` found no person."""
+        waiting = interrupts_at_exit(workdir, 1)
+        if not waiting:
+            return
+        node, value, kind = waiting[0]
+        given = len(self.options.answer)
+        after = f", after the {given} answer{'s' if given > 1 else ''} given" if given else ""
+        where = f"{kind} {node!r} asks {value}{after}"
+        command = shlex.join(self.command)
+        raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
 
     def discover(self, *, force: bool = False) -> Discovery:
         """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.

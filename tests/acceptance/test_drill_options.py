@@ -86,6 +86,8 @@ NON_DEFAULT_FLAGS = [
     "--signal", "TERM",
     "--grace", "0",
     "--integration", "langgraph",
+    "--integration", "celery",
+    "--broker", "amqp://guest:guest@127.0.0.1:5672//",
     "--discovery-runs", "3",
     "--resumers", "2",
     "--barrier", "after:effects.claim",
@@ -99,6 +101,7 @@ NON_DEFAULT_FLAGS = [
     "--ready", "api=log:Application startup complete",
     "--replicas", "api=2",
     "--restart-delay", "0.5",
+    "--answer", '{"action": "continue"}', "--answer", "no",
 ]  # fmt: skip
 
 
@@ -156,7 +159,8 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "cwd": "/tmp/agent",
         "signal": "term",
         "grace": "0",
-        "integrations": ["langgraph"],
+        "integrations": ["langgraph", "celery"],
+        "broker": "amqp://guest:guest@127.0.0.1:5672//",
         "discovery_runs": "3",
         "resumers": "2",
         "barrier": "after:effects.claim",
@@ -170,6 +174,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "ready": ["api = log:Application startup complete"],
         "replicas": ["api=2"],
         "restart_delay": "0.5",
+        "answer": ['{"action": "continue"}', "no"],
     }
     from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)
