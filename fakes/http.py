@@ -172,7 +172,7 @@ def _generic(h: _FakesHandler, req: Request) -> None:
     h.send_json(200, {"result": result})  # a read or configure: not recorded, not announced
 
 
-@route("GET POST DELETE", r"/mcp")
+@route("POST", r"/mcp")
 def _mcp(h: GuardedHandler, req: Request) -> None:
     """The counting MCP server over streamable HTTP (:mod:`killdrill.fakes.mcp.http`, extra ``mcp``)."""
     try:

@@ -8,7 +8,7 @@ own (``anyio.run``), fed the request's method, headers and body as an ASGI scope
 port, no uvicorn, no thread shared between attempts: the request is recorded under the
 binding the fakes server chose for it (its attempt, its control channel), exactly as the
 ``/fakes/`` route records it, and a kill at its ``during:`` point hangs up that connection only.
-Stateless: no server-to-client stream (a GET is 405), which the fakes' tools never need.
+Stateless, POST only: no server-to-client stream (a GET is 405), which the fakes' tools never need.
 """
 
 from __future__ import annotations
