@@ -147,7 +147,9 @@ def _pump(source: IO[bytes], sink: IO[bytes], note: Any) -> None:
             pass
 
 
-def run_proxy(name: str, keys: Mapping[str, str], command: Sequence[str], *, ledger: str | None = None) -> int:
+def run_proxy(
+    name: str, keys: Mapping[str, str], command: Sequence[str], *, ledger: str | None = None
+) -> int:
     """Run ``command`` behind the proxy on this process's stdin/stdout; its exit status."""
     if not command:
         raise ValueError("--proxy NAME needs the server's command after --: --proxy NAME -- CMD [ARG ...]")

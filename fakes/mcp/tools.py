@@ -133,7 +133,9 @@ def tool_specs() -> dict[str, ToolSpec]:
     return tools
 
 
-def check_arguments(name: str, arguments: Mapping[str, Any] | None, tools: Mapping[str, ToolSpec]) -> ToolSpec:
+def check_arguments(
+    name: str, arguments: Mapping[str, Any] | None, tools: Mapping[str, ToolSpec]
+) -> ToolSpec:
     """The tool ``name`` names, after the checks a hostile client meets (ToolCallError)."""
     tool = tools.get(name)
     if tool is None:

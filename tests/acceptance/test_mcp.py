@@ -33,8 +33,8 @@ from killdrill.ledger import Ledger  # noqa: E402
 
 PY = sys.executable
 REPO = Path(__file__).parents[2]
-AGENT = [PY, "-m", "tests.agents.mcp.charge_and_ticket"]
-BOOKING = [PY, "-m", "killdrill.examples.booking_mcp_agent"]
+AGENT = [PY, "-m", "tests.agents.mcp.charge_and_ticket", "--workdir", "{workdir}"]
+BOOKING = [PY, "-m", "killdrill.examples.booking_mcp_agent", "--workdir", "{workdir}"]
 
 
 def _stdio(ledger: Path, *extra: str) -> StdioServerParameters:
@@ -88,21 +88,37 @@ def test_streamable_http_route_with_the_real_client(tmp_path: Path) -> None:
 # -- hostile clients ------------------------------------------------------------------------
 
 INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "h", "version": "0"}},
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "h", "version": "0"},
+    },
 }
 DEEP = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":' + b'{"a":' * 100_000 + b"1" + b"}" * 100_001
-HUGE = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "tickets_create", "arguments": {"title": "x" * 5_000_000}}}
+HUGE = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "tickets_create", "arguments": {"title": "x" * 5_000_000}},
+}
 NOPE = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}
-GOOD = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-        "params": {"name": "tickets_create", "arguments": {"title": "ok"}}}
+GOOD = {
+    "jsonrpc": "2.0",
+    "id": 5,
+    "method": "tools/call",
+    "params": {"name": "tickets_create", "arguments": {"title": "ok"}},
+}
 
 
 def test_stdio_server_answers_a_hostile_client_with_json_rpc_errors(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [PY, "-m", "killdrill.fakes.mcp", "--ledger", str(tmp_path / "l.sqlite")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=REPO,
     )
     assert proc.stdin is not None and proc.stdout is not None
 
@@ -136,8 +152,12 @@ def _post(url: str, body: bytes) -> tuple[int, dict[str, Any]]:
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.netloc, timeout=30)
     try:
-        conn.request("POST", parts.path, body=body, headers={
-            "Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            parts.path,
+            body=body,
+            headers={"Accept": "application/json, text/event-stream", "Content-Type": "application/json"},
+        )
         resp = conn.getresponse()
         return resp.status, json.loads(resp.read() or b"{}")
     finally:
@@ -179,6 +199,7 @@ def test_http_route_answers_a_hostile_client_and_the_fakes_keep_serving(tmp_path
 
 # -- the proxy ------------------------------------------------------------------------------
 
+
 async def _book_twice(server: Any) -> list[Any]:
     async with Client(server) as client:
         tools = (await client.list_tools()).tools
@@ -189,22 +210,24 @@ async def _book_twice(server: Any) -> list[Any]:
     return [[t.model_dump() for t in tools], first.model_dump(), again.model_dump(), missing.model_dump()]
 
 
-@pytest.mark.parametrize("dedupe", [False, True])
+@pytest.mark.parametrize("dedupe", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_proxy_changes_nothing_and_records_every_answered_call(tmp_path: Path, dedupe: bool) -> None:
-    hotel = [PY, "-m", "killdrill.examples.booking_mcp_server", "--dedupe" if dedupe else "--db"]
-    hotel = hotel + ["--db", str(tmp_path / "direct.db")] if dedupe else hotel + [str(tmp_path / "direct.db")]
+    hotel = [PY, "-m", "killdrill.examples.booking_mcp_server", "--db", str(tmp_path / "direct.db")]
+    hotel += ["--dedupe"] if dedupe else []
     direct = anyio.run(_book_twice, StdioServerParameters(command=hotel[0], args=hotel[1:], cwd=str(REPO)))
     proxied_hotel = [a.replace("direct.db", "proxied.db") for a in hotel]
     proxied = anyio.run(
-        _book_twice, _stdio(tmp_path / "l.sqlite", "--proxy", "hotel", "--key", "book=request_id", "--",
-                            *proxied_hotel),
+        _book_twice,
+        _stdio(tmp_path / "l.sqlite", "--proxy", "hotel", "--key", "book=request_id", "--", *proxied_hotel),
     )
     assert proxied == direct  # every answer as the server gave it
     assert direct[3]["is_error"] is True
     calls = Ledger(tmp_path / "l.sqlite", "default").calls()
     outcomes = ["created", "replayed"] if dedupe else ["created", "created"]
     assert [(c.provider, c.op, c.key, c.outcome) for c in calls] == [
-        ("hotel", "book", "r1", outcomes[0]), ("hotel", "book", "r1", outcomes[1]), ("hotel", "cancel", None, "failed")
+        ("hotel", "book", "r1", outcomes[0]),
+        ("hotel", "book", "r1", outcomes[1]),
+        ("hotel", "cancel", None, "failed"),
     ]
     assert calls[0].payload == {"guest": "Ana", "room": "12", "night": "2026-12-24"}
 
@@ -216,32 +239,42 @@ def test_proxy_mistakes_exit_2_in_one_line(tmp_path: Path) -> None:
         (["--proxy", "hotel", "--", str(tmp_path / "missing")], "cannot start"),
         (["--key", "a=b"], "go with --proxy"),
     ):
-        out = subprocess.run([PY, "-m", "killdrill.fakes.mcp", "--ledger", str(tmp_path / "l"), *args],
-                             capture_output=True, text=True, cwd=REPO, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [PY, "-m", "killdrill.fakes.mcp", "--ledger", str(tmp_path / "l"), *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+        )
         assert out.returncode == 2 and text in out.stderr and len(out.stderr.strip().splitlines()) == 1, out
 
 
 # -- drills ---------------------------------------------------------------------------------
+
 
 def _drill(tmp_path: Path, command: list[str], *, http: bool = False) -> Drill:
     options = DrillOptions(root=tmp_path, http_fakes=http, timeout=60, discovery_runs=1, cwd=str(REPO))
     return Drill(command, options)
 
 
-def test_kill_during_a_stdio_tool_call_keyed_replays_unkeyed_duplicates(tmp_path: Path) -> None:
-    with _drill(tmp_path / "keyed", [*AGENT, "--transport", "stdio"]) as drill:
+def test_kill_during_a_stdio_tool_call_and_between_calls(tmp_path: Path) -> None:
+    with _drill(tmp_path, [*AGENT, "--transport", "stdio", "--unkeyed"]) as drill:
         labels = drill.discover().labels()
         assert labels == ["during:payments.charge", "after:charge", "during:tickets.create", "after:ticket"]
-        keyed = drill.run_case("during:payments.charge")
-    assert keyed.ok, keyed.text()
-    with _drill(tmp_path / "unkeyed", [*AGENT, "--transport", "stdio", "--unkeyed"]) as drill:
+        lost = drill.run_case("during:payments.charge")  # killed in the server: the answer is lost
         between = drill.run_case("after:charge")
-        lost = drill.run_case("during:payments.charge")
-    assert between.ok, between.text()  # killed between calls: the checkpoint holds the charge
     assert lost.kinds == ("duplicate_effect",), lost.text()
     assert lost.ledger is not None
     charges = [c for c in lost.ledger.calls if c.provider == "payments"]
     assert [(c.attempt, c.outcome, c.key) for c in charges] == [(1, "created", None), (2, "created", None)]
+    assert between.ok, between.text()  # killed between calls: the checkpoint holds the charge
+
+
+@pytest.mark.slow
+def test_a_keyed_stdio_tool_call_replays_after_a_kill_at_every_point(tmp_path: Path) -> None:
+    with _drill(tmp_path, [*AGENT, "--transport", "stdio"]) as drill:
+        cases = [drill.run_case(label) for label in drill.discover().labels()]
+    assert all(case.ok for case in cases), [case.text() for case in cases if not case.ok]
 
 
 def test_kill_during_a_tool_call_over_streamable_http(tmp_path: Path) -> None:
@@ -254,9 +287,19 @@ def test_kill_during_a_tool_call_over_streamable_http(tmp_path: Path) -> None:
 
 
 def _booking(tmp_path: Path, *, keyed: bool, dedupe: bool) -> Drill:
-    proxy = [PY, "-m", "killdrill.fakes.mcp", "--proxy", "hotel"] + (["--key", "book=request_id"] if keyed else [])
+    proxy = [PY, "-m", "killdrill.fakes.mcp", "--proxy", "hotel"] + (
+        ["--key", "book=request_id"] if keyed else []
+    )
     server = [PY, "-m", "killdrill.examples.booking_mcp_server", "--db", "{workdir}/hotel.db"]
-    command = [*BOOKING, *(["--keyed"] if keyed else []), "--", *proxy, "--", *server, *(["--dedupe"] if dedupe else [])]
+    command = [
+        *BOOKING,
+        *(["--keyed"] if keyed else []),
+        "--",
+        *proxy,
+        "--",
+        *server,
+        *(["--dedupe"] if dedupe else []),
+    ]
     return _drill(tmp_path, command)
 
 

@@ -1,9 +1,9 @@
 """An agent that acts through the counting MCP server with the real ``mcp`` client.
 
-``python -m tests.agents.mcp.charge_and_ticket --transport stdio|http [--unkeyed]``
+``python -m tests.agents.mcp.charge_and_ticket --transport stdio|http [--unkeyed] [--workdir DIR]``
 
 It charges (``payments_charge``) and opens a ticket (``tickets_create``), checkpointing each
-answer in ``$KILLDRILL_WORKDIR/progress.json``; a resume skips what the checkpoint holds.
+answer in ``DIR/progress.json``; a resume skips what the checkpoint holds.
 Between the two calls it reaches ``after:charge`` (the charge is checkpointed).  Keyed by the
 thread and the action, the calls replay on resume; ``--unkeyed`` sends no key (a duplicate).
 """
@@ -23,11 +23,13 @@ from mcp.client.stdio import StdioServerParameters
 import killdrill
 
 
-async def main(transport: str, unkeyed: bool) -> None:
-    workdir = os.environ.get("KILLDRILL_WORKDIR", ".")
+async def main(transport: str, unkeyed: bool, workdir: str) -> None:
     thread = os.environ.get("KILLDRILL_THREAD", "by-hand")
     path = os.path.join(workdir, "progress.json")
-    progress: dict[str, Any] = json.load(open(path)) if os.path.exists(path) else {}
+    progress: dict[str, Any] = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            progress = json.load(f)
     server: Any
     if transport == "stdio":
         server = StdioServerParameters(
@@ -59,5 +61,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--unkeyed", action="store_true")
+    parser.add_argument("--workdir", default=os.environ.get("KILLDRILL_WORKDIR", "."))
     a = parser.parse_args()
-    anyio.run(main, a.transport, a.unkeyed)
+    anyio.run(main, a.transport, a.unkeyed, a.workdir)

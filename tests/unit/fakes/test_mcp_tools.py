@@ -40,8 +40,18 @@ class Bells(Provider):
 
 def test_every_declared_operation_is_a_tool_named_provider_op() -> None:
     tools = tool_specs()
-    for name in ("payments_charge", "mailbox_send", "mailbox_lookup", "tickets_create", "webhooks_post",
-                 "kv_set", "counter_increment", "inventory_reserve", "mcp_bells_ring", "mcp_bells_count"):
+    for name in (
+        "payments_charge",
+        "mailbox_send",
+        "mailbox_lookup",
+        "tickets_create",
+        "webhooks_post",
+        "kv_set",
+        "counter_increment",
+        "inventory_reserve",
+        "mcp_bells_ring",
+        "mcp_bells_count",
+    ):
         assert name in tools
     assert (tools["mcp_bells_ring"].provider, tools["mcp_bells_ring"].op) == ("mcp_bells", "ring")
     assert "configure_" not in " ".join(tools) and "payments_fence" not in tools
@@ -70,10 +80,15 @@ def test_annotations_say_what_the_declaration_says() -> None:
     assert hints["mailbox_lookup"]["readOnlyHint"] is True
     assert hints["mcp_bells_count"]["readOnlyHint"] is True
     assert hints["payments_charge"] == {
-        "readOnlyHint": False, "idempotentHint": True, "destructiveHint": False, "openWorldHint": False
+        "readOnlyHint": False,
+        "idempotentHint": True,
+        "destructiveHint": False,
+        "openWorldHint": False,
     }
     assert hints["kv_set"]["idempotentHint"] is True  # convergent
-    assert hints["mailbox_send"]["destructiveHint"] is True and hints["mailbox_send"]["idempotentHint"] is False
+    assert (
+        hints["mailbox_send"]["destructiveHint"] is True and hints["mailbox_send"]["idempotentHint"] is False
+    )
     assert hints["mcp_bells_toll"]["destructiveHint"] is False  # silence undoes it
     assert hints["inventory_reserve"]["destructiveHint"] is False  # release undoes it
 
