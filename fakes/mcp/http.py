@@ -14,7 +14,7 @@ Stateless, POST only: no server-to-client stream (a GET is 405), which the fakes
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +90,7 @@ async def _run(scope: dict[str, Any], body: bytes, exchange: _Exchange) -> None:
         await done.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             exchange.status = int(message["status"])
             exchange.headers = list(message.get("headers") or [])

@@ -148,14 +148,15 @@ def check_arguments(
 def call_tool(
     provider: Provider, tool: ToolSpec, arguments: Mapping[str, Any] | None
 ) -> tuple[bool, dict[str, Any]]:
-    """Call the tool's operation on ``provider``: ``(ok, body)``; a provider's refusal or a wrong
-    argument is ``(False, error body)`` (an MCP tool error, which the model reads and can correct)."""
+    """Call the tool's operation on ``provider``: ``(ok, body)``, a read's answer as ``{"result": ...}``;
+    a provider's refusal or a wrong argument is ``(False, error body)`` (an MCP tool error, which
+    the model reads and can correct)."""
     try:
         result = getattr(provider, tool.op)(**dict(arguments or {}))
     except FakeProviderError as exc:
         return False, exc.to_body()
     except TypeError as exc:  # a missing or unknown argument: refused before any request
         return False, {"error": {"type": "invalid_request_error", "message": f"{tool.name}: {exc}"}}
-    if result is None or not isinstance(result, dict):
-        return True, {"result": result}
+    if tool.annotations.get("readOnlyHint") or not isinstance(result, dict):
+        return True, {"result": result}  # a read, as the HTTP fakes answer one: found or None
     return True, result

@@ -49,9 +49,19 @@ async def _round_trip(server: Any) -> dict[str, Any]:
         first = await client.call_tool("payments_charge", {"idempotency_key": "k1", "amount": 700})
         again = await client.call_tool("payments_charge", {"idempotency_key": "k1", "amount": 700})
         refused = await client.call_tool("mailbox_send", {"to": "ana@example.com"})
+        found = await client.call_tool("payments_lookup", {"key": "k1"})
+        missing = await client.call_tool("mailbox_lookup", {"ref": "r9"})
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("payments_steal", {})
-    return {"tools": tools, "first": first, "again": again, "refused": refused, "unknown": unknown.value}
+    return {
+        "tools": tools,
+        "first": first,
+        "again": again,
+        "refused": refused,
+        "found": found.structured_content,
+        "missing": missing.structured_content,
+        "unknown": unknown.value,
+    }
 
 
 def _check_round_trip(got: dict[str, Any], ledger: Ledger) -> None:
@@ -62,6 +72,7 @@ def _check_round_trip(got: dict[str, Any], ledger: Ledger) -> None:
     assert got["first"].structured_content["id"] == got["again"].structured_content["id"] == "ch_0001"
     assert got["again"].structured_content["replayed"] is True and not got["again"].is_error
     assert got["refused"].is_error and "subject" in got["refused"].content[0].text
+    assert got["found"]["result"]["id"] == "ch_0001" and got["missing"] == {"result": None}  # reads
     assert got["unknown"].code == -32602 and "no such tool: 'payments_steal'" in got["unknown"].message
     calls = ledger.calls()
     assert [(c.provider, c.op, c.key, c.outcome) for c in calls] == [
