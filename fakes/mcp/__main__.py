@@ -44,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("a command and --key go with --proxy NAME")
         return _serve_stdio(args.ledger)
     except ImportError as exc:
+        if not (exc.name or "").startswith(("mcp", "anyio")):
+            raise
         print(
-            f"killdrill: the MCP server needs the mcp package ({exc}): pip install 'killdrill[mcp]'",
+            "killdrill: the counting MCP server needs the mcp package: pip install 'killdrill[mcp]'",
             file=sys.stderr,
         )
         return 2

@@ -331,3 +331,44 @@ def test_a_key_the_server_ignores_is_still_a_duplicate(tmp_path: Path) -> None:
     with _booking(tmp_path, keyed=True, dedupe=False) as drill:
         case = drill.run_case("during:hotel.book")
     assert case.kinds == ("duplicate_effect",), case.text()
+
+
+# -- an OpenAI Agents SDK agent on the counting server ----------------------------------------
+
+EXAMPLES = REPO / "killdrill" / "examples"
+
+
+def _billing(tmp_path: Path, *bug: str) -> Drill:
+    options = DrillOptions(
+        root=tmp_path,
+        http_fakes=True,
+        integrations=("openai_agents",),
+        model_script=str(EXAMPLES / "billing_mcp_openai_agents.yaml"),
+        timeout=90,
+        discovery_runs=1,
+        cwd=str(REPO),
+    )
+    command = [PY, "-m", "killdrill.examples.billing_mcp_openai_agents", "--thread", "{thread}"]
+    return Drill([*command, "--db", "{workdir}/session.sqlite", *bug], options)
+
+
+def test_agents_sdk_over_mcp_the_ungated_receipt_is_sent_twice_the_gated_once(tmp_path: Path) -> None:
+    need("openai_agents", "agents")
+    with _billing(tmp_path / "bug", "--bug", "receipt-ungated") as drill:
+        assert "during:mailbox.send" in drill.discover().labels()
+        bug = drill.run_case("during:mailbox.send")
+    assert bug.kinds == ("duplicate_effect",), bug.text()
+    assert bug.ledger is not None
+    sends = [c for c in bug.ledger.calls if c.provider == "mailbox"]
+    assert [c.attempt for c in sends] == [1, 2]
+    with _billing(tmp_path / "gated") as drill:
+        gated = drill.run_case("during:mailbox.send")
+    assert gated.ok, gated.text()
+
+
+@pytest.mark.slow
+def test_agents_sdk_over_mcp_the_keyed_charge_replays(tmp_path: Path) -> None:
+    need("openai_agents", "agents")
+    with _billing(tmp_path) as drill:
+        case = drill.run_case("during:payments.charge")
+    assert case.ok, case.text()

@@ -132,3 +132,18 @@ def test_importing_killdrill_and_the_fakes_does_not_import_mcp() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_without_the_mcp_package_the_server_says_so_in_one_line() -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None; "
+        "from killdrill.fakes.mcp.__main__ import main; sys.exit(main([]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert out.returncode == 2
+    assert (
+        out.stderr
+        == "killdrill: the counting MCP server needs the mcp package: pip install 'killdrill[mcp]'\n"
+    )
