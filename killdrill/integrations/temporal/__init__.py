@@ -74,7 +74,7 @@ NAMESPACE_ENV = "KILLDRILL_TEMPORAL_NAMESPACE"
 INTEGRATION = Integration(
     "temporal",
     preload=("temporalio.client", "temporalio.worker"),  # what a fork template imports once
-    service="killdrill.process.temporal_server:TemporalDevServer",
+    service="killdrill.integrations.temporal.server:TemporalDevServer",
     # sdk-python#300: the SDK's core can abort the interpreter at exit (SIGABRT, exit 134) once
     # the workflow closed; after:workflow.TYPE is reached only when result() returned it.
     exit_abort=ExitAbort(
