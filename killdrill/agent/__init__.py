@@ -21,8 +21,8 @@ Each thread, and each forked child, gets its own connection: a hold at one threa
 boundary does not stall another thread, and a child never reads its parent's reply.
 
 Layer: agent (above records and errors); standard library only, since every agent imports it at
-start. ``_bootstrap/`` holds the ``sitecustomize`` the supervisor puts first on the agent's
-``PYTHONPATH``.
+start.  The ``sitecustomize`` the supervisor puts first on the agent's ``PYTHONPATH`` lives with
+the integrations it activates (``killdrill/integrations/_bootstrap``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """LangGraph integration: kill points for every node of an unmodified graph.
 
 Activated by the drill with ``KILLDRILL_INTEGRATIONS=langgraph`` (the supervisor puts
-``killdrill/agent/_bootstrap`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
+``killdrill/integrations/_bootstrap`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
 :func:`activate`), or explicitly with ``killdrill.integrations.langgraph.activate()``.
 Activation never imports LangGraph: an import hook patches it when the agent imports it.
 
