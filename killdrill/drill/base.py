@@ -30,7 +30,7 @@ from killdrill.faults.resumers import Barrier
 from killdrill.integrations import Service, exit_aborts, preload_modules, start_services
 from killdrill.options import FORK_NEEDS_PYTHON, FORK_NEEDS_PYTHON_RESUME, UNKNOWN_CHECK
 from killdrill.points import Fault
-from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
+from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, ServiceHost, python_target
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import EXITED, Attempt
 from killdrill.verdict import OPT_IN_CHECKS
@@ -106,7 +106,7 @@ class AttemptLauncher:
         """What the integrations' services add to a launch of ``run`` (started on first use)."""
         with self._lock:
             if self._services is None:
-                self._services = start_services(self.options.integrations, self.root)
+                self._services = start_services(self.options.integrations, self.root, ServiceHost())
                 for service in self._services:
                     weakref.finalize(self, service.close)
             services = list(self._services)

@@ -348,6 +348,21 @@ def warden() -> Launcher:
         return _warden
 
 
+class ServiceHost:
+    """How an integration's service (:class:`killdrill.integrations.ServiceHost`) runs a process:
+    exec'd by the warden under its own keeper, so it dies with the harness however that ends."""
+
+    def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, stdout: str, stderr: str
+    ) -> ForkedProcess:
+        return warden().spawn(argv, env=env, cwd=cwd, stdout=stdout, stderr=stderr, exec_=True)
+
+    def kill(self, proc: object) -> None:
+        """SIGKILL the process and all it started (its keeper reaps the rest)."""
+        if isinstance(proc, ForkedProcess):
+            containment.kill_attempt(proc.pid, proc.keeper)
+
+
 def live_launchers() -> list[Launcher]:
     """The launchers of this process that may have attempts running (for interrupts)."""
     with _warden_lock:

@@ -123,8 +123,9 @@ def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> N
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
     from killdrill.integrations.temporal.server import TemporalDevServer
+    from killdrill.process.launcher import ServiceHost
 
-    server = TemporalDevServer(tmp_path)
+    server = TemporalDevServer(tmp_path, ServiceHost())
     try:
         a = server.env(tmp_path / "001-a", "t")
         b = server.env(tmp_path / "002-b", "t")

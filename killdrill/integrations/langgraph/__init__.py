@@ -66,11 +66,11 @@ from types import MethodType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration
+from killdrill.integrations import Cause, Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
-    pass
+    from killdrill.records import Attempt, Violation
 
 # Activation runs at interpreter start (bootstrap): stdlib only, nothing heavy (asyncio is
 # imported by the async wrappers, which only run inside an event loop).
@@ -92,10 +92,39 @@ SEED_ENV = "KILLDRILL_LANGGRAPH_DELAY_SEED"
 CHECKPOINT = "checkpoint"
 """The name used by ``before:checkpoint`` / ``committed:checkpoint``."""
 
+UNFINISHED_FIX = (
+    "resume whenever the thread is not finished: snap = graph.get_state(config); if snap.next or "
+    "snap.tasks: graph.invoke(None, config) (a step whose writes were saved before the kill is a task, "
+    "not next)"
+)
+
+
+def causes(v: Violation, attempts: Sequence[Attempt]) -> Cause | None:
+    """LangGraph's way to resume a thread the checkpointer still holds tasks of."""
+    if v.cause == "unfinished_resume":
+        return Cause(v.cause, v.observed or "", UNFINISHED_FIX)
+    return None
+
+
 INTEGRATION = Integration(
     "langgraph",
+    title="LangGraph",
+    flag="--langgraph",
+    distributions=("langgraph",),
+    modules=("langgraph",),
+    hint="node and checkpoint",
     preload=("langgraph.graph",),  # what a fork template imports once
     internal_steps=frozenset({CHECKPOINT}),  # the checkpointer's own points, not an agent step
+    causes=causes,
+    probe=Probe(
+        "killdrill.conform.probes.langgraph_probe",
+        order=0,
+        quick=True,
+        distribution="langgraph",
+        extra="langgraph",
+        options={"preload": ("langgraph.checkpoint.sqlite",)},
+    ),
+    examples=("killdrill.examples.settlement_langgraph",),
 )
 
 _RUNNER = "langgraph.pregel._runner"

@@ -45,7 +45,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration
+from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -58,8 +58,21 @@ SESSION = "session"
 
 INTEGRATION = Integration(
     "openai_agents",
+    title="OpenAI Agents SDK",
+    aliases=("openai-agents",),
+    distributions=("openai-agents",),  # it installs the top-level module ``agents``
+    modules=("agents",),
+    hint="function tool and session save",
     preload=("agents",),
     internal_steps=frozenset({SESSION}),
+    probe=Probe(
+        "killdrill.conform.probes.openai_agents_probe",
+        order=4,
+        distribution="openai-agents",
+        extra="openai_agents",
+        options={"model": True},
+    ),
+    examples=("killdrill.examples.billing_openai_agents",),
 )
 
 TRACING_ENV = "OPENAI_AGENTS_DISABLE_TRACING"
