@@ -129,7 +129,12 @@ class CaseRunner:
             summary = summarize(yard.baseline, ledger, self.judge.naming())
             model = model_work(yard.baseline, ledger)
         # cause, fix, consequences
-        violations = diagnose(violations, baseline=yard.baseline, attempts=ran.attempts)
+        violations = diagnose(
+            violations,
+            baseline=yard.baseline,
+            attempts=ran.attempts,
+            integrations=self.options.integrations,
+        )
         summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))

@@ -168,6 +168,8 @@ def key_reused(ctx: CheckContext) -> list[Violation]:
                     "differs": differs,
                     "attempts": sorted({c.attempt for c in calls}),
                     "calls": calls_detail(calls, ctx.unknown),
+                    "refused": rejected,  # the provider refused the replay: the payload changed under it
+                    "volatile": drifting,  # differing fields that vary between clean runs
                 },
             )
         )

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from killdrill.integrations import find
 from killdrill.providers import spec
 from killdrill.records import (
     COMPENSATION_ORDER,
@@ -104,9 +105,8 @@ FIXES: dict[Cause, str] = {
     "effects (account, item, occurrence) in it; a counter held in memory restarts in every process",
     Cause.PAYLOAD_RECOMPUTED: "compute the payload once, checkpoint it, and send the same value on replay "
     "(a value read again on resume, a timestamp, a model's wording must come from the checkpoint)",
-    Cause.UNFINISHED_RESUME: "resume whenever the thread is not finished: snap = graph.get_state(config); "
-    "if snap.next or snap.tasks: graph.invoke(None, config) (a step whose writes were saved before the "
-    "kill is a task, not next)",
+    Cause.UNFINISHED_RESUME: "resume whenever the thread is not finished: ask the framework's checkpoint "
+    "for pending work, and resume it (a step whose writes were saved before the kill is pending too)",
     Cause.RUN_NOT_COMPLETED: "fix the failure that stopped the run (listed in this case); the missing "
     "effects follow from it",
     Cause.CALL_REFUSED: "retry a refused call under the same key with the same payload; a 409 (key in "
@@ -301,7 +301,7 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
         differs = list(v.detail.get("differs", ()))
         ident = v.identity or {}
         named = [f for f in differs if f in ident and f != "op"]
-        if "recomputed" in v.message or "varies between clean runs" in v.message or not named:
+        if v.detail.get("refused") or v.detail.get("volatile") or not named:
             return (
                 Cause.PAYLOAD_RECOMPUTED,
                 f"key {v.detail.get('key')} was sent again with another {', '.join(differs)} "
@@ -484,14 +484,30 @@ def roots_and_consequences(violations: Sequence[Violation], baseline: LedgerSnap
 # ---------------------------------------------------------------- entry points
 
 
+def _framework_cause(v: Violation, attempts: Sequence[Attempt], integrations: Sequence[str]) -> Violation:
+    """``v`` as the case's integrations explain it (their record's ``causes`` hook, first one that
+    answers), or as it is."""
+    for name in integrations:
+        try:
+            hook = find(name).causes
+        except ImportError:
+            continue
+        found = hook(v, attempts) if hook is not None else None
+        if found is not None:
+            return replace(v, cause=found.name, observed=found.observed, fix=found.fix)
+    return v
+
+
 def diagnose(
     violations: Sequence[Violation],
     *,
     baseline: LedgerSnapshot,
     attempts: Sequence[Attempt],
+    integrations: Sequence[str] = (),
 ) -> list[Violation]:
-    """``violations`` with a cause, what was observed, and a fix each; consequences nested under
-    their root.  Idempotent: a violation that has a cause keeps it."""
+    """``violations`` with a cause, what was observed, and a fix each (the integrations the case
+    ran under may name a framework-specific one); consequences nested under their root.
+    Idempotent: a violation that has a cause keeps it."""
     refused = next(
         (v for v in violations if v.kind == KEY_REUSED and any(c.outcome == REJECTED for c in v.calls)), None
     )
@@ -501,6 +517,7 @@ def diagnose(
         if v.cause is None:
             cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
             v = replace(v, cause=str(cause), observed=observed, fix=FIXES[cause])
+            v = _framework_cause(v, attempts, integrations)
         out.append(v)
     return roots_and_consequences(out, baseline)
 
