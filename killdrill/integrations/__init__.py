@@ -4,8 +4,10 @@ An integration emits kill points for a framework without edits to the agent.  It
 ``killdrill/integrations/NAME/`` (or a third party's module, found through the entry-point group
 ``killdrill.integrations``: ``NAME = "your_package.your_module"``) that defines ``activate()``
 (called in the agent at startup, through the bootstrap, when ``--integration NAME`` is on) and
-``INTEGRATION``, an :class:`Integration` record.  Nothing outside the folder names a framework:
-the setup checks, the CLI, the diagnosis and ``killdrill conform`` read these records.
+``INTEGRATION``, an :class:`Integration` record.  ``activate`` patches the framework as the agent
+imports it (:class:`PatchOnImport`): the integration never imports the framework itself.
+Nothing outside the folder names a framework: the setup checks, the CLI, the diagnosis and
+``killdrill conform`` read these records.
 
 The record's fields (all but ``name`` optional):
 
@@ -57,6 +59,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from killdrill.errors import UsageError
+from killdrill.integrations._imports import PatchOnImport
 from killdrill.registry import Registry
 
 if TYPE_CHECKING:
@@ -68,6 +71,7 @@ __all__ = [
     "ExitAbort",
     "Integration",
     "IntegrationNotFound",
+    "PatchOnImport",
     "Probe",
     "Service",
     "ServiceHost",
