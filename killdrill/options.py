@@ -95,7 +95,7 @@ class DrillOptions:
     keep: bool = False  # keep passing workdirs too
     signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
     grace: float = 5.0
-    integrations: tuple[str, ...] = ()  # e.g. ("langgraph",)
+    integrations: tuple[str, ...] = ()  # their names (killdrill.integrations)
     discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
     ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
     resumers: int = 1  # concurrent resumers after the first kill
@@ -628,7 +628,7 @@ OPTIONS: tuple[Option, ...] = (
         "integrations",
         Names(),
         (),
-        "activate an integration, e.g. langgraph",
+        "activate an integration by name (repeatable)",
         "--integration",
         discovery=True,
     ),

@@ -22,7 +22,7 @@ from decimal import Decimal
 from killdrill.errors import UsageError
 
 KINDS = ("before", "after", "committed", "during")
-"""Point kinds.  ``committed:`` is emitted by integrations (LangGraph) once a node's
+"""Point kinds.  ``committed:`` is emitted by integrations once a step's
 writes are durable; ``during:`` by a fake after it committed an effect and before
 the caller hears the response."""
 

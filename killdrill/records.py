@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from killdrill.errors import HarnessError
+
 
 class StableName(str, enum.Enum):
     """A name other code relies on (JSON, junit properties, tests): compares, hashes, formats and
@@ -88,7 +90,7 @@ class Call:
     pid: int
     time: float
     # What the durable runtime called the code that made the call (killdrill.agent.in_runtime:
-    # Temporal's activity, its own attempt number), None outside one.
+    # an activity, its own attempt number), None outside one.
     context: dict[str, Any] | None = None
 
     def __init__(
@@ -237,7 +239,7 @@ class Attempt:
     stderr_tail: str = ""
     notes: tuple[str, ...] = ()
     # Exited 0 while the integration saw the thread unfinished: the tasks it saw pending
-    # (LangGraph: the checkpointer's snap.tasks); empty when finished or not known.
+    # (the checkpointer's pending tasks); empty when finished or not known.
     unfinished: tuple[str, ...] = ()
 
     def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
@@ -577,9 +579,9 @@ class Presenter:
     """How results become text and summaries.
 
     Records are plain data at the bottom of the package; the rendering (:mod:`killdrill.report.drill`)
-    sits above the verdict it quotes.  ``report`` installs itself here when imported (and
-    :mod:`killdrill.drill`, which makes every result, imports it), so ``CaseResult.text()`` stays
-    the one-call convenience it has always been without records importing upward.
+    sits above the verdict it quotes and installs itself here when imported (:mod:`killdrill.drill`,
+    which makes every result, imports it), so ``CaseResult.text()`` is one call while records
+    import nothing above them.
     """
 
     case: Callable[[CaseResult], str]
@@ -598,10 +600,8 @@ def install_presenter(p: Presenter) -> None:
 
 def presenter() -> Presenter:
     if _presenter is None:  # records alone imported (``from killdrill.records import CaseResult``)
-        import importlib
-
-        importlib.import_module("killdrill.report.drill")  # installs the presenter; by name: records
-        # sits below the report in the layers, and this is the one place that renders a result
-    assert _presenter is not None
-
+        raise HarnessError(
+            "a result renders through killdrill.report: import killdrill.report.drill "
+            "(killdrill.drill imports it) first"
+        )
     return _presenter

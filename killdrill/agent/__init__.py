@@ -229,14 +229,14 @@ _runtime: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 def runtime_context() -> dict[str, Any] | None:
     """What the durable runtime calls the code running now, as an integration set it with
     :func:`in_runtime` (None outside one).  The fakes record it with every call they answer, so a
-    verdict can name the runtime's own attempts (Temporal's ``activity.info().attempt``)."""
+    verdict can name the runtime's own attempts (an activity's attempt number)."""
     return _runtime.get()
 
 
 @contextlib.contextmanager
 def in_runtime(**context: Any) -> Iterator[None]:
     """Run the block under ``context`` (JSON values).  Keys the verdict reads: ``runtime``
-    (``temporal``), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
+    (the integration's name), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
     attempt number, from 1); any others (``id``, ``run``) are kept as evidence.  A context variable:
     each asyncio task and each thread started with a copied context sees its own."""
     token = _runtime.set(context)

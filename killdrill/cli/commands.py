@@ -110,7 +110,7 @@ def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -
     """The supervisor options shared by points, run, drill and chaos: one flag per row of
     ``killdrill.options.OPTIONS`` (``skip``: fields a subcommand spells its own way)."""
     g = add_options(p, "supervisor", OPTIONS, skip=skip)
-    for integration in known().values():  # the records' shortcuts (--langgraph)
+    for integration in known().values():  # the records' shortcut flags
         if integration.flag:
             g.add_argument(
                 integration.flag,

@@ -102,7 +102,7 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="fill cells not installed here from another run's --json (CrewAI's own venv)",
+        help="fill cells not installed here from another run's --json (a framework's own venv)",
     )
     p.add_argument(
         "--root", metavar="DIR", help="where the drills' workdirs go (default: a temporary folder)"
@@ -117,6 +117,6 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="render saved --json tables instead of drilling (several: joined, e.g. CrewAI's venv's)",
+        help="render saved --json tables instead of drilling (several: joined, e.g. another venv's)",
     )
     p.set_defaults(func=_cmd_conform)

@@ -113,7 +113,7 @@ def to_json(cells: Sequence[Cell]) -> dict[str, Any]:
 
 
 def load_cells(path: str) -> list[Cell]:
-    """The cells of a table written by ``--json`` (``--merge``: CrewAI's, run in a venv of its own)."""
+    """The cells of a table written by ``--json`` (``--merge``: a framework's, run in a venv of its own)."""
     with open(path) as f:
         data = json.load(f)
     if data.get("format") != FORMAT:

@@ -57,7 +57,7 @@ class AttemptLauncher:
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._launchers: LauncherSource | None = None  # set: templates someone else keeps
-        self._services: list[Service] | None = None  # integrations' services (Temporal's server)
+        self._services: list[Service] | None = None  # integrations' services (a runtime's server)
         # The options were checked when built; these rules need the command or the check
         # registry (killdrill.options words them, naming each option as the caller did).
         spelled = self.options.spelled
@@ -116,8 +116,8 @@ class AttemptLauncher:
         return env
 
     def _forgive_exit_abort(self, a: Attempt) -> Attempt:
-        """An attempt a framework's known abort at exit ended after its work closed (Temporal,
-        sdk-python#300: SIGABRT once the workflow completed) as the clean exit it is, with the
+        """An attempt a framework's known abort at exit ended after its work closed (the record's
+        ``exit_abort``: SIGABRT once the workflow completed) as the clean exit it is, with the
         integration's note; any other abort, or one before that point, stays as it is."""
         if a.outcome != EXITED or a.returncode not in (-signal.SIGABRT, 128 + signal.SIGABRT) or not a.trace:
             return a
@@ -130,7 +130,7 @@ class AttemptLauncher:
 
     def explain_hang(self, run: RunContext) -> tuple[str, dict[str, Any]] | None:
         """What an integration's service still holds for ``run`` when an attempt of it hung
-        (Temporal's server: the open workflow and its pending activities), or None."""
+        (a runtime's server: the open workflow and its pending activities), or None."""
         with self._lock:
             services = list(self._services or ())
         for service in services:

@@ -238,7 +238,7 @@ class CaseRunner:
             ended, missed = [], False
             for a in batch:
                 v = self.judge.attempt_violation(a)
-                if v is not None and v.kind == HANG:  # the runtime's side (Temporal: pending activities)
+                if v is not None and v.kind == HANG:  # the runtime's side (its service's explain_hang)
                     v = with_held(v, self.launcher.explain_hang(run))
                 if v is not None and offsets_may_miss and v.kind == POINT_NOT_REACHED:
                     v, note = offset_missed(a, sched, v)

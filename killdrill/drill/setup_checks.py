@@ -5,7 +5,7 @@
   distributions it must come from, read from the integrations' records) and the bootstrap on
   ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the agent
   imports such a module *from one of those distributions* (an agent's own ``workflows.py`` is
-  not LlamaIndex's).
+  not the framework's).
 - The command has neither ``{workdir}`` nor ``{thread}``: unless the agent reads
   ``KILLDRILL_WORKDIR``/``KILLDRILL_THREAD``, every case shares one checkpoint and resumes the
   previous case's finished run (every case then reads ``point_not_reached``).

@@ -3,7 +3,7 @@
 Two kinds of template, one protocol.  The *warden* (``warden()``, one per harness process)
 imports nothing of the agent and execs each spawned command.  A pre-forking template
 (``Launcher(python, preload=...)``, ``--launcher fork``) imports the agent's heavy modules
-once (langgraph, langchain_core, SQLAlchemy: the import time dominates a LangGraph drill) and
+once (a framework and SQLAlchemy: the import time dominates a framework's drill) and
 each attempt runs as a ``fork()`` of it, set up as a fresh process would be: its own session
 and process group, environment, argv, working directory, stdio files, reseeded randomness.
 Either way the template forks a keeper per attempt (killdrill.process.containment), which forks the

@@ -72,7 +72,7 @@ def duplicate_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     runtime, contexts = runtime_attempts(landed)
     if not runtime:
         return [ctx.violation(DUPLICATE_EFFECT, message, effect)]
-    message += f" (landed by {runtime})"  # the runtime's own retries: Temporal's activity attempts
+    message += f" (landed by {runtime})"  # the runtime's own retries: an activity's attempts
     numbers = [c["context"].get("attempt") for c in contexts]
     extra = {"runtime": runtime, "runtime_attempts": numbers, "runtime_calls": contexts}
     return [ctx.violation(DUPLICATE_EFFECT, message, effect, **extra)]

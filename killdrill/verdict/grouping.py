@@ -10,7 +10,8 @@ from killdrill.points import ScheduleError, parse_fault
 from killdrill.providers import spec
 from killdrill.records import Attempt, Call, LedgerSnapshot
 from killdrill.verdict.index import NAMED_BY_PAYLOAD, EffectNaming, ProviderFlags, grouping
-from killdrill.verdict.matching import canonical, differing, match_calls
+from killdrill.verdict.matching import canonical, differing
+from killdrill.verdict.matching_scale import match_calls
 
 __all__ = [
     "STATE_VOLATILE",
@@ -77,7 +78,7 @@ def group_effects(
 def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]]:
     """Per ``provider.op``, the payload fields whose values differ between two clean runs.
 
-    The calls of each op are *matched* by content (:func:`killdrill.verdict.matching.match_calls`),
+    The calls of each op are *matched* by content (:func:`killdrill.verdict.matching_scale.match_calls`),
     never paired by ledger order: three parallel payouts that land in another order are still
     three payees, and ``account`` is not volatile because of it.  A field is volatile only if it
     differs within a matched pair; a call with no counterpart (unequal counts) says nothing.
