@@ -64,7 +64,7 @@ class _State:
         json_dir = config.getoption("killdrill_json")
         if json_dir:  # checked now, not after every drill test has run
             from killdrill.errors import UsageError
-            from killdrill.options import check_output_dir
+            from killdrill.report.outputs import check_output_dir
 
             try:
                 check_output_dir(json_dir, f"--killdrill-json {json_dir}")

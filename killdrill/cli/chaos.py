@@ -14,18 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill.chaos.options import CHAOS_OPTIONS
 from killdrill.cli.report import writing
 from killdrill.drill import DrillOptions
 from killdrill.errors import UsageError
-from killdrill.options import (
-    CHAOS_OPTIONS,
-    Option,
-    OptionError,
-    Spelling,
-    check_output_dir,
-    check_output_file,
-)
+from killdrill.options import Option, OptionError, Spelling
 from killdrill.records import Discovery
+from killdrill.report.outputs import check_output_dir, check_output_file
 
 if TYPE_CHECKING:
     from killdrill.chaos.job import ChaosResult

@@ -32,13 +32,12 @@ from killdrill.options import (
     OptionError,
     Repeated,
     Spelling,
-    check_output_dir,
-    check_output_file,
 )
 from killdrill.points import KINDS
 from killdrill.process.interrupts import Interrupted, signals_raise
 from killdrill.records import Verdict
 from killdrill.report.drill import render_case, render_drill
+from killdrill.report.outputs import check_output_dir, check_output_file
 
 
 class _Parser(argparse.ArgumentParser):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.errors import ExitCode, UsageError
-from killdrill.options import check_output_file
+from killdrill.report.outputs import check_output_file
 
 __all__ = ["add_parser"]
 
