@@ -42,7 +42,8 @@ from killdrill.records import (
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
-from killdrill.verdict.diagnosis import diagnose, regroup_summary
+from killdrill.verdict.consequences import regroup_summary
+from killdrill.verdict.diagnosis import diagnose
 from killdrill.verdict.model_work import model_work
 
 

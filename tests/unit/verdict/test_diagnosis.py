@@ -19,7 +19,8 @@ from killdrill.records import (
     Violation,
 )
 from killdrill.verdict import judge, summarize
-from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape, regroup_summary
+from killdrill.verdict.consequences import regroup_summary
+from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape
 
 _seq = itertools.count(1)
 CHARGE = {"customer": "acme", "amount": 4200}
