@@ -19,7 +19,8 @@ from killdrill.report.outputs import check_output_file
 __all__ = ["add_parser"]
 
 def _cmd_conform(args: argparse.Namespace) -> int:
-    from killdrill.conform.frameworks import by_name, frameworks, quick
+    from killdrill.conform.frameworks import by_name, quick
+    from killdrill.conform.frameworks import frameworks as table
     from killdrill.conform.properties import PROPERTIES, QUICK_PROPERTIES, Cell, conform
     from killdrill.conform.table import load_cells, merge
     from killdrill.integrations import canonical_names
@@ -31,7 +32,7 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         frameworks = by_name(names)
     except KeyError as exc:
         raise UsageError(
-            f"--integration {exc.args[0]}: expected one of {', '.join(f.name for f in frameworks())}"
+            f"--integration {exc.args[0]}: expected one of {', '.join(f.name for f in table())}"
         ) from None
     props = tuple(args.property) if args.property else (QUICK_PROPERTIES if args.quick else PROPERTIES)
     bad = [p for p in props if p not in PROPERTIES]

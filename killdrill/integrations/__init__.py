@@ -135,6 +135,8 @@ class ServiceProcess(Protocol):
 
     pid: int
 
+    def poll(self) -> int | None: ...
+
     def wait(self, timeout: float | None = None) -> int: ...
 
 
