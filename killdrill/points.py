@@ -257,17 +257,6 @@ class Schedule:
         """The fault for 1-based ``attempt``, or None when it runs free."""
         return self.faults[attempt - 1] if 0 < attempt <= len(self.faults) else None
 
-    @property
-    def kills(self) -> tuple[Fault, ...]:
-        """The former name of :attr:`faults` (a pause or a connection fault is not a kill)."""
-        return self.faults
-
-
-Kill = Fault
-"""The former name of :class:`Fault`, kept so ``from killdrill.points import Kill`` still works."""
-parse_kill = parse_fault
-"""The former name of :func:`parse_fault`."""
-
 
 def parse_schedule(text: str | Schedule | Fault | Sequence[str | Fault]) -> Schedule:
     """Parse ``before:a,during:mailbox.send`` (or ``none``) into a :class:`Schedule`."""

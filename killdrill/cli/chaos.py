@@ -25,7 +25,7 @@ from killdrill.report.outputs import check_output_dir, check_output_file
 if TYPE_CHECKING:
     from killdrill.chaos.job import ChaosResult
 
-__all__ = ["DrillFlags", "add_parser", "parse_budget", "parse_kills", "parse_shard"]
+__all__ = ["DrillFlags", "add_parser"]
 
 
 @dataclass(frozen=True)
@@ -40,36 +40,6 @@ class DrillFlags:
     options: Callable[[argparse.Namespace], DrillOptions]
     command: Callable[[argparse.Namespace], list[str]]
     check: Callable[[argparse.Namespace], None]  # output paths, --root, --ledger-url: before any run
-
-
-def _row(name: str) -> Option:
-    return next(r for r in CHAOS_OPTIONS if r.field == name)
-
-
-def _parse(name: str, text: str) -> Any:
-    """A chaos flag's text through its row's kind (the message names the flag)."""
-    row = _row(name)
-    try:
-        return row.kind.from_text(text)
-    except OptionError as exc:
-        raise OptionError(f"{row.flag}: {exc}") from None
-
-
-def parse_budget(text: str) -> float:
-    """``90s``, ``20m``, ``1.5h`` or plain seconds."""
-    return float(_parse("budget_s", text))
-
-
-def parse_kills(text: str) -> tuple[int, int]:
-    """``2`` or ``1..3``."""
-    lo, hi = _parse("kills", text)
-    return int(lo), int(hi)
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``K/N`` with 1 <= K <= N."""
-    k, n = _parse("shard", text)
-    return int(k), int(n)
 
 
 def check_corpus(path: str) -> None:
