@@ -154,7 +154,7 @@ class _State:
         """Start the command's fork template in the background, once per command and options: it
         imports the agent (a framework: seconds) while this process makes the discovery, or, under
         xdist, waits for the worker that makes it; before, a waiting worker paid the imports again
-        in its first test (issue 23: -n 2 was 2x the CLI's --workers 2).  The template joins the
+        in its first test (-n 2 was 2x the CLI's --workers 2).  The template joins the
         session's pool, which every test's drill forks from; its errors are the tests' to report."""
         import threading
 

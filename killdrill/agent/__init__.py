@@ -10,7 +10,7 @@ timing of the machine.
 It blocks only where the supervisor may act: ``KILLDRILL_WAIT_AT`` (a JSON list) names the
 points to wait at; at every other point the message goes one way, stamped with the agent's
 monotonic clock, and the agent runs on (a round trip was ~50 us, a third of a clean
-1,000-payment run, issue 23).  The supervisor sets it to ``[]`` for an attempt with no point to
+1,000-payment run).  The supervisor sets it to ``[]`` for an attempt with no point to
 act on (a clean run, a resume, a timed kill) and leaves it out otherwise: without it every point
 waits.  A connection's first message always waits, so the supervisor has accepted and checked
 the connection while its process is alive.

@@ -243,7 +243,7 @@ def _run_chaos(
         report.mkdir(parents=True, exist_ok=True)
         write_json(report / "chaos.json", {**_header(command, options), "discovery": discovery.to_dict()})
         plans = (report / "plans.jsonl").open("a", encoding="utf-8")
-    stream = RunStream(discovery, report)  # runs.jsonl: each run as it finishes (issue 23)
+    stream = RunStream(discovery, report)  # runs.jsonl: each run as it finishes
     result = ChaosResult(options, discovery, tuple(command), stream=stream)
     result.runs, result.cases = stream.runs(), stream.cases()
     deadline = phase_start + options.budget_s if options.budget_s is not None else None

@@ -80,7 +80,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     if "runs" not in values and "budget_s" in values:
         values["runs"] = None  # until the budget ends
     values.setdefault("seed", random.SystemRandom().randrange(2**32))
-    former = args.former_workers is not None and "processes" not in values  # --processes' former spelling
+    former = args.former_workers is not None and "processes" not in values  # --workers: another spelling of --processes
     if former:
         values["processes"] = args.former_workers
     values.setdefault("processes", os.cpu_count() or 1)
@@ -126,7 +126,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
         )
         stop.reported = True
         raise
-    print(render_text(result.data()))  # the runs read from disk, not held (issue 23)
+    print(render_text(result.data()))  # the runs read from disk, not held
     if args.json:
         with writing("--json", args.json):  # checked before the job; the disk may still fill up
             result.write_json(args.json)
@@ -151,5 +151,5 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
     g.add_argument("--workers", dest="former_workers", default=None, help=argparse.SUPPRESS)
-    flags.add(p, skip=("workers",))  # chaos's --workers: the former spelling of --processes
+    flags.add(p, skip=("workers",))  # chaos's --workers: another spelling of --processes
     p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

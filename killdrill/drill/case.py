@@ -65,7 +65,7 @@ class CaseAttempts:
     notes: list[str] = field(default_factory=list)
     completed: bool = False
     # the ledger as read after the last attempt, when nothing ran after that read: the case's
-    # verdict judges it (a 1,000-effect case read its ledger three times, issue 23)
+    # verdict judges it (a 1,000-effect case read its ledger three times)
     ledger: LedgerSnapshot | None = None
 
 
@@ -155,7 +155,7 @@ class CaseRunner:
             model=model,
             baseline=yard.note,
         )
-        if result.ok and not self.options.keep:  # its result.json would be removed with it (issue 23)
+        if result.ok and not self.options.keep:  # its result.json would be removed with it
             shutil.rmtree(run.workdir, ignore_errors=True)
         else:
             (run.state / "result.json").write_text(json_text(result.to_dict()))

@@ -95,7 +95,7 @@ class Launcher:
     socket for every waiter while the others sleep on the condition (leader and followers).
     Spawn replies go to the caller holding the request lock, exit statuses into a table.  A
     reader thread cost a thread switch on every spawn and every exit (0.8 ms each measured on
-    2 cores, about a fifth of a short case's harness time, issue 23).
+    2 cores, about a fifth of a short case's harness time).
     """
 
     def __init__(

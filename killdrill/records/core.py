@@ -99,7 +99,7 @@ class Call:
         time: float,
         context: dict[str, Any] | None = None,
     ) -> None:
-        # frozen, but read 10^5 times per ledger (issue 23): one dict update instead of the
+        # frozen, but read 10^5 times per ledger: one dict update instead of the
         # generated __init__'s eleven object.__setattr__ calls (a third of reading a ledger)
         self.__dict__.update(
             seq=seq,
@@ -126,7 +126,7 @@ class Call:
 
     def to_dict(self) -> dict[str, Any]:
         """Shallow (the payload is shared, not copied): JSON-safe as read from the ledger, and
-        ``asdict``'s deep copy was most of a 10^5-call report (issue 23).  Do not mutate it."""
+        ``asdict``'s deep copy was most of a 10^5-call report.  Do not mutate it."""
         d = dict(self.__dict__)
         d["replayed"] = self.outcome == REPLAYED
         return d
@@ -147,7 +147,7 @@ class InFlight:
     since: float
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost (issue 23)
+        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> InFlight:
@@ -192,7 +192,7 @@ class TraceEvent:
         return self.point if self.occurrence == 1 else f"{self.point}#{self.occurrence}"
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost (issue 23)
+        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TraceEvent:
@@ -236,7 +236,7 @@ class Attempt:
 
     def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
         """``trace=False``: its trace left out (``[]``; an abridged case, see :data:`FULL_CLEAN_CASES`)."""
-        d = dict(self.__dict__)  # shallow: every field but trace and notes is plain (issue 23)
+        d = dict(self.__dict__)  # shallow: every field but trace and notes is plain
         d["trace"] = [e.to_dict() for e in self.trace] if trace else []
         d["notes"] = list(self.notes)
         d["unfinished"] = list(self.unfinished)

@@ -135,7 +135,7 @@ class CatalogueEntry:
     t_ms: float
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost (issue 23)
+        return dict(self.__dict__)  # plain fields: asdict's recursion and deep copies cost
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CatalogueEntry:
@@ -270,7 +270,7 @@ class DrillResult:
     def to_dict(self) -> dict[str, Any]:
         """The drill's JSON: failing cases and the first :data:`FULL_CLEAN_CASES` clean ones in
         full, later clean ones abridged (no ledger, no traces), so the report grows linearly with
-        the catalogue (each case of an N-step agent holds N calls and N boundaries: issue 23)."""
+        the catalogue (each case of an N-step agent holds N calls and N boundaries)."""
         clean = itertools.count(1)
         return {
             "discovery": self.discovery.to_dict(),

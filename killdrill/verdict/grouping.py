@@ -118,7 +118,7 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
         if kill.kind != "during" or not kill.is_named or kill.point is None:
             continue
         cuts.append((att, kill.point.split(":", 1)[1], kill.occurrence, att.killed_at))
-    if not cuts:  # no call's response was cut: the ledger need not be read (10^5 calls, issue 23)
+    if not cuts:  # no call's response was cut: the ledger need not be read (10^5 calls)
         return {}
     wanted = {(att.number, op) for att, op, _, _ in cuts}
     by_attempt: dict[tuple[int, str], list[Call]] = {}
@@ -150,7 +150,7 @@ def summarize(
     def landed(calls: list[Call] | None) -> int:
         if not calls:
             return 0
-        if len(calls) == 1:  # most effects of a big batch: no generator (issue 23)
+        if len(calls) == 1:  # most effects of a big batch: no generator
             return 1 if calls[0].landed else 0
         return sum(c.landed for c in calls)
 
