@@ -80,7 +80,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     if "runs" not in values and "budget_s" in values:
         values["runs"] = None  # until the budget ends
     values.setdefault("seed", random.SystemRandom().randrange(2**32))
-    former = args.former_workers is not None and "processes" not in values  # --workers: --processes spelled otherwise
+    former = args.former_workers is not None and "processes" not in values  # chaos --workers N
     if former:
         values["processes"] = args.former_workers
     values.setdefault("processes", os.cpu_count() or 1)
