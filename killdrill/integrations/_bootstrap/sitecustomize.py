@@ -70,21 +70,20 @@ def _from_distribution(name: str, dists: list[str]) -> bool:
     spec = PathFinder.find_spec(name)
     if spec is None:
         return False
-    where = spec.origin if spec.has_location and spec.origin else None
-    if where is None and spec.submodule_search_locations:  # a namespace package: its folder
-        where = os.path.join(next(iter(spec.submodule_search_locations)), "")
-    if where is None:
-        return False
-    where = os.path.realpath(where)
+    files: set[str] = set()
+    folders: tuple[str, ...] = ()
+    if spec.has_location and spec.origin:  # a module or a package: its file
+        files.add(os.path.realpath(spec.origin))
+    else:  # a namespace package (langgraph): its folders, each ending in a separator
+        folders = tuple(os.path.join(os.path.realpath(f), "") for f in spec.submodule_search_locations or ())
     for dist_name in dists:
         try:
             dist = metadata.distribution(dist_name)
         except metadata.PackageNotFoundError:
             continue
         for f in dist.files or ():
-            if os.path.realpath(str(dist.locate_file(f))) == where or (
-                where.endswith(os.sep) and os.path.realpath(str(dist.locate_file(f))).startswith(where)
-            ):
+            path = os.path.realpath(str(dist.locate_file(f)))
+            if path in files or (folders and path.startswith(folders)):
                 return True
     return False
 
