@@ -33,7 +33,8 @@ from killdrill.drill.discovery import Discoverer
 from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
 from killdrill.drill.workdirs import Workdirs
 from killdrill.errors import HarnessError
-from killdrill.options import override, reproduce_line
+from killdrill.options import override
+from killdrill.options.reproduce import reproduce_line
 from killdrill.points import Schedule, parse_schedule
 from killdrill.process.supervisor import clear_interrupt, interrupt_all
 from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation
@@ -106,7 +107,7 @@ class Drill:
         self.discoverer.check_schedule(schedule)
 
     def reproduce_line(self, schedule: str) -> str:
-        """``killdrill run`` of this case (:func:`killdrill.options.reproduce_line`)."""
+        """``killdrill run`` of this case (:func:`killdrill.options.reproduce.reproduce_line`)."""
         return reproduce_line(self.command, self.options, schedule)
 
     def run_case(

@@ -22,11 +22,13 @@ The record's fields (all but ``name`` optional):
 - ``preload``: modules a fork template imports once (``--launcher fork``);
 - ``internal_steps``: step names that are the integration's own machinery rather than the
   agent's steps (LangGraph's ``checkpoint``);
-- ``service``: a callable ``service(root, host)`` returning a :class:`Service` the drill starts
-  once (harness side only: the agent never calls it) and closes at its end; ``env(workdir,
-  thread)`` adds to every launch of that workdir, the optional ``explain_hang(workdir, thread)``
-  says what the runtime still holds when an attempt hung.  ``host`` (:class:`ServiceHost`) starts
-  its processes under the harness's containment, so the service needs no import of ``process``;
+- ``service``: a callable ``service(root, host, options)`` (``options``: the drill's) returning a
+  :class:`Service` the drill starts once (harness side only: the agent never calls it) and closes
+  at its end; ``env(workdir, thread)`` adds to every launch of that workdir, the optional
+  ``explain_hang(workdir, thread)`` says what the runtime still holds when an attempt hung, and
+  the optional ``release(workdir, thread)`` is called when that workdir's run is over (what the
+  run left in the service goes).  ``host`` (:class:`ServiceHost`) starts its processes under the
+  harness's containment, so the service needs no import of ``process``;
 - ``exit_abort``: an :class:`ExitAbort`, when the framework is known to abort the interpreter at
   exit after its work is done (Temporal's SDK, sdk-python#300);
 - ``causes``: a hook ``causes(violation, attempts) -> Cause | None`` the diagnosis asks first, for
@@ -166,7 +168,7 @@ class Integration:
     preload: tuple[str, ...] = ()
     internal_steps: frozenset[str] = frozenset()
     activate: Callable[[], None] | None = None  # filled from the module's activate() when found
-    service: Callable[[Path, ServiceHost], Service] | None = None
+    service: Callable[[Path, ServiceHost, Any], Service] | None = None
     exit_abort: ExitAbort | None = None
     title: str = ""
     aliases: tuple[str, ...] = ()
@@ -177,6 +179,7 @@ class Integration:
     causes: Callable[[Violation, Sequence[Attempt]], Cause | None] | None = None
     probe: Probe | None = None
     examples: tuple[str, ...] = ()
+    answers: bool = False  # answers a run's pending interrupts with --answer (integrations._answers)
 
 
 class IntegrationNotFound(UsageError, ImportError):
@@ -302,7 +305,9 @@ def exit_aborts(names: Iterable[str]) -> list[ExitAbort]:
     return [i.exit_abort for i in _each(names) if i.exit_abort is not None]
 
 
-def start_services(names: Iterable[str], root: Path, host: ServiceHost) -> list[Service]:
+def start_services(
+    names: Iterable[str], root: Path, host: ServiceHost, options: object = None
+) -> list[Service]:
     """The services of the enabled integrations ``names``, made for a drill rooted at ``root``
-    (each starts its process on its first ``env`` call).  Harness side only."""
-    return [i.service(root, host) for i in _each(names) if i.service is not None]
+    with ``options`` (each starts its process on its first ``env`` call).  Harness side only."""
+    return [i.service(root, host, options) for i in _each(names) if i.service is not None]

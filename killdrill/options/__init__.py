@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
 import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from killdrill.options.kinds import (
+    Answers,
     Choice,
     Command,
     Duration,
@@ -55,6 +55,7 @@ from killdrill.options.kinds import (
 
 __all__ = [
     "OPTIONS",
+    "Answers",
     "Choice",
     "Command",
     "DrillOptions",
@@ -77,8 +78,6 @@ __all__ = [
     "check_values",
     "convert",
     "override",
-    "reproduce_args",
-    "reproduce_line",
     "spelled_fields",
 ]
 
@@ -103,6 +102,7 @@ class DrillOptions:
     signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
     grace: float = 5.0
     integrations: tuple[str, ...] = ()  # their names (killdrill.integrations)
+    broker: str | None = None  # --integration celery: the broker each run is isolated on (default: Redis)
     discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
     ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
     resumers: int = 1  # concurrent resumers after the first kill
@@ -114,6 +114,7 @@ class DrillOptions:
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
     resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
+    answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
 
@@ -234,6 +235,15 @@ OPTIONS: tuple[Option, ...] = (
         discovery=True,
     ),
     Option(
+        "broker",
+        Text(metavar="URL"),
+        None,
+        "with --integration celery: the broker each case gets its own queues on, redis://... or "
+        "amqp://... (default: redis://127.0.0.1:6379/0)",
+        "--broker",
+        discovery=True,
+    ),
+    Option(
         "discovery_runs",
         _COUNT,
         2,
@@ -294,6 +304,15 @@ OPTIONS: tuple[Option, ...] = (
         discovery=True,
         flag_const=0,
     ),
+    Option(
+        "answer",
+        Answers(),
+        (),
+        "the scripted human: answer the run's next pending interrupt/approval with VALUE (JSON when "
+        "it parses, else text), through the integration; repeat it for the next ones, in order",
+        "--answer",
+        discovery=True,
+    ),
 )
 
 _BY_FIELD = {o.field: o for o in OPTIONS}
@@ -351,6 +370,10 @@ def _names(env: Mapping[str, str], *variables: str) -> bool:
 
 DRILL_RULES: tuple[Rule, ...] = (
     Rule(
+        "{broker} needs {integrations} celery (the broker is where Celery's tasks go)",
+        lambda o: o["broker"] is None or "celery" in o["integrations"],
+    ),
+    Rule(
         "{model_variance} needs {model_script} (the model fake's script)",
         lambda o: o["model_variance"] is None or o["model_script"] is not None,
     ),
@@ -371,6 +394,17 @@ DRILL_RULES: tuple[Rule, ...] = (
 
 FORK_NEEDS_PYTHON = Rule("{launcher:v} needs a `python -m MODULE ...` or `python SCRIPT ...` command")
 FORK_NEEDS_PYTHON_RESUME = Rule("{launcher:v} needs the {resume_with} command to be a python one too")
+ANSWER_NEEDS_INTEGRATION = Rule(
+    "{answer} needs an integration that answers interrupts through its framework: {integrations} {can}"
+)
+ANSWER_CANNOT = Rule(
+    "{answer}: the {name} integration cannot answer its framework's pending interrupts or approvals "
+    "({can} can); answer them in the agent's own driver, or drill without {answer}"
+)
+NO_ANSWER = Rule(
+    "the clean run of {command} stopped at an interrupt with no answer ({interrupt}): give the "
+    "scripted human's answers, in order, with {answer}"
+)
 UNKNOWN_CHECK = Rule("unknown check {name!r} in {checks}: expected one of {known}")
 """Rules the drill checks (they need its command or the check registry), worded here."""
 
@@ -430,34 +464,6 @@ def convert(name: str, value: Any, where: str) -> Any:
         return row.kind.from_value(value)
     except OptionError as exc:
         raise OptionError(f"{where}: {exc}") from None
-
-
-def reproduce_line(command: Sequence[str], options: DrillOptions, schedule: str) -> str:
-    """``killdrill run`` of one case: the options that differ from the defaults, from the table."""
-    args = ["killdrill", "run", "--schedule", str(schedule), *reproduce_args(options)]
-    return shlex.join([*args, "--", *command])
-
-
-def reproduce_args(options: DrillOptions) -> list[str]:
-    """The flags that give ``options`` back, in table order, defaults and unreproduced fields left out."""
-    args: list[str] = []
-    for row in OPTIONS:
-        value = getattr(options, row.field)
-        if not row.reproduce or not row.flag or _same(value, row.default):
-            continue
-        texts = row.kind.to_texts(value)
-        if isinstance(row.kind, Flag):
-            args.append(row.flag)
-        else:
-            for text in texts:
-                args += [row.flag, text]
-    return args
-
-
-def _same(value: Any, default: Any) -> bool:
-    if isinstance(default, Mapping | tuple | list):
-        return not value
-    return bool(value == default)
 
 
 def discovery_fields() -> tuple[str, ...]:

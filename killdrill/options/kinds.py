@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import json
 import math
 import os
 import re
@@ -264,6 +265,32 @@ class Pairs(Repeated[dict[str, Any]]):
 
     def to_texts(self, value: Any) -> list[str]:
         return [self.join(k, v) for k, v in sorted(value.items())]
+
+
+@dataclass(frozen=True)
+class Answers(Repeated[tuple[str, ...]]):
+    """Answers, in order, repeats kept, each text as given (JSON when it parses as JSON, else
+    the text: read by the agent, ``killdrill.integrations._answers``); from Python, a value that
+    is not text is written as its JSON."""
+
+    metavar: str = "VALUE"
+    ini_type: IniType = "linelist"
+
+    def item(self, text: str) -> str:
+        return text
+
+    def combine(self, items: Iterable[str]) -> tuple[str, ...]:
+        return tuple(items)
+
+    def from_value(self, value: Any) -> tuple[str, ...]:
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        try:
+            return self.from_items(v if isinstance(v, str) else json.dumps(v) for v in items)
+        except (TypeError, ValueError):
+            raise OptionError(f"expected answers (text, or values JSON can write), got {value!r}") from None
+
+    def to_texts(self, value: Any) -> list[str]:
+        return list(value)
 
 
 def _split_identity(text: str) -> tuple[str, tuple[str, ...]]:

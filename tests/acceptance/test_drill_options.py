@@ -13,7 +13,8 @@ import pytest
 
 from killdrill.cli.commands import build_parser, drill_options
 from killdrill.drill import Drill, DrillOptions
-from killdrill.options import OPTIONS, OptionError, by_field, convert, reproduce_line
+from killdrill.options import OPTIONS, OptionError, by_field, convert
+from killdrill.options.reproduce import reproduce_line
 from killdrill.pytest_plugin import _INI, OPTION_NAMES
 from killdrill.pytest_plugin._cache import _DISCOVERY_OPTIONS
 
@@ -86,6 +87,8 @@ NON_DEFAULT_FLAGS = [
     "--signal", "TERM",
     "--grace", "0",
     "--integration", "langgraph",
+    "--integration", "celery",
+    "--broker", "amqp://guest:guest@127.0.0.1:5672//",
     "--discovery-runs", "3",
     "--resumers", "2",
     "--barrier", "after:effects.claim",
@@ -95,6 +98,7 @@ NON_DEFAULT_FLAGS = [
     "--model-script", "script.json",
     "--model-variance", "7",
     "--resume-with", "python v2.py --thread {thread}",
+    "--answer", '{"action": "continue"}', "--answer", "no",
 ]  # fmt: skip
 
 
@@ -152,7 +156,8 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "cwd": "/tmp/agent",
         "signal": "term",
         "grace": "0",
-        "integrations": ["langgraph"],
+        "integrations": ["langgraph", "celery"],
+        "broker": "amqp://guest:guest@127.0.0.1:5672//",
         "discovery_runs": "3",
         "resumers": "2",
         "barrier": "after:effects.claim",
@@ -162,6 +167,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "model_script": "script.json",
         "model_variance": "7",
         "resume_with": "python v2.py --thread {thread}",
+        "answer": ['{"action": "continue"}', "no"],
     }
     from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)

@@ -71,11 +71,11 @@ ADDRESS_ENV = "KILLDRILL_TEMPORAL_ADDRESS"
 NAMESPACE_ENV = "KILLDRILL_TEMPORAL_NAMESPACE"
 """The namespace of this case or clean run (each its own: re-judging a thread starts afresh)."""
 
-def service(root: Path, host: ServiceHost) -> Service:
+def service(root: Path, host: ServiceHost, options: object = None) -> Service:
     """The drill's dev server (imported here, harness side only: the agent never calls this)."""
     from killdrill.integrations.temporal.server import TemporalDevServer
 
-    return TemporalDevServer(root, host)
+    return TemporalDevServer(root, host, options)
 
 
 INTEGRATION = Integration(

@@ -133,7 +133,7 @@ def _activity_phrase(a: dict[str, Any]) -> str:
 class TemporalDevServer:
     """A dev server for one drill: :meth:`env` registers the workdir's namespace on first use."""
 
-    def __init__(self, root: Path, host: ServiceHost) -> None:
+    def __init__(self, root: Path, host: ServiceHost, options: object = None) -> None:
         self.host = host
         self.root = Path(root).absolute()  # the spawn chdirs: no relative paths
         self.binary = find_binary()
