@@ -62,9 +62,9 @@ from killdrill.options import (
     Spelled,
     Spelling,
     check_values,
-    reproduce_line,
     spelled_fields,
 )
+from killdrill.options.reproduce import reproduce_line
 from killdrill.records import (
     CaseResult,
     Discovery,

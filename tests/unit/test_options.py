@@ -16,8 +16,8 @@ from killdrill.options import (
     Spelling,
     by_field,
     override,
-    reproduce_line,
 )
+from killdrill.options.reproduce import reproduce_line
 from killdrill.pytest_plugin._flags import PLUGIN_OPTIONS
 
 TRUE = [shutil.which("true") or "/bin/true"]  # not a python command
