@@ -72,7 +72,7 @@ class Fakes:
     def _run(self, request: FakeRequest) -> dict[str, Any]:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
         context = runtime_context()
-        if context is not None:  # an integration's runtime context (Temporal: the activity attempt)
+        if context is not None:  # an integration's runtime context (a durable runtime's own attempt)
             request = dataclasses.replace(request, context=context)
         answer = process(self.ledger, request, attempt=self.attempt, pid=os.getpid())
         boundary(f"during:{request.provider}.{request.op}")

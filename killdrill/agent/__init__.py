@@ -10,7 +10,7 @@ timing of the machine.
 It blocks only where the supervisor may act: ``KILLDRILL_WAIT_AT`` (a JSON list) names the
 points to wait at; at every other point the message goes one way, stamped with the agent's
 monotonic clock, and the agent runs on (a round trip was ~50 us, a third of a clean
-1,000-payment run, issue 23).  The supervisor sets it to ``[]`` for an attempt with no point to
+1,000-payment run).  The supervisor sets it to ``[]`` for an attempt with no point to
 act on (a clean run, a resume, a timed kill) and leaves it out otherwise: without it every point
 waits.  A connection's first message always waits, so the supervisor has accepted and checked
 the connection while its process is alive.
@@ -21,8 +21,8 @@ Each thread, and each forked child, gets its own connection: a hold at one threa
 boundary does not stall another thread, and a child never reads its parent's reply.
 
 Layer: agent (above records and errors); standard library only, since every agent imports it at
-start. ``_bootstrap/`` holds the ``sitecustomize`` the supervisor puts first on the agent's
-``PYTHONPATH``.
+start.  The ``sitecustomize`` the supervisor puts first on the agent's ``PYTHONPATH`` lives with
+the integrations it activates (``killdrill/integrations/_bootstrap``).
 """
 
 from __future__ import annotations
@@ -229,14 +229,14 @@ _runtime: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 def runtime_context() -> dict[str, Any] | None:
     """What the durable runtime calls the code running now, as an integration set it with
     :func:`in_runtime` (None outside one).  The fakes record it with every call they answer, so a
-    verdict can name the runtime's own attempts (Temporal's ``activity.info().attempt``)."""
+    verdict can name the runtime's own attempts (an activity's attempt number)."""
     return _runtime.get()
 
 
 @contextlib.contextmanager
 def in_runtime(**context: Any) -> Iterator[None]:
     """Run the block under ``context`` (JSON values).  Keys the verdict reads: ``runtime``
-    (``temporal``), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
+    (the integration's name), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
     attempt number, from 1); any others (``id``, ``run``) are kept as evidence.  A context variable:
     each asyncio task and each thread started with a copied context sees its own."""
     token = _runtime.set(context)

@@ -43,7 +43,8 @@ from killdrill.records import (
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
-from killdrill.verdict.diagnosis import diagnose, regroup_summary
+from killdrill.verdict.consequences import regroup_summary
+from killdrill.verdict.diagnosis import diagnose
 from killdrill.verdict.model_work import model_work
 
 
@@ -65,7 +66,7 @@ class CaseAttempts:
     notes: list[str] = field(default_factory=list)
     completed: bool = False
     # the ledger as read after the last attempt, when nothing ran after that read: the case's
-    # verdict judges it (a 1,000-effect case read its ledger three times, issue 23)
+    # verdict judges it (a 1,000-effect case read its ledger three times)
     ledger: LedgerSnapshot | None = None
 
 
@@ -133,7 +134,12 @@ class CaseRunner:
             summary = summarize(yard.baseline, ledger, self.judge.naming())
             model = model_work(yard.baseline, ledger)
         # cause, fix, consequences
-        violations = diagnose(violations, baseline=yard.baseline, attempts=ran.attempts)
+        violations = diagnose(
+            violations,
+            baseline=yard.baseline,
+            attempts=ran.attempts,
+            integrations=self.options.integrations,
+        )
         summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))
@@ -153,7 +159,7 @@ class CaseRunner:
             model=model,
             baseline=yard.note,
         )
-        if result.ok and not self.options.keep:  # its result.json would be removed with it (issue 23)
+        if result.ok and not self.options.keep:  # its result.json would be removed with it
             shutil.rmtree(run.workdir, ignore_errors=True)
         else:
             (run.state / "result.json").write_text(json_text(result.to_dict()))
@@ -239,7 +245,7 @@ class CaseRunner:
             ended, missed = [], False
             for a in batch:
                 v = self.judge.attempt_violation(a)
-                if v is not None and v.kind == HANG:  # the runtime's side (Temporal: pending activities)
+                if v is not None and v.kind == HANG:  # the runtime's side (its service's explain_hang)
                     v = with_held(v, self.launcher.explain_hang(run))
                 if v is not None and offsets_may_miss and v.kind == POINT_NOT_REACHED:
                     v, note = offset_missed(a, sched, v)

@@ -2,7 +2,7 @@
 
 Every drill here runs the bundled payout example (killdrill/examples/payout_temporal.py) with
 the fork launcher: one template imports temporalio once; each attempt is a fork, a new worker.
-The dev server is the drill's own (killdrill/temporal_server.py): one per Drill, each workdir
+The dev server is the drill's own (killdrill/integrations/temporal/server.py): one per Drill, each workdir
 its own namespace.  The ``slow`` test repeats every point of the correct form (issue 21's
 "20 times without a false alarm": set KILLDRILL_TEMPORAL_REPEAT).
 """
@@ -122,9 +122,10 @@ def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> N
 
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
-    from killdrill.process.temporal_server import TemporalDevServer
+    from killdrill.integrations.temporal.server import TemporalDevServer
+    from killdrill.process.launcher import ServiceHost
 
-    server = TemporalDevServer(tmp_path)
+    server = TemporalDevServer(tmp_path, ServiceHost())
     try:
         a = server.env(tmp_path / "001-a", "t")
         b = server.env(tmp_path / "002-b", "t")

@@ -19,7 +19,8 @@ from killdrill.records import (
     Violation,
 )
 from killdrill.verdict import judge, summarize
-from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape, regroup_summary
+from killdrill.verdict.consequences import regroup_summary
+from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape
 
 _seq = itertools.count(1)
 CHARGE = {"customer": "acme", "amount": 4200}
@@ -122,7 +123,12 @@ def test_an_unfinished_resume_names_itself() -> None:
     ]
     (v,) = diagnose(judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts)
     assert v.kind == MISSING_EFFECT and v.cause == Cause.UNFINISHED_RESUME
-    assert "pending tasks (notify)" in v.observed and "snap.tasks" in v.fix
+    assert "pending tasks (notify)" in v.observed and "snap" not in v.fix  # no framework's code
+    (lg,) = diagnose(
+        judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts, integrations=("langgraph",)
+    )
+    assert lg.cause == Cause.UNFINISHED_RESUME and lg.observed == v.observed
+    assert "snap = graph.get_state(config)" in lg.fix  # LangGraph's record says how, under LangGraph
 
 
 def test_a_missing_effect_without_a_known_cause_says_what_is_known() -> None:

@@ -1,7 +1,7 @@
 """LangGraph integration: kill points for every node of an unmodified graph.
 
 Activated by the drill with ``KILLDRILL_INTEGRATIONS=langgraph`` (the supervisor puts
-``killdrill/agent/_bootstrap`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
+``killdrill/integrations/_bootstrap`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
 :func:`activate`), or explicitly with ``killdrill.integrations.langgraph.activate()``.
 Activation never imports LangGraph: an import hook patches it when the agent imports it.
 
@@ -64,18 +64,17 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from types import MethodType, ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration
+from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
-from killdrill.integrations._langgraph_answers import (
+from killdrill.integrations.langgraph.answers import (
     answering,
     described,
     interrupt_nodes,
@@ -87,9 +86,13 @@ from killdrill.integrations._langgraph_answers import (
     wrap_astream,
     wrap_stream,
 )
-
-if TYPE_CHECKING:
-    pass
+from killdrill.integrations.langgraph.causes import causes
+from killdrill.integrations.langgraph.timing import (
+    DELAY_ENV,
+    DelaySpec,
+    delay_from_env,
+    parse_delay,
+)
 
 # Activation runs at interpreter start (bootstrap): stdlib only, nothing heavy (asyncio is
 # imported by the async wrappers, which only run inside an event loop).
@@ -106,15 +109,28 @@ __all__ = [
     "point_name",
 ]
 
-DELAY_ENV = "KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY"
-SEED_ENV = "KILLDRILL_LANGGRAPH_DELAY_SEED"
 CHECKPOINT = "checkpoint"
 """The name used by ``before:checkpoint`` / ``committed:checkpoint``."""
 
 INTEGRATION = Integration(
     "langgraph",
+    title="LangGraph",
+    flag="--langgraph",
+    distributions=("langgraph",),
+    modules=("langgraph",),
+    hint="node and checkpoint",
     preload=("langgraph.graph",),  # what a fork template imports once
     internal_steps=frozenset({CHECKPOINT}),  # the checkpointer's own points, not an agent step
+    causes=causes,
+    probe=Probe(
+        "killdrill.conform.probes.langgraph_probe",
+        order=0,
+        quick=True,
+        distribution="langgraph",
+        extra="langgraph",
+        options={"preload": ("langgraph.checkpoint.sqlite",)},
+    ),
+    examples=("killdrill.examples.settlement_langgraph",),
     answers=True,  # --answer: a pending interrupt() is answered with Command(resume=...)
 )
 
@@ -125,73 +141,11 @@ _TARGETS = (_RUNNER, _LOOP, _MAIN)
 VIEW_PREFIX = "thread-view-"
 """``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json``: the thread as this process last saw it."""
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
-_DUR = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
-_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 # task id -> point name of a task whose node returned; popped when its writes commit.
 _finished: dict[str, str] = {}
 _FINISHED_MAX = 4096
 _lock = threading.RLock()
 _delay: DelaySpec | None = None
-
-
-# ---------------------------------------------------------------- forced timing
-
-
-class DelaySpec:
-    """Delays (seconds, as ``(low, high)`` ranges) before ``put_writes`` and ``put``."""
-
-    def __init__(
-        self,
-        writes: tuple[float, float] | None,
-        put: tuple[float, float] | None,
-        seed: int | None = None,
-    ) -> None:
-        self.writes = writes
-        self.put = put
-        self.rng = random.Random(seed)
-
-    def __bool__(self) -> bool:
-        return bool(self.writes or self.put)
-
-    def seconds(self, which: str) -> float:
-        span = self.writes if which == "writes" else self.put
-        if not span:
-            return 0.0
-        low, high = span
-        return low if low == high else self.rng.uniform(low, high)
-
-
-def _duration(text: str, whole: str) -> float:
-    m = _DUR.match(text.strip())
-    if not m:
-        raise ValueError(f"{DELAY_ENV}={whole!r}: {text!r} is not a duration like 5ms, 250us or 0.1s")
-    return float(m[1]) * _UNITS_S[m[2]]
-
-
-def parse_delay(text: str, seed: int | None = None) -> DelaySpec:
-    """Parse the ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY`` grammar (see the module doc)."""
-    spans: dict[str, tuple[float, float]] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        target, sep, value = part.partition("=")
-        if not sep:
-            target, value = "", part
-        if target not in ("", "writes", "put"):
-            raise ValueError(f"{DELAY_ENV}={text!r}: unknown target {target!r} (writes= or put=)")
-        low_s, _, high_s = value.partition("..")
-        low = _duration(low_s, text)
-        high = _duration(high_s, text) if high_s else low
-        if high < low:
-            raise ValueError(f"{DELAY_ENV}={text!r}: range {value!r} goes down")
-        for which in ("writes", "put") if not target else (target,):
-            spans[which] = (low, high)
-    return DelaySpec(spans.get("writes"), spans.get("put"), seed)
-
-
-def _delay_from_env() -> DelaySpec:
-    seed = os.environ.get(SEED_ENV)
-    return parse_delay(os.environ.get(DELAY_ENV, ""), int(seed) if seed else None)
 
 
 # ---------------------------------------------------------------- names
@@ -521,7 +475,7 @@ def activate() -> None:
     """
     global _delay
     with _lock:
-        _delay = _delay_from_env()
+        _delay = delay_from_env()
         _hook.install()
 
 
