@@ -46,8 +46,13 @@ def charge(customer: str) -> str:
 
 @activity.defn
 def send_receipt(charge_id: str) -> str:
-    body = f"We charged 42.00 USD ({charge_id})."
-    sent = connect().mailbox.send(to="billing@acme.example", subject="Your receipt", body=body)
+    """An email cannot be deduped: a retry first asks the provider whether it was delivered."""
+    mailbox = connect().mailbox
+    ref = f"{activity.info().workflow_id}:receipt"
+    sent = mailbox.lookup(ref)
+    if sent is None:
+        body = f"We charged 42.00 USD ({charge_id})."
+        sent = mailbox.send(to="billing@acme.example", subject="Your receipt", body=body, ref=ref)
     return str(sent["id"])
 
 
