@@ -8,8 +8,9 @@ correct agent's case that reports anything, a planted bug's case that reports no
 expected kinds, or one that reports a kind it does not expect, is a wrong verdict: its JSON report
 is written to ``DIR/bad/`` and its workdir kept (passing workdirs are deleted after the verdict).
 Run it beside a load (a CPU hog, other drills): the verdict must not depend on timing the agent
-does not control.  One JSON line per case goes to ``DIR/cases.jsonl``; the totals are printed at
-the end.
+does not control.  ``--chaos N`` adds N random schedules (chaos's plans: offsets, ``POINT+Xms``)
+per correct agent.  One JSON line per case goes to ``DIR/cases.jsonl``; the totals are printed
+at the end.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from killdrill.drill import Drill, DrillOptions
 from killdrill.records import CaseResult
 from tests.detection.corpus import SHAPE_CORRECT, SHAPE_DEFECTS, TEMPORAL_RECEIPT, Agent, langgraph_available
-from tests.detection.run import catches
+from tests.detection.run import catches, chaos_run, chaos_schedules, false_alarm
 
 AGENTS: tuple[Agent, ...] = (*SHAPE_CORRECT, *SHAPE_DEFECTS, *TEMPORAL_RECEIPT)
 
@@ -63,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--chaos", type=int, default=0, help="random-offset runs per correct agent")
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     out: Path = args.out
     (out / "bad").mkdir(parents=True, exist_ok=True)
@@ -83,8 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             points = _points(agent, drill)
 
             def one(point: str, agent: Agent = agent, drill: Drill = drill) -> None:
-                case = drill.run_case(point)
-                why = _wrong(agent, case)
+                if point.startswith("chaos "):  # a random schedule: a kill that missed tested nothing
+                    case = chaos_run(drill, point.split(" ", 1)[1], args.seed)
+                    why = f"false alarm: {', '.join(case.kinds)}" if false_alarm(case) else ""
+                else:
+                    case = drill.run_case(point)
+                    why = _wrong(agent, case)
                 with lock:
                     totals["cases"] += 1
                     totals["correct_cases" if agent.correct else "bug_cases"] += 1
@@ -102,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     shutil.rmtree(case.workdir, ignore_errors=True)
 
             work = [p for _ in range(args.rounds) for p in points]
+            if agent.correct and args.chaos:
+                work += [f"chaos {s}" for s in chaos_schedules(drill, args.seed, args.chaos)]
             with ThreadPoolExecutor(args.workers) as pool:
                 list(pool.map(one, work))
         print(f"{agent.name}: {len(work)} cases in {time.monotonic() - t0:.0f} s", flush=True)
