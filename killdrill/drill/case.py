@@ -263,7 +263,7 @@ class CaseRunner:
                 out.completed = True
                 break
         if not out.completed and not out.violations:
-            out.violations.append(never_completed(out.attempts))
+            out.violations.append(never_completed(out.attempts, max_attempts))
         return out
 
     def _deployed(
@@ -367,15 +367,27 @@ def with_held(v: Violation, held: tuple[str, dict[str, Any]] | None) -> Violatio
     return replace(v, message=f"{v.message}; {held[0]}", detail={**v.detail, "runtime": held[1]})
 
 
-def never_completed(attempts: Sequence[Attempt]) -> Violation:
-    """The run did not complete within its attempts, and nothing else was said about it."""
+def never_completed(attempts: Sequence[Attempt], max_attempts: int | None = None) -> Violation:
+    """The run did not complete within its attempts, and nothing else was said about it.  When
+    the last attempt was killed and the attempt limit left no room for a resume, the drill stopped
+    the run, not the agent (``detail["attempt_limit"]``)."""
     last = attempts[-1]
+    detail: dict[str, Any] = {"attempts": len(attempts), "last_returncode": last.returncode}
+    if last.killed_at is not None and max_attempts is not None and len(attempts) >= max_attempts:
+        detail["attempt_limit"] = max_attempts
+        return Violation(
+            RESUME_FAILED,
+            f"the run never completed: the drill stopped after its attempt limit ({max_attempts}"
+            f" attempt(s), max_attempts) with attempt {last.number} killed at {last.killed_at};"
+            " no resume ran",
+            detail=detail,
+        )
     return Violation(
         RESUME_FAILED,
         f"the run never completed: {len(attempts)} attempt(s), the last "
         f"{'exited ' + str(last.returncode) if last.outcome == EXITED else last.outcome}"
         + (f"; its stderr ends with: {last_line(last.stderr_tail)}" if last.stderr_tail.strip() else ""),
-        detail={"attempts": len(attempts), "last_returncode": last.returncode},
+        detail=detail,
     )
 
 

@@ -243,9 +243,14 @@ def find(name: str) -> Integration:
             None,
         )
     if found is None:
+        import difflib
+
+        have = known()
+        close = difflib.get_close_matches(_spelling(name), [_spelling(n) for n in have], n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
         raise IntegrationNotFound(
-            f"no integration {name!r}: neither a module killdrill.integrations.{name} nor an entry "
-            f"point {name!r} in the group {ENTRY_POINT_GROUP!r} (known: {', '.join(sorted(known()))})"
+            f"unknown integration {name!r}: {hint}known: {', '.join(sorted(have)) or 'none'} (no module "
+            f"killdrill.integrations.{name}, no entry point {name!r} in the group {ENTRY_POINT_GROUP!r})"
         )
     return found
 

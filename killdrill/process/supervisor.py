@@ -185,6 +185,8 @@ class Supervisor:
             # cases (the other branches ran on to their commits first); waiting, 40 of 180, the
             # tree before 26 of 180.
             env["KILLDRILL_WAIT_AT"] = "[]"
+        elif self.boundary_hook is None and spec.kill is not None and spec.kill.hold_ms is None:
+            env["KILLDRILL_KILL_GATE"] = "1"  # killdrill.agent._Gate: no effect lands while it is decided
         launcher, exec_ = spec.launcher, False
         try:
             if launcher is None and containment.supported():

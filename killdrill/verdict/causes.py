@@ -29,6 +29,7 @@ class Cause(StableName):
     COMPENSATION_OUT_OF_ORDER = "compensation_out_of_order"
     CONSEQUENCE = "consequence"
     RESUME_CRASHED = "resume_crashed"
+    ATTEMPT_LIMIT = "attempt_limit"
     HANG = "hang"
     POINT_NOT_REACHED = "point_not_reached"
     HARNESS = "harness_error"
@@ -43,8 +44,8 @@ _KEY_FIX = (
 FIXES: dict[Cause, str] = {
     Cause.NO_KEY: "send an idempotency key with every call of this effect: " + _KEY_FIX,
     Cause.KEY_DROPPED: "send the key on every call of the effect, retries and resumes included: " + _KEY_FIX,
-    Cause.KEY_NEW_PER_ATTEMPT: "never build the key from uuid4, the clock, a model's output or an "
-    "in-memory counter: " + _KEY_FIX,
+    Cause.KEY_NEW_PER_ATTEMPT: "never build the key from uuid4, the clock, a model's output, the "
+    "runtime's attempt number or an in-memory counter: " + _KEY_FIX,
     Cause.KEY_NEW_PER_CALL: "compute the key once per action, before the retry loop, and reuse it on every "
     "retry: " + _KEY_FIX,
     Cause.SDK_GENERATED_KEY: "pass the key explicitly (stripe: idempotency_key=... on the create call); "
@@ -80,6 +81,8 @@ FIXES: dict[Cause, str] = {
     Cause.CONSEQUENCE: "fix the violation it is listed under",
     Cause.RESUME_CRASHED: "the resumed attempt failed on its own: fix what its stderr shows (shown with "
     "the attempt); a resume must start from the checkpoint and tolerate the killed attempt's leftovers",
+    Cause.ATTEMPT_LIMIT: "let a resume run after the schedule's last kill: leave --max-attempts out (the "
+    "default is the schedule's kills + 3) or set it above the number of kills",
     Cause.HANG: "find what the last boundary waits on: a lock or claim held by the killed attempt, a key "
     "answered 409 forever; release or reconcile stale claims on resume",
     Cause.POINT_NOT_REACHED: "a clean run reaches this point and this case did not: the run depends on "

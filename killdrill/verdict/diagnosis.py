@@ -43,6 +43,7 @@ from killdrill.records import (
 )
 from killdrill.verdict.causes import FIXES, Cause
 from killdrill.verdict.consequences import roots_and_consequences
+from killdrill.verdict.runtime_keys import runtime_attempt_in_key
 
 __all__ = ["FIXES", "Cause", "diagnose", "key_origin"]
 
@@ -153,6 +154,9 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
             Cause.KEY_DROPPED,
             f"{name} was sent without its key in {without} and with it elsewhere{resent}",
         )
+    numbered = runtime_attempt_in_key(calls)
+    if numbered:
+        return Cause.KEY_NEW_PER_ATTEMPT, f"{name}: {numbered}{resent}"
     shapes = sorted({s for c in calls if c.key and (s := key_shape(c.key)) and s != "sdk"})
     made = f" (the keys look made from {' and '.join(shapes)})" if shapes else ""
     n = len({c.key for c in calls})
@@ -275,6 +279,8 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
                 f"the provider refused key {stopped.detail.get('key')} sent again with another payload "
                 f"(differs in {', '.join(stopped.detail.get('differs', ()))}), so the run could not finish",
             )
+        if v.detail.get("attempt_limit") is not None:
+            return Cause.ATTEMPT_LIMIT, v.message
         return Cause.RESUME_CRASHED, v.message
     if kind == HANG:
         return Cause.HANG, v.message

@@ -101,6 +101,41 @@ def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> N
     assert {c["context"]["run"] for c in dup.detail["runtime_calls"]} == {"{thread}"}
 
 
+RECEIPT_AGENT = Path(__file__).resolve().parents[1] / "detection" / "agents" / "temporal_receipt.py"
+
+
+def test_a_key_built_from_the_activitys_attempt_is_one_duplicate_with_its_receipt(tmp_path: Path) -> None:
+    """Temporal's documented style (sync activities on a thread pool, start-to-close 3 s, the
+    default retry policy), the charge keyed by ``activity.info().attempt`` and a receipt naming the
+    charge's id: one duplicate charge, its cause read from the calls' runtime context, and the
+    receipt under it.  Killed (the retry lands in a new worker) and held past the start-to-close
+    timeout (the server's retry lands in the same worker process, within one attempt)."""
+    command = [
+        "python",
+        str(RECEIPT_AGENT),
+        "--thread",
+        "{thread}",
+        "--workdir",
+        "{workdir}",
+        "--bug",
+        "attempt_key",
+    ]
+    options = DrillOptions(root=tmp_path, integrations=("temporal",), timeout=40, discovery_runs=1)
+    with Drill(command, options, launcher="fork", preload=("temporalio.client", "temporalio.worker")) as d:
+        cases = [d.run_case("during:payments.charge"), d.run_case("after:charge~5s")]
+    for result in cases:
+        assert result.kinds == ("duplicate_effect", "key_changed"), result.text()
+        dup, changed = result.violations
+        for v in (dup, changed):
+            assert v.cause == "key_new_per_attempt", result.text()
+            assert "the key includes the runtime's attempt number, {thread}:charge:{attempt}" in str(
+                v.observed
+            )
+        [receipt] = [k for k in dup.consequences if k.kind == "unexpected_effect"]
+        assert receipt.provider == "mailbox" and "ch_0002" in receipt.message, result.text()
+    assert [c.attempt for c in cases[1].ledger.calls if c.provider == "payments"] == [1, 1]  # type: ignore[union-attr]
+
+
 def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> None:
     # The killed worker's activity stays with the server for its start-to-close (5 min): the
     # resumed worker gets nothing to do and the workflow never closes within the drill's timeout.

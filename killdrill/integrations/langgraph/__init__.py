@@ -63,7 +63,6 @@ delays.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import threading
 import time
@@ -71,7 +70,7 @@ from collections.abc import Callable, Sequence
 from types import MethodType, ModuleType
 from typing import Any
 
-from killdrill.agent import boundary
+from killdrill.agent import await_decisions, boundary
 from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
 from killdrill.integrations.langgraph.answers import (
@@ -82,7 +81,6 @@ from killdrill.integrations.langgraph.answers import (
     note_interrupt,
     stops,
     thread_of,
-    waiting,
     wrap_astream,
     wrap_stream,
 )
@@ -93,6 +91,7 @@ from killdrill.integrations.langgraph.timing import (
     delay_from_env,
     parse_delay,
 )
+from killdrill.integrations.langgraph.view import forget_views, record_view, wrap_aget_state, wrap_get_state
 
 # Activation runs at interpreter start (bootstrap): stdlib only, nothing heavy (asyncio is
 # imported by the async wrappers, which only run inside an event loop).
@@ -138,7 +137,6 @@ _RUNNER = "langgraph.pregel._runner"
 _LOOP = "langgraph.pregel._loop"
 _MAIN = "langgraph.pregel.main"
 _TARGETS = (_RUNNER, _LOOP, _MAIN)
-VIEW_PREFIX = "thread-view-"
 """``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json``: the thread as this process last saw it."""
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
 # task id -> point name of a task whose node returned; popped when its writes commit.
@@ -206,6 +204,12 @@ def _wrap_arun_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
     return arun_with_retry
 
 
+_WRITES = threading.RLock()
+"""Parallel tasks (a ``Send`` fan-out) save their writes from the loop's background threads: one
+task's save and its ``committed:`` point at a time, so a kill there finds no other task's writes
+saved in the moment the supervisor takes to act."""
+
+
 def _instrument_sync_loop(loop: Any) -> None:
     delay = _delay or DelaySpec(None, None)
     put_writes = loop.checkpointer_put_writes
@@ -214,10 +218,12 @@ def _instrument_sync_loop(loop: Any) -> None:
         def checkpointer_put_writes(config: Any, writes: Any, task_id: str, *rest: Any) -> Any:
             if delay.writes:
                 time.sleep(delay.seconds("writes"))
-            result = put_writes(config, writes, task_id, *rest)
-            name = _finished.pop(task_id, None)
-            if name is not None:
-                boundary(f"committed:{name}")
+            await_decisions()  # a branch's writes land as its effects do: not while a kill is decided
+            with _WRITES:  # committed:NAME#N is one state: exactly N tasks' writes saved
+                result = put_writes(config, writes, task_id, *rest)
+                name = _finished.pop(task_id, None)
+                if name is not None:
+                    boundary(f"committed:{name}")
             return result
 
         checkpointer_put_writes._kd_waits = True  # type: ignore[attr-defined]
@@ -240,6 +246,7 @@ def _instrument_sync_loop(loop: Any) -> None:
             boundary(f"before:{CHECKPOINT}")
             if delay.put:
                 time.sleep(delay.seconds("put"))
+            await_decisions()
             result = put_after_previous(None, (), *args)
             boundary(f"committed:{CHECKPOINT}")
             return result
@@ -291,77 +298,15 @@ def _instrument_async_loop(loop: Any) -> None:
         loop._checkpointer_put_after_previous = checkpointer_put_after_previous
 
 
-# ---------------------------------------------------------------- the thread's view
-
-_views: dict[str, dict[str, Any]] = {}
-
-
-def _record_view(
-    config: Any, pending: list[str], source: str, interrupts: Sequence[dict[str, str]] = ()
-) -> None:
-    """Remember the root thread's pending tasks (and the interrupts it waits on: node and value)
-    and write them where the drill reads them."""
-    try:
-        conf = config.get("configurable") or {}
-        if conf.get("checkpoint_ns"):
-            return  # a subgraph's view: the root's decides whether the thread is finished
-        thread = str(conf.get("thread_id"))
-    except AttributeError:
-        return
-    workdir = os.environ.get("KILLDRILL_WORKDIR")
-    if not workdir or conf.get("thread_id") is None:
-        return
-    with _lock:
-        _views[thread] = {"pending": pending, "source": source, "interrupts": list(interrupts)}
-        import json
-
-        state = os.path.join(workdir, ".killdrill")
-        path = os.path.join(
-            state, f"{VIEW_PREFIX}{os.environ.get('KILLDRILL_ATTEMPT', '0')}-{os.getpid()}.json"
-        )
-        try:
-            tmp = path + ".tmp"
-            with open(tmp, "w") as fh:
-                json.dump({"integration": "langgraph", "threads": _views}, fh)
-            os.replace(tmp, path)
-        except OSError:
-            pass
-
-
-def _pending(snap: Any) -> list[str]:
-    """Tasks the checkpointer holds for the thread, an interrupt (waiting on a person) aside."""
-    return [str(t.name) for t in getattr(snap, "tasks", ()) or () if not getattr(t, "interrupts", ())]
-
-
-def _wrap_get_state(orig: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(orig)
-    def get_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
-        snap = orig(self, config, *args, **kwargs)
-        _record_view(config, _pending(snap), "get_state", waiting(snap))
-        return snap
-
-    return get_state
-
-
-def _wrap_aget_state(orig: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(orig)
-    async def aget_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
-        snap = await orig(self, config, *args, **kwargs)
-        _record_view(config, _pending(snap), "get_state", waiting(snap))
-        return snap
-
-    return aget_state
-
-
 def _loop_ended(loop: Any, exc_type: Any, exc: BaseException | None = None) -> None:
     """A root run that ended without raising: done (or interrupted, waiting on a person)."""
     config = getattr(loop, "config", None) or {}
     if exc_type is None and getattr(loop, "status", None) in ("done", "interrupt_before", "interrupt_after"):
-        _record_view(config, [], "run")
+        record_view(config, [], "run")
     elif exc is not None and not getattr(loop, "is_nested", True) and is_interrupt(exc):
         stopped = [i for i in (exc.args[0] if exc.args else ()) if hasattr(i, "id")]
         stops[thread_of(config)] = stopped
-        _record_view(config, [], "run", [described(i) for i in stopped])
+        record_view(config, [], "run", [described(i) for i in stopped])
 
 
 def _wrap_exit(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -455,8 +400,8 @@ def _patch(module: ModuleType) -> None:
             _replace(sync_cls, "__exit__", _wrap_exit(sync_cls.__exit__))
             _replace(async_cls, "__aexit__", _wrap_aexit(async_cls.__aexit__))
         elif module.__name__ == _MAIN and (module.Pregel, "get_state") not in _originals:
-            _replace(module.Pregel, "get_state", _wrap_get_state(module.Pregel.get_state))
-            _replace(module.Pregel, "aget_state", _wrap_aget_state(module.Pregel.aget_state))
+            _replace(module.Pregel, "get_state", wrap_get_state(module.Pregel.get_state))
+            _replace(module.Pregel, "aget_state", wrap_aget_state(module.Pregel.aget_state))
             if answering():
                 _replace(module.Pregel, "stream", wrap_stream(module.Pregel.stream))
                 _replace(module.Pregel, "astream", wrap_astream(module.Pregel.astream))
@@ -491,7 +436,7 @@ def deactivate() -> None:
         _hook.remove()
         _hook.restore()
         _finished.clear()
-        _views.clear()
+        forget_views()
         stops.clear()
         interrupt_nodes.clear()
         _delay = None

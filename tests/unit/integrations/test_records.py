@@ -22,7 +22,7 @@ def test_an_unknown_integration_is_one_line_naming_the_known_ones() -> None:
     with pytest.raises(UsageError) as info:
         integrations.canonical_names(["langchain"])
     message = str(info.value)
-    assert "\n" not in message and "no integration 'langchain'" in message and "langgraph" in message
+    assert "\n" not in message and "unknown integration 'langchain'" in message and "langgraph" in message
 
 
 def test_every_built_in_record_declares_its_framework() -> None:
