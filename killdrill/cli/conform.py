@@ -15,6 +15,7 @@ from typing import Any
 
 from killdrill.errors import ExitCode, UsageError
 from killdrill.options import check_output_file
+from killdrill.registry import nearest
 
 __all__ = ["add_parser"]
 
@@ -31,9 +32,10 @@ def _cmd_conform(args: argparse.Namespace) -> int:
     try:
         frameworks = by_name(args.integration or (list(QUICK_FRAMEWORKS) if args.quick else None))
     except KeyError as exc:
-        raise UsageError(
-            f"--integration {exc.args[0]}: expected one of {', '.join(f.name for f in FRAMEWORKS)}"
-        ) from None
+        names = [f.name for f in FRAMEWORKS]
+        close = nearest(exc.args[0], names)
+        hint = f"did you mean {close}? " if close else ""
+        raise UsageError(f"--integration {exc.args[0]}: {hint}expected one of {', '.join(names)}") from None
     props = tuple(args.property) if args.property else (QUICK_PROPERTIES if args.quick else PROPERTIES)
     bad = [p for p in props if p not in PROPERTIES]
     if bad:

@@ -22,7 +22,7 @@ class Framework:
     title: str
     distribution: str  # whose version the table shows
     module: str  # importable when installed
-    extra: str  # pip install "killdrill[EXTRA]"
+    extra: str  # pip install -e ".[EXTRA]" (hyphenated, as pip normalizes it)
     committed: str
     committed_means: str = "the framework recorded the step"
     rerun: str = "before:charge"
@@ -77,7 +77,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "LlamaIndex Workflows",
         "llama-index-workflows",
         "workflows",
-        "llama_index",
+        "llama-index",
         # the basic runtime persists nothing: the user's save of Context.to_dict() after a step's
         # event is the record (the integration's committed:checkpoint, #2 = after charge)
         committed="committed:checkpoint#2",
@@ -112,7 +112,7 @@ FRAMEWORKS: tuple[Framework, ...] = (
         "OpenAI Agents SDK",
         "openai-agents",
         "agents",
-        "openai_agents",
+        "openai-agents",
         committed="committed:charge",
         options={"model": True},
     ),

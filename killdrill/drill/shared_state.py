@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from killdrill.errors import UsageError
 from killdrill.integrations import find, known
+from killdrill.registry import nearest
 
 __all__ = ["SharedStateError", "check_integrations", "fixed_paths", "shared_state_error"]
 
@@ -92,8 +93,6 @@ def check_integrations(names: Iterable[str]) -> None:
             if exc.__class__.__name__ != "IntegrationNotFound":
                 raise UsageError(f"integration {name!r} cannot be loaded: {exc}") from exc
             have = ", ".join(sorted(known())) or "none"
-            import difflib
-
-            close = difflib.get_close_matches(name, list(known()), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
+            close = nearest(name, sorted(known()))
+            hint = f"did you mean {close}? " if close else ""
             raise UsageError(f"unknown integration {name!r}: {hint}known: {have}") from exc

@@ -1,0 +1,76 @@
+"""The first hour on a framework, as a newcomer with a fresh clone met it: extras, names, hints."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from killdrill.cli.commands import main
+from killdrill.errors import install_hint
+from killdrill.registry import nearest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _normalized(name: str) -> str:
+    """PEP 685: the form every pip compares extras in (pip 23.2 refuses any other spelling)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _extras() -> set[str]:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return set(tomllib.load(f)["project"]["optional-dependencies"])
+
+
+def test_every_extra_is_spelled_as_pip_normalizes_it() -> None:
+    assert {e for e in _extras() if e != _normalized(e)} == set()
+
+
+def _user_facing_files() -> list[Path]:
+    found = [REPO / "README.md", REPO / ".ci" / "run", REPO / "mkdocs.yml"]
+    for folder in ("docs", "killdrill", "fakes", "pytest_plugin", "tests", "nightly"):
+        found += [p for p in (REPO / folder).rglob("*") if p.suffix in {".py", ".md", ".yml", ".yaml", ".toml"}]
+    return [p for p in found if p.is_file() and p.name != Path(__file__).name]
+
+
+def test_every_install_hint_names_an_extra_that_exists_as_written() -> None:
+    """``.[a,b]`` and ``killdrill[a]`` in the README, docs, CI and the code's messages."""
+    extras, bad = _extras(), []
+    for path in _user_facing_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in re.finditer(r'(?:killdrill|"\.)\[([A-Za-z0-9_,.-]+)\]', text):
+            bad += [f"{path.relative_to(REPO)}: {name}" for name in m.group(1).split(",") if name not in extras | {"...", "EXTRA"}]
+    assert bad == []
+
+
+def test_required_frameworks_in_ci_are_extras() -> None:
+    run = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    named = re.search(r"KILLDRILL_REQUIRE_FRAMEWORKS=([\w,-]+)", run)
+    assert named and set(named.group(1).split(",")) <= _extras()
+
+
+@pytest.mark.parametrize("extra", ["llama_index", "openai_agents", "pydantic_ai", "Llama.Index"])
+def test_the_install_hint_is_one_a_clone_can_follow(extra: str) -> None:
+    hint = install_hint(extra)
+    assert hint.startswith('pip install -e ".[') and "_" not in hint.split("]")[0] and "." in hint
+    assert hint.split("[")[1].split("]")[0] in _extras()
+
+
+@pytest.mark.parametrize(
+    ("word", "meant"),
+    [("DBOS", "dbos"), ("openai-agents", "openai_agents"), ("LangGraph", "langgraph"), ("langraph", "langgraph")],
+)
+def test_a_framework_name_is_suggested_whatever_its_case_or_dash(word: str, meant: str) -> None:
+    names = ["crewai", "dbos", "langgraph", "llama_index", "openai_agents", "temporal"]
+    assert nearest(word, names) == meant
+
+
+@pytest.mark.parametrize("argv", [["drill", "--integration", "DBOS", "--", "python", "-c", "pass"],
+                                  ["conform", "--integration", "DBOS"]])
+def test_integration_in_capitals_gets_a_suggestion(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "did you mean dbos?" in err and err.count("\n") == 1, err
