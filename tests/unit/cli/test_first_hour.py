@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from killdrill.cli.commands import main
 from killdrill.errors import install_hint
@@ -32,7 +32,9 @@ def test_every_extra_is_spelled_as_pip_normalizes_it() -> None:
 def _user_facing_files() -> list[Path]:
     found = [REPO / "README.md", REPO / ".ci" / "run", REPO / "mkdocs.yml"]
     for folder in ("docs", "killdrill", "fakes", "pytest_plugin", "tests", "nightly"):
-        found += [p for p in (REPO / folder).rglob("*") if p.suffix in {".py", ".md", ".yml", ".yaml", ".toml"}]
+        found += [
+            p for p in (REPO / folder).rglob("*") if p.suffix in {".py", ".md", ".yml", ".yaml", ".toml"}
+        ]
     return [p for p in found if p.is_file() and p.name != Path(__file__).name]
 
 
@@ -42,7 +44,11 @@ def test_every_install_hint_names_an_extra_that_exists_as_written() -> None:
     for path in _user_facing_files():
         text = path.read_text(encoding="utf-8", errors="replace")
         for m in re.finditer(r'(?:killdrill|"\.)\[([A-Za-z0-9_,.-]+)\]', text):
-            bad += [f"{path.relative_to(REPO)}: {name}" for name in m.group(1).split(",") if name not in extras | {"...", "EXTRA"}]
+            bad += [
+                f"{path.relative_to(REPO)}: {name}"
+                for name in m.group(1).split(",")
+                if name not in extras | {"...", "EXTRA"}
+            ]
     assert bad == []
 
 
@@ -61,16 +67,25 @@ def test_the_install_hint_is_one_a_clone_can_follow(extra: str) -> None:
 
 @pytest.mark.parametrize(
     ("word", "meant"),
-    [("DBOS", "dbos"), ("openai-agents", "openai_agents"), ("LangGraph", "langgraph"), ("langraph", "langgraph")],
+    [
+        ("DBOS", "dbos"),
+        ("openai-agents", "openai_agents"),
+        ("LangGraph", "langgraph"),
+        ("langraph", "langgraph"),
+    ],
 )
 def test_a_framework_name_is_suggested_whatever_its_case_or_dash(word: str, meant: str) -> None:
     names = ["crewai", "dbos", "langgraph", "llama_index", "openai_agents", "temporal"]
     assert nearest(word, names) == meant
 
 
-@pytest.mark.parametrize("argv", [["drill", "--integration", "DBOS", "--", "python", "-c", "pass"],
-                                  ["conform", "--integration", "DBOS"]])
-def test_integration_in_capitals_gets_a_suggestion(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [["drill", "--integration", "DBOS", "--", "python", "-c", "pass"], ["conform", "--integration", "DBOS"]],
+)
+def test_integration_in_capitals_gets_a_suggestion(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "did you mean dbos?" in err and err.count("\n") == 1, err
