@@ -89,3 +89,16 @@ def test_integration_in_capitals_gets_a_suggestion(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "did you mean dbos?" in err and err.count("\n") == 1, err
+
+
+def test_drill_help_names_every_route_the_model_fake_serves(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Agents SDK speaks the Responses API: a newcomer reads in ``--help`` that it is served, and
+    that ``--model-script`` alone starts the fakes (``Drill.launch`` serves them for a model)."""
+    from killdrill.fakes import model, model_responses
+
+    with pytest.raises(SystemExit):
+        main(["drill", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for route in (*model.ROUTES, *model_responses.ROUTES):
+        assert route in text, route
+    assert "no --http-fakes needed" in text
