@@ -54,7 +54,10 @@ def _cmd_conform(args: argparse.Namespace) -> int:
             except (OSError, ValueError, KeyError) as exc:
                 raise UsageError(f"--from {path}: {exc}") from None
         return _output(args, cells)
-    print(f"killdrill conform: {len(frameworks)} framework(s) x {len(props)} propert(ies)", file=sys.stderr)
+    fw_n, prop_n = len(frameworks), len(props)
+    fws = "1 framework" if fw_n == 1 else f"{fw_n} frameworks"
+    ps = "1 property" if prop_n == 1 else f"{prop_n} properties"
+    print(f"killdrill conform: {fws} x {ps}", file=sys.stderr)
     if args.root:
         root = Path(args.root)
         root.mkdir(parents=True, exist_ok=True)

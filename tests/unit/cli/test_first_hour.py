@@ -102,3 +102,38 @@ def test_drill_help_names_every_route_the_model_fake_serves(capsys: pytest.Captu
     for route in (*model.ROUTES, *model_responses.ROUTES):
         assert route in text, route
     assert "no --http-fakes needed" in text
+
+
+def test_two_processes_under_one_attempt_are_named_as_such() -> None:
+    """Concurrent resumers share an attempt number: the evidence says two processes, not a repeat."""
+    from killdrill.records import Call
+    from killdrill.verdict.phrases import calls_phrase
+
+    def call(seq: int, attempt: int, pid: int) -> Call:
+        return Call(seq, "mailbox", "send", None, {}, "created", None, attempt, pid, 0.0)
+
+    text = calls_phrase([call(1, 2, 101), call(2, 2, 102)], {})
+    assert text.startswith(
+        "attempt 2 process 101 key (no key) created, attempt 2 process 102 key (no key) created"
+    )
+    assert "2 processes ran at once as attempt 2" in text
+    assert calls_phrase([call(1, 1, 101), call(2, 2, 102)], {}) == (
+        "attempt 1 key (no key) created, attempt 2 key (no key) created"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "header"),
+    [
+        (["--integration", "dbos", "--property", "consume_once"], "1 framework x 1 property"),
+        (["--integration", "dbos", "--integration", "langgraph"], "2 frameworks x 6 properties"),
+    ],
+)
+def test_conform_counts_in_words(
+    argv: list[str], header: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import killdrill.conform.properties as properties
+
+    monkeypatch.setattr(properties, "conform", lambda *a, **k: [])
+    assert main(["conform", *argv]) == 0
+    assert f"killdrill conform: {header}\n" in capsys.readouterr().err
