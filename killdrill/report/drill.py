@@ -157,7 +157,7 @@ def causes_lines(cases: Iterable[CaseResult]) -> list[str]:
             effect = f"{v.provider}.{v.op}" if v.provider and v.op else ""
             key = (v.cause, "" if v.cause in _RUN_CAUSES else effect)
             g = groups.setdefault(key, {"first": v, "cases": {}, "kinds": {}, "effects": {}})
-            g["cases"][case.schedule or "none"] = None
+            g["cases"].setdefault(case.schedule or "none", v.observed)  # each case's own circumstances
             g["kinds"][v.kind] = None
             if effect:
                 g["effects"][effect] = None
@@ -171,8 +171,13 @@ def causes_lines(cases: Iterable[CaseResult]) -> list[str]:
         shown = ", ".join(schedules[:3]) + (", ..." if len(schedules) > 3 else "")
         count = f"{len(schedules)} case{'s' if len(schedules) != 1 else ''}"
         lines.append(f"  {cause}: {what} ({', '.join(g['kinds'])}) in {count}: {shown}")
-        if v.observed:
-            lines.append(f"    observed: {v.observed}")
+        seen = {text for text in g["cases"].values() if text}
+        if len(seen) == 1:
+            lines.append(f"    observed: {seen.pop()}")
+        elif seen:  # the circumstances differ per case: each quoted with its own case
+            for schedule in schedules[:3]:
+                if g["cases"][schedule]:
+                    lines.append(f"    observed in {schedule}: {g['cases'][schedule]}")
         if v.fix:
             lines.append(f"    fix: {v.fix}")
     return lines

@@ -137,3 +137,31 @@ def test_conform_counts_in_words(
     monkeypatch.setattr(properties, "conform", lambda *a, **k: [])
     assert main(["conform", *argv]) == 0
     assert f"killdrill conform: {header}\n" in capsys.readouterr().err
+
+
+def test_a_root_cause_over_two_cases_quotes_each_cases_own_circumstances() -> None:
+    from killdrill.records import CaseResult, Violation
+    from killdrill.report.drill import causes_lines
+
+    def case(point: str) -> CaseResult:
+        v = Violation(
+            "duplicate_effect",
+            "m",
+            "payments",
+            "charge",
+            cause="no_key",
+            observed=f"no idempotency key; killed at {point}",
+            fix="send a key",
+        )
+        return CaseResult(("a",), point, "t", "w", violations=(v,))
+
+    lines = causes_lines([case("during:payments.charge"), case("after:payments.charge")])
+    assert (
+        "    observed in during:payments.charge: no idempotency key; killed at during:payments.charge"
+        in lines
+    )
+    assert (
+        "    observed in after:payments.charge: no idempotency key; killed at after:payments.charge" in lines
+    )
+    same = causes_lines([case("during:x"), case("during:x")])
+    assert "    observed: no idempotency key; killed at during:x" in same
