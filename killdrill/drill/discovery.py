@@ -11,12 +11,18 @@ from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
     diverged_hint,
+    fixed_thread_hint,
     imported_modules,
     integration_hint,
     placeholder_hint,
     warn,
 )
-from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
+from killdrill.drill.shared_state import (
+    check_integrations,
+    fixed_paths,
+    shared_path_hint,
+    shared_state_error,
+)
 from killdrill.drill.workdirs import RunContext
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
@@ -115,6 +121,8 @@ class Discoverer:
             err := shared_state_error(before, self.options.cwd, found_nothing=False, differed=differ)
         ):
             raise err
+        warn(fixed_thread_hint(self.command))
+        warn(shared_path_hint(before, self.options.cwd))  # the runs agree: it may be a log file
         if len(runs) == 1:
             reason = "one clean run: thread dependence not checked"
         elif not differ:

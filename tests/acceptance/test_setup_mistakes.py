@@ -31,8 +31,6 @@ LANGGRAPH = [
 ]
 
 
-
-
 def warnings_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if ln.startswith("killdrill: warning:")]
 
@@ -76,6 +74,45 @@ def test_command_without_placeholders_is_a_usage_error_naming_the_fixed_path(tmp
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("killdrill: error:")]
     assert f"a fixed path outside the workdir, {tmp_path / 'c.json'}" in error
     assert error.endswith("give each case its own: '{workdir}/c.json' (and --thread '{thread}')")
+
+
+def test_a_fixed_thread_beside_workdir_is_a_warning(tmp_path: Path) -> None:
+    """``--thread same`` with a checkpoint under ``{workdir}``: the cases stay isolated (exit 0), but
+    the user hears that the thread is the same in every case and what to write instead."""
+    fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", "{workdir}/c.json"]
+    proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *fixed)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = warnings_of(proc)
+    assert "--thread same is the same in every case" in line and line.endswith("use --thread '{thread}'")
+
+
+SHARED_FOLDER = """
+import os, sys
+import killdrill
+from killdrill.fakes import connect
+thread, folder = sys.argv[2], sys.argv[4]
+path = os.path.join(folder, thread + ".json")
+if not os.path.exists(path):
+    with killdrill.node("charge"):
+        connect().payments.charge(idempotency_key=thread + ":charge", amount=1, account="acme")
+    with open(path, "w") as f:
+        f.write("{}")
+"""
+
+
+def test_a_fixed_folder_the_runs_write_is_named_even_when_they_agree(tmp_path: Path) -> None:
+    """A store outside the workdir (a DBOS folder, a session database) keyed by thread: the clean runs
+    agree, so it is no usage error, but the warning names the folder every case shares."""
+    (tmp_path / "agent.py").write_text(SHARED_FOLDER)
+    (tmp_path / "store").mkdir()
+    cmd = ["python", "agent.py", "--thread", "{thread}", "--state", "store"]
+    proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *cmd)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = warnings_of(proc)
+    assert (
+        "the clean runs wrote store, a fixed path outside the workdir (it existed before the drill)" in line
+    )
+    assert line.endswith("give each case its own, '{workdir}/store'")
 
 
 def test_command_with_placeholders_has_no_warning(tmp_path: Path) -> None:
