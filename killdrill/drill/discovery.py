@@ -25,6 +25,7 @@ from killdrill.drill.shared_state import (
 )
 from killdrill.drill.workdirs import RunContext
 from killdrill.points import Schedule, occurrence_label
+from killdrill.process.launcher import LaunchError
 from killdrill.records import (
     EXITED,
     PER_THREAD_BASELINE,
@@ -57,7 +58,11 @@ class Discoverer:
         workdir = self.workdirs.new(label)
         run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
-            attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            try:
+                attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            except LaunchError:  # the agent never started: its workdir holds nothing to read
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise
             self._imported |= imported_modules(run.state)
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (

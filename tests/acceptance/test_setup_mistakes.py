@@ -181,3 +181,50 @@ def test_setup_warnings_reach_pytests_warnings_summary(pytester: pytest.Pytester
     )
     res = pytester.runpytest_subprocess("-W", "always")
     res.stdout.fnmatch_lines(["*SetupWarning: the command has no {workdir} or {thread}*"])
+
+
+PARSES_AT_IMPORT = """
+import argparse
+import psutil
+import killdrill
+from killdrill.fakes import connect
+parser = argparse.ArgumentParser()
+parser.add_argument("--thread", required=True)
+args = parser.parse_args()
+with killdrill.node("charge"):
+    connect().payments.charge(idempotency_key=args.thread, amount=1, account="acme")
+"""
+
+
+def test_preloading_a_script_says_why_and_what_to_preload_and_leaves_no_folder(tmp_path: Path) -> None:
+    (tmp_path / "billing.py").write_text(PARSES_AT_IMPORT)
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "killdrill",
+            "drill",
+            "--launcher",
+            "fork",
+            "--preload",
+            "billing",
+            "--",
+            "python",
+            "billing.py",
+            "--thread",
+            "{thread}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "cannot preload billing: SystemExit: 2: importing billing ran it as a script" in line
+    assert line.endswith("preload the libraries it imports instead: --preload psutil")
+    assert list((tmp_path / "tmp").iterdir()) == []  # no discovery folder left unprinted
