@@ -44,7 +44,7 @@ def test_two():
 """
 
 
-@pytest.mark.slow  # two pytest sessions start and stop: a minute on a loaded 2-core machine
+@pytest.mark.slow  # a `pytest -n 2` session starts and stops: about a minute on a loaded 2-core machine
 def test_pytest_n2_stopped_by_sigterm_ends_quietly_with_a_summary(pytester: pytest.Pytester) -> None:
     """SIGTERM to the whole process group of ``pytest -n 2``: a summary line, no traces."""
     pytester.makeconftest((Path(__file__).parents[1] / "conftest.py").read_text(encoding="utf-8"))
