@@ -6,6 +6,7 @@ import contextlib
 import shlex
 import shutil
 import uuid
+from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
@@ -23,7 +24,9 @@ from killdrill.drill.shared_state import (
     shared_path_hint,
     shared_state_error,
 )
+from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.workdirs import RunContext
+from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
 from killdrill.process.launcher import LaunchError
 from killdrill.records import (
@@ -63,7 +66,11 @@ class Discoverer:
             except LaunchError:  # the agent never started: its workdir holds nothing to read
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
+            finally:
+                self.launcher.release(run)
             self._imported |= imported_modules(run.state)
+            if attempt.outcome == EXITED:
+                self._check_answered(workdir)  # exit 0, or a driver that failed asking a person
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
@@ -80,6 +87,20 @@ class Discoverer:
         if not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return attempt, snap
+
+    def _check_answered(self, workdir: Path) -> None:
+        """A clean run that stopped at an interrupt nobody answered is a one-line usage error: not a
+        pass (a drill of a run that stops before its work judges nothing), not the traceback of a
+        driver whose ``input()`` found no person."""
+        waiting = interrupts_at_exit(workdir, 1)
+        if not waiting:
+            return
+        node, value, kind = waiting[0]
+        given = len(self.options.answer)
+        after = f", after the {given} answer{'s' if given > 1 else ''} given" if given else ""
+        where = f"{kind} {node!r} asks {value}{after}"
+        command = shlex.join(self.command)
+        raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
 
     def discover(self, *, force: bool = False) -> Discovery:
         """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.
