@@ -87,6 +87,7 @@ FRAMEWORK_NEEDS = {
     "openai-agents": ("openai-agents", "agents"),
     "crewai": ("crewai", "crewai"),
     "pydantic-ai": ("pydantic-ai", "pydantic_ai"),
+    "deployments": ("celery", "celery", "redis"),
 }
 FAST = {"langgraph", "llama-index"}
 
@@ -109,7 +110,7 @@ def fenced_in(text: str, lang: str) -> str:
 
 def _planted_cases() -> list[object]:
     cases = []
-    for page in sorted((REPO / "docs" / "frameworks").glob("*.md")):
+    for page in [*sorted((REPO / "docs" / "frameworks").glob("*.md")), REPO / "docs" / "deployments.md"]:
         for i, (command, shown) in enumerate(planted(page)):
             marks = [] if page.stem in FAST else [pytest.mark.slow]
             cases.append(pytest.param(page.stem, command, shown, marks=marks, id=f"{page.stem}-{i + 1}"))
