@@ -109,6 +109,10 @@ class DrillOptions:
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
     resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
+    serve: Mapping[str, Sequence[str]] = field(default_factory=dict)  # service name -> its command
+    ready: Mapping[str, str] = field(default_factory=dict)  # service name -> tcp:PORT|http://URL|log:TEXT
+    replicas: Mapping[str, int] = field(default_factory=dict)  # service name -> copies
+    restart_delay: float = 0.0  # seconds before a killed service is started again
     answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
@@ -400,6 +404,46 @@ def _join_identity(op: str, fields: Any) -> str:
     return f"{op}={','.join(str(f) for f in names)}"
 
 
+_SERVICE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+def _service_name(argv: Sequence[str]) -> str:
+    """An unnamed service's name: its script's or module's stem, else its program's."""
+    if os.path.basename(argv[0]).startswith("python") and len(argv) > 1:
+        module = argv[1] == "-m" and len(argv) > 2
+        stem = argv[2].rsplit(".", 1)[-1] if module else os.path.splitext(os.path.basename(argv[1]))[0]
+    else:
+        stem = os.path.basename(argv[0])
+    return re.sub(r"[^A-Za-z0-9_\-]", "_", stem) or "service"
+
+
+def _split_serve(text: str) -> tuple[str, list[str]]:
+    name, sep, rest = text.partition("=")
+    named = bool(sep) and _SERVICE_NAME.match(name.strip()) is not None and " " not in name.strip()
+    argv = Command().from_text(rest if named else text)
+    return (name.strip() if named else _service_name(argv)), argv
+
+
+def _join_serve(name: str, argv: Any) -> str:
+    return f"{name}={argv if isinstance(argv, str) else shlex.join(argv)}"
+
+
+def _split_ready(text: str) -> tuple[str, str]:
+    name, sep, spec = text.partition("=")
+    name, spec = name.strip(), spec.strip()
+    probes = ("tcp:", "http://", "https://", "log:")
+    if not sep or not _SERVICE_NAME.match(name) or not spec.startswith(probes):
+        raise OptionError(f"{text!r}: expected NAME=tcp:PORT, NAME=http://URL or NAME=log:TEXT")
+    return name, spec
+
+
+def _split_replicas(text: str) -> tuple[str, int]:
+    name, sep, count = text.partition("=")
+    if not sep or not _SERVICE_NAME.match(name.strip()) or not count.strip().isdigit() or int(count) < 1:
+        raise OptionError(f"{text!r}: expected NAME=N with N >= 1")
+    return name.strip(), int(count)
+
+
 def _split_env(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     name = name.strip()
@@ -616,6 +660,37 @@ OPTIONS: tuple[Option, ...] = (
         "the upgrade: attempts 2..k run this command, judged against the first command's clean run"
         " (also: ... -- OLD CMD --resume-with -- NEW CMD)",
         "--resume-with",
+    ),
+    Option(
+        "serve",
+        Pairs(_split_serve, _join_serve, "[NAME=]CMD"),
+        {},
+        "a service run for the whole case beside the driver (the command after --)",
+        "--serve",
+        discovery=True,
+    ),
+    Option(
+        "ready",
+        Pairs(_split_ready, _join_pair, "NAME=tcp:PORT|http://URL|log:TEXT"),
+        {},
+        "when a service is ready (default: its {port} accepts, or at once)",
+        "--ready",
+        discovery=True,
+    ),
+    Option(
+        "replicas",
+        Pairs(_split_replicas, _join_pair, "NAME=N"),
+        {},
+        "run N copies of a service ({replica} in its command)",
+        "--replicas",
+        discovery=True,
+    ),
+    Option(
+        "restart_delay",
+        _SECONDS_OR_ZERO,
+        0.0,
+        "seconds before a killed service is started again (0)",
+        "--restart-delay",
     ),
     Option(
         "env",

@@ -16,7 +16,7 @@ import difflib
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from killdrill.errors import UsageError
@@ -50,6 +50,9 @@ _FAULT_RE = re.compile(
 _OFFSET_RE = re.compile(rf"^offset:{_DUR.format(g='off')}$")
 _START_RE = re.compile(rf"^start\+{_PCT}$")
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+_PROCESS_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_\-]*(?:\[\d+\])?):(?P<rest>.+)$")
+"""``NAME:POINT`` aims at one process of a deployment (``api:before:x``, ``worker[1]:offset:2s``)."""
+_WORDS = frozenset((*KINDS, *NET_FAULTS, "offset", "pause", "start"))
 
 
 class ScheduleError(UsageError, ValueError):
@@ -111,6 +114,7 @@ class Fault:
     pause: bool = False
     until: str | None = None  # with pause: the resumer's point (label, ``#M`` kept) that wakes it
     fault: str | None = None  # "drop" / "reset": a connection fault at ``during:PROVIDER.OP``
+    process: str | None = None  # ``NAME:POINT``: only that process of a deployment (a service, ``driver``)
 
     @property
     def is_kill(self) -> bool:
@@ -134,6 +138,10 @@ class Fault:
         return self.point.split(":", 1)[0] if self.point else None
 
     def __str__(self) -> str:
+        text = self._text()
+        return f"{self.process}:{text}" if self.process else text
+
+    def _text(self) -> str:
         if self.point is None:
             if self.pct is not None:
                 return f"start+{_fmt_pct(self.pct)}"
@@ -162,6 +170,17 @@ def parse_fault(text: str) -> Fault:
     ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``
     (the zombie, killdrill.faults.fleet); or a connection fault toward the HTTP fakes:
     ``drop:payments.charge#2~1s``, ``reset:payments.charge``."""
+    m = _PROCESS_RE.match(text.strip())
+    if m and m["name"] not in _WORDS and (":" in m["rest"] or m["rest"].startswith("start")):
+        try:
+            return replace(_parse_plain(m["rest"]), process=m["name"])
+        except ScheduleError as exc:
+            why = exc.args[0].split(": ", 1)[1]
+            raise ScheduleError(text, f"after {m['name']}: {why}") from None
+    return _parse_plain(text)
+
+
+def _parse_plain(text: str) -> Fault:
     raw = text
     text = text.strip()
     if not text:

@@ -239,6 +239,9 @@ class Attempt:
     # Exited 0 while the integration saw the thread unfinished: the tasks it saw pending
     # (LangGraph: the checkpointer's snap.tasks); empty when finished or not known.
     unfinished: tuple[str, ...] = ()
+    # The deployment's process this launch was (a ``--serve`` service or replica, ``driver``);
+    # None: the one command of a drill without services.
+    process: str | None = None
 
     def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
         """``trace=False``: its trace left out (``[]``; an abridged case, see :data:`FULL_CLEAN_CASES`)."""

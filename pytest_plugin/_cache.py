@@ -97,6 +97,8 @@ def discovery_key(command: Sequence[str], options: Mapping[str, Any]) -> Key:
     from killdrill import __version__
 
     files = agent_files(command, options.get("cwd"))
+    for service in (options.get("serve") or {}).values():  # a deployment's services are its code too
+        files += agent_files(service, options.get("cwd"))
     if options.get("model_script"):  # editing the model's script changes what a clean run does
         files += _stat_files(iter([Path(options.get("cwd") or os.getcwd(), options["model_script"])]))
     data = {

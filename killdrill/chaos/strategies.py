@@ -66,7 +66,7 @@ def aim(stratum: str, pct: float) -> Fault:
     if stratum == START:
         return Fault(pct=pct)
     point = parse_fault(stratum)
-    return Fault(point=point.point, occurrence=point.occurrence, pct=pct)
+    return Fault(point=point.point, occurrence=point.occurrence, pct=pct, process=point.process)
 
 
 def _duration(discovery: Discovery) -> float:

@@ -18,11 +18,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill.drill.deployment import Deployed, DeploymentHook, check_faults
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
+from killdrill.drill.topology import Process, Topology
 from killdrill.drill.workdirs import RunContext, Workdirs
-from killdrill.errors import one_line
+from killdrill.errors import HarnessError, one_line
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
@@ -37,8 +39,9 @@ from killdrill.options import (
     FORK_NEEDS_PYTHON_RESUME,
     UNKNOWN_CHECK,
 )
-from killdrill.points import Fault
+from killdrill.points import Fault, Schedule
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
+from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import EXITED, Attempt
 from killdrill.verdict import OPT_IN_CHECKS
@@ -66,6 +69,8 @@ class AttemptLauncher:
         self._launcher: Launcher | None = None
         self._launchers: LauncherSource | None = None  # set: templates someone else keeps
         self._services: list[Service] | None = None  # integrations' services (Temporal's server)
+        # --serve: the case is a deployment (services and this command as their driver)
+        self.topology = Topology(self.options, self.argv) if self.options.serve else None
         # The options were checked when built; these rules need the command or the check
         # registry (killdrill.options words them, naming each option as the caller did).
         spelled = self.options.spelled
@@ -235,8 +240,61 @@ class AttemptLauncher:
             launcher=self.get_launcher(),
         )
 
+    def deploy(
+        self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
+    ) -> Deployed:
+        """Run one case of the deployment (``--serve``): its services and its driver, ``schedule``'s
+        faults aimed at any of them, the driver run at most ``max_attempts`` times."""
+        assert self.topology is not None
+        processes = self.topology.processes(run.thread, str(run.workdir))
+        check_faults(schedule, [p.name for p in processes])
+        for p in processes:
+            if p.ready is not None and p.ready.startswith("tcp:") and accepts(int(p.ready[4:])):
+                raise HarnessError(
+                    f"service {p.name}: port {p.ready[4:]} is already taken (something accepts on it"
+                    " before the service started); free it or let {port} pick one"
+                )
+
+        def make_spec(process: Process, number: int) -> LaunchSpec:
+            env = {**self.env(run), **self._service_env(run), **process.env}
+            state = run.state
+            return LaunchSpec(
+                argv=process.argv,
+                env=detection_env(env, self.options.integrations, bootstrap_dir()) if detect else env,
+                cwd=self.options.cwd,
+                stdout_path=str(state / f"attempt-{number}.stdout"),
+                stderr_path=str(state / f"attempt-{number}.stderr"),
+                number=number,
+                kill=None,
+                timeout_s=self.options.timeout,
+                signal_name="KILL",
+                grace_s=self.options.grace,
+                control_dir=str(state / "ctl"),
+            )
+
+        hook = DeploymentHook(
+            processes,
+            make_spec,
+            schedule,
+            max_attempts=max_attempts,
+            restart_delay=self.options.restart_delay,
+            ready_timeout=self.options.timeout,
+            grace=self.options.grace,
+        )
+        aborts = exit_aborts(self.options.integrations)
+        hook.known_abort = lambda r: (
+            r.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
+            and bool(r.trace)
+            and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
+        )
+        attempts = self.launch(run, hook.specs(), hook=hook)
+        return hook.finish(attempts)
+
     def launch(
-        self, run: RunContext, specs: list[LaunchSpec], hook: Barrier | fleet.Pause | None = None
+        self,
+        run: RunContext,
+        specs: list[LaunchSpec],
+        hook: Barrier | fleet.Pause | DeploymentHook | None = None,
     ) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
         servers: list[FakesServer | SmtpFake] = []
@@ -245,19 +303,29 @@ class AttemptLauncher:
             http = FakesServer(self.workdirs.ledger_url(run.workdir), wire=wire, model=self.model)
             servers.append(http)
             http.start()
-            for spec in specs:  # each attempt its own URL: its requests are its own, however many run
-                url, secret = http.attempt_url(id(spec))
-                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
-                if self.model is not None:
-                    spec.env.update(model_env(url))
+        smtp: SmtpFake | None = None
         if self.options.smtp_fake:
             from killdrill.fakes.wire.smtp import SmtpFake  # the wire extra (aiosmtpd): only when asked
 
             smtp = SmtpFake(self.workdirs.ledger_url(run.workdir))
             servers.append(smtp)
             smtp.start()
-            for spec in specs:  # each attempt its own port: its mail is its own, however many run
+
+        def prepare(spec: LaunchSpec) -> None:
+            """Each launch its own fakes URL and SMTP port: its calls are its own, however many run."""
+            if servers and isinstance(servers[0], FakesServer):
+                url, secret = servers[0].attempt_url(id(spec))
+                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
+                if self.model is not None:
+                    spec.env = {**spec.env, **model_env(url)}
+            if smtp is not None:
                 spec.env = {**spec.env, "KILLDRILL_SMTP": smtp.attempt_address(id(spec))}
+            spec.env = expand_env(spec.env, self.options.env)
+
+        for spec in specs:
+            prepare(spec)
+        if isinstance(hook, DeploymentHook):
+            hook.prepare = prepare
         on_start: Callable[[Running], None] | None = None
         if servers:
 
@@ -268,8 +336,6 @@ class AttemptLauncher:
                     if hasattr(server, "arm"):
                         server.arm(running)  # a drop:/reset: connection fault of this attempt
 
-        for spec in specs:
-            spec.env = expand_env(spec.env, self.options.env)
         supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
         if hook is not None:
             hook.bind(supervisor)

@@ -18,6 +18,7 @@ from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
 from killdrill.drill.intervals import resolve_schedule
 from killdrill.drill.thread_view import with_thread_view
+from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
@@ -204,6 +205,8 @@ class CaseRunner:
         mark = uuid.uuid4().hex
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
+        if self.launcher.topology is not None:
+            return self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
         out = CaseAttempts()
         number = 0
         resumers_used = False
@@ -255,6 +258,39 @@ class CaseRunner:
                 break
         if not out.completed and not out.violations:
             out.violations.append(never_completed(out.attempts))
+        return out
+
+    def _deployed(
+        self, run: RunContext, sched: Schedule, mark: str, max_attempts: int, offsets_may_miss: bool
+    ) -> CaseAttempts:
+        """A deployment's case: services and driver under one supervisor (killdrill.drill.deployment).
+        ``offsets_may_miss`` (chaos): a timed kill the driver finished before is a miss, a note."""
+        deployed = self.launcher.deploy(run, sched, max_attempts)
+        out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations))
+        out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
+        if broken is not None:
+            out.violations.append(broken)
+            return out
+        for a in out.attempts:
+            v = self.judge.attempt_violation(a)
+            if v is not None:
+                out.violations.append(with_held(v, self.launcher.explain_hang(run)) if v.kind == HANG else v)
+        missed = deployed.unreached
+        if missed is not None and offsets_may_miss and not missed.is_named and deployed.completed:
+            out.notes.append(f"kill missed: the driver was done before {missed} could land")
+        elif missed is not None and not out.violations:
+            out.violations.append(
+                Violation(
+                    POINT_NOT_REACHED,
+                    f"the kill {missed} was never reached: no process of the deployment got"
+                    " there before the driver was done",
+                    detail={"kill": str(missed)},
+                )
+            )
+        out.completed = deployed.completed
+        drivers = [a for a in out.attempts if a.process == DRIVER]
+        if not out.completed and not out.violations and drivers:
+            out.violations.append(never_completed(drivers))
         return out
 
     def _paused(self, run: RunContext, number: int, kill: Fault, next_kill: Fault | None) -> list[Attempt]:

@@ -6,9 +6,11 @@ import contextlib
 import shlex
 import shutil
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
+from killdrill.drill.deployment import catalogue_has, merged
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
     diverged_hint,
@@ -25,6 +27,7 @@ from killdrill.drill.shared_state import (
     shared_state_error,
 )
 from killdrill.drill.thread_view import interrupts_at_exit
+from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
@@ -62,7 +65,14 @@ class Discoverer:
         run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
             try:
-                attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+                if self.launcher.topology is not None:  # every process's points, the services' named
+                    deployed = self.launcher.deploy(run, Schedule(()), 1, detect=True)
+                    attempt = merged(deployed.attempts, deployed.started)
+                    if deployed.violations:
+                        why = deployed.violations[0].message
+                        attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
+                else:
+                    attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
             except LaunchError:  # the agent never started: its workdir holds nothing to read
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
@@ -203,5 +213,9 @@ class Discoverer:
         first = schedule.faults[0]
         if first.point is not None:
             label = occurrence_label(first.point, first.occurrence)
-            if label not in catalogue:
+            if first.process is not None and first.process != DRIVER:
+                label = f"{first.process}:{label}"
+            entries = self.discover().catalogue
+            deployed = self.launcher.topology is not None and catalogue_has(entries, label)
+            if label not in catalogue and not deployed:
                 raise UnknownPointError(str(first), catalogue)

@@ -80,7 +80,11 @@ def resolve_kill(kill: Fault, discovery: Discovery) -> Fault:
         first = cat[0].t_ms if cat else discovery.duration_ms
         return replace(kill, offset_ms=_ms(kill.pct, first))
     label = kill.point if kill.occurrence == 1 else f"{kill.point}#{kill.occurrence}"
+    if kill.process is not None:  # a deployment's catalogue names a service's points NAME:POINT
+        label = f"{kill.process.split('[')[0]}:{label}"
     length = _length(discovery, label)
+    if length is None and kill.process is not None:
+        length = _length(discovery, label.split(":", 1)[1])  # the driver's own points
     if length is not None:
         return replace(kill, delay_ms=_ms(kill.pct, length))
     raise ScheduleError(

@@ -115,6 +115,9 @@ class Supervisor:
                 for spec in specs:
                     if not spec.deferred:
                         self.start(spec)
+                begin = getattr(self.boundary_hook, "begin", None)
+                if begin is not None:
+                    begin()  # a hook that starts its deferred specs itself (a deployment's driver)
                 self._loop()
         finally:
             with _active_lock:

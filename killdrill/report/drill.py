@@ -94,9 +94,10 @@ def _gloss(note: str) -> str:
     return note
 
 
-def _call_line(call: Call, lost: Mapping[int, str], prev: Call | None) -> str:
+def _call_line(call: Call, lost: Mapping[int, str], prev: Call | None, who: Mapping[int, str]) -> str:
     key = call.key if call.key is not None else "(no key)"
-    parts = [f"attempt {call.attempt}", f"key {key}", call.outcome]
+    made_by = f" ({who[call.attempt]})" if call.attempt in who else ""  # a deployment's process
+    parts = [f"attempt {call.attempt}{made_by}", f"key {key}", call.outcome]
     if call.replayed:
         parts.append("replayed")
     if call.effect_id:
@@ -111,7 +112,11 @@ def _call_line(call: Call, lost: Mapping[int, str], prev: Call | None) -> str:
 
 
 def _render_violation(
-    i: int, v: Violation, lost: Mapping[int, str], shown: dict[tuple[int, ...], int]
+    i: int,
+    v: Violation,
+    lost: Mapping[int, str],
+    shown: dict[tuple[int, ...], int],
+    who: Mapping[int, str] | None = None,
 ) -> list[str]:
     """A violation and its calls; calls already listed under an earlier violation are referred to."""
     lines = [f"  {i}. {v.kind}: {v.message}"]
@@ -123,7 +128,7 @@ def _render_violation(
         shown.setdefault(seqs, i)
         prev: Call | None = None
         for call in v.calls:
-            lines.append(f"       {_call_line(call, lost, prev)}")
+            lines.append(f"       {_call_line(call, lost, prev, who or {})}")
             prev = call
     lines.extend(diagnosis_lines(v, indent="       "))
     return lines
@@ -212,7 +217,8 @@ def _crashed(a: Attempt) -> bool:
 
 def _render_attempt(a: Attempt) -> list[str]:
     kill = f"kill {a.kill}" if a.kill else "ran free"
-    head = f"  {a.number}. {kill}: {_how_ended(a)}, {a.duration_ms:.0f} ms"
+    who = f" ({a.process})" if a.process else ""
+    head = f"  {a.number}.{who} {kill}: {_how_ended(a)}, {a.duration_ms:.0f} ms"
     if a.killed_at and a.outcome != KILLED:
         head += f", kill landed at {a.killed_at}"
     lines = [head]
@@ -246,7 +252,8 @@ def render_case(result: CaseResult, *, causes: bool = True) -> str:
         lines.append(f"{n} violation{'s' if n != 1 else ''}:")
         shown: dict[tuple[int, ...], int] = {}
         for i, v in enumerate(result.violations, 1):
-            lines.extend(_render_violation(i, v, lost, shown))
+            who = {a.number: a.process for a in result.attempts if a.process}
+            lines.extend(_render_violation(i, v, lost, shown, who))
     if result.summary:
         lines.append("")
         lines.append(f"Effects: {_effects_line(result.summary)}")

@@ -97,6 +97,10 @@ NON_DEFAULT_FLAGS = [
     "--model-script", "script.json",
     "--model-variance", "7",
     "--resume-with", "python v2.py --thread {thread}",
+    "--serve", "api=uvicorn app:app --port {port}",
+    "--ready", "api=log:Application startup complete",
+    "--replicas", "api=2",
+    "--restart-delay", "0.5",
     "--answer", '{"action": "continue"}', "--answer", "no",
 ]  # fmt: skip
 
@@ -166,6 +170,10 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "model_script": "script.json",
         "model_variance": "7",
         "resume_with": "python v2.py --thread {thread}",
+        "serve": ["api=uvicorn app:app --port {port}"],
+        "ready": ["api = log:Application startup complete"],
+        "replicas": ["api=2"],
+        "restart_delay": "0.5",
         "answer": ['{"action": "continue"}', "no"],
     }
     from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})

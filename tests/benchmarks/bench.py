@@ -28,7 +28,11 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``catalogue_*`` (10 .. 1,000 points: discovery, the drill, the text and JSON report) and
   ``chaos_*`` (100 .. 10,000 runs: harness memory, report files): :mod:`tests.benchmarks.growth`.
 
-``--only effects growth real pytest``: just those rows (the full run takes long on a loaded machine).
+- ``deploy_*``: a served topology (``--serve`` service + driver) per case beside a one-command
+  agent of the same work, clean and killed, and the service's readiness wait
+  (tests/benchmarks/deployment.py).
+
+``--only effects growth real pytest deploy``: just those rows (the full run takes long on a loaded machine).
 - ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn`` / ``_2_workers_spawn``: the pytest
   route over the CLI on the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
   ``python -m tests.benchmarks.pytest_route``).
@@ -347,6 +351,10 @@ def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
             from tests.benchmarks.pytest_route import bench_pytest_route
 
             out.update(bench_pytest_route(root, 1 if quick else 3))
+        if "deploy" in only:
+            from tests.benchmarks.deployment import bench_deployment
+
+            out.update(bench_deployment(root, 1 if quick else 3))
         out["load_average_at_end"] = os.getloadavg()[0]
         return out
     try:
@@ -377,6 +385,9 @@ def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
         from tests.benchmarks.pytest_route import bench_pytest_route
 
         out.update(bench_pytest_route(root, 1 if quick else 3))
+        from tests.benchmarks.deployment import bench_deployment
+
+        out.update(bench_deployment(root, 1 if quick else 3))  # a served topology beside one command
         out["load_average_at_end"] = os.getloadavg()[0]
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -422,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=("effects", "real", "growth", "pytest"),
+        choices=("effects", "real", "growth", "pytest", "deploy"),
         default=(),
         help="just these rows",
     )

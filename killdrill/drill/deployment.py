@@ -1,0 +1,369 @@
+"""One case of a deployment under one supervisor: the services started and waited for, the
+driver started once they are ready, the schedule's faults aimed at whichever process reaches
+them (or at the one ``NAME:POINT`` names), a killed service started again with the same command
+and port after ``--restart-delay``, a killed driver re-run (its resume), and every service
+stopped (SIGTERM, SIGKILL after ``--grace``) when the driver is done.
+
+Every launch of a process is an attempt of its own number (the ledger's ``attempt`` column then
+names the process that made a call): the driver's first run is attempt 1, the services' first
+starts follow, every restart takes the next number."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from killdrill.drill.env import how_ended, last_line
+from killdrill.drill.topology import DRIVER, Process
+from killdrill.errors import HarnessError, UsageError
+from killdrill.points import Fault, Schedule
+from killdrill.process.attempts import LaunchSpec, Running
+from killdrill.process.control import Connection
+from killdrill.process.readiness import ready
+from killdrill.process.reaping import kill_tree, tail
+from killdrill.process.supervisor import Supervisor
+from killdrill.records import (
+    DRAINED,
+    KILLED,
+    RESUME_FAILED,
+    Attempt,
+    AttemptOutcome,
+    CatalogueEntry,
+    TraceEvent,
+    Violation,
+)
+
+SpecFactory = Callable[[Process, int], LaunchSpec]
+"""Builds the launch spec of ``process`` as attempt ``number`` (its env, log files, channel)."""
+
+_POLL_S = 0.05
+
+
+@dataclass
+class Deployed:
+    """What a deployment's case left: every launch (named), findings, and whether the driver completed."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    completed: bool = False
+    unreached: Fault | None = None  # the schedule's fault no process reached
+    started: dict[int, float] = field(default_factory=dict)  # attempt number -> its monotonic start
+    ready_ms: float | None = None  # from the first service's start to every service ready
+
+
+def check_faults(schedule: Schedule, names: Sequence[str]) -> None:
+    """A deployment takes kills at points and at offsets; ``NAME:`` must name one of its processes."""
+    for fault in schedule.faults:
+        if not fault.is_kill:
+            raise UsageError(
+                f"{fault}: a deployment's schedule takes kills (a point, +Xms, offset:), not holds,"
+                " pauses or connection faults"
+            )
+        if (
+            fault.process is not None
+            and fault.process not in names
+            and not any(n.startswith(fault.process + "[") for n in names)
+        ):
+            raise UsageError(f"{fault}: no process {fault.process!r} (processes: {', '.join(names)})")
+
+
+def aims_at(fault: Fault, name: str) -> bool:
+    """Is ``fault`` for process ``name``?  ``worker`` covers every replica ``worker[i]``; an
+    offset with no name is the driver's."""
+    if fault.process is None:
+        return fault.point is not None or name == DRIVER
+    return name == fault.process or name.startswith(fault.process + "[")
+
+
+class DeploymentHook:
+    """The supervisor's boundary and exit hook for one deployment case."""
+
+    def __init__(
+        self,
+        processes: Sequence[Process],
+        make_spec: SpecFactory,
+        schedule: Schedule,
+        *,
+        max_attempts: int,
+        restart_delay: float,
+        ready_timeout: float,
+        grace: float,
+    ) -> None:
+        self.processes = list(processes)
+        self.make_spec = make_spec
+        self.faults = list(schedule.faults)
+        self.max_attempts = max_attempts
+        self.restart_delay = restart_delay
+        self.ready_timeout = ready_timeout
+        self.grace = grace
+        self.supervisor: Supervisor | None = None
+        self.prepare: Callable[[LaunchSpec], None] = lambda spec: None
+        # the framework's known abort at exit after its work closed (Temporal): a clean exit
+        self.known_abort: Callable[[Running], bool] = lambda run: False
+        self.names: dict[int, Process] = {}  # id(spec) -> process
+        self.result = Deployed()
+        self.fired: dict[int, str] = {}  # id(spec) -> the fault that landed on it
+        self.stopping: set[int] = set()  # id(spec) of processes stopped at the case's end
+        self.number = 0
+        self.driver_runs = 0
+        self.ending = False
+        self.waiting: list[Running] = []  # services not ready yet (their first start)
+        self.deadline = 0.0
+        self.driver: LaunchSpec | None = None
+        # occurrences of a point in a service (all its replicas and restarts), since the last fault
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    # ---- set up ------------------------------------------------------------------------------
+    def specs(self) -> list[LaunchSpec]:
+        """The first launch of every process: the driver's (attempt 1, started once the services
+        are ready) first in number, the services' started at once."""
+        driver = next(p for p in self.processes if p.name == DRIVER)
+        self.driver = self._spec(driver)
+        self.driver.deferred = True
+        services = [self._spec(p) for p in self.processes if p.name != DRIVER]
+        return [*services, self.driver]
+
+    def bind(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+
+    def begin(self) -> None:
+        """The services are started: wait for them to be ready, then start the driver."""
+        self.deadline = time.monotonic() + self.ready_timeout
+        self._poll_ready()
+
+    def _spec(self, process: Process) -> LaunchSpec:
+        self.number += 1
+        spec = self.make_spec(process, self.number)
+        if process.name != DRIVER:
+            spec.timeout_s = 365 * 86400.0  # a service runs as long as the driver needs it
+        if not any(aims_at(f, process.name) for f in self.faults):
+            spec.env = {**spec.env, "KILLDRILL_WAIT_AT": "[]"}  # no fault for it: every point one way
+        self.names[id(spec)] = process
+        return spec
+
+    @property
+    def current(self) -> Fault | None:
+        return self.faults[0] if self.faults else None
+
+    # ---- readiness ---------------------------------------------------------------------------
+    def _poll_ready(self) -> None:
+        sup = self.supervisor
+        assert sup is not None and self.driver is not None
+        if self.ending:
+            return
+        if not self.waiting and self.driver_runs == 0:
+            self.waiting = [r for r in sup.running if self.names[id(r.spec)].ready is not None]
+        self.waiting = [r for r in self.waiting if not self._ready(r)]
+        if not self.waiting:
+            first = min((r.started for r in sup.running), default=time.monotonic())
+            self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
+            self._start(self.driver)
+            return
+        if time.monotonic() > self.deadline:
+            run = self.waiting[0]
+            self._end()
+            err = last_line(tail(run.spec.stderr_path)) or "(no stderr)"
+            raise HarnessError(
+                f"service {self._name(run)} never became ready ({self.names[id(run.spec)].ready}) within"
+                f" {self.ready_timeout:g}s; its stderr ends with: {err}"
+            )
+        sup.at(_POLL_S, self._poll_ready)
+
+    def _ready(self, run: Running) -> bool:
+        probe = self.names[id(run.spec)].ready
+        return probe is None or ready(probe, run.spec.stdout_path, run.spec.stderr_path)
+
+    # ---- the supervisor's hooks ----------------------------------------------------------------
+    def __call__(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+        """A waiting boundary: the current fault lands here if it aims at this process and point."""
+        group = service_of(self._name(run))
+        self.counts[(group, event.point)] += 1
+        fault = self.current
+        if fault is None or self.ending or id(run.spec) in self.fired or fault.point is None:
+            return False
+        occurrence = self.counts[(group, event.point)]
+        if not aims_at(fault, self._name(run)) or not fault.at(event.point, occurrence):
+            return False
+        self.faults.pop(0)
+        self.counts.clear()  # the next fault counts from here, as a single command's next attempt
+        sup = self.supervisor
+        assert sup is not None
+        self.fired[id(run.spec)] = str(fault)
+        run.fired = True
+        if fault.delay_ms is not None:
+            sup.release(run, conn)
+            sup.at(fault.delay_ms / 1000.0, lambda: sup.kill(run, str(fault)))
+        else:
+            sup.kill(run, event.label)
+        return True
+
+    def on_exit(self, run: Running) -> None:
+        """A process ended: restart it, re-run it, or end the case."""
+        if self.ending:
+            return
+        process = self.names[id(run.spec)]
+        rc = run.returncode
+        killed = id(run.spec) in self.fired and run.outcome == KILLED
+        if process.name == DRIVER:
+            if run.outcome is None and (rc == 0 or self.known_abort(run)):
+                self.result.completed = True
+                self._end()
+            elif (killed or (run.outcome is None and rc != 0)) and self.driver_runs < self.max_attempts:
+                self._start(self._spec(process))  # the client's resume
+            else:
+                self._end()
+            return
+        if killed:
+            sup = self.supervisor
+            assert sup is not None
+            sup.at(self.restart_delay, lambda: self._restart(process))
+            return
+        if any(r is run for r in self.waiting) or self.driver_runs == 0:
+            self._end()
+            err = "; ".join(run.errors) or last_line(tail(run.spec.stderr_path)) or "(no stderr)"
+            raise HarnessError(
+                f"service {process.name} {_ended(rc)} before it was ready; its stderr ends with: {err}"
+            )
+        self.result.violations.append(
+            Violation(
+                RESUME_FAILED,
+                f"service {process.name} (attempt {run.spec.number}) {_ended(rc)} while the driver was"
+                f" still running"
+                + (
+                    f"; its stderr ends with: {last_line(tail(run.spec.stderr_path))}"
+                    if last_line(tail(run.spec.stderr_path))
+                    else ""
+                ),
+                detail={"process": process.name, "attempt": run.spec.number, "returncode": rc},
+            )
+        )
+        self._end()
+
+    # ---- internals -----------------------------------------------------------------------------
+    def _restart(self, process: Process) -> None:
+        """A killed service, started again as a process manager does: same command, same port."""
+        if not self.ending:
+            self._start(self._spec(process))
+
+    def _name(self, run: Running) -> str:
+        return self.names[id(run.spec)].name
+
+    def _start(self, spec: LaunchSpec) -> None:
+        sup = self.supervisor
+        assert sup is not None
+        if self.ending:
+            return
+        if self.names[id(spec)].name == DRIVER:
+            self.driver_runs += 1
+        self.prepare(spec)
+        run = sup.start(spec)
+        fault = self.current
+        if (
+            fault is not None
+            and fault.point is None
+            and fault.offset_ms is not None
+            and aims_at(fault, self._name(run))
+        ):
+            self.faults.pop(0)
+            self.fired[id(spec)] = str(fault)
+            run.fired = True
+            # the driver's first run: offsets count from the case's first start, as the catalogue's
+            # times do (start+F% resolves against them); any other launch: from its own start
+            since = min(r.started for r in sup.running) if spec is self.driver else run.started
+            delay = max(0.0, fault.offset_ms / 1000.0 - (time.monotonic() - since))
+            sup.at(delay, lambda: sup.kill(run, str(fault)))
+
+    def _end(self) -> None:
+        """The case is over: every process still running gets SIGTERM, SIGKILL after the grace."""
+        self.ending = True
+        sup = self.supervisor
+        assert sup is not None
+        live = [r for r in sup.running if r.alive]
+        for run in live:
+            self.stopping.add(id(run.spec))
+            if run.outcome is None:
+                run.outcome, run.term_sent, run.sent_signal = DRAINED, True, "SIGTERM"
+            kill_tree(run.popen.pid, signal.SIGTERM, keeper=getattr(run.popen, "keeper", None))
+            for conn in list(run.listener.connections.values()):
+                if conn.waiting is not None:
+                    run.listener.release(conn)
+
+        def hard() -> None:
+            for run in live:
+                if run.alive:
+                    run.notes.append(f"ignored SIGTERM: killed after the {self.grace:g}s grace period")
+                    run.sent_signal = "SIGTERM+SIGKILL"
+                    kill_tree(run.popen.pid, signal.SIGKILL, keeper=getattr(run.popen, "keeper", None))
+
+        sup.at(self.grace, hard)
+
+    def finish(self, attempts: Sequence[Attempt]) -> Deployed:
+        """The attempts of the supervisor's run, each named by its process, with its fault."""
+        sup = self.supervisor
+        assert sup is not None
+        out = self.result
+        for run, a in zip(sup.running, attempts, strict=True):
+            out.started[run.spec.number] = run.started
+            key = id(run.spec)
+            a = replace(a, process=self.names[key].name, kill=self.fired.get(key))
+            if key in self.stopping and a.outcome == DRAINED:
+                a = replace(a, notes=(*a.notes, "stopped at the case's end"))
+            if a.number == 1 and out.ready_ms is not None:
+                a = replace(
+                    a,
+                    notes=(
+                        *a.notes,
+                        f"started once the services were ready, {out.ready_ms:.0f} ms"
+                        " after the first of them started",
+                    ),
+                )
+            out.attempts.append(a)
+        out.attempts.sort(key=lambda a: a.number)
+        out.unreached = self.current
+        return out
+
+
+def _ended(rc: int | None) -> str:
+    return how_ended(Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0))
+
+
+def merged(attempts: Sequence[Attempt], started: dict[int, float]) -> Attempt:
+    """A clean deployment run as one attempt for the catalogue: every process's points, a
+    service's named ``NAME:POINT``, at ms since the first start (its duration too)."""
+    zero = min(started.values()) if started else 0.0
+    events: list[TraceEvent] = []
+    for a in attempts:
+        shift = (started.get(a.number, zero) - zero) * 1000.0
+        prefix = "" if a.process in (None, DRIVER) else f"{service_of(a.process or '')}:"
+        events += [replace(e, point=prefix + e.point, t_ms=round(e.t_ms + shift, 3)) for e in a.trace]
+    events.sort(key=lambda e: e.t_ms)
+    seen: Counter[str] = Counter()  # a service's replicas count one point together
+    for i, e in enumerate(events):
+        seen[e.point] += 1
+        events[i] = replace(e, occurrence=seen[e.point])
+    drivers = [a for a in attempts if a.process == DRIVER]
+    if not drivers:  # the services never got ready: what the first of them left
+        return attempts[0]
+    last = drivers[-1]
+    span = last.duration_ms + (started.get(last.number, zero) - zero) * 1000.0  # from the first start
+    return replace(last, trace=tuple(events), duration_ms=round(span, 3))
+
+
+def service_of(name: str) -> str:
+    """The service a process is a replica of (``worker[1]`` -> ``worker``)."""
+    return re.sub(r"\[\d+\]$", "", name)
+
+
+def catalogue_has(catalogue: Sequence[CatalogueEntry], label: str) -> bool:
+    """Is ``label`` (``before:x`` or ``api:before:x``) reached by some process of the catalogue?"""
+    name, _, point = label.partition(":")
+    return any(
+        e.label == label
+        or e.label.endswith(":" + label)
+        or (e.label.startswith(name + "[") and e.label.endswith("]:" + point))
+        for e in catalogue
+    )
