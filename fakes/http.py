@@ -40,6 +40,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from killdrill.errors import install_hint
 from killdrill.fakes import FakeProviderError, fake_classes, wire
 from killdrill.fakes import model as _model
 from killdrill.fakes import model_responses as _model_responses
@@ -179,7 +180,7 @@ def _mcp(h: GuardedHandler, req: Request) -> None:
         from killdrill.fakes.mcp.http import serve_mcp
     except ImportError as exc:
         assert isinstance(h, _FakesHandler)
-        h.stripe_error(501, f"the MCP route needs the mcp package ({exc}): pip install 'killdrill[mcp]'")
+        h.stripe_error(501, f"the MCP route needs the mcp package ({exc}): {install_hint('mcp')}")
         return
     serve_mcp(h, req)
 

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from killdrill.errors import UsageError
+from killdrill.errors import UsageError, install_hint
 
 __all__ = [
     "Conversation",
@@ -306,7 +306,7 @@ def _parse(path: str) -> Any:
             return json.loads(text)
         except ValueError:
             raise ScriptError(
-                f"model script {path}: YAML needs PyYAML (pip install 'killdrill[model]'), or write JSON"
+                f"model script {path}: YAML needs PyYAML ({install_hint('model')}), or write JSON"
             ) from None
     try:
         return yaml.safe_load(text)

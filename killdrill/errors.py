@@ -40,3 +40,11 @@ def one_line(exc: BaseException) -> tuple[str, str]:
     pytest plugin both say errors through this."""
     first, _, rest = str(exc).strip().partition("\n")
     return first.removeprefix("killdrill: ").strip(), rest
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of killdrill's extras, spelled as every pip normalizes it (PEP 685:
+    ``some-extra``, never ``some_extra``, which pip 23 refuses) and runnable from a clone,
+    since killdrill is installed from its checkout."""
+    name = "-".join(part for part in extra.lower().replace("_", "-").replace(".", "-").split("-") if part)
+    return f'pip install -e ".[{name}]" (in killdrill\'s clone)'

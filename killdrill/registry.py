@@ -13,6 +13,7 @@ Standard library and ``errors`` only: the agent reads the provider registry at s
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import operator
 import threading
@@ -24,6 +25,22 @@ from killdrill.errors import UsageError
 __all__ = ["Registry"]
 
 T = TypeVar("T")
+
+
+
+def _fold(name: str) -> str:
+    return name.casefold().replace("-", "_")
+
+
+def nearest(word: str, candidates: Sequence[str]) -> str | None:
+    """The candidate a user most likely meant by ``word``: one equal to it but for case and
+    ``-``/``_`` (``Foo``, ``foo-bar`` for ``foo_bar``) first, else the closest by difflib's ratio (>= 0.6)
+    on those folded forms; None if nothing is close."""
+    folded = {_fold(c): c for c in reversed(list(candidates))}
+    if _fold(word) in folded:
+        return folded[_fold(word)]
+    found = difflib.get_close_matches(_fold(word), list(folded), n=1, cutoff=0.6)
+    return folded[found[0]] if found else None
 
 
 class Registry(Generic[T]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,34 @@ def pytest_configure(config: pytest.Config) -> None:
     ignores it (as the CLI rightly does then) would fail every Ctrl-C test."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        # SIGTERM (a CI job cancelled, `kill`) ends the session as Ctrl-C does: the controller
+        # stops and prints its summary, each xdist worker stops its test.
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the whole group's TERM arrives once
+    raise KeyboardInterrupt("SIGTERM")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every temporary folder of the session (drills without ``root``, kept workdirs of planted
+    bugs, the agents' and harnesses' subprocesses through ``TMPDIR``) lives under pytest's own
+    basetemp, which pytest prunes: the suite leaves no ``killdrill-*`` folder in the system's."""
+    folder = str(tmp_path_factory.mktemp("tmp", numbered=False))
+    before_env, before_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = folder, folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before_tempdir
+        if before_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before_env
+
 
 if TYPE_CHECKING:
     from killdrill.drill import Drill

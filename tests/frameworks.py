@@ -13,6 +13,8 @@ import os
 
 import pytest
 
+from killdrill.errors import install_hint
+
 REQUIRE_ENV = "KILLDRILL_REQUIRE_FRAMEWORKS"
 
 
@@ -21,7 +23,13 @@ def need(extra: str, *modules: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if not missing:
         return
-    why = f"needs {', '.join(missing)}: pip install 'killdrill[{extra}]'"
-    if extra in os.environ.get(REQUIRE_ENV, "").split(","):
+    why = f"needs {', '.join(missing)}: {install_hint(extra)}"
+    required = {_normal(name) for name in os.environ.get(REQUIRE_ENV, "").split(",")}
+    if _normal(extra) in required:
         pytest.fail(f"{why} ({REQUIRE_ENV} requires it)", pytrace=False)
     pytest.skip(why, allow_module_level=True)
+
+
+def _normal(extra: str) -> str:
+    """An extra's name as pip compares it (``llama_index`` and ``llama-index`` are one extra)."""
+    return extra.strip().lower().replace("_", "-")

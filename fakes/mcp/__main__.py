@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from killdrill.errors import install_hint
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (exc.name or "").startswith(("mcp", "anyio")):
             raise
         print(
-            "killdrill: the counting MCP server needs the mcp package: pip install 'killdrill[mcp]'",
+            f"killdrill: the counting MCP server needs the mcp package: {install_hint('mcp')}",
             file=sys.stderr,
         )
         return 2

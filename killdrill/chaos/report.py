@@ -26,7 +26,7 @@ from killdrill.records import (
     StableName,
     Verdict,
 )
-from killdrill.report.drill import atomic_write_text
+from killdrill.report.outputs import atomic_write_text
 
 __all__ = [
     "CLEAN",
@@ -231,7 +231,8 @@ def write_junit_stream(
 ) -> None:
     """:func:`write_junit` one testcase at a time: ``runs`` is read once for the suite's counts,
     then ``pairs`` (the same runs with their cases, by index) once for the testcases."""
-    from killdrill.report.drill import atomic_writer, render_case
+    from killdrill.report.drill import render_case
+    from killdrill.report.outputs import atomic_writer
 
     n = failures = errors = 0
     seconds = 0.0

@@ -167,8 +167,8 @@ class RunStream:
     def write_reports(self, folder: Path, header: Mapping[str, Any], failures: Sequence[Any]) -> None:
         """``report.json`` and ``junit.xml`` streamed run by run; ``report.html`` from the failing
         runs, the drawn clean ones and counts (bounded, whatever the number of runs)."""
-        from killdrill.report.drill import atomic_write_text
         from killdrill.report.html import render_html
+        from killdrill.report.outputs import atomic_write_text
 
         data = self.report_parts(header, failures)
         write_json_stream(folder / "report.json", data)
@@ -292,8 +292,8 @@ def merged_reports(paths: Sequence[str | os.PathLike[str]]) -> Iterator[dict[str
 def write_json_stream(path: Path, data: Mapping[str, Any]) -> None:
     """``report.json`` as :func:`killdrill.report.drill.write_json` writes it (the same value
     parsed back), its long lists written one item at a time."""
-    from killdrill.report.drill import atomic_writer
     from killdrill.report.jsonfile import dumps
+    from killdrill.report.outputs import atomic_writer
 
     item = json.JSONEncoder(ensure_ascii=False, default=str, separators=(", ", ": "))
     with atomic_writer(path) as fh:

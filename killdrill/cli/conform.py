@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.errors import ExitCode, UsageError
+from killdrill.registry import nearest
 from killdrill.report.outputs import check_output_file
 
 __all__ = ["add_parser"]
@@ -31,9 +32,10 @@ def _cmd_conform(args: argparse.Namespace) -> int:
         names = list(canonical_names(args.integration or ())) or (list(quick()) if args.quick else None)
         frameworks = by_name(names)
     except KeyError as exc:
-        raise UsageError(
-            f"--integration {exc.args[0]}: expected one of {', '.join(f.name for f in table())}"
-        ) from None
+        have = [f.name for f in table()]
+        close = nearest(exc.args[0], have)
+        hint = f"did you mean {close}? " if close else ""
+        raise UsageError(f"--integration {exc.args[0]}: {hint}expected one of {', '.join(have)}") from None
     props = tuple(args.property) if args.property else (QUICK_PROPERTIES if args.quick else PROPERTIES)
     bad = [p for p in props if p not in PROPERTIES]
     if bad:
@@ -52,7 +54,10 @@ def _cmd_conform(args: argparse.Namespace) -> int:
             except (OSError, ValueError, KeyError) as exc:
                 raise UsageError(f"--from {path}: {exc}") from None
         return _output(args, cells)
-    print(f"killdrill conform: {len(frameworks)} framework(s) x {len(props)} propert(ies)", file=sys.stderr)
+    fw_n, prop_n = len(frameworks), len(props)
+    fws = "1 framework" if fw_n == 1 else f"{fw_n} frameworks"
+    ps = "1 property" if prop_n == 1 else f"{prop_n} properties"
+    print(f"killdrill conform: {fws} x {ps}", file=sys.stderr)
     if args.root:
         root = Path(args.root)
         root.mkdir(parents=True, exist_ok=True)

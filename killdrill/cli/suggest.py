@@ -5,9 +5,10 @@ has no ``suggest_on_error``)."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 from collections.abc import Iterable, Sequence
+
+from killdrill.registry import nearest
 
 __all__ = ["all_flags", "closest", "suggest", "unknown_flag_hint"]
 
@@ -16,9 +17,9 @@ _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
 
 
 def closest(word: str, candidates: Iterable[str]) -> str | None:
-    """The candidate nearest to ``word`` (difflib's ratio, at least 0.6), else None."""
-    found = difflib.get_close_matches(word, list(dict.fromkeys(candidates)), n=1, cutoff=0.6)
-    return found[0] if found else None
+    """The candidate nearest to ``word`` (case and ``-``/``_`` aside first, then difflib's ratio
+    of at least 0.6), else None."""
+    return nearest(word, list(dict.fromkeys(candidates)))
 
 
 def all_flags(parser: argparse.ArgumentParser) -> list[str]:

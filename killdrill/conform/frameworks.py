@@ -23,7 +23,7 @@ class Framework:
     title: str
     distribution: str  # whose version the table shows
     module: str  # importable when installed
-    extra: str  # pip install "killdrill[EXTRA]"
+    extra: str  # pip install -e ".[EXTRA]" (hyphenated, as pip normalizes it)
     committed: str
     committed_means: str = "the framework recorded the step"
     rerun: str = "before:charge"

@@ -14,17 +14,24 @@ from killdrill.drill.deployment import catalogue_has, merged
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
     diverged_hint,
+    fixed_thread_hint,
     imported_modules,
     integration_hint,
     placeholder_hint,
     warn,
 )
-from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
+from killdrill.drill.shared_state import (
+    check_integrations,
+    fixed_paths,
+    shared_path_hint,
+    shared_state_error,
+)
 from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
+from killdrill.process.launcher import LaunchError
 from killdrill.records import (
     EXITED,
     PER_THREAD_BASELINE,
@@ -66,6 +73,9 @@ class Discoverer:
                         attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
                 else:
                     attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            except LaunchError:  # the agent never started: its workdir holds nothing to read
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise
             finally:
                 self.launcher.release(run)
             self._imported |= imported_modules(run.state)
@@ -147,6 +157,8 @@ class Discoverer:
             err := shared_state_error(before, self.options.cwd, found_nothing=False, differed=differ)
         ):
             raise err
+        warn(fixed_thread_hint(self.command))
+        warn(shared_path_hint(before, self.options.cwd))  # the runs agree: it may be a log file
         if len(runs) == 1:
             reason = "one clean run: thread dependence not checked"
         elif not differ:

@@ -9,6 +9,9 @@
 - The command has neither ``{workdir}`` nor ``{thread}``: unless the agent reads
   ``KILLDRILL_WORKDIR``/``KILLDRILL_THREAD``, every case shares one checkpoint and resumes the
   previous case's finished run (every case then reads ``point_not_reached``).
+- A fixed ``--thread t1`` beside ``{workdir}``: the cases stay isolated by their workdirs, so the
+  verdict stands, but thread-derived values go unchecked and state kept by thread elsewhere is
+  shared.
 - A clean run in a fresh workdir, under the first clean run's thread, reached fewer points than
   the first: the state is shared between runs (the same mistake, proven rather than guessed).
   Fewer points under *another* thread proves nothing: the work may depend on the thread.
@@ -20,6 +23,7 @@ pytest lists them in its warnings summary.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +36,7 @@ __all__ = [
     "SetupWarning",
     "detection_env",
     "diverged_hint",
+    "fixed_thread_hint",
     "imported_modules",
     "integration_hint",
     "placeholder_hint",
@@ -123,6 +128,28 @@ def placeholder_hint(command: Sequence[str]) -> str | None:
         "KILLDRILL_THREAD, every case shares one checkpoint and resumes the last case's finished run; "
         "e.g. add --thread '{thread}' --db '{workdir}/ckpt.sqlite'"
     )
+
+
+_THREAD_FLAG = re.compile(r"--(thread|thread[-_]id|session[-_]id|workflow[-_]id|run[-_]id)$")
+
+
+def fixed_thread_hint(command: Sequence[str]) -> str | None:
+    """``--thread t1`` with ``{workdir}`` elsewhere: each case's own checkpoint still isolates it,
+    but the two clean runs cannot be told apart by thread (thread-derived values go unchecked) and
+    state the agent keeps by thread outside the workdir (a server, a database URL) is shared."""
+    if not any("{workdir}" in a for a in command) or any("{thread}" in a for a in command):
+        return None
+    for i, arg in enumerate(command):
+        flag, eq, value = arg.partition("=")
+        if not eq and i + 1 < len(command):
+            value = command[i + 1]
+        if _THREAD_FLAG.match(flag) and value and not value.startswith("-"):
+            return (
+                f"{flag} {value} is the same in every case: the drill cannot tell values derived from "
+                "the thread from constant ones, and state kept by thread outside the workdir (a server, "
+                f"a database) is shared between cases; use {flag} '{{thread}}'"
+            )
+    return None
 
 
 def diverged_hint(command: Sequence[str], first: int, second: int) -> str | None:

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from killdrill.errors import UsageError
 from killdrill.integrations._imports import PatchOnImport
-from killdrill.registry import Registry
+from killdrill.registry import Registry, nearest
 
 if TYPE_CHECKING:
     from killdrill.records import Attempt, Violation
@@ -119,7 +119,7 @@ class Probe:
 
     module: str
     distribution: str  # whose version the table shows
-    extra: str  # pip install "killdrill[EXTRA]"
+    extra: str  # the extra that installs it, as pip normalizes it: pip install -e ".[EXTRA]"
     committed: str = "committed:charge"
     committed_means: str = "the framework recorded the step"
     rerun: str = "before:charge"
@@ -243,11 +243,9 @@ def find(name: str) -> Integration:
             None,
         )
     if found is None:
-        import difflib
-
         have = known()
-        close = difflib.get_close_matches(_spelling(name), [_spelling(n) for n in have], n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
+        close = nearest(name, sorted(have))
+        hint = f"did you mean {close}? " if close else ""
         raise IntegrationNotFound(
             f"unknown integration {name!r}: {hint}known: {', '.join(sorted(have)) or 'none'} (no module "
             f"killdrill.integrations.{name}, no entry point {name!r} in the group {ENTRY_POINT_GROUP!r})"

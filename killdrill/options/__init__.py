@@ -296,8 +296,9 @@ OPTIONS: tuple[Option, ...] = (
         "model_script",
         Text(metavar="FILE", paths=True),
         None,
-        "serve a scripted model (OpenAI /v1/chat/completions, Anthropic /v1/messages) on the HTTP "
-        "fakes; sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",
+        "serve a scripted model (OpenAI /v1/chat/completions and the Responses API /v1/responses, "
+        "Anthropic /v1/messages) on 127.0.0.1; starts the HTTP fakes itself (no --http-fakes "
+        "needed) and sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",
         "--model-script",
         discovery=True,
     ),

@@ -235,6 +235,25 @@ def _shutdown(keepers: dict[int, tuple[int, int]], spare: _Keeper | None) -> Non
     containment.kill_and_reap_all(-1, None)  # orphans of keepers that died hard are ours (subreaper)
 
 
+def _preload_error(name: str, exc: BaseException, imported: set[str]) -> str:
+    """Why ``--preload NAME`` failed, in one line: a script that runs (parses argv, exits) at
+    import cannot be preloaded, but the libraries it imported before it ran can."""
+    text = f"cannot preload {name}: {exc.__class__.__name__}: {exc}"
+    if not isinstance(exc, SystemExit):
+        return text
+    skip = {name.partition(".")[0], "killdrill", "__main__", *sys.stdlib_module_names}
+    libs = sorted({m.partition(".")[0] for m in imported} - skip)
+    instead = (
+        "preload the libraries it imports instead: " + " ".join(f"--preload {m}" for m in libs)
+        if libs
+        else "preload the libraries it imports instead (or nothing: a script alone gains little)"
+    )
+    return (
+        f"{text}: importing {name} ran it as a script (it parses argv or exits at import, and a "
+        f"preloaded module is imported once, without the agent's arguments); {instead}"
+    )
+
+
 def _template(fd: int) -> None:
     import importlib
     import selectors
@@ -248,10 +267,11 @@ def _template(fd: int) -> None:
 
     hello = json.loads(reader.readline() or "{}")
     for name in hello.get("preload", ()):
+        had = set(sys.modules)
         try:
             importlib.import_module(name)
         except BaseException as exc:
-            send({"error": f"cannot preload {name}: {exc.__class__.__name__}: {exc}"})
+            send({"error": _preload_error(name, exc, set(sys.modules) - had)})
             return
     if threading.active_count() > 1:
         send({"error": f"preloading started {threading.active_count() - 1} thread(s): forking is unsafe"})

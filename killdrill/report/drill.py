@@ -7,14 +7,12 @@ It never dumps internals: everything printed is something a person acts on.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from killdrill.records import (
     DRAINED,
@@ -32,6 +30,7 @@ from killdrill.records import (
     install_presenter,
 )
 from killdrill.report.jsonfile import dumps as json_text
+from killdrill.report.outputs import atomic_write_text
 from killdrill.verdict import format_identity, unknown_calls
 from killdrill.verdict.model_work import model_work, render_model_work, sum_model_work
 
@@ -162,7 +161,7 @@ def causes_lines(cases: Iterable[CaseResult]) -> list[str]:
             effect = f"{v.provider}.{v.op}" if v.provider and v.op else ""
             key = (v.cause, "" if v.cause in _RUN_CAUSES else effect)
             g = groups.setdefault(key, {"first": v, "cases": {}, "kinds": {}, "effects": {}})
-            g["cases"][case.schedule or "none"] = None
+            g["cases"].setdefault(case.schedule or "none", v.observed)  # each case's own circumstances
             g["kinds"][v.kind] = None
             if effect:
                 g["effects"][effect] = None
@@ -176,8 +175,13 @@ def causes_lines(cases: Iterable[CaseResult]) -> list[str]:
         shown = ", ".join(schedules[:3]) + (", ..." if len(schedules) > 3 else "")
         count = f"{len(schedules)} case{'s' if len(schedules) != 1 else ''}"
         lines.append(f"  {cause}: {what} ({', '.join(g['kinds'])}) in {count}: {shown}")
-        if v.observed:
-            lines.append(f"    observed: {v.observed}")
+        seen = {text for text in g["cases"].values() if text}
+        if len(seen) == 1:
+            lines.append(f"    observed: {seen.pop()}")
+        elif seen:  # the circumstances differ per case: each quoted with its own case
+            for schedule in schedules[:3]:
+                if g["cases"][schedule]:
+                    lines.append(f"    observed in {schedule}: {g['cases'][schedule]}")
         if v.fix:
             lines.append(f"    fix: {v.fix}")
     return lines
@@ -440,45 +444,6 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     reader (CI artifact upload, ``killdrill report``) never sees half a file."""
     data = obj.to_dict() if hasattr(obj, "to_dict") else obj
     return atomic_write_text(path, json_text(data) + "\n")  # json.dumps(indent=2) but fast
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write a temporary file next to ``path``, fsync it, rename it over ``path``: a reader (or a
-    job killed mid-write) sees the old file or the new one, never a truncated one.  Every report
-    file gets the umask's mode (mkstemp alone would make some 0600 beside others 0644)."""
-    with atomic_writer(path) as fh:
-        fh.write(text)
-    return Path(path)
-
-
-@contextlib.contextmanager
-def atomic_writer(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """:func:`atomic_write_text` for a file written piece by piece (a chaos job's report.json and
-    junit.xml, streamed from its runs: the text is never whole in memory)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    """The process umask, read without changing it (``os.umask`` sets it, racing other threads)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[CaseResult]]:

@@ -40,19 +40,35 @@ def times(n: int) -> str:
     return "1 time" if n == 1 else f"{n} times"
 
 
-def call_phrase(call: Call, unknown: Mapping[int, str]) -> str:
+def call_phrase(call: Call, unknown: Mapping[int, str], shared: bool = False) -> str:
+    """One call: its attempt (and process, when ``shared``: several processes ran under that
+    attempt number at once, e.g. concurrent resumers), its key and outcome."""
     key = call.key if call.key is not None else "(no key)"
-    text = f"attempt {call.attempt} key {key} {call.outcome}"
+    who = f"attempt {call.attempt} process {call.pid}" if shared else f"attempt {call.attempt}"
+    text = f"{who} key {key} {call.outcome}"
     if call.seq in unknown:
         text += " (response lost)"
     return text
 
 
+def _shared_attempts(calls: Sequence[Call]) -> list[int]:
+    """The attempt numbers under which more than one process made these calls."""
+    pids: dict[int, set[int]] = {}
+    for c in calls:
+        pids.setdefault(c.attempt, set()).add(c.pid)
+    return sorted(a for a, p in pids.items() if len(p) > 1)
+
+
 def calls_phrase(calls: Sequence[Call], unknown: Mapping[int, str], limit: int = 4) -> str:
-    parts = [call_phrase(c, unknown) for c in calls[:limit]]
+    shared = _shared_attempts(calls)
+    parts = [call_phrase(c, unknown, c.attempt in shared) for c in calls[:limit]]
     if len(calls) > limit:
         parts.append(f"+{len(calls) - limit} more")
-    return ", ".join(parts)
+    text = ", ".join(parts)
+    for attempt in shared:
+        n = len({c.pid for c in calls if c.attempt == attempt})
+        text += f" ({n} processes ran at once as attempt {attempt}: not one process repeating a call)"
+    return text
 
 
 def distinct_keys(calls: Iterable[Call]) -> list[str]:

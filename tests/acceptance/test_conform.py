@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.frameworks import need
 
 need("langgraph", "langgraph")
-need("llama_index", "workflows")
+need("llama-index", "workflows")
 
 STATUSES = {"holds", "violated", "n/a", "not installed", "not probed", "error"}
 

@@ -350,14 +350,14 @@ def test_chaos_cli_upgrade_needs_resume_with(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--resume-with" in done.stderr
 
 
-# ---- the README's lines, as written -------------------------------------------------------------
-README = Path(__file__).resolve().parents[2] / "README.md"
+# ---- the docs' lines, as written (docs/faults.md) ---------------------------------------------
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
 
 
 def readme_lines() -> list[tuple[str, int]]:
     """The Fleet faults section's killdrill commands (continuations joined), with the exit code
     their trailing comment promises (1 for a violation kind, 0 for exactly-once)."""
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     section = text.split("## Fleet faults", 1)[1].split("\n## ", 1)[0]
     joined = section.replace("\\\n", " ")
     out = []
@@ -372,7 +372,9 @@ def run_readme_line(command: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     script = f"A=tests/agents/fleet\n{command}"
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=README.parent)
+    return subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=PAGE.parents[1]
+    )
 
 
 def test_readme_lists_the_four_examples() -> None:

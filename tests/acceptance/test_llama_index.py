@@ -17,7 +17,7 @@ from tests.cli_support import run_cli
 from tests.frameworks import need
 from tests.repeated import Catch, catch_every_time, pass_every_round, repeat, workers
 
-need("llama_index", "workflows")
+need("llama-index", "workflows")
 
 AGENT = [
     "python",

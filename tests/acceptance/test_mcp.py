@@ -358,7 +358,7 @@ def _billing(tmp_path: Path, *bug: str) -> Drill:
 
 @pytest.mark.slow  # two drills of an LLM agent: ~4 min on a loaded 2-core machine
 def test_agents_sdk_over_mcp_the_ungated_receipt_is_sent_twice_the_gated_once(tmp_path: Path) -> None:
-    need("openai_agents", "agents")
+    need("openai-agents", "agents")
     with _billing(tmp_path / "bug", "--bug", "receipt-ungated") as drill:
         assert "during:mailbox.send" in drill.discover().labels()
         bug = drill.run_case("during:mailbox.send")
@@ -373,7 +373,7 @@ def test_agents_sdk_over_mcp_the_ungated_receipt_is_sent_twice_the_gated_once(tm
 
 @pytest.mark.slow
 def test_agents_sdk_over_mcp_the_keyed_charge_replays(tmp_path: Path) -> None:
-    need("openai_agents", "agents")
+    need("openai-agents", "agents")
     with _billing(tmp_path) as drill:
         case = drill.run_case("during:payments.charge")
     assert case.ok, case.text()

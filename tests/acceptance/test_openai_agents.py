@@ -20,7 +20,7 @@ from killdrill.examples import (
 from tests.frameworks import need
 from tests.repeated import Catch, catch_every_time, pass_every_round, repeat, workers
 
-need("openai_agents", "agents", "stripe", "aiosmtpd")
+need("openai-agents", "agents", "stripe", "aiosmtpd")
 
 POINTS = [
     "committed:session",

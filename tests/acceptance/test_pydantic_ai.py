@@ -14,7 +14,7 @@ from typing import Any
 from killdrill.drill import Drill, DrillOptions
 from tests.frameworks import need
 
-need("pydantic_ai", "pydantic_ai", "dbos", "temporalio")
+need("pydantic-ai", "pydantic_ai", "dbos", "temporalio")
 
 DBOS_PRELOAD = ("dbos", "pydantic_ai", "pydantic_ai.durable_exec.dbos", "pydantic_ai.models.function")
 TEMPORAL_PRELOAD = (

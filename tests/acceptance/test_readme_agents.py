@@ -1,8 +1,9 @@
-"""The README's "Drill your own agent" section, followed literally: its agents, its commands, its claims.
+"""The guide's "Drill your own agent" section (docs/getting-started.md, whose plain agent the
+README's quickstart repeats), followed literally: its agents, its commands, its claims.
 
-The agents are the README's code blocks, written to a folder outside the clone; the commands are
-the README's lines, run by bash with this environment's ``killdrill`` first on PATH.  What the
-README says a mistake does (a key of None, a resume that checks ``snap.next`` alone, a forgotten
+The agents are the guide's code blocks, written to a folder outside the clone; the commands are
+the guide's lines, run by bash with this environment's ``killdrill`` first on PATH.  What the
+guide says a mistake does (a key of None, a resume that checks ``snap.next`` alone, a forgotten
 ``--langgraph``) is checked on the same agents, changed by one literal substitution.
 """
 
@@ -19,12 +20,14 @@ import pytest
 
 from killdrill import fakes
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+GUIDE = REPO / "docs" / "getting-started.md"
 SECTION = "## Drill your own agent"
 
 
 def section() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = GUIDE.read_text(encoding="utf-8")
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
     return text[start : end if end != -1 else None]
@@ -36,12 +39,12 @@ def blocks(lang: str) -> list[str]:
 
 def agent_source(filename: str) -> str:
     found = [b for b in blocks("python") if b.startswith(f"# {filename}")]
-    assert len(found) == 1, f"one ```python block starting with '# {filename}' in the README section"
+    assert len(found) == 1, f"one ```python block starting with '# {filename}' in the guide's section"
     return found[0]
 
 
 def commands(script: str) -> list[str]:
-    """The README's killdrill lines that run ``script``, as written."""
+    """The guide's killdrill lines that run ``script``, as written."""
     return [
         line.strip()
         for b in blocks("bash")
@@ -144,6 +147,15 @@ def test_the_fakes_table_lists_every_operation_with_its_signature() -> None:
 
 def test_install_lines_work_from_a_clone() -> None:
     """``pip install "killdrill[...]"`` needs a package index that has killdrill; a clone installs itself."""
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if line.startswith("pip install"):
-            assert re.match(r'pip install -e (\.|"\.\[[a-z_,]+\]")( |$)', line), line
+    for page in (README, *sorted((REPO / "docs").rglob("*.md"))):
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("pip install"):
+                assert re.match(r'pip install -e (\.|"\.\[[a-z,-]+\]")( |$)', line), f"{page}: {line}"
+
+
+def test_the_readmes_quickstart_is_the_guides_agent() -> None:
+    """The README repeats the guide's plain agent and its commands: they cannot drift apart."""
+    readme = README.read_text(encoding="utf-8")
+    assert agent_source("agent.py") in readme
+    for line in commands("agent.py"):
+        assert line in readme, line

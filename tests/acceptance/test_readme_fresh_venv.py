@@ -1,7 +1,8 @@
-"""The README's "Drill your own agent", followed as a user would: a fresh virtualenv outside the
-clone, killdrill installed from the checkout path by pip (not editable), the agents and commands
-copied from the README into an empty folder.  It proves the package works without the clone on
-``sys.path``: the bootstrap, ``killdrill.fakes`` and the console script come from site-packages.
+"""The guide's "Drill your own agent" (docs/getting-started.md), followed as a user would: a fresh
+virtualenv outside the clone, killdrill installed from the checkout path by pip (not editable), the
+agents and commands copied from the guide into an empty folder.  It proves the package works
+without the clone on ``sys.path``: the bootstrap, ``killdrill.fakes`` and the console script come
+from site-packages.
 
 Slow (a fresh install with LangGraph): run with ``pytest -m slow tests/acceptance/test_readme_fresh_venv.py``.
 """

@@ -31,8 +31,6 @@ LANGGRAPH = [
 ]
 
 
-
-
 def warnings_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if ln.startswith("killdrill: warning:")]
 
@@ -76,6 +74,45 @@ def test_command_without_placeholders_is_a_usage_error_naming_the_fixed_path(tmp
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("killdrill: error:")]
     assert f"a fixed path outside the workdir, {tmp_path / 'c.json'}" in error
     assert error.endswith("give each case its own: '{workdir}/c.json' (and --thread '{thread}')")
+
+
+def test_a_fixed_thread_beside_workdir_is_a_warning(tmp_path: Path) -> None:
+    """``--thread same`` with a checkpoint under ``{workdir}``: the cases stay isolated (exit 0), but
+    the user hears that the thread is the same in every case and what to write instead."""
+    fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", "{workdir}/c.json"]
+    proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *fixed)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = warnings_of(proc)
+    assert "--thread same is the same in every case" in line and line.endswith("use --thread '{thread}'")
+
+
+SHARED_FOLDER = """
+import os, sys
+import killdrill
+from killdrill.fakes import connect
+thread, folder = sys.argv[2], sys.argv[4]
+path = os.path.join(folder, thread + ".json")
+if not os.path.exists(path):
+    with killdrill.node("charge"):
+        connect().payments.charge(idempotency_key=thread + ":charge", amount=1, account="acme")
+    with open(path, "w") as f:
+        f.write("{}")
+"""
+
+
+def test_a_fixed_folder_the_runs_write_is_named_even_when_they_agree(tmp_path: Path) -> None:
+    """A store outside the workdir (a DBOS folder, a session database) keyed by thread: the clean runs
+    agree, so it is no usage error, but the warning names the folder every case shares."""
+    (tmp_path / "agent.py").write_text(SHARED_FOLDER)
+    (tmp_path / "store").mkdir()
+    cmd = ["python", "agent.py", "--thread", "{thread}", "--state", "store"]
+    proc = cli(tmp_path, "points", "--root", str(tmp_path / "r"), "--", *cmd)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = warnings_of(proc)
+    assert (
+        "the clean runs wrote store, a fixed path outside the workdir (it existed before the drill)" in line
+    )
+    assert line.endswith("give each case its own, '{workdir}/store'")
 
 
 def test_command_with_placeholders_has_no_warning(tmp_path: Path) -> None:
@@ -144,3 +181,50 @@ def test_setup_warnings_reach_pytests_warnings_summary(pytester: pytest.Pytester
     )
     res = pytester.runpytest_subprocess("-W", "always")
     res.stdout.fnmatch_lines(["*SetupWarning: the command has no {workdir} or {thread}*"])
+
+
+PARSES_AT_IMPORT = """
+import argparse
+import psutil
+import killdrill
+from killdrill.fakes import connect
+parser = argparse.ArgumentParser()
+parser.add_argument("--thread", required=True)
+args = parser.parse_args()
+with killdrill.node("charge"):
+    connect().payments.charge(idempotency_key=args.thread, amount=1, account="acme")
+"""
+
+
+def test_preloading_a_script_says_why_and_what_to_preload_and_leaves_no_folder(tmp_path: Path) -> None:
+    (tmp_path / "billing.py").write_text(PARSES_AT_IMPORT)
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "killdrill",
+            "drill",
+            "--launcher",
+            "fork",
+            "--preload",
+            "billing",
+            "--",
+            "python",
+            "billing.py",
+            "--thread",
+            "{thread}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "cannot preload billing: SystemExit: 2: importing billing ran it as a script" in line
+    assert line.endswith("preload the libraries it imports instead: --preload psutil")
+    assert list((tmp_path / "tmp").iterdir()) == []  # no discovery folder left unprinted

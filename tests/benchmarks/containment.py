@@ -1,4 +1,4 @@
-"""The hostile-agent measurement behind the README's "Reliability" figures.
+"""The hostile-agent measurement behind the "Reliability" figures (docs/figures.md).
 
     python -m tests.benchmarks.containment [--rounds N]
 

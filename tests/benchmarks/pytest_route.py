@@ -20,7 +20,7 @@ and the CLI prints its help: what each front end costs before any case (``pytest
 ``cli_empty_*_s``).  ``pytest_cli_ratio_*_net`` is the ratio of the two without them: the
 drills' own time in each route.  Under ``-n 2`` the empty session is pytest-xdist starting a
 controller and two workers, each importing pytest and every installed plugin (LangGraph's
-``langsmith`` plugin alone is 0.2 s), about 2 s on the 2-core machine of the README against
+``langsmith`` plugin alone is 0.2 s), about 2 s on the 2-core machine of docs/figures.md against
 0.9 s serial: on the 34 cases of the LangGraph example (4-5 s in the CLI) that constant is what
 keeps the raw ratio above 1.25.  ``pytest_cli_ratio_*_without_langsmith`` (LangGraph rows, when
 ``langsmith`` is installed): the same pytest run with ``-p no:langsmith_plugin``, in the same

@@ -55,7 +55,9 @@ class Agent:
         missing = [(m, e) for m, e in self.needs if importlib.util.find_spec(m) is None]
         if not missing:
             return None
-        return "; ".join(f"{m} is not importable (pip install 'killdrill[{e}]')" for m, e in missing)
+        from killdrill.errors import install_hint
+
+        return "; ".join(f"{m} is not importable ({install_hint(e)})" for m, e in missing)
 
     @property
     def correct(self) -> bool:
@@ -103,13 +105,13 @@ _CREWAI_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("crewai",)
 _PYDANTIC_AI_DBOS_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("dbos",)}
 _NEEDS_TEMPORAL = (("temporalio", "temporal"),)
 _NEEDS_OPENAI_AGENTS = (
-    ("agents", "openai_agents"),
-    ("stripe", "openai_agents"),
-    ("aiosmtpd", "openai_agents"),
+    ("agents", "openai-agents"),
+    ("stripe", "openai-agents"),
+    ("aiosmtpd", "openai-agents"),
 )
-_NEEDS_LLAMA_INDEX = (("workflows", "llama_index"),)
+_NEEDS_LLAMA_INDEX = (("workflows", "llama-index"),)
 _NEEDS_CREWAI = (("crewai", "crewai"),)
-_NEEDS_PYDANTIC_AI_DBOS = (("pydantic_ai", "pydantic_ai"), ("dbos", "dbos"))
+_NEEDS_PYDANTIC_AI_DBOS = (("pydantic_ai", "pydantic-ai"), ("dbos", "dbos"))
 _BILLING = BILLING_OPENAI_AGENTS  # ... --thread {thread} --db {workdir}/session.sqlite
 
 

@@ -61,7 +61,7 @@ INTEGRATION = Integration(
         order=1,
         quick=True,
         distribution="llama-index-workflows",
-        extra="llama_index",
+        extra="llama-index",
         # the basic runtime persists nothing: the user's save of Context.to_dict() after a step's
         # event is the record (the integration's committed:checkpoint, #2 = after charge)
         committed="committed:checkpoint#2",

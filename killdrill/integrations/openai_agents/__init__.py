@@ -70,7 +70,7 @@ INTEGRATION = Integration(
         "killdrill.conform.probes.openai_agents_probe",
         order=4,
         distribution="openai-agents",
-        extra="openai_agents",
+        extra="openai-agents",
         options={"model": True},
     ),
     examples=("killdrill.examples.billing_openai_agents",),

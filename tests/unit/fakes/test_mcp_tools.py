@@ -145,5 +145,6 @@ def test_without_the_mcp_package_the_server_says_so_in_one_line() -> None:
     assert out.returncode == 2
     assert (
         out.stderr
-        == "killdrill: the counting MCP server needs the mcp package: pip install 'killdrill[mcp]'\n"
+        == "killdrill: the counting MCP server needs the mcp package: "
+        "pip install -e \".[mcp]\" (in killdrill's clone)\n"
     )

@@ -1,4 +1,4 @@
-"""A failed drill's text ends on its totals, the line the README promises (``N cases: ...``),
+"""A failed drill's text ends on its totals, the line the docs promise (``N cases: ...``),
 not on the last failed case's reproduction line (issue 24)."""
 
 from __future__ import annotations
