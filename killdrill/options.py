@@ -105,7 +105,8 @@ class DrillOptions:
     preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
-    model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
+    model_variance: int | None = None  # a seed: each attempt gets other wording and $vary values
+    pass_env: tuple[str, ...] = ()  # model provider keys/endpoints passed to attempts (drill.env.WITHHELD)
     resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
@@ -688,10 +689,20 @@ OPTIONS: tuple[Option, ...] = (
         "model_variance",
         Number(int, 0, "a seed, a whole number >= 0"),
         None,
-        "each attempt gets other wording, tool-call ids and $vary values (seeded; default seed 0)",
+        "each attempt gets other wording and $vary values (seeded; default seed 0; the model's ids "
+        "differ on every answer regardless)",
         "--model-variance",
         discovery=True,
         flag_const=0,
+    ),
+    Option(
+        "pass_env",
+        Names(metavar="NAME"),
+        (),
+        "pass this model provider variable (OPENAI_API_KEY, OPENAI_BASE_URL, ...) from the harness's "
+        "environment to the agent: withheld by default, so a drill never reaches a real model",
+        "--pass-env",
+        discovery=True,
     ),
 )
 

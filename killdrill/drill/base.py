@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
+from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command, withhold
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.workdirs import RunContext, Workdirs
@@ -166,6 +166,7 @@ class AttemptLauncher:
         env = dict(os.environ)
         for var in [k for k in env if k.startswith("KILLDRILL_")]:
             del env[var]  # never inherit an outer drill's channel
+        withhold(env, self.options.pass_env)  # a real model's keys stay with the harness
         env.update(self.options.env)
         env.update(
             KILLDRILL_THREAD=run.thread,
@@ -201,18 +202,20 @@ class AttemptLauncher:
     def launch(
         self, run: RunContext, specs: list[LaunchSpec], hook: Barrier | fleet.Pause | None = None
     ) -> list[Attempt]:
-        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
+        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them: always for
+        the model (every attempt's model SDKs point at the model fake, scripted or not), and the
+        effects' routes' URL given to the agent when asked."""
         servers: list[FakesServer | SmtpFake] = []
-        if self.options.http_fakes or self.model is not None:
-            wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
-            http = FakesServer(self.workdirs.ledger_url(run.workdir), wire=wire, model=self.model)
-            servers.append(http)
-            http.start()
-            for spec in specs:  # each attempt its own URL: its requests are its own, however many run
-                url, secret = http.attempt_url(id(spec))
-                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
-                if self.model is not None:
-                    spec.env.update(model_env(url))
+        wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
+        http = FakesServer(self.workdirs.ledger_url(run.workdir), wire=wire, model=self.model)
+        servers.append(http)
+        http.start()
+        own = {*self.options.env, *(n for n in self.options.pass_env if n in os.environ)}  # the user's win
+        for spec in specs:  # each attempt its own URL: its requests are its own, however many run
+            url, secret = http.attempt_url(id(spec))
+            spec.env = {**spec.env, **{k: v for k, v in model_env(url).items() if k not in own}}
+            if self.options.http_fakes or self.model is not None:
+                spec.env.update(KILLDRILL_FAKES_URL=url, KILLDRILL_FAKES_SECRET=secret)
         if self.options.smtp_fake:
             from killdrill.fakes.wire.smtp import SmtpFake  # the wire extra (aiosmtpd): only when asked
 
