@@ -43,7 +43,7 @@ from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
 from killdrill.verdict.diagnosis import diagnose, regroup_summary
-from killdrill.verdict.model_work import model_work
+from killdrill.verdict.model_work import model_work, unscripted_line
 
 
 @dataclass(frozen=True)
@@ -129,10 +129,11 @@ class CaseRunner:
             summary = summarize(yard.baseline, ledger, self.judge.naming())
             model = model_work(yard.baseline, ledger)
         # cause, fix, consequences
-        violations = diagnose(violations, baseline=yard.baseline, attempts=ran.attempts)
+        violations = diagnose(violations, baseline=yard.baseline, attempts=ran.attempts, ledger=ledger)
         summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))
+        notes.extend(filter(None, [unscripted_line(ledger)]))
         notes.extend(fleet.upgrade_notes(self.launcher.command, self.options.resume_with, ran.attempts))
         result = CaseResult(
             command=self.launcher.command,

@@ -18,6 +18,7 @@ from killdrill.drill.setup_checks import (
 )
 from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
 from killdrill.drill.workdirs import RunContext
+from killdrill.ledger import LedgerError
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
@@ -32,6 +33,7 @@ from killdrill.records import (
 )
 from killdrill.verdict import volatile_fields
 from killdrill.verdict.baselines import workload_difference
+from killdrill.verdict.model_work import unscripted_line
 
 
 class Discoverer:
@@ -61,14 +63,23 @@ class Discoverer:
                 )
                 err = attempt.stderr_tail.strip() or "(no stderr)"
                 warn(integration_hint(self._imported, self.options.integrations))
+                model = self._unscripted(run)
                 raise DiscoveryError(
-                    f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
-                    f"--- stderr (tail) ---\n{err}"
+                    f"the clean run of {shlex.join(self.command)} {how}{f': {model}' if model else ''}; "
+                    f"workdir kept at {workdir}\n--- stderr (tail) ---\n{err}"
                 )
             snap = self.workdirs.snapshot(run)
+            warn(unscripted_line(snap))
         if not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return attempt, snap
+
+    def _unscripted(self, run: RunContext) -> str | None:
+        """The one line saying a failed clean run asked the model fake with no script, if it did."""
+        try:
+            return unscripted_line(self.workdirs.snapshot(run))
+        except (LedgerError, OSError, ValueError):
+            return None  # no readable ledger: the failure speaks for itself
 
     def discover(self, *, force: bool = False) -> Discovery:
         """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.

@@ -45,6 +45,7 @@ from killdrill.records import (
     Violation,
 )
 from killdrill.verdict.matching import canonical
+from killdrill.verdict.model_ids import issued_ids, model_id_story
 
 __all__ = ["FIXES", "Cause", "diagnose", "key_origin", "regroup_summary", "roots_and_consequences"]
 
@@ -57,6 +58,7 @@ class Cause(StableName):
     KEY_NEW_PER_ATTEMPT = "key_new_per_attempt"
     KEY_NEW_PER_CALL = "key_new_per_call"
     SDK_GENERATED_KEY = "sdk_generated_key"
+    MODEL_ID_KEY = "model_id_key"
     IRREVERSIBLE_RESENT = "irreversible_resent"
     UNKEYED_RESENT = "unkeyed_resent"
     PROVIDER_NOT_DEDUPING = "provider_not_deduping"
@@ -91,6 +93,9 @@ FIXES: dict[Cause, str] = {
     "retry: " + _KEY_FIX,
     Cause.SDK_GENERATED_KEY: "pass the key explicitly (stripe: idempotency_key=... on the create call); "
     "the SDK's automatic key is new in every process and only covers its own in-process retries: " + _KEY_FIX,
+    Cause.MODEL_ID_KEY: "never build the key from the model's tool-call id (ToolContext.tool_call_id, a "
+    "tool_use id): a model issues new ids on every answer; key by what the call does (thread, tool, its "
+    "arguments' business ids): " + _KEY_FIX,
     Cause.IRREVERSIBLE_RESENT: "gate the send: claim it durably before sending, and when a claim is left "
     "in flight by a kill, reconcile with the provider (mailbox.lookup(ref), the Message-ID) before "
     "sending again (killdrill.effects.gate); make it the last step",
@@ -275,6 +280,9 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
         Cause.PROVIDER_NOT_DEDUPING,
         f"{name} landed {len([c for c in calls if c.landed])} times under the one key {calls[0].key}",
     )
+
+
+_KEYED = (DUPLICATE_EFFECT, KEY_CHANGED)
 
 
 def _last_unfinished(attempts: Sequence[Attempt]) -> Attempt | None:
@@ -489,9 +497,12 @@ def diagnose(
     *,
     baseline: LedgerSnapshot,
     attempts: Sequence[Attempt],
+    ledger: LedgerSnapshot | None = None,
 ) -> list[Violation]:
     """``violations`` with a cause, what was observed, and a fix each; consequences nested under
-    their root.  Idempotent: a violation that has a cause keeps it."""
+    their root (``ledger``: the case's, for the ids its model issued).  Idempotent: a violation
+    that has a cause keeps it."""
+    issued = issued_ids(ledger)
     refused = next(
         (v for v in violations if v.kind == KEY_REUSED and any(c.outcome == REJECTED for c in v.calls)), None
     )
@@ -499,7 +510,11 @@ def diagnose(
     out = []
     for v in violations:
         if v.cause is None:
-            cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
+            story = model_id_story(v.calls, issued, f"{v.provider}.{v.op}") if v.kind in _KEYED else None
+            if story is not None:
+                cause, observed = Cause.MODEL_ID_KEY, story
+            else:
+                cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
             v = replace(v, cause=str(cause), observed=observed, fix=FIXES[cause])
         out.append(v)
     return roots_and_consequences(out, baseline)

@@ -4,8 +4,8 @@ The model decides the charge (``charge_card`` with order and amount); the loop r
 appends the result and asks again until the model stops calling tools.  The transcript is
 saved after each model reply and each tool result (``--checkpoint turn``: only after the
 tools ran, so a kill in a tool asks the model again), so a resume continues the conversation.
-``--key tool-call`` keys the charge on the model's tool-call id (the mistake variance catches
-when the model is asked again); the default keys it on the thread and the order.
+``--key tool-call`` keys the charge on the model's tool-call id (a mistake: the model answers a
+resumed attempt with a new id); the default keys it on the thread and the order.
 """
 
 import argparse
