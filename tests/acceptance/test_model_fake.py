@@ -244,7 +244,8 @@ def test_tool_call_id_key_is_caught_without_variance_with_the_models_id_as_cause
     assert [issued[str(c.key).removeprefix("call_")] for c in charges] == [1, 2]  # each attempt's own id
     cause = case.violations[0]
     assert cause.cause == "model_id_key", case.text()
-    assert f"{charges[0].key} in attempt 1" in cause.observed and "tool-call ids the model issued" in cause.observed
+    assert f"{charges[0].key} in attempt 1" in cause.observed
+    assert "tool-call ids the model issued" in cause.observed
     assert "--model-variance" not in case.reproduce
 
 

@@ -22,7 +22,18 @@ p.add_argument("--key", choices=["business", "tool-call"], default="business")
 p.add_argument(
     "--checkpoint", choices=["message", "turn"], default="message", help="turn: save after the tools"
 )
+p.add_argument("--env-out", help="write the model variables this process sees to this JSON file")
 args = p.parse_args()
+if args.env_out:
+    seen = (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "HF_TOKEN",
+        "OPENAI_BASE_URL",
+        "OPENAI_AGENTS_DISABLE_TRACING",
+    )
+    with open(args.env_out, "w") as f:
+        json.dump({name: os.environ.get(name) for name in seen}, f)
 
 TOOLS = [{"name": "charge_card", "description": "Charge a card", "parameters": {"type": "object"}}]
 messages = [{"role": "user", "content": "Settle order A-17 for 4200 cents."}]
