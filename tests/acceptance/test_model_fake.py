@@ -295,9 +295,16 @@ def test_env_values_name_harness_variables(tmp_path: Path) -> None:
 def test_ini_keys_of_the_model_fake(pytester: pytest.Pytester) -> None:
     from killdrill.pytest_plugin import _ini_options
 
-    pytester.makeini(f"[pytest]\nkilldrill_model_script = {LOOP_SCRIPT}\nkilldrill_model_variance = 3\n")
+    pytester.makeini(
+        f"[pytest]\nkilldrill_model_script = {LOOP_SCRIPT}\nkilldrill_model_variance = 3\n"
+        "killdrill_pass_env = OPENAI_API_KEY HF_TOKEN\n"
+    )
     options = _ini_options(pytester.parseconfig())
-    assert options == {"model_script": str(LOOP_SCRIPT), "model_variance": 3}
+    assert options == {
+        "model_script": str(LOOP_SCRIPT),
+        "model_variance": 3,
+        "pass_env": ("OPENAI_API_KEY", "HF_TOKEN"),
+    }
     DrillOptions(**options)  # every ini key is a DrillOptions field
 
 

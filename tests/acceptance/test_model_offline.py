@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import Drill, DrillOptions
+from killdrill.options import reproduce_args
 
 AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 LOOP = [sys.executable, str(AGENTS / "llm_loop.py"), "--thread", "{thread}", "--ckpt", "{workdir}/ckpt.json"]
@@ -141,3 +142,14 @@ def test_provider_keys_stay_with_the_harness_unless_passed(
     )
     assert str(passed["OPENAI_BASE_URL"]).startswith("http://127.0.0.1:")  # the key goes to the fake
     assert passed["ANTHROPIC_API_KEY"] == "sk-ant-killdrill-fake"  # not passed: still withheld
+
+
+def test_pass_env_is_a_row_of_the_one_table() -> None:
+    """The flag (repeatable) and the marker keyword land on one value; the reproduction repeats it."""
+    from killdrill.cli.commands import build_parser, drill_options
+
+    flags = ["points", "--pass-env", "OPENAI_API_KEY", "--pass-env", "HF_TOKEN", "--pass-env", "HF_TOKEN"]
+    assert drill_options(build_parser().parse_args(flags)).pass_env == ("OPENAI_API_KEY", "HF_TOKEN")
+    options = DrillOptions(pass_env=["OPENAI_API_KEY"])
+    assert options.pass_env == ("OPENAI_API_KEY",)
+    assert "--pass-env OPENAI_API_KEY" in " ".join(reproduce_args(options))
