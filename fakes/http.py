@@ -299,7 +299,7 @@ class FakesServer:
         stopping.start()
         # wake serve_forever's select now, not at its next poll: once per attempt in every drill
         try:
-            socket.create_connection(server.server_address[:2], timeout=1).close()
+            socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=1).close()
         except OSError:
             pass
         stopping.join()

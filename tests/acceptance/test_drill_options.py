@@ -94,6 +94,7 @@ NON_DEFAULT_FLAGS = [
     "--check", "compensation_order",
     "--model-script", "script.json",
     "--model-variance", "7",
+    "--pass-env", "OPENAI_API_KEY",
     "--resume-with", "python v2.py --thread {thread}",
 ]  # fmt: skip
 
