@@ -63,7 +63,7 @@ def _offline_drill(
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=600,  # the SDKs import slowly under strace on a loaded machine
     )
     tried = [
         (m.group(2) or m.group(3), int(m.group(1)))
@@ -91,7 +91,17 @@ def test_an_agents_sdk_agent_with_no_script_stays_on_the_loopback_traces_include
     """The Agents SDK's default Responses API and its trace exporter (api.openai.com) alike."""
     proc, tried = _offline_drill(
         tmp_path,
-        *("points", "--integration", "openai_agents", "--http-fakes", "--smtp-fake", "--discovery-runs", "1"),
+        *(
+            "points",
+            "--integration",
+            "openai_agents",
+            "--http-fakes",
+            "--smtp-fake",
+            "--discovery-runs",
+            "1",
+            "--timeout",
+            "300",
+        ),
         *("--env", "STRIPE_API_BASE={KILLDRILL_FAKES_URL}", "--env", "SMTP_HOST={KILLDRILL_SMTP}"),
         *("--env", "MAIL_LOOKUP_URL={KILLDRILL_FAKES_URL}/fakes/mailbox/lookup"),
         "--",
