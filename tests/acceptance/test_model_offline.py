@@ -163,3 +163,29 @@ def test_pass_env_is_a_row_of_the_one_table() -> None:
     options = DrillOptions(pass_env=["OPENAI_API_KEY"])
     assert options.pass_env == ("OPENAI_API_KEY",)
     assert "--pass-env OPENAI_API_KEY" in " ".join(reproduce_args(options))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="needs openai")
+def test_an_unscripted_call_the_agent_survives_is_one_line_of_the_drill(tmp_path: Path) -> None:
+    """An agent that swallows the model's error still hears what was asked, and the drill says it:
+    a warning at discovery, a note in the case (model work not counted: nothing was answered)."""
+    agent = tmp_path / "asks.py"
+    agent.write_text(
+        "import openai, killdrill\n"
+        "killdrill.boundary('before:x')\n"
+        "try:\n"
+        "    openai.OpenAI(max_retries=0).chat.completions.create(\n"
+        "        model='gpt-4o', messages=[{'role': 'user', 'content': 'What is 2+2?'}])\n"
+        "except openai.BadRequestError as exc:\n"
+        "    assert 'pass --model-script FILE' in str(exc) and 'What is 2+2?' in str(exc), exc\n"
+        "else:\n"
+        "    raise SystemExit('answered without a script')\n"
+    )
+    command = ["python", str(agent), "{thread}", "{workdir}"]  # read by nobody: nothing is resumed
+    with Drill(command, DrillOptions(root=tmp_path / "r", discovery_runs=1)) as drill:
+        with pytest.warns(UserWarning, match=r"no --model-script: model\.chat \(model 'gpt-4o'; the last"):
+            drill.discover()
+        case = drill.run_case("before:x")
+    assert case.ok, case.text()
+    [note] = [n for n in case.notes if "--model-script" in n]
+    assert "\n" not in note and "user 'What is 2+2?'" in note and case.model == {}
