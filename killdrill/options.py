@@ -680,8 +680,9 @@ OPTIONS: tuple[Option, ...] = (
         "model_script",
         Text(metavar="FILE", paths=True),
         None,
-        "serve a scripted model (OpenAI /v1/chat/completions, Anthropic /v1/messages) on the HTTP "
-        "fakes; sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",
+        "answer the agent's model calls (OpenAI /v1/chat/completions and /v1/responses, Anthropic "
+        "/v1/messages) from this script; every drill points OPENAI_BASE_URL and ANTHROPIC_BASE_URL at "
+        "the model fake, and without a script a model call is answered 400",
         "--model-script",
         discovery=True,
     ),
