@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
+import json
 import math
 import os
 import re
@@ -96,6 +97,7 @@ class DrillOptions:
     signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
     grace: float = 5.0
     integrations: tuple[str, ...] = ()  # e.g. ("langgraph",)
+    broker: str | None = None  # --integration celery: the broker each run is isolated on (default: Redis)
     discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
     ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
     resumers: int = 1  # concurrent resumers after the first kill
@@ -108,6 +110,7 @@ class DrillOptions:
     model_variance: int | None = None  # a seed: each attempt gets other wording and $vary values
     pass_env: tuple[str, ...] = ()  # model provider keys/endpoints passed to attempts (drill.env.WITHHELD)
     resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
+    answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
 
@@ -356,6 +359,32 @@ class Pairs(Repeated[dict[str, Any]]):
 
     def to_texts(self, value: Any) -> list[str]:
         return [self.join(k, v) for k, v in sorted(value.items())]
+
+
+@dataclass(frozen=True)
+class Answers(Repeated[tuple[str, ...]]):
+    """Answers, in order, repeats kept, each text as given (JSON when it parses as JSON, else
+    the text: read by the agent, ``killdrill.integrations._answers``); from Python, a value that
+    is not text is written as its JSON."""
+
+    metavar: str = "VALUE"
+    ini_type: IniType = "linelist"
+
+    def item(self, text: str) -> str:
+        return text
+
+    def combine(self, items: Iterable[str]) -> tuple[str, ...]:
+        return tuple(items)
+
+    def from_value(self, value: Any) -> tuple[str, ...]:
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        try:
+            return self.from_items(v if isinstance(v, str) else json.dumps(v) for v in items)
+        except (TypeError, ValueError):
+            raise OptionError(f"expected answers (text, or values JSON can write), got {value!r}") from None
+
+    def to_texts(self, value: Any) -> list[str]:
+        return list(value)
 
 
 def _split_identity(text: str) -> tuple[str, tuple[str, ...]]:
@@ -634,6 +663,15 @@ OPTIONS: tuple[Option, ...] = (
         discovery=True,
     ),
     Option(
+        "broker",
+        Text(metavar="URL"),
+        None,
+        "with --integration celery: the broker each case gets its own queues on, redis://... or "
+        "amqp://... (default: redis://127.0.0.1:6379/0)",
+        "--broker",
+        discovery=True,
+    ),
+    Option(
         "discovery_runs",
         _COUNT,
         2,
@@ -703,6 +741,15 @@ OPTIONS: tuple[Option, ...] = (
         "pass this model provider variable (OPENAI_API_KEY, OPENAI_BASE_URL, ...) from the harness's "
         "environment to the agent: withheld by default, so a drill never reaches a real model",
         "--pass-env",
+        discovery=True,
+    ),
+    Option(
+        "answer",
+        Answers(),
+        (),
+        "the scripted human: answer the run's next pending interrupt/approval with VALUE (JSON when "
+        "it parses, else text), through the integration; repeat it for the next ones, in order",
+        "--answer",
         discovery=True,
     ),
 )
@@ -859,6 +906,10 @@ def _names(env: Mapping[str, str], *variables: str) -> bool:
 
 DRILL_RULES: tuple[Rule, ...] = (
     Rule(
+        "{broker} needs {integrations} celery (the broker is where Celery's tasks go)",
+        lambda o: o["broker"] is None or "celery" in o["integrations"],
+    ),
+    Rule(
         "{model_variance} needs {model_script} (the model fake's script)",
         lambda o: o["model_variance"] is None or o["model_script"] is not None,
     ),
@@ -879,6 +930,17 @@ DRILL_RULES: tuple[Rule, ...] = (
 
 FORK_NEEDS_PYTHON = Rule("{launcher:v} needs a `python -m MODULE ...` or `python SCRIPT ...` command")
 FORK_NEEDS_PYTHON_RESUME = Rule("{launcher:v} needs the {resume_with} command to be a python one too")
+ANSWER_NEEDS_INTEGRATION = Rule(
+    "{answer} needs an integration that answers interrupts through its framework: {integrations} {can}"
+)
+ANSWER_CANNOT = Rule(
+    "{answer}: the {name} integration cannot answer its framework's pending interrupts or approvals "
+    "({can} can); answer them in the agent's own driver, or drill without {answer}"
+)
+NO_ANSWER = Rule(
+    "the clean run of {command} stopped at an interrupt with no answer ({interrupt}): give the "
+    "scripted human's answers, in order, with {answer}"
+)
 UNKNOWN_CHECK = Rule("unknown check {name!r} in {checks}: expected one of {known}")
 """Rules the drill checks (they need its command or the check registry), worded here."""
 

@@ -8,6 +8,7 @@ discovery (:mod:`killdrill.drill.discovery`), the judge of a case
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -27,8 +28,15 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
-from killdrill.integrations import Service, exit_aborts, preload_modules, start_services
-from killdrill.options import FORK_NEEDS_PYTHON, FORK_NEEDS_PYTHON_RESUME, UNKNOWN_CHECK
+from killdrill.integrations import Service, exit_aborts, find, known, preload_modules, start_services
+from killdrill.integrations._answers import ANSWERS_ENV
+from killdrill.options import (
+    ANSWER_CANNOT,
+    ANSWER_NEEDS_INTEGRATION,
+    FORK_NEEDS_PYTHON,
+    FORK_NEEDS_PYTHON_RESUME,
+    UNKNOWN_CHECK,
+)
 from killdrill.points import Fault
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
@@ -64,11 +72,29 @@ class AttemptLauncher:
         unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
         if unknown:
             raise UNKNOWN_CHECK.error(self.options, spelled, name=unknown[0], known=", ".join(OPT_IN_CHECKS))
+        if self.options.answer:
+            self._check_answers()
         self.model = self._load_model()
         if self.options.launcher == "fork" and not python_target(self.argv):
             raise FORK_NEEDS_PYTHON.error(self.options, spelled)
         if self.options.launcher == "fork" and self._resume_argv and not python_target(self._resume_argv):
             raise FORK_NEEDS_PYTHON_RESUME.error(self.options, spelled)
+
+    def _check_answers(self) -> None:
+        """``--answer`` needs an enabled integration that answers its framework's interrupts."""
+        can = sorted(name for name, i in known().items() if i.answers)
+        enabled = []
+        for name in self.options.integrations:
+            try:
+                enabled.append(find(name))
+            except ImportError:
+                continue  # an unknown integration: said by discovery, in one line
+        if any(i.answers for i in enabled):
+            return
+        spelled = self.options.spelled
+        if not enabled:
+            raise ANSWER_NEEDS_INTEGRATION.error(self.options, spelled, can=" or ".join(can))
+        raise ANSWER_CANNOT.error(self.options, spelled, name=enabled[0].name, can=", ".join(can))
 
     def _load_model(self) -> ModelFake | None:
         """The model fake of this drill, its script read and checked now (a one-line ScriptError)."""
@@ -106,7 +132,7 @@ class AttemptLauncher:
         """What the integrations' services add to a launch of ``run`` (started on first use)."""
         with self._lock:
             if self._services is None:
-                self._services = start_services(self.options.integrations, self.root)
+                self._services = start_services(self.options.integrations, self.root, self.options)
                 for service in self._services:
                     weakref.finalize(self, service.close)
             services = list(self._services)
@@ -145,6 +171,15 @@ class AttemptLauncher:
                 return found
         return None
 
+    def release(self, run: RunContext) -> None:
+        """``run`` is over: each service removes what the run left in it (Celery's broker keys)."""
+        with self._lock:
+            services = list(self._services or ())
+        for service in services:
+            release = getattr(service, "release", None)
+            if release is not None:
+                release(run.workdir, run.thread)
+
     def close(self) -> None:
         """Stop the fork template, if any (it also stops by itself when the harness exits), and the
         integrations' services; remove the root we made if nothing was kept in it."""
@@ -173,6 +208,8 @@ class AttemptLauncher:
             KILLDRILL_WORKDIR=str(run.workdir),
             KILLDRILL_LEDGER=self.workdirs.ledger_url(run.workdir),
         )
+        if self.options.answer:
+            env[ANSWERS_ENV] = json.dumps(list(self.options.answer))
         if self.options.integrations:
             env["KILLDRILL_INTEGRATIONS"] = ",".join(self.options.integrations)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap_dir(), env.get("PYTHONPATH")]))

@@ -109,7 +109,10 @@ class CaseRunner:
         run = RunContext(self.workdirs.new(text), thread)
         reproduce = self.reproduce_line(text)
         self._write_plan(run, text, seed, reproduce)
-        ran = self._attempts(run, sched, offsets_may_miss)
+        try:
+            ran = self._attempts(run, sched, offsets_may_miss)
+        finally:
+            self.launcher.release(run)
 
         violations, notes = ran.violations, ran.notes
         ledger: LedgerSnapshot | None = None

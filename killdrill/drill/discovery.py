@@ -6,6 +6,7 @@ import contextlib
 import shlex
 import shutil
 import uuid
+from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
@@ -17,8 +18,10 @@ from killdrill.drill.setup_checks import (
     warn,
 )
 from killdrill.drill.shared_state import check_integrations, fixed_paths, shared_state_error
+from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.workdirs import RunContext
 from killdrill.ledger import LedgerError
+from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     EXITED,
@@ -53,8 +56,13 @@ class Discoverer:
         workdir = self.workdirs.new(label)
         run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
-            attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            try:
+                attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+            finally:
+                self.launcher.release(run)
             self._imported |= imported_modules(run.state)
+            if attempt.outcome == EXITED:
+                self._check_answered(workdir)  # exit 0, or a driver that failed asking a person
             if attempt.outcome != EXITED or attempt.returncode != 0:
                 how = (
                     f"hung for {self.options.timeout:g}s"
@@ -80,6 +88,20 @@ class Discoverer:
             return unscripted_line(self.workdirs.snapshot(run))
         except (LedgerError, OSError, ValueError):
             return None  # no readable ledger: the failure speaks for itself
+
+    def _check_answered(self, workdir: Path) -> None:
+        """A clean run that stopped at an interrupt nobody answered is a one-line usage error: not a
+        pass (a drill of a run that stops before its work judges nothing), not the traceback of a
+        driver whose ``input()`` found no person."""
+        waiting = interrupts_at_exit(workdir, 1)
+        if not waiting:
+            return
+        node, value, kind = waiting[0]
+        given = len(self.options.answer)
+        after = f", after the {given} answer{'s' if given > 1 else ''} given" if given else ""
+        where = f"{kind} {node!r} asks {value}{after}"
+        command = shlex.join(self.command)
+        raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
 
     def discover(self, *, force: bool = False) -> Discovery:
         """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.

@@ -78,3 +78,18 @@ BILLING_OPENAI_AGENTS_ENV = {
 
 BILLING_OPENAI_AGENTS_PRELOAD = ("agents", "stripe", "httpx")
 """Modules the fork launcher imports once for the billing agent (``--preload``)."""
+
+HOTEL_REVIEW = (
+    "python",
+    "-m",
+    "killdrill.examples.hotel_review_langgraph",
+    "--thread",
+    "{thread}",
+    "--db",
+    "{workdir}/ckpt.sqlite",
+)
+"""LangGraph's review-tool-calls example (``interrupt()`` before the booking): drill it with
+``--integration langgraph --model-script HOTEL_REVIEW_SCRIPT --answer '{"action": "continue"}'``."""
+
+HOTEL_REVIEW_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hotel_review_langgraph.yaml")
+"""The scripted model the hotel-review agent talks to (``--model-script``)."""

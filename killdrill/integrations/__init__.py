@@ -10,12 +10,14 @@ the agent at startup, through the bootstrap, when ``--integration NAME`` is on) 
   agent's steps (LangGraph's ``checkpoint``: a resume that saves a checkpoint again has not
   re-done any work, and no case is scheduled at it);
 - ``service``: ``"module:factory"`` of a service the drill starts once (lazily, harness side
-  only: the agent never imports it) and stops when it closes; ``factory(root)`` returns an
-  object with ``env(workdir, thread) -> dict`` (added to every launch of that workdir: the
-  Temporal dev server's address and the case's namespace) and ``close()``; optionally
-  ``explain_hang(workdir, thread) -> (text, detail) | None``, what the runtime still holds for
-  that workdir when an attempt hung (Temporal: the open workflow's pending activities), said in
-  the ``hang`` violation;
+  only: the agent never imports it) and stops when it closes; ``factory(root, options)`` (the
+  drill's options) returns an object with ``env(workdir, thread) -> dict`` (added to every
+  launch of that workdir: the Temporal dev server's address and the case's namespace) and
+  ``close()``; optionally ``explain_hang(workdir, thread) -> (text, detail) | None``, what the
+  runtime still holds for that workdir when an attempt hung (Temporal: the open workflow's
+  pending activities), said in the ``hang`` violation, and ``release(workdir, thread)``, called
+  when that workdir's run is over (a case's last attempt, a clean run): what the run left in the
+  service goes (Celery: the run's broker keys or virtual host);
 - ``exit_abort``: an :class:`ExitAbort`, when the framework is known to abort the interpreter at
   exit after its work is done (Temporal's SDK, sdk-python#300): an attempt that died of SIGABRT
   (or exited 134 through a shell) right after the point that says the work closed is a clean exit
@@ -84,6 +86,7 @@ class Integration:
     activate: Callable[[], None] | None = None  # filled from the module's activate() when found
     service: str | None = None  # "module:factory", see the module doc
     exit_abort: ExitAbort | None = None
+    answers: bool = False  # answers a run's pending interrupts with --answer (integrations._answers)
 
 
 class IntegrationNotFound(UsageError, ImportError):
@@ -201,9 +204,9 @@ class Service(Protocol):
     def close(self) -> None: ...
 
 
-def start_services(names: Iterable[str], root: Path) -> list[Service]:
+def start_services(names: Iterable[str], root: Path, options: object = None) -> list[Service]:
     """The services of the enabled integrations ``names``, made for a drill rooted at ``root``
-    (each starts its process on its first ``env`` call).  Harness side only."""
+    with ``options`` (each starts its process on its first ``env`` call).  Harness side only."""
     out: list[Service] = []
     for name in names:
         try:
@@ -212,5 +215,5 @@ def start_services(names: Iterable[str], root: Path) -> list[Service]:
             continue  # said in one line by the agent's bootstrap
         if spec:
             module, _, attr = spec.partition(":")
-            out.append(getattr(importlib.import_module(module), attr)(root))
+            out.append(getattr(importlib.import_module(module), attr)(root, options))
     return out

@@ -44,6 +44,13 @@ Recorded in the agent, from what LangGraph itself computed, rather than by the d
 checkpoint: the drill does not know where the checkpointer lives (SQLite, Postgres, memory) nor
 how to decode it, and the agent's own view is the one its resume decision was made on.
 
+The scripted human (``--answer VALUE``, ``KILLDRILL_ANSWERS``): a root ``stream``/``astream`` (so
+``invoke``/``ainvoke`` too) that stops at ``interrupt()`` is run on with ``Command(resume=ANSWER)``, the
+next answer (one per pending interrupt, by id, when several are pending), as the person of
+LangGraph's documented loop would; the interrupt chunks answered are not yielded.  Which answer an
+interrupt gets is durable (``killdrill.integrations._answers``).  A run that stops at an interrupt
+with no answer left ends as LangGraph ends it; the thread view names the interrupt and its node.
+
 Forced timing: ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY`` delays checkpointer writes so
 races that depend on the host's thread scheduling show up on a small machine (with a ``writes``
 delay a checkpoint no longer waits for the writes before it: issue 8039's order).  Value:
@@ -68,6 +75,18 @@ from typing import TYPE_CHECKING, Any
 from killdrill.agent import boundary
 from killdrill.integrations import Integration
 from killdrill.integrations._imports import PatchOnImport
+from killdrill.integrations._langgraph_answers import (
+    answering,
+    described,
+    interrupt_nodes,
+    is_interrupt,
+    note_interrupt,
+    stops,
+    thread_of,
+    waiting,
+    wrap_astream,
+    wrap_stream,
+)
 
 if TYPE_CHECKING:
     pass
@@ -96,6 +115,7 @@ INTEGRATION = Integration(
     "langgraph",
     preload=("langgraph.graph",),  # what a fork template imports once
     internal_steps=frozenset({CHECKPOINT}),  # the checkpointer's own points, not an agent step
+    answers=True,  # --answer: a pending interrupt() is answered with Command(resume=...)
 )
 
 _RUNNER = "langgraph.pregel._runner"
@@ -201,7 +221,11 @@ def _wrap_run_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
         if name is None:
             return orig(task, *args, **kwargs)
         boundary(f"before:{name}")
-        result = orig(task, *args, **kwargs)
+        try:
+            result = orig(task, *args, **kwargs)
+        except Exception as exc:
+            note_interrupt(name, exc)
+            raise
         boundary(f"after:{name}")
         _remember(task.id, name)
         return result
@@ -216,7 +240,11 @@ def _wrap_arun_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
         if name is None:
             return await orig(task, *args, **kwargs)
         boundary(f"before:{name}")
-        result = await orig(task, *args, **kwargs)
+        try:
+            result = await orig(task, *args, **kwargs)
+        except Exception as exc:
+            note_interrupt(name, exc)
+            raise
         boundary(f"after:{name}")
         _remember(task.id, name)
         return result
@@ -314,8 +342,11 @@ def _instrument_async_loop(loop: Any) -> None:
 _views: dict[str, dict[str, Any]] = {}
 
 
-def _record_view(config: Any, pending: list[str], source: str) -> None:
-    """Remember the root thread's pending tasks and write them where the drill reads them."""
+def _record_view(
+    config: Any, pending: list[str], source: str, interrupts: Sequence[dict[str, str]] = ()
+) -> None:
+    """Remember the root thread's pending tasks (and the interrupts it waits on: node and value)
+    and write them where the drill reads them."""
     try:
         conf = config.get("configurable") or {}
         if conf.get("checkpoint_ns"):
@@ -327,7 +358,7 @@ def _record_view(config: Any, pending: list[str], source: str) -> None:
     if not workdir or conf.get("thread_id") is None:
         return
     with _lock:
-        _views[thread] = {"pending": pending, "source": source}
+        _views[thread] = {"pending": pending, "source": source, "interrupts": list(interrupts)}
         import json
 
         state = os.path.join(workdir, ".killdrill")
@@ -352,7 +383,7 @@ def _wrap_get_state(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     def get_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
         snap = orig(self, config, *args, **kwargs)
-        _record_view(config, _pending(snap), "get_state")
+        _record_view(config, _pending(snap), "get_state", waiting(snap))
         return snap
 
     return get_state
@@ -362,23 +393,28 @@ def _wrap_aget_state(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     async def aget_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
         snap = await orig(self, config, *args, **kwargs)
-        _record_view(config, _pending(snap), "get_state")
+        _record_view(config, _pending(snap), "get_state", waiting(snap))
         return snap
 
     return aget_state
 
 
-def _loop_ended(loop: Any, exc_type: Any) -> None:
+def _loop_ended(loop: Any, exc_type: Any, exc: BaseException | None = None) -> None:
     """A root run that ended without raising: done (or interrupted, waiting on a person)."""
+    config = getattr(loop, "config", None) or {}
     if exc_type is None and getattr(loop, "status", None) in ("done", "interrupt_before", "interrupt_after"):
-        _record_view(getattr(loop, "config", None) or {}, [], "run")
+        _record_view(config, [], "run")
+    elif exc is not None and not getattr(loop, "is_nested", True) and is_interrupt(exc):
+        stopped = [i for i in (exc.args[0] if exc.args else ()) if hasattr(i, "id")]
+        stops[thread_of(config)] = stopped
+        _record_view(config, [], "run", [described(i) for i in stopped])
 
 
 def _wrap_exit(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     def __exit__(self: Any, exc_type: Any, *args: Any) -> Any:
         result = orig(self, exc_type, *args)
-        _loop_ended(self, exc_type)
+        _loop_ended(self, exc_type, args[0] if args else None)
         return result
 
     return __exit__
@@ -388,7 +424,7 @@ def _wrap_aexit(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     async def __aexit__(self: Any, exc_type: Any, *args: Any) -> Any:
         result = await orig(self, exc_type, *args)
-        _loop_ended(self, exc_type)
+        _loop_ended(self, exc_type, args[0] if args else None)
         return result
 
     return __aexit__
@@ -449,6 +485,7 @@ def _wrap_init(orig: Callable[..., None], instrument: Callable[[Any], None]) -> 
 
 
 
+
 def _patch(module: ModuleType) -> None:
     """Patch one of the target modules, once (called right after it executes)."""
     with _lock:
@@ -466,6 +503,9 @@ def _patch(module: ModuleType) -> None:
         elif module.__name__ == _MAIN and (module.Pregel, "get_state") not in _originals:
             _replace(module.Pregel, "get_state", _wrap_get_state(module.Pregel.get_state))
             _replace(module.Pregel, "aget_state", _wrap_aget_state(module.Pregel.aget_state))
+            if answering():
+                _replace(module.Pregel, "stream", wrap_stream(module.Pregel.stream))
+                _replace(module.Pregel, "astream", wrap_astream(module.Pregel.astream))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
@@ -498,4 +538,6 @@ def deactivate() -> None:
         _hook.restore()
         _finished.clear()
         _views.clear()
+        stops.clear()
+        interrupt_nodes.clear()
         _delay = None

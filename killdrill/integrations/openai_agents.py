@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
 from killdrill.integrations import Integration
+from killdrill.integrations._agents_answers import wrap_run
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -60,13 +61,15 @@ INTEGRATION = Integration(
     "openai_agents",
     preload=("agents",),
     internal_steps=frozenset({SESSION}),
+    answers=True,  # --answer: pending tool approvals (killdrill.integrations._agents_answers)
 )
 
 TRACING_ENV = "OPENAI_AGENTS_DISABLE_TRACING"
 _TOOL = "agents.tool"
 _EXECUTION = "agents.run_internal.tool_execution"
 _PERSISTENCE = "agents.run_internal.session_persistence"
-_TARGETS = (_TOOL, _EXECUTION, _PERSISTENCE)
+_RUN = "agents.run"
+_TARGETS = (_TOOL, _EXECUTION, _PERSISTENCE, _RUN)
 _INVOKE = "_invoke_function_tool_with_metadata"
 _ADD = "_session_add_items"
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
@@ -154,6 +157,10 @@ def _patch(module: ModuleType) -> None:
             _replace(module, _INVOKE, _wrap_invoke)
         elif module.__name__ == _PERSISTENCE:
             _replace(module, _ADD, _wrap_add)
+        elif module.__name__ == _RUN:
+            runner = module.AgentRunner
+            if not getattr(runner.run, "__killdrill_wrapped__", False):
+                _hook.replace(runner, "run", wrap_run(runner.run))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)

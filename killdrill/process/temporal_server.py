@@ -134,7 +134,7 @@ def _activity_phrase(a: dict[str, Any]) -> str:
 class TemporalDevServer:
     """A dev server for one drill: :meth:`env` registers the workdir's namespace on first use."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, options: object = None) -> None:
         self.root = Path(root).absolute()  # the spawn chdirs: no relative paths
         self.binary = find_binary()
         self.address = ""

@@ -98,7 +98,8 @@ def runtime_attempts(calls: Sequence[Call]) -> tuple[str, list[dict[str, Any]]]:
     """What the durable runtime called the code that made ``calls``, from the context an
     integration recorded with each (:func:`killdrill.agent.in_runtime`): ``temporal activity
     charge_customer attempts 1 and 2`` and, per call that has one, its seq, the drill's attempt
-    and the context (the runtime's own ``attempt`` in it); ``""`` and ``[]`` when none has.
+    and the context (the runtime's own ``attempt`` in it, ``redelivered`` when a broker delivered
+    that try again: Celery); ``""`` and ``[]`` when none has.
     Framework-agnostic: the words are the context's ``runtime``, ``unit`` and ``name``."""
     detail: list[dict[str, Any]] = []
     groups: dict[str, list[str]] = {}
@@ -109,8 +110,8 @@ def runtime_attempts(calls: Sequence[Call]) -> tuple[str, list[dict[str, Any]]]:
         ctx = c.context
         head = " ".join(str(ctx[k]) for k in ("runtime", "unit", "name") if ctx.get(k) not in (None, ""))
         numbers = groups.setdefault(head or "runtime", [])
-        if ctx.get("attempt") is not None:
-            numbers.append(str(ctx["attempt"]))
+        if ctx.get("attempt") is not None:  # a broker's redelivery of the same try says so
+            numbers.append(f"{ctx['attempt']}{' (redelivered)' if ctx.get('redelivered') else ''}")
     parts = []
     for head, numbers in groups.items():
         if not numbers:

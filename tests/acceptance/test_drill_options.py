@@ -86,6 +86,8 @@ NON_DEFAULT_FLAGS = [
     "--signal", "TERM",
     "--grace", "0",
     "--integration", "langgraph",
+    "--integration", "celery",
+    "--broker", "amqp://guest:guest@127.0.0.1:5672//",
     "--discovery-runs", "3",
     "--resumers", "2",
     "--barrier", "after:effects.claim",
@@ -96,6 +98,7 @@ NON_DEFAULT_FLAGS = [
     "--model-variance", "7",
     "--pass-env", "OPENAI_API_KEY",
     "--resume-with", "python v2.py --thread {thread}",
+    "--answer", '{"action": "continue"}', "--answer", "no",
 ]  # fmt: skip
 
 
@@ -153,7 +156,8 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "cwd": "/tmp/agent",
         "signal": "term",
         "grace": "0",
-        "integrations": ["langgraph"],
+        "integrations": ["langgraph", "celery"],
+        "broker": "amqp://guest:guest@127.0.0.1:5672//",
         "discovery_runs": "3",
         "resumers": "2",
         "barrier": "after:effects.claim",
@@ -163,6 +167,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "model_script": "script.json",
         "model_variance": "7",
         "resume_with": "python v2.py --thread {thread}",
+        "answer": ['{"action": "continue"}', "no"],
     }
     from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)

@@ -207,6 +207,20 @@ def test_a_duplicate_names_the_runtime_attempts_that_landed_it() -> None:
     assert "runtime" not in plain.detail and "landed by" not in plain.message
 
 
+def test_a_duplicate_names_a_broker_redelivery_of_the_same_try() -> None:
+    # Celery: the same try (retries + 1) delivered again by the broker after a killed worker
+    from dataclasses import replace
+
+    ctx = {"runtime": "celery", "unit": "task", "name": "checkout", "attempt": 1}
+    first, second = call(key="k1", attempt=1), call(key="k2", attempt=2)
+    case = snap(
+        replace(first, context={**ctx, "redelivered": False}),
+        replace(second, context={**ctx, "redelivered": True}),
+    )
+    dup = judge(BASELINE, case, TWO_ATTEMPTS)[0]
+    assert dup.detail["runtime"] == "celery task checkout attempts 1 and 1 (redelivered)", dup.detail
+
+
 def test_ungated_email_is_a_keyless_duplicate() -> None:
     case = snap(
         call(key="k1", attempt=1),

@@ -1,0 +1,245 @@
+"""The Celery broker and result backend of each case and clean run (harness side only).
+
+``--integration celery`` gives every process of a run ``CELERY_BROKER_URL`` and
+``CELERY_RESULT_BACKEND`` of its own, so two runs never share a queue, a task id or a result:
+clean runs reuse a thread id, and a submitter that names its task after its thread would
+otherwise find the previous run's result.
+
+- Redis (the default, ``redis://127.0.0.1:6379/0``, or ``--broker redis://...``): one database
+  number is all a URL can choose, and there are 16; so each run gets a key prefix instead
+  (``KILLDRILL_CELERY_KEYPREFIX``), which the agent side puts in front of every key kombu and the
+  Redis result backend write, and a visibility timeout of a few seconds
+  (``KILLDRILL_CELERY_VISIBILITY_TIMEOUT``: Redis hands a killed worker's unacknowledged task
+  on after it, where kombu's default waits 3600 s).  Released: every key under the prefix deleted.
+- RabbitMQ (``--broker amqp://USER:PASS@HOST:PORT/``): a virtual host per run, made and deleted
+  with ``rabbitmqctl`` (AMQP cannot make one; every queue, exchange and binding of the run lives
+  in it and goes with it).  The result backend is a SQLite database in the run's workdir
+  (``db+sqlite://``): Celery's ``rpc://`` backend sends a result to the client that submitted
+  the task, so a submitter killed and re-run would wait for it forever.
+
+A broker that does not answer is a one-line :class:`~killdrill.errors.HarnessError` naming its
+URL.  :meth:`CeleryBroker.explain_hang` says what the broker still holds for a run that hung.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from killdrill.errors import HarnessError, UsageError
+from killdrill.integrations.celery import KEYPREFIX_ENV, VISIBILITY_ENV
+
+__all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
+
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+VISIBILITY_TIMEOUT_S = 3.0
+"""How long Redis keeps a killed worker's task before the next worker gets it.  A task whose
+body runs longer than this is handed to a second worker while the first still runs: a drill of
+such tasks sets ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT`` higher in the harness's environment."""
+_REDIS = ("redis", "rediss")
+_AMQP = ("amqp", "pyamqp", "amqps")
+_CONNECT_TIMEOUT_S = 3.0
+
+
+def _digest(workdir: Path) -> str:
+    return hashlib.sha256(str(workdir).encode()).hexdigest()[:12]
+
+
+def keyprefix_for(workdir: Path) -> str:
+    """The Redis key prefix of one run (unique by the workdir's path)."""
+    return f"killdrill-{_digest(workdir)}:"
+
+
+def vhost_for(workdir: Path) -> str:
+    """The RabbitMQ virtual host of one run (readable, and unique by the workdir's path)."""
+    slug = re.sub(r"[^A-Za-z0-9-]+", "-", workdir.name).strip("-")[:40] or "run"
+    return f"killdrill-{slug}-{_digest(workdir)}"
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password (said in errors)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass
+class _Run:
+    """What one run holds in the broker."""
+
+    env: dict[str, str]
+    keyprefix: str = ""
+    vhost: str = ""
+
+
+class CeleryBroker:
+    """The broker of one drill: :meth:`env` isolates a run on first use, :meth:`release` removes
+    everything it left, :meth:`close` whatever is still there."""
+
+    def __init__(self, root: Path, options: Any = None) -> None:
+        self.root = Path(root).absolute()
+        self.url = str(getattr(options, "broker", None) or DEFAULT_BROKER)
+        self.scheme = urlsplit(self.url).scheme
+        if self.scheme not in (*_REDIS, *_AMQP):
+            raise UsageError(f"--broker {self.url}: expected a redis:// or amqp:// URL")
+        self.visibility_s = float(os.environ.get(VISIBILITY_ENV) or VISIBILITY_TIMEOUT_S)
+        self._runs: dict[Path, _Run] = {}
+        self._lock = threading.Lock()
+        self._checked = False
+        self._redis: Any = None
+
+    # ------------------------------------------------------------------ reaching the broker
+
+    def _check_reachable(self) -> None:
+        parts = urlsplit(self.url)
+        default = 6379 if self.scheme in _REDIS else 5672
+        host, port = parts.hostname or "127.0.0.1", parts.port or default
+        try:
+            socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            raise HarnessError(
+                f"the Celery broker at {_redacted(self.url)} does not answer ({exc.strerror or exc}): "
+                "start it, or point --broker at one that runs"
+            ) from None
+
+    def _client(self) -> Any:
+        if self._redis is None:
+            import redis  # celery[redis]: harness side, only with a Redis broker
+
+            self._redis = redis.Redis.from_url(self.url, socket_connect_timeout=_CONNECT_TIMEOUT_S)
+        return self._redis
+
+    def _rabbitmqctl(self, *args: str) -> str:
+        ctl = shutil.which("rabbitmqctl")
+        if ctl is None:
+            raise HarnessError(
+                f"--broker {_redacted(self.url)}: a virtual host per case needs rabbitmqctl on this machine "
+                "(the RabbitMQ server's own tool), and none is on PATH"
+            )
+        done = subprocess.run([ctl, "-q", *args], capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            raise HarnessError(
+                f"rabbitmqctl {' '.join(args)} failed for --broker {_redacted(self.url)}: "
+                f"{said[-1] if said else f'exit {done.returncode}'}"
+            )
+        return done.stdout
+
+    # ------------------------------------------------------------------ one run
+
+    def _isolate(self, workdir: Path) -> _Run:
+        if self.scheme in _REDIS:
+            prefix = keyprefix_for(workdir)
+            env = {
+                "CELERY_BROKER_URL": self.url,
+                "CELERY_RESULT_BACKEND": self.url,
+                KEYPREFIX_ENV: prefix,
+                VISIBILITY_ENV: f"{self.visibility_s:g}",
+            }
+            return _Run(env, keyprefix=prefix)
+        vhost = vhost_for(workdir)
+        parts = urlsplit(self.url)
+        user = unquote(parts.username or "guest")
+        self._rabbitmqctl("add_vhost", vhost)
+        self._rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        broker = urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
+        results = workdir / ".killdrill" / "celery-results.sqlite"
+        results.parent.mkdir(parents=True, exist_ok=True)
+        return _Run(
+            {"CELERY_BROKER_URL": broker, "CELERY_RESULT_BACKEND": f"db+sqlite:///{results}"}, vhost=vhost
+        )
+
+    def env(self, workdir: Path, thread: str) -> dict[str, str]:
+        """The broker and backend of ``workdir``'s run (isolated on first use)."""
+        workdir = Path(workdir)
+        with self._lock:
+            if not self._checked:
+                self._check_reachable()
+                self._checked = True
+            run = self._runs.get(workdir)
+            if run is None:
+                run = self._runs[workdir] = self._isolate(workdir)
+            return dict(run.env)
+
+    def keys(self, workdir: Path) -> list[str]:
+        """The Redis keys ``workdir``'s run holds now (none on RabbitMQ)."""
+        if self.scheme not in _REDIS:
+            return []
+        return [
+            k.decode() for k in self._client().scan_iter(match=keyprefix_for(Path(workdir)) + "*", count=500)
+        ]
+
+    def vhosts(self) -> list[str]:
+        """This drill's virtual hosts RabbitMQ holds now (none on Redis)."""
+        if self.scheme in _REDIS:
+            return []
+        names = self._rabbitmqctl("list_vhosts", "name").split()
+        return [n for n in names if n.startswith("killdrill-")]
+
+    def release(self, workdir: Path, thread: str) -> None:
+        """Remove everything ``workdir``'s run left in the broker (its keys, or its vhost)."""
+        with self._lock:
+            run = self._runs.pop(Path(workdir), None)
+        if run is None:
+            return
+        if run.keyprefix:
+            client = self._client()
+            batch: list[bytes] = []
+            for key in client.scan_iter(match=run.keyprefix + "*", count=500):
+                batch.append(key)
+                if len(batch) >= 500:
+                    client.delete(*batch)
+                    batch.clear()
+            if batch:
+                client.delete(*batch)
+        if run.vhost:
+            self._rabbitmqctl("delete_vhost", run.vhost)
+
+    def explain_hang(self, workdir: Path, thread: str) -> tuple[str, dict[str, Any]] | None:
+        """What the broker still holds for ``workdir``'s run when an attempt hung (Redis: the
+        tasks waiting and the unacknowledged ones, and when Redis hands the latter on)."""
+        if self.scheme not in _REDIS or Path(workdir) not in self._runs:
+            return None
+        client, prefix = self._client(), keyprefix_for(Path(workdir))
+        unacked = int(client.hlen(prefix + "unacked") or 0)
+        waiting = {}
+        for key in client.scan_iter(match=prefix + "*", count=500):
+            name = key.decode()[len(prefix) :]
+            if not name.startswith(("unacked", "_kombu", "celery-task-meta")) and client.type(key) == b"list":
+                waiting[name] = int(client.llen(key))
+        if not unacked and not any(waiting.values()):
+            return None
+        text = (
+            f"the Celery broker ({_redacted(self.url)}) still holds {unacked} unacknowledged task(s) "
+            f"and {sum(waiting.values())} waiting"
+        )
+        if unacked:
+            text += (
+                f"; Redis hands an unacknowledged task to another worker only after its visibility timeout "
+                f"({self.visibility_s:g}s here), and only while a worker consumes the queue"
+            )
+        return text, {"unacked": unacked, "waiting": waiting, "visibility_timeout_s": self.visibility_s}
+
+    def close(self) -> None:
+        """Release every run still isolated (a drill that ended mid-case)."""
+        with self._lock:
+            left = list(self._runs)
+        for workdir in left:
+            with contextlib.suppress(HarnessError, OSError):
+                self.release(workdir, "")
+        if self._redis is not None:
+            with contextlib.suppress(Exception):
+                self._redis.close()
+            self._redis = None

@@ -1,0 +1,55 @@
+"""The Celery integration in-process: the points' names and the Redis channel's case settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.frameworks import need
+
+need("celery", "celery", "kombu")
+
+from celery import Celery  # noqa: E402
+
+from killdrill.integrations import celery as integration  # noqa: E402
+
+
+@pytest.fixture
+def active() -> Iterator[None]:
+    integration.activate()
+    yield
+    integration.deactivate()
+
+
+def test_a_task_is_named_as_written() -> None:
+    app = Celery("shop", set_as_current=False)
+
+    @app.task
+    def charge_order() -> None: ...
+
+    @app.task(name="billing.send receipt")
+    def send() -> None: ...
+
+    assert integration.task_point_name(charge_order) == "charge_order"  # the generated name's function
+    assert integration.task_point_name(send) == "billing.send_receipt"  # name= as given, made a point
+
+
+def test_the_redis_channel_takes_the_case_prefix_and_a_short_visibility(
+    active: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kombu.transport import redis
+
+    channel = redis.Channel.__new__(redis.Channel)  # attributes only: no connection
+    monkeypatch.delenv(integration.KEYPREFIX_ENV, raising=False)
+    monkeypatch.delenv(integration.VISIBILITY_ENV, raising=False)
+    assert (channel.global_keyprefix, channel.visibility_timeout) == ("", 3600)  # outside a case
+    monkeypatch.setenv(integration.KEYPREFIX_ENV, "killdrill-abc:")
+    monkeypatch.setenv(integration.VISIBILITY_ENV, "3")
+    channel.global_keyprefix = "app:"  # the app's own transport option, set when a channel opens
+    channel.visibility_timeout = 7200
+    assert channel.global_keyprefix == "killdrill-abc:app:"
+    assert channel.visibility_timeout == 3 and channel.unacked_restore_throttle == 1
+    channel.visibility_timeout = 1  # an app's smaller timeout is kept
+    assert channel.visibility_timeout == 1
+    assert redis.Channel.unacked_restore_interval == 1  # the sweep's timer reads the class's number
