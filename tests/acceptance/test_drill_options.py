@@ -166,6 +166,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "checks": ["compensation_order"],
         "model_script": "script.json",
         "model_variance": "7",
+        "pass_env": ["OPENAI_API_KEY"],
         "resume_with": "python v2.py --thread {thread}",
         "answer": ['{"action": "continue"}', "no"],
     }
