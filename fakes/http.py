@@ -199,6 +199,7 @@ class _Server(GuardedServer):
     binding: Binding  # requests under the server's own secret
     bindings: dict[str, Binding]  # requests under an attempt's secret
     model: _model.ModelFake | None = None
+    model_asked: dict[tuple[str, int, str], int]  # (thread, attempt, conversation) -> times asked
     wire: Mapping[str, Any]  # configuration of the wire fakes, e.g. {"hooks": {...}}
 
 
@@ -242,6 +243,7 @@ class FakesServer:
         server.bindings = {}
         server.binding = self._initial
         server.model = self.model
+        server.model_asked = {}
         server.wire = self.wire
         self._server = server
         # A short poll interval: stop() (once per attempt in a drill) returns in ~20 ms, not 500.
@@ -307,7 +309,14 @@ class FakesServer:
         if server is None:
             return
         self._launch_secrets.clear()
-        server.shutdown()
+        stopping = threading.Thread(target=server.shutdown, name="killdrill-fakes-stop")
+        stopping.start()
+        # wake serve_forever's select now, not at its next poll: once per attempt in every drill
+        try:
+            socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=1).close()
+        except OSError:
+            pass
+        stopping.join()
         server.server_close()
         server.close_all()
         if self._thread is not None:

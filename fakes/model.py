@@ -4,7 +4,13 @@ An agent that calls a model cannot run in a drill without one, and a real model 
 free nor repeatable.  This fake answers from the user's script (``fakes/model_script.py``): the
 reply is a function of the conversation (and, under ``--model-variance``, of the seed and the
 attempt), so a resumed process asking the same question hears the same answer, and a process
-that keys an effect on the model's wording or tool-call ids is caught when variance changes them.
+that keys an effect on the model's wording is caught when variance changes it.  Tool-call and
+response ids are new on every answer, as a real model's are (seeded: a reproduction gets the same
+ones), and the ledger keeps the tool-call ids issued, so a key made of one is named as such.
+
+Every drill serves these routes, with a script or without: its attempts' SDKs point here and
+never at a real model.  Without a script a model call is answered 400 with what was asked and
+recorded (outcome ``rejected``, payload ``unscripted``), so the drill says it in one line.
 
 Each answered request is recorded in the ledger as a call of provider ``model`` (op ``chat`` or
 ``messages``) with outcome ``answered``: a call, never an effect (the verdict ignores it), whose
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,12 +40,19 @@ from killdrill.fakes.model_script import (
     tool_schemas_text,
 )
 from killdrill.providers import Operation, ProviderSpec, register
-from killdrill.records import ANSWERED
+from killdrill.records import ANSWERED, REJECTED
 
 if TYPE_CHECKING:
     from killdrill.fakes.http import _FakesHandler
 
-__all__ = ["MODEL_PROVIDER", "ROUTES", "ModelFake", "anthropic_conversation", "openai_conversation"]
+__all__ = [
+    "MODEL_PROVIDER",
+    "ROUTES",
+    "UNSCRIPTED",
+    "ModelFake",
+    "anthropic_conversation",
+    "openai_conversation",
+]
 
 MODEL_PROVIDER = "model"
 register(
@@ -139,7 +153,7 @@ def anthropic_conversation(body: Mapping[str, Any]) -> Conversation:
 
 # ---- replies into responses --------------------------------------------------------------------
 def _reply_id(prefix: str, reply: Reply, salt: str) -> str:
-    seed = json.dumps([reply.digest, [c.id for c in reply.tool_calls], reply.content, salt])
+    seed = json.dumps([reply.nonce, [c.id for c in reply.tool_calls], reply.content, salt])
     return prefix + hashlib.sha256(seed.encode()).hexdigest()[:24]
 
 
@@ -289,19 +303,22 @@ def _serve(
 ) -> Reply | None:
     """Parse, answer from the script, record the call, announce ``during:``; None if answered already."""
     fake: ModelFake | None = getattr(handler.server, "model", None)
-    if fake is None or fake.script is None:
-        error(handler, 404, "killdrill: the model fake has no script: pass --model-script FILE")
-        return None
     try:
         body = json.loads(raw or b"{}")
         if not isinstance(body, Mapping):
             raise ValueError("not an object")
-    except ValueError:
+    except (ValueError, RecursionError):
         error(handler, 400, "the body must be a JSON object")
         return None
     fakes, binding = handler.fakes()
+    if fake is None or fake.script is None:
+        _unscripted(handler, op, body, parse, error)
+        return None
     try:
-        reply = fake.script.answer(parse(body), variance=fake.variance, attempt=fakes.attempt)
+        conv = parse(body)
+        reply = fake.script.answer(
+            conv, variance=fake.variance, attempt=fakes.attempt, asked=_asked(handler, conv, fakes.attempt)
+        )
     except ScriptError as exc:
         error(handler, 400, f"killdrill: {exc}")
         return None
@@ -311,6 +328,7 @@ def _serve(
         "digest": reply.digest,
         "messages": len(body.get("messages") or ()),
         "tool_calls": [c.name for c in reply.tool_calls],
+        "ids": [c.id for c in reply.tool_calls],  # issued by the model: a key made of one is caught
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
         "stream": bool(body.get("stream")),
@@ -324,6 +342,49 @@ def _serve(
             handler.hang_up()  # the supervisor killed the caller: nobody is left to answer
             return None
     return reply
+
+
+_asked_lock = threading.Lock()
+
+
+def _asked(handler: _FakesHandler, conv: Conversation, attempt: int) -> int:
+    """How many times this attempt asked this conversation before: a retry gets new ids too."""
+    binding = handler.fakes()[1]
+    with _asked_lock:
+        counts = handler.server.model_asked
+        key = (binding.thread, attempt, conv.digest)
+        n = counts[key] = counts.get(key, -1) + 1
+    return n
+
+
+UNSCRIPTED = "the drill has no --model-script"
+"""The start of the answer to, and of the ledger's record of, a model call the drill cannot answer."""
+
+
+def _unscripted(
+    handler: _FakesHandler,
+    op: str,
+    body: Mapping[str, Any],
+    parse: Callable[[Mapping[str, Any]], Conversation],
+    error: Callable[[_FakesHandler, int, str], None],
+) -> None:
+    """A model call in a drill without a script: recorded (the drill reports it in one line) and
+    answered 400 with what was asked, never passed on to a real model."""
+    try:
+        last = parse(body).last()
+        said = f"{last.role} {_clip(last.text)!r}" if last is not None else "nothing"
+    except ScriptError:
+        said = "a request the fake cannot read"
+    asked = f"{MODEL_PROVIDER}.{op} (model {str(body.get('model') or '?')!r}; the last message is {said})"
+    fakes, _ = handler.fakes()
+    with fakes.ledger.transaction() as tx:
+        tx.record(MODEL_PROVIDER, op, None, {"unscripted": asked}, REJECTED, None, fakes.attempt, fakes.pid)
+    error(handler, 400, f"killdrill: {UNSCRIPTED} to answer {asked}: pass --model-script FILE")
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _chat_completions(handler: _FakesHandler, raw: bytes) -> None:

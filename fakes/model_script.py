@@ -26,9 +26,12 @@ message of any role), ``system`` and ``any`` (some message) are substrings, or
 ``when`` always matches (a fallback).
 
 Because the reply depends only on the request, a resumed process that asks the same
-question gets the same answer.  Variance (``--model-variance SEED``) changes, per attempt,
-the wording (one of the alternatives, or a varied opening), the tool-call ids and every
-``{$vary: ...}`` value (a list: one item per attempt; a string: tagged; a number: shifted).
+question gets the same answer.  Its ids do not: like a real model, every answer carries new
+tool-call and response ids, a function of the conversation, the attempt, how many times this
+attempt asked it and the seed (``--model-variance``'s, else 0), so a reproduction gets the same
+ids again.  Variance (``--model-variance SEED``) also changes, per attempt, the wording (one of
+the alternatives, or a varied opening) and every ``{$vary: ...}`` value (a list: one item per
+attempt; a string: tagged; a number: shifted).
 """
 
 from __future__ import annotations
@@ -122,6 +125,7 @@ class Reply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     digest: str = ""
+    nonce: str = ""  # what makes this answer's ids its own (attempt, asking, seed): response ids too
 
 
 def estimate_tokens(text: str) -> int:
@@ -145,12 +149,16 @@ class Script:
     model: str = "killdrill-model"
     _regex: dict[str, re.Pattern[str]] = field(default_factory=dict, repr=False, compare=False)
 
-    def answer(self, conv: Conversation, *, variance: int | None = None, attempt: int = 1) -> Reply:
-        """The first matching rule's reply, varied per attempt when ``variance`` is a seed."""
+    def answer(
+        self, conv: Conversation, *, variance: int | None = None, attempt: int = 1, asked: int = 0
+    ) -> Reply:
+        """The first matching rule's reply, its content varied per attempt when ``variance`` is a
+        seed; its ids new for every ``attempt`` and every time (``asked``) the attempt asks again."""
         for rule in self.rules:
             captures = self._match(rule, conv)
             if captures is not None:
-                return self._render(rule, conv, captures, variance, attempt)
+                nonce = json.dumps([conv.digest, variance or 0, attempt, asked])
+                return self._render(rule, conv, captures, variance, attempt, nonce)
         last = conv.last()
         said = f"{last.role} {_clip(last.text)!r}" if last else "nothing"
         raise ScriptError(
@@ -195,7 +203,13 @@ class Script:
 
     # ---- rendering ------------------------------------------------------------------------
     def _render(
-        self, rule: _Rule, conv: Conversation, captures: Mapping[str, str], variance: int | None, attempt: int
+        self,
+        rule: _Rule,
+        conv: Conversation,
+        captures: Mapping[str, str],
+        variance: int | None,
+        attempt: int,
+        nonce: str,
     ) -> Reply:
         k = 0 if variance is None else variance + attempt - 1  # which variant this attempt gets
         content = rule.reply.get("content", "")
@@ -208,8 +222,7 @@ class Script:
         calls = []
         for i, spec in enumerate(rule.reply.get("tool_calls") or ()):
             args = _vary(_fill_value(spec.get("arguments") or {}, captures), k, variance is not None)
-            seed = [conv.digest, i] if variance is None else [conv.digest, i, variance, attempt]
-            call_id = hashlib.sha256(json.dumps(seed).encode()).hexdigest()[:24]
+            call_id = hashlib.sha256(f"{nonce}#{i}".encode()).hexdigest()[:24]
             calls.append(ToolCall(call_id, str(spec["name"]), args))
         completion = text + "".join(c.name + json.dumps(c.arguments) for c in calls)
         return Reply(
@@ -219,6 +232,7 @@ class Script:
             prompt_tokens=conv.prompt_tokens(),
             completion_tokens=estimate_tokens(completion),
             digest=conv.digest,
+            nonce=nonce,
         )
 
 

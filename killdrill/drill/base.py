@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from killdrill.drill.deployment import Deployed, DeploymentHook, check_faults
-from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
+from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command, withhold
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.topology import Process, Topology
@@ -208,6 +208,7 @@ class AttemptLauncher:
         env = dict(os.environ)
         for var in [k for k in env if k.startswith("KILLDRILL_")]:
             del env[var]  # never inherit an outer drill's channel
+        withhold(env, self.options.pass_env)  # a real model's keys stay with the harness
         env.update(self.options.env)
         env.update(
             KILLDRILL_THREAD=run.thread,
@@ -298,13 +299,15 @@ class AttemptLauncher:
         specs: list[LaunchSpec],
         hook: Barrier | fleet.Pause | DeploymentHook | None = None,
     ) -> list[Attempt]:
-        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them if asked."""
+        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them: always for
+        the model (every attempt's model SDKs point at the model fake, scripted or not), and the
+        effects' routes' URL given to the agent when asked."""
         servers: list[FakesServer | SmtpFake] = []
-        if self.options.http_fakes or self.model is not None:
-            wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
-            http = FakesServer(self.workdirs.ledger_url(run.workdir), wire=wire, model=self.model)
-            servers.append(http)
-            http.start()
+        wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
+        http = FakesServer(self.workdirs.ledger_url(run.workdir), wire=wire, model=self.model)
+        servers.append(http)
+        http.start()
+        own = {*self.options.env, *(n for n in self.options.pass_env if n in os.environ)}  # the user's win
         smtp: SmtpFake | None = None
         if self.options.smtp_fake:
             from killdrill.fakes.wire.smtp import SmtpFake  # the wire extra (aiosmtpd): only when asked
@@ -315,11 +318,10 @@ class AttemptLauncher:
 
         def prepare(spec: LaunchSpec) -> None:
             """Each launch its own fakes URL and SMTP port: its calls are its own, however many run."""
-            if servers and isinstance(servers[0], FakesServer):
-                url, secret = servers[0].attempt_url(id(spec))
+            url, secret = http.attempt_url(id(spec))  # every launch talks to the model fake
+            spec.env = {**spec.env, **{k: v for k, v in model_env(url).items() if k not in own}}
+            if self.options.http_fakes or self.model is not None:
                 spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
-                if self.model is not None:
-                    spec.env = {**spec.env, **model_env(url)}
             if smtp is not None:
                 spec.env = {**spec.env, "KILLDRILL_SMTP": smtp.attempt_address(id(spec))}
             spec.env = expand_env(spec.env, self.options.env)

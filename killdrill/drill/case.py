@@ -45,7 +45,7 @@ from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
 from killdrill.verdict.consequences import regroup_summary
 from killdrill.verdict.diagnosis import diagnose
-from killdrill.verdict.model_work import model_work
+from killdrill.verdict.model_work import model_work, unscripted_line
 
 
 @dataclass(frozen=True)
@@ -139,10 +139,12 @@ class CaseRunner:
             baseline=yard.baseline,
             attempts=ran.attempts,
             integrations=self.options.integrations,
+            ledger=ledger,
         )
         summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))
+        notes.extend(filter(None, [unscripted_line(ledger)]))
         notes.extend(fleet.upgrade_notes(self.launcher.command, self.options.resume_with, ran.attempts))
         result = CaseResult(
             command=self.launcher.command,

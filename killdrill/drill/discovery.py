@@ -29,6 +29,7 @@ from killdrill.drill.shared_state import (
 from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
+from killdrill.ledger import LedgerError
 from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
 from killdrill.process.launcher import LaunchError
@@ -45,6 +46,7 @@ from killdrill.records import (
 )
 from killdrill.verdict import volatile_fields
 from killdrill.verdict.baselines import workload_difference
+from killdrill.verdict.model_work import unscripted_line
 
 
 class Discoverer:
@@ -89,14 +91,23 @@ class Discoverer:
                 )
                 err = attempt.stderr_tail.strip() or "(no stderr)"
                 warn(integration_hint(self._imported, self.options.integrations))
+                model = self._unscripted(run)
                 raise DiscoveryError(
-                    f"the clean run of {shlex.join(self.command)} {how}; workdir kept at {workdir}\n"
-                    f"--- stderr (tail) ---\n{err}"
+                    f"the clean run of {shlex.join(self.command)} {how}{f': {model}' if model else ''}; "
+                    f"workdir kept at {workdir}\n--- stderr (tail) ---\n{err}"
                 )
             snap = self.workdirs.snapshot(run)
+            warn(unscripted_line(snap))
         if not self.options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return attempt, snap
+
+    def _unscripted(self, run: RunContext) -> str | None:
+        """The one line saying a failed clean run asked the model fake with no script, if it did."""
+        try:
+            return unscripted_line(self.workdirs.snapshot(run))
+        except (LedgerError, OSError, ValueError):
+            return None  # no readable ledger: the failure speaks for itself
 
     def _check_answered(self, workdir: Path) -> None:
         """A clean run that stopped at an interrupt nobody answered is a one-line usage error: not a

@@ -42,18 +42,45 @@ def bootstrap_dir() -> str:
 
 
 def model_env(url: str) -> dict[str, str]:
-    """Point the OpenAI and Anthropic SDKs (and what is built on them) at the model fake.
+    """Point the OpenAI and Anthropic SDKs (and what is built on them: the Agents SDK, LangChain,
+    pydantic-ai) at the model fake, in every attempt, scripted or not.
 
-    The keys are dummies on purpose: a drill must never reach, or bill, a real model.  The OpenAI
-    Agents SDK exports traces to api.openai.com whatever the base URL: turned off.
+    The keys are dummies on purpose: a drill must never reach, or bill, a real model.  Tracing
+    exporters that post a run's traces to a vendor whatever the base URL (the Agents SDK's,
+    LangSmith's) are turned off.
     """
     return {
         "OPENAI_AGENTS_DISABLE_TRACING": "1",
         "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_BASE": f"{url}/v1",  # the name older LangChain and LiteLLM read
         "OPENAI_API_KEY": "sk-killdrill-fake",
         "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": "sk-ant-killdrill-fake",
+        "LANGSMITH_TRACING": "false",
+        "LANGCHAIN_TRACING_V2": "false",
     }
+
+
+MODEL_VENDORS = (
+    "OPENAI", "AZURE_OPENAI", "ANTHROPIC", "CLAUDE", "GEMINI", "GOOGLE", "VERTEXAI", "MISTRAL",
+    "COHERE", "CO", "GROQ", "TOGETHER", "FIREWORKS", "DEEPSEEK", "XAI", "OPENROUTER", "PERPLEXITY",
+    "PPLX", "HF", "HUGGINGFACE", "HUGGINGFACEHUB", "HUGGING_FACE_HUB", "REPLICATE", "VOYAGE", "AI21",
+    "CEREBRAS", "NVIDIA", "OLLAMA", "LITELLM", "LANGSMITH", "LANGCHAIN", "LANGFUSE",
+)  # fmt: skip
+"""Prefixes of the model vendors' (and model tracers') variables a drill withholds."""
+
+WITHHELD = re.compile(
+    rf"^(?:{'|'.join(MODEL_VENDORS)})(?:_[A-Z0-9_]+)?_(?:KEY|TOKEN|SECRET|ENDPOINT|BASE|URL|HOST)$"
+    r"|^(?:GOOGLE_APPLICATION_CREDENTIALS|AWS_BEARER_TOKEN_BEDROCK)$"
+)
+"""A model provider's credential or endpoint in the harness's environment (``OPENAI_API_KEY``,
+``ANTHROPIC_BASE_URL``, ``HF_TOKEN``, ...): not passed to attempts unless ``--pass-env NAME``."""
+
+
+def withhold(env: dict[str, str], passed: Sequence[str]) -> None:
+    """Drop the model providers' keys and endpoints from ``env``, but those the user passes."""
+    for name in [k for k in env if WITHHELD.match(k) and k not in passed]:
+        del env[name]
 
 
 _HARNESS_VAR = re.compile(r"\{(KILLDRILL_[A-Z0-9_]+)\}")

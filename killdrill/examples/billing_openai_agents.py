@@ -20,9 +20,9 @@ again would append it a second time), until its last item is the assistant's ans
 Planted bugs (``--bug``), each seen in the field:
 
 ``call-id-key``
-    the charge keyed by the tool-call id (``ToolContext.tool_call_id``): stable while the model
-    repeats itself, so it passes without variance; under ``--model-variance`` a resume's new call
-    id charges twice (``duplicate_effect`` + ``key_changed`` on ``payments.charge``).
+    the charge keyed by the tool-call id (``ToolContext.tool_call_id``): a resume that asks the
+    model again gets a new call id, as from any model, and charges twice (``duplicate_effect`` +
+    ``key_changed`` on ``payments.charge``, cause ``model_id_key``).
 ``receipt-ungated``
     the receipt sent straight away: a kill between the send and the session's save sends it again
     on resume (``duplicate_effect`` on ``mailbox.send``), with or without variance.

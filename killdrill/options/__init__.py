@@ -113,7 +113,8 @@ class DrillOptions:
     preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
-    model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
+    model_variance: int | None = None  # a seed: each attempt gets other wording and $vary values
+    pass_env: tuple[str, ...] = ()  # model provider keys/endpoints passed to attempts (drill.env.WITHHELD)
     resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
     serve: Mapping[str, Sequence[str]] = field(default_factory=dict)  # service name -> its command
     ready: Mapping[str, str] = field(default_factory=dict)  # service name -> tcp:PORT|http://URL|log:TEXT
@@ -196,6 +197,15 @@ OPTIONS: tuple[Option, ...] = (
         "--resume-with",
     ),
     *SERVICE_ROWS,
+    Option(
+        "pass_env",
+        Names(metavar="NAME"),
+        (),
+        "pass this model provider variable (OPENAI_API_KEY, OPENAI_BASE_URL, ...) from the harness's "
+        "environment to the agent: withheld by default, so a drill never reaches a real model",
+        "--pass-env",
+        discovery=True,
+    ),
     Option(
         "env",
         Pairs(_split_env, _join_pair, "K=V"),
@@ -296,9 +306,10 @@ OPTIONS: tuple[Option, ...] = (
         "model_script",
         Text(metavar="FILE", paths=True),
         None,
-        "serve a scripted model (OpenAI /v1/chat/completions and the Responses API /v1/responses, "
-        "Anthropic /v1/messages) on 127.0.0.1; starts the HTTP fakes itself (no --http-fakes "
-        "needed) and sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",
+        "answer the agent's model calls (OpenAI /v1/chat/completions and /v1/responses, Anthropic "
+        "/v1/messages) from this script (no --http-fakes needed); every drill points OPENAI_BASE_URL and "
+        "ANTHROPIC_BASE_URL at "
+        "the model fake, and without a script a model call is answered 400",
         "--model-script",
         discovery=True,
     ),
@@ -306,7 +317,8 @@ OPTIONS: tuple[Option, ...] = (
         "model_variance",
         Number(int, 0, "a seed, a whole number >= 0"),
         None,
-        "each attempt gets other wording, tool-call ids and $vary values (seeded; default seed 0)",
+        "each attempt gets other wording and $vary values (seeded; default seed 0; the model's ids "
+        "differ on every answer regardless)",
         "--model-variance",
         discovery=True,
         flag_const=0,

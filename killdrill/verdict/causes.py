@@ -15,6 +15,7 @@ class Cause(StableName):
     KEY_NEW_PER_ATTEMPT = "key_new_per_attempt"
     KEY_NEW_PER_CALL = "key_new_per_call"
     SDK_GENERATED_KEY = "sdk_generated_key"
+    MODEL_ID_KEY = "model_id_key"
     IRREVERSIBLE_RESENT = "irreversible_resent"
     UNKEYED_RESENT = "unkeyed_resent"
     PROVIDER_NOT_DEDUPING = "provider_not_deduping"
@@ -50,6 +51,9 @@ FIXES: dict[Cause, str] = {
     "retry: " + _KEY_FIX,
     Cause.SDK_GENERATED_KEY: "pass the key explicitly (stripe: idempotency_key=... on the create call); "
     "the SDK's automatic key is new in every process and only covers its own in-process retries: " + _KEY_FIX,
+    Cause.MODEL_ID_KEY: "never build the key from the model's tool-call id (ToolContext.tool_call_id, a "
+    "tool_use id): a model issues new ids on every answer; key by what the call does (thread, tool, its "
+    "arguments' business ids): " + _KEY_FIX,
     Cause.IRREVERSIBLE_RESENT: "gate the send: claim it durably before sending, and when a claim is left "
     "in flight by a kill, reconcile with the provider (mailbox.lookup(ref), the Message-ID) before "
     "sending again (killdrill.effects.gate); make it the last step",

@@ -43,6 +43,7 @@ from killdrill.records import (
 )
 from killdrill.verdict.causes import FIXES, Cause
 from killdrill.verdict.consequences import roots_and_consequences
+from killdrill.verdict.model_ids import issued_ids, model_id_story
 from killdrill.verdict.runtime_keys import runtime_attempt_in_key
 
 __all__ = ["FIXES", "Cause", "diagnose", "key_origin"]
@@ -195,6 +196,9 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
     )
 
 
+_KEYED = (DUPLICATE_EFFECT, KEY_CHANGED)
+
+
 def _last_unfinished(attempts: Sequence[Attempt]) -> Attempt | None:
     last = attempts[-1] if attempts else None
     return last if last is not None and last.unfinished else None
@@ -314,10 +318,13 @@ def diagnose(
     baseline: LedgerSnapshot,
     attempts: Sequence[Attempt],
     integrations: Sequence[str] = (),
+    ledger: LedgerSnapshot | None = None,
 ) -> list[Violation]:
     """``violations`` with a cause, what was observed, and a fix each (the integrations the case
-    ran under may name a framework-specific one); consequences nested under their root.
-    Idempotent: a violation that has a cause keeps it."""
+    ran under may name a framework-specific one; ``ledger``: the case's, for the ids its model
+    issued); consequences nested under their root.  Idempotent: a violation that has a cause
+    keeps it."""
+    issued = issued_ids(ledger)
     refused = next(
         (v for v in violations if v.kind == KEY_REUSED and any(c.outcome == REJECTED for c in v.calls)), None
     )
@@ -325,7 +332,11 @@ def diagnose(
     out = []
     for v in violations:
         if v.cause is None:
-            cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
+            story = model_id_story(v.calls, issued, f"{v.provider}.{v.op}") if v.kind in _KEYED else None
+            if story is not None:
+                cause, observed = Cause.MODEL_ID_KEY, story
+            else:
+                cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
             v = replace(v, cause=str(cause), observed=observed, fix=FIXES[cause])
             v = _framework_cause(v, attempts, integrations)
         out.append(v)

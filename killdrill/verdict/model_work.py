@@ -14,7 +14,7 @@ from typing import Any
 from killdrill.providers import spec
 from killdrill.records import Call, LedgerSnapshot
 
-__all__ = ["MODEL_WORK_FIELDS", "model_work", "render_model_work", "sum_model_work"]
+__all__ = ["MODEL_WORK_FIELDS", "model_work", "render_model_work", "sum_model_work", "unscripted_line"]
 
 MODEL_WORK_FIELDS = (
     "calls",
@@ -30,8 +30,8 @@ def _spent(calls: Iterable[Call]) -> tuple[int, int, dict[int, int]]:
     n = tokens = 0
     by_attempt: dict[int, int] = {}
     for c in calls:
-        if not spec(c.provider).call_only:
-            continue
+        if not spec(c.provider).call_only or "unscripted" in c.payload:
+            continue  # an effect, or a model call no script answered: no work done
         n += 1
         tokens += int(c.payload.get("prompt_tokens") or 0) + int(c.payload.get("completion_tokens") or 0)
         by_attempt[c.attempt] = by_attempt.get(c.attempt, 0) + 1
@@ -76,4 +76,18 @@ def render_model_work(w: Mapping[str, Any]) -> str:
         f"{w['calls']} call{'s' if w['calls'] != 1 else ''}, {w['tokens']} tokens "
         f"({clean}: {w['baseline_calls']} calls, {w['baseline_tokens']} tokens); "
         f"re-spent by resumes: {w['respent_calls']} calls, {w['respent_tokens']} tokens"
+    )
+
+
+def unscripted_line(ledger: LedgerSnapshot | None) -> str | None:
+    """One line when the agent called the model fake and the drill has no script to answer it
+    (the fake answered 400 and recorded what was asked), else None."""
+    calls = ledger.calls if ledger is not None else ()
+    asked = [str(c.payload["unscripted"]) for c in calls if "unscripted" in c.payload]
+    if not asked:
+        return None
+    more = f" (and {len(asked) - 1} more)" if len(asked) > 1 else ""
+    return (
+        f"the agent called a model and the drill has no --model-script: {asked[0]}{more}; the model "
+        "fake answered 400 (no real model is ever called from a drill): pass --model-script FILE"
     )

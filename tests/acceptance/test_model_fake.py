@@ -88,7 +88,8 @@ def test_openai_sdk_streaming_rebuilds_the_same_reply(server: FakesServer) -> No
                 ids.add(tc.id) if tc.id else None
                 args += tc.function.arguments or ""
     assert text == whole.choices[0].message.content
-    assert ids == {whole.choices[0].message.tool_calls[0].id}
+    # asked a second time: one new id, the same call
+    assert len(ids) == 1 and ids != {whole.choices[0].message.tool_calls[0].id}
     assert json.loads(args) == json.loads(whole.choices[0].message.tool_calls[0].function.arguments)
     assert usage is not None and usage.total_tokens == whole.usage.total_tokens
 
@@ -108,7 +109,11 @@ def test_anthropic_sdk_tool_use_round_trip_and_stream(server: FakesServer, tmp_p
         model="claude-x", max_tokens=256, messages=[{"role": "user", "content": USER}], tools=tools
     ) as stream:
         streamed = stream.get_final_message()
-    assert [b.model_dump() for b in streamed.content] == [b.model_dump() for b in msg.content]
+    # asked a second time: the same blocks under a new id
+    assert [b.model_dump(exclude={"id"}) for b in streamed.content] == [
+        b.model_dump(exclude={"id"}) for b in msg.content
+    ]
+    assert streamed.id != msg.id and streamed.content[1].id != use.id  # type: ignore[union-attr]
     history = [
         {"role": "user", "content": USER},
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]},
@@ -153,10 +158,14 @@ def _ask_in_a_new_process(tmp_path: Path, name: str, attempt: int, variance: int
 
 
 def test_same_prompt_same_reply_across_processes_and_servers(tmp_path: Path) -> None:
-    """No cursor: a resumed process asking the same question gets the same reply, ids included;
-    under variance the reply is the same for the same attempt and differs for the next one."""
-    plain = [_ask_in_a_new_process(tmp_path, f"p{i}", attempt=i, variance=None) for i in (1, 2)]
+    """No cursor: a resumed process asking the same question gets the same reply under new ids, as
+    from a real model; the same attempt gets the same ids in any process (a reproduction
+    reproduces); under variance the wording differs per attempt too."""
+    plain = [json.loads(_ask_in_a_new_process(tmp_path, f"p{i}", a, None)) for i, a in enumerate((1, 1, 2))]
     assert plain[0] == plain[1]
+    assert plain[1]["tool_calls"][0]["id"] != plain[2]["tool_calls"][0]["id"]
+    assert plain[1]["content"] == plain[2]["content"]
+    assert plain[1]["tool_calls"][0]["function"] == plain[2]["tool_calls"][0]["function"]
     varied = [
         _ask_in_a_new_process(tmp_path, f"v{i}", attempt=a, variance=4) for i, a in enumerate((2, 2, 3))
     ]
@@ -222,16 +231,22 @@ def test_correct_loop_passes_every_point_under_variance_and_counts_respent_work(
     assert data["cases"][1]["model"] == charge
 
 
-def test_tool_call_id_key_passes_without_variance_and_is_caught_with_it(tmp_path: Path) -> None:
-    """The blind spot variance exists for: a deterministic model repeats its tool-call id, so a key
-    made of it looks stable; a real model would not.  With variance the charge lands twice."""
-    args = ("--key", "tool-call", "--checkpoint", "turn")
-    with _drill(tmp_path / "plain", *args) as drill:
-        assert drill.run_case("during:payments.charge").ok
-    with _drill(tmp_path / "varied", *args, variance=0) as drill:
+def test_tool_call_id_key_is_caught_without_variance_with_the_models_id_as_cause(tmp_path: Path) -> None:
+    """A key made of the tool-call id: the resume re-asks the model, which answers with a new id
+    (as any model does), so the charge lands twice; the cause names the ids the model issued."""
+    with _drill(tmp_path, "--key", "tool-call", "--checkpoint", "turn") as drill:
         case = drill.run_case("during:payments.charge")
     assert case.kinds == ("duplicate_effect", "key_changed"), case.text()
-    assert "--model-variance 0" in case.reproduce and "--model-script" in case.reproduce
+    assert case.ledger is not None
+    charges = [c for c in case.ledger.calls if c.provider == "payments"]
+    issued = {i: c.attempt for c in case.ledger.calls if c.provider == "model" for i in c.payload["ids"]}
+    assert [c.attempt for c in charges] == [1, 2]
+    assert [issued[str(c.key).removeprefix("call_")] for c in charges] == [1, 2]  # each attempt's own id
+    cause = case.violations[0]
+    assert cause.cause == "model_id_key", case.text()
+    assert f"{charges[0].key} in attempt 1" in cause.observed
+    assert "tool-call ids the model issued" in cause.observed
+    assert "--model-variance" not in case.reproduce
 
 
 def test_anthropic_loop_drills_too(tmp_path: Path) -> None:
@@ -280,9 +295,16 @@ def test_env_values_name_harness_variables(tmp_path: Path) -> None:
 def test_ini_keys_of_the_model_fake(pytester: pytest.Pytester) -> None:
     from killdrill.pytest_plugin import _ini_options
 
-    pytester.makeini(f"[pytest]\nkilldrill_model_script = {LOOP_SCRIPT}\nkilldrill_model_variance = 3\n")
+    pytester.makeini(
+        f"[pytest]\nkilldrill_model_script = {LOOP_SCRIPT}\nkilldrill_model_variance = 3\n"
+        "killdrill_pass_env = OPENAI_API_KEY HF_TOKEN\n"
+    )
     options = _ini_options(pytester.parseconfig())
-    assert options == {"model_script": str(LOOP_SCRIPT), "model_variance": 3}
+    assert options == {
+        "model_script": str(LOOP_SCRIPT),
+        "model_variance": 3,
+        "pass_env": ("OPENAI_API_KEY", "HF_TOKEN"),
+    }
     DrillOptions(**options)  # every ini key is a DrillOptions field
 
 

@@ -87,15 +87,17 @@ def test_points_are_named_after_the_tools_and_the_correct_agent_passes_under_var
     assert cases[0].model["respent_calls"] == 1
 
 
-def test_tool_call_id_key_passes_without_variance_and_is_caught_with_it(tmp_path: Path) -> None:
-    with _drill(tmp_path / "plain", "--bug", "call-id-key") as drill:
-        assert drill.run_case("after:charge_card").ok
-    with _drill(tmp_path / "varied", "--bug", "call-id-key", variance=0) as drill:
+def test_tool_call_id_key_is_caught_without_a_flag_and_names_the_models_id(tmp_path: Path) -> None:
+    """``ToolContext.tool_call_id`` as the key: the resume asks the model again and gets a new call
+    id, as from any model, so the charge lands twice; the cause names the ids the model issued."""
+    with _drill(tmp_path, "--bug", "call-id-key") as drill:
         case = drill.run_case("after:charge_card")
     assert case.kinds == ("duplicate_effect", "key_changed"), case.text()
     assert case.ledger is not None
     charges = [c for c in case.ledger.calls if c.provider == "payments"]  # the ledger itself, read
     assert [c.attempt for c in charges] == [1, 2] and charges[0].key != charges[1].key
+    assert case.violations[0].cause == "model_id_key"
+    assert f"{charges[1].key} in attempt 2" in case.violations[0].observed
 
 
 def test_ungated_receipt_is_sent_twice_without_variance(tmp_path: Path) -> None:
@@ -121,8 +123,8 @@ def test_correct_example_passes_every_point_20_times(tmp_path: Path) -> None:
 
 
 BUG_CASES: dict[str, tuple[int | None, dict[str, Catch]]] = {
-    # the scripted model repeats its tool-call ids: only a varied one (any real model) shows this bug
-    "call-id-key": (0, {
+    # the model fake's call ids differ on every answer, as any model's: caught with no flag
+    "call-id-key": (None, {
         "after:charge_card": Catch(("duplicate_effect", "key_changed"), "payments"),
         "during:payments.charge": Catch(("duplicate_effect", "key_changed"), "payments"),
     }),

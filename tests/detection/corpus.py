@@ -396,8 +396,8 @@ DEFECTS: tuple[Agent, ...] = (
         (KEY_CHANGED, DUPLICATE_EFFECT),
         ("after:charge_card", "during:payments.charge"),
         _billing("call-id-key"),
-        # The scripted model repeats its call ids: only a model that varies them (any real one) shows it.
-        options={**_OPENAI_AGENTS_OPTIONS, "model_variance": 0},
+        # The model fake's call ids differ on every answer, as a real model's: caught with no flag.
+        options=_OPENAI_AGENTS_OPTIONS,
         needs=_NEEDS_OPENAI_AGENTS,
     ),
     Agent(

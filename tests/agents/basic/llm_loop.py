@@ -4,8 +4,8 @@ The model decides the charge (``charge_card`` with order and amount); the loop r
 appends the result and asks again until the model stops calling tools.  The transcript is
 saved after each model reply and each tool result (``--checkpoint turn``: only after the
 tools ran, so a kill in a tool asks the model again), so a resume continues the conversation.
-``--key tool-call`` keys the charge on the model's tool-call id (the mistake variance catches
-when the model is asked again); the default keys it on the thread and the order.
+``--key tool-call`` keys the charge on the model's tool-call id (a mistake: the model answers a
+resumed attempt with a new id); the default keys it on the thread and the order.
 """
 
 import argparse
@@ -22,7 +22,18 @@ p.add_argument("--key", choices=["business", "tool-call"], default="business")
 p.add_argument(
     "--checkpoint", choices=["message", "turn"], default="message", help="turn: save after the tools"
 )
+p.add_argument("--env-out", help="write the model variables this process sees to this JSON file")
 args = p.parse_args()
+if args.env_out:
+    seen = (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "HF_TOKEN",
+        "OPENAI_BASE_URL",
+        "OPENAI_AGENTS_DISABLE_TRACING",
+    )
+    with open(args.env_out, "w") as f:
+        json.dump({name: os.environ.get(name) for name in seen}, f)
 
 TOOLS = [{"name": "charge_card", "description": "Charge a card", "parameters": {"type": "object"}}]
 messages = [{"role": "user", "content": "Settle order A-17 for 4200 cents."}]

@@ -67,12 +67,24 @@ def test_rule_chosen_by_the_conversation_with_captures(script) -> None:
 
 
 def test_same_conversation_same_reply_whatever_was_asked_before(script) -> None:
-    """No cursor: asking twice, or after other questions, gives the same answer, ids included."""
+    """No cursor: asking twice, or after other questions, gives the same answer; the ids are a
+    function of the attempt and of how many times it asked, never of what came before."""
     a = script.answer(first_turn())
     script.answer(Conversation((Turn("user", "order B-2 for 5 cents"),)))
     b = script.answer(first_turn())
     assert a == b
-    assert script.answer(first_turn(), attempt=7) == a  # the attempt only matters under variance
+
+
+def test_ids_differ_on_every_answer_without_variance_and_reproduce(script) -> None:
+    """Like a real model: a resumed attempt, or a retry within one, gets new tool-call and response
+    ids for the same conversation; the wording and arguments stay; the same attempt and asking
+    give the same ids again (a reproduction reproduces)."""
+    answers = [script.answer(first_turn(), attempt=a, asked=n) for a, n in ((1, 0), (2, 0), (1, 1))]
+    assert len({r.tool_calls[0].id for r in answers}) == 3 and len({r.nonce for r in answers}) == 3
+    assert len({r.content for r in answers}) == 1
+    assert len({json.dumps(r.tool_calls[0].arguments) for r in answers}) == 1
+    assert script.answer(first_turn(), attempt=2) == answers[1]
+    assert script.answer(first_turn(), attempt=2, variance=3).tool_calls[0].id != answers[1].tool_calls[0].id
 
 
 def test_variance_changes_wording_ids_and_marked_values_per_attempt(script) -> None:

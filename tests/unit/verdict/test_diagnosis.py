@@ -203,3 +203,21 @@ def test_a_run_cut_by_the_attempt_limit_says_the_drill_stopped_it() -> None:
     crashed = Attempt(2, None, EXITED, 1, 1.0)
     [other] = diagnose([never_completed([KILLED_DURING, crashed], 2)], baseline=LedgerSnapshot(), attempts=[])
     assert other.cause == "resume_crashed", other
+def _model_answer(ids: list[str], attempt: int) -> Call:
+    return Call(next(_seq), "model", "responses", None, {"ids": ids}, "answered", None, attempt, 1, 0.0)
+
+
+def test_a_key_holding_the_tool_call_id_the_model_issued_is_named_so() -> None:
+    """The fact is the ledger's (the ids the model fake issued), not the key's shape: the same keys
+    without those records are a plain new-key-per-attempt."""
+    keys = ("call_a1b2c3d4e5f6a7b8c9d0e1f2", "call_0f1e2d3c4b5a69788796a5b4")
+    base, case = _charge_bug(keys)
+    attempts = [KILLED_DURING, RESUMED]
+    model = (_model_answer([keys[0][5:]], 1), _model_answer([keys[1][5:]], 2))
+    ledger = LedgerSnapshot(model + case.calls)
+    found = diagnose(judge(base, ledger, attempts), baseline=base, attempts=attempts, ledger=ledger)
+    root = next(v for v in found if v.kind == DUPLICATE_EFFECT)
+    assert root.cause == Cause.MODEL_ID_KEY and root.fix == FIXES[Cause.MODEL_ID_KEY]
+    assert f"{keys[0]} in attempt 1, {keys[1]} in attempt 2" in root.observed
+    plain = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts, ledger=case)
+    assert next(v for v in plain if v.kind == DUPLICATE_EFFECT).cause == Cause.KEY_NEW_PER_ATTEMPT
