@@ -9,6 +9,7 @@ Any method, any path a wire family registered (``killdrill.fakes.wire``): ``/hoo
 Stripe subset (``/v1/payment_intents``, ``/v1/refunds``), Razorpay, GoCardless, Checkout.com.
 ``POST /v1/chat/completions``    the model fake (OpenAI and Anthropic APIs), answered from a
 ``POST /v1/messages``            script and recorded as calls, never effects: ``fakes/model.py``.
+``POST /mcp``                    the fakes as MCP tools over streamable HTTP (``fakes/mcp/http.py``).
 
 Unlike the in-process fakes, a keyed request here is two transactions: the key is claimed (in
 flight: a concurrent request with it gets a 409), the optional ``latency`` passes, then the effect
@@ -169,6 +170,18 @@ def _generic(h: _FakesHandler, req: Request) -> None:
         ex.finish(answer, stripe_render(key, lambda body: {**body, "replayed": replayed}))
         return
     h.send_json(200, {"result": result})  # a read or configure: not recorded, not announced
+
+
+@route("POST", r"/mcp")
+def _mcp(h: GuardedHandler, req: Request) -> None:
+    """The counting MCP server over streamable HTTP (:mod:`killdrill.fakes.mcp.http`, extra ``mcp``)."""
+    try:
+        from killdrill.fakes.mcp.http import serve_mcp
+    except ImportError as exc:
+        assert isinstance(h, _FakesHandler)
+        h.stripe_error(501, f"the MCP route needs the mcp package ({exc}): pip install 'killdrill[mcp]'")
+        return
+    serve_mcp(h, req)
 
 
 def _model_route(path: str, serve: Callable[[Any, bytes], None]) -> None:

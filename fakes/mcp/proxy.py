@@ -1,0 +1,168 @@
+"""The counting proxy: a user's own stdio MCP server behind it, every ``tools/call`` recorded.
+
+The agent launches ``python -m killdrill.fakes.mcp --proxy NAME -- CMD...`` where it launched
+``CMD...``; the proxy starts ``CMD`` and copies the bytes of every message both ways unchanged
+(it parses a copy, never re-serializes: it cannot change a call or an answer).  When the server
+answers a ``tools/call``, the proxy records the call in the ledger as provider ``NAME``, op the
+tool's name, payload the arguments, then announces ``during:NAME.TOOL`` (the server did it, the
+caller has not heard), then forwards the answer.
+
+``NAME`` is undeclared (a declared provider's name is refused), so the verdict judges it as a
+plain non-idempotent effect (``killdrill.providers``): every answered call counts, nothing is
+converged.  What the server itself did (its database) stays the user's; what the proxy can
+see is the answer:
+
+- a JSON-RPC error or a result with ``isError``: recorded ``failed`` (did not land);
+- with ``--key TOOL=ARG``, a call carrying ``ARG``: that value is the call's key (not part of
+  the payload, as a Stripe key is not), and an answer equal to the first answer under the key is
+  the server replaying it: recorded ``replayed``.  A different answer under the same key is a
+  new effect: the server did it again;
+- otherwise every answered call landed (``created``).
+
+Standard library only: the proxy needs no ``mcp`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+from killdrill.agent import boundary
+from killdrill.canonical import canonical_json
+from killdrill.fakes.handle import Fakes, connect
+from killdrill.providers import registered
+from killdrill.records import CREATED, FAILED, REPLAYED
+
+__all__ = ["CountingProxy", "parse_keys", "run_proxy"]
+
+
+def parse_keys(items: Sequence[str]) -> dict[str, str]:
+    """``["book=request_id"]`` -> ``{"book": "request_id"}``; ValueError names a malformed item."""
+    keys: dict[str, str] = {}
+    for item in items:
+        tool, sep, arg = item.partition("=")
+        if not sep or not tool or not arg:
+            raise ValueError(f"--key {item!r}: expected TOOL=ARG (the tool's argument that is its key)")
+        keys[tool] = arg
+    return keys
+
+
+def check_name(name: str) -> None:
+    """A provider name the ledger and the ``during:`` grammar can carry, that no fake declares."""
+    if not name.isidentifier() or name.startswith("_"):
+        raise ValueError(f"--proxy {name!r}: the provider name must be an identifier (letters, digits, _)")
+    if name in registered():
+        raise ValueError(
+            f"--proxy {name!r}: a declared provider has that name; choose another (e.g. {name}_mcp)"
+        )
+
+
+class CountingProxy:
+    """Records the answered ``tools/call`` requests of one connection (see the module docstring)."""
+
+    def __init__(self, name: str, keys: Mapping[str, str], fakes: Fakes, caller_pid: int) -> None:
+        self.name, self.keys, self.fakes, self.caller_pid = name, dict(keys), fakes, caller_pid
+        self._pending: dict[str, tuple[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def client_message(self, line: bytes) -> None:
+        """Note a ``tools/call`` request the client sends (its id, tool and arguments)."""
+        for msg in _messages(line):
+            if msg.get("method") == "tools/call" and "id" in msg:
+                params = msg.get("params")
+                params = params if isinstance(params, dict) else {}
+                with self._lock:
+                    self._pending[_id(msg["id"])] = (str(params.get("name")), params.get("arguments"))
+
+    def server_message(self, line: bytes) -> None:
+        """Record the ``tools/call`` this line answers, then announce ``during:`` (before it is forwarded)."""
+        for msg in _messages(line):
+            if "method" in msg or "id" not in msg or not ("result" in msg or "error" in msg):
+                continue
+            with self._lock:
+                call = self._pending.pop(_id(msg["id"]), None)
+            if call is not None:
+                self.record(call[0], call[1], msg)
+                boundary(f"during:{self.name}.{call[0]}")
+
+    def record(self, tool: str, arguments: Any, answer: Mapping[str, Any]) -> None:
+        payload = dict(arguments) if isinstance(arguments, dict) else {"arguments": arguments}
+        key_arg = self.keys.get(tool)
+        key = None
+        if key_arg is not None and key_arg in payload:
+            value = payload.pop(key_arg)
+            key = value if isinstance(value, str) else canonical_json(value)
+        result = answer.get("result")
+        failed = "error" in answer or not isinstance(result, dict) or bool(result.get("isError"))
+        with self.fakes.ledger.transaction() as tx:
+            if failed:
+                tx.record(self.name, tool, key, payload, FAILED, None, self.fakes.attempt, self.caller_pid)
+                return
+            assert isinstance(result, dict)
+            body = canonical_json(result)
+            if key is not None:
+                digest = hashlib.sha256(f"{tool}\0{key}\0{body}".encode()).hexdigest()[:20]
+                effect_id = f"{self.name}_{digest}"
+                outcome = REPLAYED if tx.get_effect(self.name, effect_id) is not None else CREATED
+            else:
+                effect_id, outcome = tx.next_id(self.name), CREATED
+            if outcome == CREATED:
+                tx.put_effect(self.name, effect_id, {"tool": tool, "result": result}, ref=key)
+            tx.record(self.name, tool, key, payload, outcome, effect_id, self.fakes.attempt, self.caller_pid)
+
+
+def _id(value: Any) -> str:
+    return canonical_json(value)
+
+
+def _messages(line: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of one line (a batch is a list); nothing for what is not JSON."""
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError):
+        return []
+    items = doc if isinstance(doc, list) else [doc]
+    return [m for m in items if isinstance(m, dict)]
+
+
+def _pump(source: IO[bytes], sink: IO[bytes], note: Any) -> None:
+    """Copy ``source`` to ``sink`` line by line, unchanged; ``note(line)`` first; close ``sink`` at EOF."""
+    try:
+        for line in iter(source.readline, b""):
+            note(line)
+            sink.write(line)
+            sink.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            sink.close()
+        except OSError:
+            pass
+
+
+def run_proxy(
+    name: str, keys: Mapping[str, str], command: Sequence[str], *, ledger: str | None = None
+) -> int:
+    """Run ``command`` behind the proxy on this process's stdin/stdout; its exit status."""
+    if not command:
+        raise ValueError("--proxy NAME needs the server's command after --: --proxy NAME -- CMD [ARG ...]")
+    check_name(name)
+    proxy = CountingProxy(name, keys, connect(ledger), os.getppid())
+    try:
+        server = subprocess.Popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    except OSError as exc:
+        raise ValueError(f"--proxy {name}: cannot start {command[0]!r}: {exc.strerror or exc}") from None
+    assert server.stdin is not None and server.stdout is not None
+    upstream = threading.Thread(
+        target=_pump, args=(sys.stdin.buffer, server.stdin, proxy.client_message), daemon=True
+    )
+    upstream.start()
+    _pump(server.stdout, sys.stdout.buffer, proxy.server_message)
+    return server.wait()
