@@ -240,3 +240,18 @@ def test_chaos_drills_a_deployment_and_finds_the_unkeyed_charge(tmp_path: Path) 
     assert out.returncode == 1, out.stdout + out.stderr
     assert "duplicate_effect" in out.stdout
     assert not survivors(str(tmp_path / "w"), seconds=0.3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", [[], ["--bug", "unkeyed"]], ids=["correct", "unkeyed"])
+def test_two_celery_workers_served_and_their_submitter(tmp_path: Path, bug: list[str]) -> None:
+    pytest.importorskip("celery")
+    module = "killdrill.examples.checkout_celery"
+    submit = ["python", "-m", module, "submit", "--thread", "{thread}", "--workdir", "{workdir}", *bug]
+    rc, text = drill(
+        tmp_path, "worker:during:payments.charge", "--integration", "celery",
+        "--serve", f"worker=python -m {module} worker", "--replicas", "worker=2", "--", *submit,
+    )  # fmt: skip
+    assert rc == (1 if bug else 0), text
+    if bug:
+        assert "duplicate_effect: payments.charge" in text
