@@ -60,6 +60,16 @@ def _chain_load() -> None:
     spec.loader.exec_module(module)
 
 
+def _installed(name: str) -> bool:
+    """True when ``name`` resolves to an installed distribution's package, not to the agent's own
+    module of the same name (a Temporal sample's ``workflows.py`` is not LlamaIndex's)."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec(name)
+    places = [spec.origin or "", *(spec.submodule_search_locations or ())] if spec else []
+    return any(part in ("site-packages", "dist-packages") for p in places for part in p.split(os.sep))
+
+
 class _ImportWatch:
     """Leaves ``imported-NAME`` in the workdir's state dir when the agent imports a watched
     module (``KILLDRILL_DETECT``, discovery runs only): how a drill notices LangGraph in an agent
@@ -68,7 +78,7 @@ class _ImportWatch:
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
         if "." not in name and name in os.environ.get("KILLDRILL_DETECT", "").split(","):
             workdir = os.environ.get("KILLDRILL_WORKDIR")
-            if workdir:
+            if workdir and _installed(name):
                 try:
                     open(os.path.join(workdir, ".killdrill", "imported-" + name), "a").close()
                 except OSError:
