@@ -65,7 +65,9 @@ def drill(tmp_path: Path, url: str, *args: str, bug: str = "", slow: str = "0", 
     "url", [pytest.param(REDIS, id="redis"), pytest.param(AMQP, id="rabbitmq", marks=pytest.mark.slow)]
 )
 def test_one_replica_killed_mid_task_the_other_charges_again(tmp_path: Path, url: str) -> None:
-    text = drill(tmp_path, url, "run", "--schedule", "worker:after:checkout", bug="unkeyed")
+    # the killed replica restarts after the survivor got its task (3 s visibility timeout here)
+    args = ("run", "--schedule", "worker:after:checkout", "--restart-delay", "8")
+    text = drill(tmp_path, url, *args, bug="unkeyed")
     assert text.startswith("rc=1\n"), text
     assert "duplicate_effect: payments.charge" in text, text
     killed = re.search(r"\(worker\[([01])\]\) kill worker:after:checkout: killed by SIGKILL", text)
@@ -85,8 +87,8 @@ def test_the_correct_checkout_passes_when_one_replica_is_killed_mid_task(tmp_pat
 def test_a_killed_submitter_is_re_run_and_waits_for_the_task_it_sent(tmp_path: Path) -> None:
     # unkeyed: a re-run that sent the task again would charge twice.  The driver has no point of
     # its own: it is killed at an offset, once it sent the task and while it waits for the result
-    # (the task waits 2 s before its charge).
-    text = drill(tmp_path, REDIS, "run", "--schedule", "offset:5000ms", bug="unkeyed", slow="2")
+    # (the task waits 6 s before its charge, so the result comes after the kill on a quiet machine).
+    text = drill(tmp_path, REDIS, "run", "--schedule", "offset:5000ms", bug="unkeyed", slow="6")
     (case,) = (tmp_path / "w").glob("*-offset_5000ms")
     first = (case / ".killdrill" / "attempt-1.stderr").read_text()
     assert "sent checkout-" in first, f"the kill came before the task was sent:\n{first}\n{text}"
