@@ -11,7 +11,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
-from killdrill.agent import boundary, runtime_context
+from killdrill.agent import await_decisions, boundary, runtime_context
 from killdrill.fakes.errors import IndeterminateError
 from killdrill.fakes.processing import Answer, FakeRequest, process
 from killdrill.fakes.provider import Provider, fake_classes
@@ -71,8 +71,9 @@ class Fakes:
 
     def _run(self, request: FakeRequest) -> dict[str, Any]:
         """In-process: one atomic transaction, then ``during:``, then the answer or its exception."""
+        await_decisions()  # another thread at a kill point: land after the supervisor's answer
         context = runtime_context()
-        if context is not None:  # an integration's runtime context (Temporal: the activity attempt)
+        if context is not None:  # an integration's runtime context (a durable runtime's own attempt)
             request = dataclasses.replace(request, context=context)
         answer = process(self.ledger, request, attempt=self.attempt, pid=os.getpid())
         boundary(f"during:{request.provider}.{request.op}")

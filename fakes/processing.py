@@ -63,7 +63,7 @@ class FakeRequest:
     perform: Perform
     rules: KeyRules = STRIPE_RULES
     fence: tuple[str, int] | None = None  # (resource, token): refused when a higher token was seen
-    # The caller's runtime context (killdrill.agent.runtime_context: Temporal's activity attempt),
+    # The caller's runtime context (killdrill.agent.runtime_context: a durable runtime's own attempt),
     # recorded with the call.
     context: dict[str, Any] | None = None
 

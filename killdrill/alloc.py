@@ -2,7 +2,7 @@
 
 Reading, normalising and judging a ledger of 10^5 calls allocates a few containers per call
 and makes no reference cycles; the collector's passes over the growing heap were about half of
-that time (issue 23).  Reference counting still frees everything; only the cycle search waits.
+that time.  Reference counting still frees everything; only the cycle search waits.
 Nested or concurrent pauses are safe: whoever found the collector enabled re-enables it.
 """
 

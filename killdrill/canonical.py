@@ -52,7 +52,7 @@ def _c_encoder() -> tuple[Any, dict[int, Any]]:
     """This thread's C encoder with :data:`_LENIENT`'s options, and its cycle markers.
 
     ``JSONEncoder.encode`` builds a C encoder on every call, which was most of its cost per
-    payload (three to four times the encoding of a small payload, issue 23); one per thread is
+    payload (three to four times the encoding of a small payload); one per thread is
     kept instead.  Its markers (the cycle check) are empty between calls, cleared after a failure.
     """
     found: tuple[Any, dict[int, Any]] | None = getattr(_per_thread, "encoder", None)
@@ -66,7 +66,7 @@ def _c_encoder() -> tuple[Any, dict[int, Any]]:
 def json_reader() -> Callable[[str], Any]:
     """This thread's ``json.loads`` for the texts the ledger stores (one value, nothing around
     it): the C scanner called directly, four times faster per payload than ``json.loads``'s
-    wrappers (a third of reading a 10^5-call ledger, issue 23).  Any other text goes to
+    wrappers (a third of reading a 10^5-call ledger).  Any other text goes to
     ``json.loads``, which parses it or raises its usual error.  One scanner per thread: its
     key memo is its own."""
     reader: Callable[[str], Any] | None = getattr(_per_thread, "reader", None)

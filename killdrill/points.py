@@ -22,7 +22,7 @@ from decimal import Decimal
 from killdrill.errors import UsageError
 
 KINDS = ("before", "after", "committed", "during")
-"""Point kinds.  ``committed:`` is emitted by integrations (LangGraph) once a node's
+"""Point kinds.  ``committed:`` is emitted by integrations once a step's
 writes are durable; ``during:`` by a fake after it committed an effect and before
 the caller hears the response."""
 
@@ -275,17 +275,6 @@ class Schedule:
     def for_attempt(self, attempt: int) -> Fault | None:
         """The fault for 1-based ``attempt``, or None when it runs free."""
         return self.faults[attempt - 1] if 0 < attempt <= len(self.faults) else None
-
-    @property
-    def kills(self) -> tuple[Fault, ...]:
-        """The former name of :attr:`faults` (a pause or a connection fault is not a kill)."""
-        return self.faults
-
-
-Kill = Fault
-"""The former name of :class:`Fault`, kept so ``from killdrill.points import Kill`` still works."""
-parse_kill = parse_fault
-"""The former name of :func:`parse_fault`."""
 
 
 def parse_schedule(text: str | Schedule | Fault | Sequence[str | Fault]) -> Schedule:

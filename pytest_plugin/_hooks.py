@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from killdrill.options import PLUGIN_OPTIONS, Flag, Option, OptionError
+from killdrill.options import Flag, Option, OptionError
+from killdrill.pytest_plugin._flags import PLUGIN_OPTIONS
 from killdrill.pytest_plugin._options import _INI
 from killdrill.pytest_plugin._session import _STATE, _State
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """The ``--killdrill-*`` flags (``killdrill.options.PLUGIN_OPTIONS``) and the drill options' ini
+    """The ``--killdrill-*`` flags (``_flags.PLUGIN_OPTIONS``) and the drill options' ini
     keys (``OPTIONS``): each derived from its row, its text parsed by the row's kind."""
     g = parser.getgroup("killdrill", "killdrill: kill-point drills")
     for row in PLUGIN_OPTIONS:

@@ -1,7 +1,7 @@
 """The session's fork templates: one per template configuration, shared by every test.
 
-A fork template imports the agent's heavy modules once (LangGraph: seconds); built per test, as
-the fixture's drills did, each test paid them again (issue 23: pytest 5-7x slower than the CLI
+A fork template imports the agent's heavy modules once (a framework: seconds); built per test, as
+the fixture's drills did, each test paid them again (pytest 5-7x slower than the CLI
 on the same cases).  The CLI's drill forks all its cases from one template; a pytest session
 (each xdist worker is one) now does the same for every test whose template would be identical.
 

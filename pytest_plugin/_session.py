@@ -64,7 +64,7 @@ class _State:
         json_dir = config.getoption("killdrill_json")
         if json_dir:  # checked now, not after every drill test has run
             from killdrill.errors import UsageError
-            from killdrill.options import check_output_dir
+            from killdrill.report.outputs import check_output_dir
 
             try:
                 check_output_dir(json_dir, f"--killdrill-json {json_dir}")
@@ -152,9 +152,9 @@ class _State:
 
     def _prestart(self, command: Sequence[str], opts: Mapping[str, Any]) -> None:
         """Start the command's fork template in the background, once per command and options: it
-        imports the agent (LangGraph: seconds) while this process makes the discovery, or, under
+        imports the agent (a framework: seconds) while this process makes the discovery, or, under
         xdist, waits for the worker that makes it; before, a waiting worker paid the imports again
-        in its first test (issue 23: -n 2 was 2x the CLI's --workers 2).  The template joins the
+        in its first test (-n 2 was 2x the CLI's --workers 2).  The template joins the
         session's pool, which every test's drill forks from; its errors are the tests' to report."""
         import threading
 

@@ -10,7 +10,7 @@ timing of the machine.
 It blocks only where the supervisor may act: ``KILLDRILL_WAIT_AT`` (a JSON list) names the
 points to wait at; at every other point the message goes one way, stamped with the agent's
 monotonic clock, and the agent runs on (a round trip was ~50 us, a third of a clean
-1,000-payment run, issue 23).  The supervisor sets it to ``[]`` for an attempt with no point to
+1,000-payment run).  The supervisor sets it to ``[]`` for an attempt with no point to
 act on (a clean run, a resume, a timed kill) and leaves it out otherwise: without it every point
 waits.  A connection's first message always waits, so the supervisor has accepted and checked
 the connection while its process is alive.
@@ -21,8 +21,8 @@ Each thread, and each forked child, gets its own connection: a hold at one threa
 boundary does not stall another thread, and a child never reads its parent's reply.
 
 Layer: agent (above records and errors); standard library only, since every agent imports it at
-start. ``_bootstrap/`` holds the ``sitecustomize`` the supervisor puts first on the agent's
-``PYTHONPATH``.
+start.  The ``sitecustomize`` the supervisor puts first on the agent's ``PYTHONPATH`` lives with
+the integrations it activates (``killdrill/integrations/_bootstrap``).
 """
 
 from __future__ import annotations
@@ -171,7 +171,57 @@ def _init() -> ControlClient | Literal[False]:
             token = os.environ.get("KILLDRILL_CONTROL_TOKEN", "")
             wait_at = _points(os.environ.get("KILLDRILL_WAIT_AT"))
             _client = ControlClient(address, token, wait_at=wait_at) if address else False
+            _gate.enabled = bool(address) and os.environ.get("KILLDRILL_KILL_GATE") == "1"
         return _client
+
+
+class _Gate:
+    """While a thread of this process waits at a point the drill kills at, the in-process fakes
+    make every other thread's call wait for the supervisor's answer.
+
+    The kill lands a moment after the point is reached (the supervisor must be scheduled, read the
+    point and signal the tree; on a loaded machine tens of milliseconds): without the gate, a
+    parallel branch lands its effect in that moment, and whether a case exercises the resume
+    depends on how busy the machine is.  With it, the effects that land are those made before the
+    point, whatever the load.  Only in an attempt killed at a point (``KILLDRILL_KILL_GATE``): a
+    hold (``POINT~Xs``) must not stall the other threads."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.waiting = 0
+        self.cond = threading.Condition(threading.Lock())
+        self.local = threading.local()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self.cond:
+            self.waiting += 1
+        self.local.inside = True
+        try:
+            yield
+        finally:
+            self.local.inside = False
+            with self.cond:
+                self.waiting -= 1
+                if not self.waiting:
+                    self.cond.notify_all()
+
+    def wait(self) -> None:
+        if not self.waiting or getattr(self.local, "inside", False):
+            return
+        with self.cond:
+            while self.waiting:
+                self.cond.wait()
+
+
+_gate = _Gate()
+
+
+def await_decisions() -> None:
+    """Called by the in-process fakes before a call lands: see :class:`_Gate`.  Near-free when
+    no thread waits at a point (one attribute read)."""
+    if _gate.enabled:
+        _gate.wait()
 
 
 def _points(text: str | None) -> frozenset[str] | None:
@@ -190,9 +240,10 @@ def _points(text: str | None) -> frozenset[str] | None:
 def _after_fork_in_child() -> None:
     # The parent's sockets are shared with the child after fork; a child must never read the
     # parent's replies, so it re-reads the environment and opens its own connections.
-    global _client, _init_lock
+    global _client, _init_lock, _gate
     _client = None
     _init_lock = threading.Lock()
+    _gate = _Gate()  # the parent's waiting threads do not exist here
 
 
 if hasattr(os, "register_at_fork"):
@@ -212,6 +263,10 @@ def boundary(point: str) -> None:
         client = _init()
         if client is False:
             return
+    if _gate.enabled:
+        with _gate.held():
+            client.send(point)
+        return
     client.send(point)
 
 
@@ -229,14 +284,14 @@ _runtime: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 def runtime_context() -> dict[str, Any] | None:
     """What the durable runtime calls the code running now, as an integration set it with
     :func:`in_runtime` (None outside one).  The fakes record it with every call they answer, so a
-    verdict can name the runtime's own attempts (Temporal's ``activity.info().attempt``)."""
+    verdict can name the runtime's own attempts (an activity's attempt number)."""
     return _runtime.get()
 
 
 @contextlib.contextmanager
 def in_runtime(**context: Any) -> Iterator[None]:
     """Run the block under ``context`` (JSON values).  Keys the verdict reads: ``runtime``
-    (``temporal``), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
+    (the integration's name), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
     attempt number, from 1); any others (``id``, ``run``) are kept as evidence.  A context variable:
     each asyncio task and each thread started with a copied context sees its own."""
     token = _runtime.set(context)

@@ -34,6 +34,7 @@ from typing import Any
 
 from killdrill.chaos.case import chaos_case, plan_schedule, shard_indices
 from killdrill.chaos.corpus import CORPUS_VERSION, update_corpus
+from killdrill.chaos.options import CHAOS_OPTIONS, CHAOS_RULES, CHAOS_UPGRADE
 from killdrill.chaos.pool import Interrupted, WorkerPool, as_interrupted, interruptible
 from killdrill.chaos.progress import ChaosProgress
 from killdrill.chaos.report import (
@@ -57,16 +58,13 @@ from killdrill.errors import ExitCode
 from killdrill.faults import fleet
 from killdrill.faults.network import with_net_fault
 from killdrill.options import (
-    CHAOS_OPTIONS,
-    CHAOS_RULES,
-    CHAOS_UPGRADE,
     OPTIONS,
     Spelled,
     Spelling,
     check_values,
-    reproduce_line,
     spelled_fields,
 )
+from killdrill.options.reproduce import reproduce_line
 from killdrill.records import (
     CaseResult,
     Discovery,
@@ -103,7 +101,7 @@ __all__ = [
 # ---- the job -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChaosOptions:
-    """What ``killdrill chaos`` runs.  Every field has a row in ``killdrill.options.CHAOS_OPTIONS``,
+    """What ``killdrill chaos`` runs.  Every field has a row in ``killdrill.chaos.options.CHAOS_OPTIONS``,
     the command line's flags are derived from them (``--budget`` is ``budget_s``, ``--kills
     MIN..MAX`` is ``min_kills``/``max_kills``, ``--report`` is ``report_dir``, ``--no-shrink``
     turns ``shrink`` off; ``progress`` has none), and each value is checked here by its row's kind."""
@@ -231,7 +229,9 @@ def _run_chaos(
 ) -> ChaosResult:
     started = time.monotonic()
     spelled = {**spelled_fields(drill_options, OPTIONS), **spelled_fields(options, CHAOS_OPTIONS)}
-    CHAOS_UPGRADE.check({"faults": options.faults, "resume_with": drill_options.resume_with}, spelled)
+    CHAOS_UPGRADE.check(
+        {"faults": options.faults, "resume_with": drill_options.resume_with}, spelled, CHAOS_OPTIONS
+    )
     drill = Drill(command, drill_options)
     if discovery is not None:
         drill.use_discovery(discovery)
@@ -243,7 +243,7 @@ def _run_chaos(
         report.mkdir(parents=True, exist_ok=True)
         write_json(report / "chaos.json", {**_header(command, options), "discovery": discovery.to_dict()})
         plans = (report / "plans.jsonl").open("a", encoding="utf-8")
-    stream = RunStream(discovery, report)  # runs.jsonl: each run as it finishes (issue 23)
+    stream = RunStream(discovery, report)  # runs.jsonl: each run as it finishes
     result = ChaosResult(options, discovery, tuple(command), stream=stream)
     result.runs, result.cases = stream.runs(), stream.cases()
     deadline = phase_start + options.budget_s if options.budget_s is not None else None

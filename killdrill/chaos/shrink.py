@@ -13,7 +13,7 @@ from typing import Any
 from killdrill.chaos.case import chaos_case
 from killdrill.chaos.strategies import START, interval_of
 from killdrill.drill import Drill
-from killdrill.options import reproduce_line
+from killdrill.options.reproduce import reproduce_line
 from killdrill.points import parse_schedule
 from killdrill.records import CaseResult, Discovery
 

@@ -1,4 +1,4 @@
-"""A chaos job's runs on disk as they finish, its memory flat in the number of runs (issue 23).
+"""A chaos job's runs on disk as they finish, its memory flat in the number of runs.
 
 Each finished run is one line of ``runs.jsonl`` (in the report folder; a temporary file without
 one): its record and its case.  In memory the job keeps only what its end needs: the failing runs

@@ -14,23 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill.chaos.options import CHAOS_OPTIONS
 from killdrill.cli.report import writing
 from killdrill.drill import DrillOptions
 from killdrill.errors import UsageError
-from killdrill.options import (
-    CHAOS_OPTIONS,
-    Option,
-    OptionError,
-    Spelling,
-    check_output_dir,
-    check_output_file,
-)
+from killdrill.options import Option, OptionError, Spelling
 from killdrill.records import Discovery
+from killdrill.report.outputs import check_output_dir, check_output_file
 
 if TYPE_CHECKING:
     from killdrill.chaos.job import ChaosResult
 
-__all__ = ["DrillFlags", "add_parser", "parse_budget", "parse_kills", "parse_shard"]
+__all__ = ["DrillFlags", "add_parser"]
 
 
 @dataclass(frozen=True)
@@ -45,36 +40,6 @@ class DrillFlags:
     options: Callable[[argparse.Namespace], DrillOptions]
     command: Callable[[argparse.Namespace], list[str]]
     check: Callable[[argparse.Namespace], None]  # output paths, --root, --ledger-url: before any run
-
-
-def _row(name: str) -> Option:
-    return next(r for r in CHAOS_OPTIONS if r.field == name)
-
-
-def _parse(name: str, text: str) -> Any:
-    """A chaos flag's text through its row's kind (the message names the flag)."""
-    row = _row(name)
-    try:
-        return row.kind.from_text(text)
-    except OptionError as exc:
-        raise OptionError(f"{row.flag}: {exc}") from None
-
-
-def parse_budget(text: str) -> float:
-    """``90s``, ``20m``, ``1.5h`` or plain seconds."""
-    return float(_parse("budget_s", text))
-
-
-def parse_kills(text: str) -> tuple[int, int]:
-    """``2`` or ``1..3``."""
-    lo, hi = _parse("kills", text)
-    return int(lo), int(hi)
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``K/N`` with 1 <= K <= N."""
-    k, n = _parse("shard", text)
-    return int(k), int(n)
 
 
 def check_corpus(path: str) -> None:
@@ -115,7 +80,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
     if "runs" not in values and "budget_s" in values:
         values["runs"] = None  # until the budget ends
     values.setdefault("seed", random.SystemRandom().randrange(2**32))
-    former = args.former_workers is not None and "processes" not in values  # --processes' former spelling
+    former = args.former_workers is not None and "processes" not in values  # chaos --workers N
     if former:
         values["processes"] = args.former_workers
     values.setdefault("processes", os.cpu_count() or 1)
@@ -161,7 +126,7 @@ def _cmd_chaos(args: argparse.Namespace, *, flags: DrillFlags) -> int:
         )
         stop.reported = True
         raise
-    print(render_text(result.data()))  # the runs read from disk, not held (issue 23)
+    print(render_text(result.data()))  # the runs read from disk, not held
     if args.json:
         with writing("--json", args.json):  # checked before the job; the disk may still fill up
             result.write_json(args.json)
@@ -186,5 +151,5 @@ def add_parser(sub: Any, flags: DrillFlags) -> None:
     )
     g.add_argument("--json", metavar="FILE", help="also write report.json here")
     g.add_argument("--workers", dest="former_workers", default=None, help=argparse.SUPPRESS)
-    flags.add(p, skip=("workers",))  # chaos's --workers: the former spelling of --processes
+    flags.add(p, skip=("workers",))  # chaos's --workers: another spelling of --processes
     p.set_defaults(func=functools.partial(_cmd_chaos, flags=flags))

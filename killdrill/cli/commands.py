@@ -23,6 +23,7 @@ from killdrill.cli.chaos import DrillFlags
 from killdrill.cli.suggest import all_flags, unknown_flag_hint
 from killdrill.drill import DrillOptions
 from killdrill.errors import ExitCode, HarnessError, KilldrillError, UsageError, one_line
+from killdrill.integrations import canonical_names, known
 from killdrill.options import (
     OPTIONS,
     Choice,
@@ -31,13 +32,12 @@ from killdrill.options import (
     OptionError,
     Repeated,
     Spelling,
-    check_output_dir,
-    check_output_file,
 )
 from killdrill.points import KINDS
 from killdrill.process.interrupts import Interrupted, signals_raise
 from killdrill.records import Verdict
 from killdrill.report.drill import render_case, render_drill
+from killdrill.report.outputs import check_output_dir, check_output_file
 
 
 class _Parser(argparse.ArgumentParser):
@@ -109,14 +109,23 @@ def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -
     """The supervisor options shared by points, run, drill and chaos: one flag per row of
     ``killdrill.options.OPTIONS`` (``skip``: fields a subcommand spells its own way)."""
     g = add_options(p, "supervisor", OPTIONS, skip=skip)
-    g.add_argument("--langgraph", action="store_true", help="same as --integration langgraph")
+    for integration in known().values():  # the records' shortcut flags
+        if integration.flag:
+            g.add_argument(
+                integration.flag,
+                action="append_const",
+                const=integration.name,
+                dest="integration_flags",
+                help=f"same as --integration {integration.name}",
+            )
 
 
 def drill_options(args: argparse.Namespace) -> DrillOptions:
     """The DrillOptions of the flags: parsed and checked once, by DrillOptions, naming the flags."""
     values = given(args, OPTIONS)
-    if getattr(args, "langgraph", False):
-        values["integrations"] = [*values.get("integrations", ()), "langgraph"]
+    names = [*values.get("integrations", ()), *(getattr(args, "integration_flags", None) or ())]
+    if names:
+        values["integrations"] = list(canonical_names(names))
     return DrillOptions(**values, spelled=Spelling.FLAG)
 
 

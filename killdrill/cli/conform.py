@@ -14,25 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.errors import ExitCode, UsageError
-from killdrill.options import check_output_file
+from killdrill.report.outputs import check_output_file
 
 __all__ = ["add_parser"]
 
-QUICK_FRAMEWORKS = ("langgraph", "llama_index")
-
-
 def _cmd_conform(args: argparse.Namespace) -> int:
-    from killdrill.conform.frameworks import FRAMEWORKS, by_name
+    from killdrill.conform.frameworks import by_name, quick
+    from killdrill.conform.frameworks import frameworks as table
     from killdrill.conform.properties import PROPERTIES, QUICK_PROPERTIES, Cell, conform
     from killdrill.conform.table import load_cells, merge
+    from killdrill.integrations import canonical_names
 
     for path, flag in ((args.json, "--json"), (args.markdown, "--markdown")):
         check_output_file(path, flag)
     try:
-        frameworks = by_name(args.integration or (list(QUICK_FRAMEWORKS) if args.quick else None))
+        names = list(canonical_names(args.integration or ())) or (list(quick()) if args.quick else None)
+        frameworks = by_name(names)
     except KeyError as exc:
         raise UsageError(
-            f"--integration {exc.args[0]}: expected one of {', '.join(f.name for f in FRAMEWORKS)}"
+            f"--integration {exc.args[0]}: expected one of {', '.join(f.name for f in table())}"
         ) from None
     props = tuple(args.property) if args.property else (QUICK_PROPERTIES if args.quick else PROPERTIES)
     bad = [p for p in props if p not in PROPERTIES]
@@ -94,7 +94,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--integration", action="append", metavar="NAME", help="only this framework (repeatable)")
     p.add_argument("--property", action="append", metavar="NAME", help="only this property (repeatable)")
     p.add_argument(
-        "--quick", action="store_true", help="the fast subset CI runs (LangGraph, LlamaIndex; 2 properties)"
+        "--quick", action="store_true", help="the fast subset CI runs (the probes marked quick; 2 properties)"
     )
     p.add_argument("--json", metavar="FILE", help="write the table as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown (the README's)")
@@ -103,7 +103,7 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="fill cells not installed here from another run's --json (CrewAI's own venv)",
+        help="fill cells not installed here from another run's --json (a framework's own venv)",
     )
     p.add_argument(
         "--root", metavar="DIR", help="where the drills' workdirs go (default: a temporary folder)"
@@ -118,6 +118,6 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="render saved --json tables instead of drilling (several: joined, e.g. CrewAI's venv's)",
+        help="render saved --json tables instead of drilling (several: joined, e.g. another venv's)",
     )
     p.set_defaults(func=_cmd_conform)

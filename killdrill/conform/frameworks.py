@@ -1,4 +1,5 @@
-"""The frameworks ``killdrill conform`` probes: what to install, how to run the probe, which point
+"""The frameworks ``killdrill conform`` probes, read from the integrations' records (each record's
+:class:`~killdrill.integrations.Probe`): what to install, how to run the probe, which point
 commits its middle step, and what a property cannot mean for it (with why)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PROBES = "killdrill.conform.probes"
+from killdrill.integrations import Integration, known
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,17 @@ class Framework:
     install_note: str = ""
     missing_note: str = ""  # why killdrill has no integration for it yet
 
-    @property
-    def probe(self) -> str:
-        return f"{PROBES}.{self.name}_probe"
+    probe: str = ""  # the probe agent's module (python -m PROBE)
 
     def model_script(self) -> str | None:
-        """The scripted model's file of a probe that calls a model (bundled beside it), or None."""
+        """The scripted model's file of a probe that calls a model (the YAML beside the probe's
+        module, same name), or None."""
         if not self.options.get("model"):
             return None
-        return str(Path(__file__).parent / "probes" / f"{self.name}_probe.yaml")
+        spec = importlib.util.find_spec(self.probe)
+        if spec is None or spec.origin is None:
+            return None
+        return str(Path(spec.origin).with_suffix(".yaml"))
 
     def command(self, *extra: str) -> list[str]:
         return ["python", "-m", self.probe, "--thread", "{thread}", "--workdir", "{workdir}/state", *extra]
@@ -59,81 +62,48 @@ class Framework:
             return None
 
     def integration_available(self) -> bool:
-        return importlib.util.find_spec(f"killdrill.integrations.{self.name}") is not None
+        return True  # read from an integration's record
 
 
-FRAMEWORKS: tuple[Framework, ...] = (
-    Framework(
-        "langgraph",
-        "LangGraph",
-        "langgraph",
-        "langgraph",
-        "langgraph",
-        committed="committed:charge",
-        options={"preload": ("langgraph.checkpoint.sqlite",)},
-    ),
-    Framework(
-        "llama_index",
-        "LlamaIndex Workflows",
-        "llama-index-workflows",
-        "workflows",
-        "llama_index",
-        # the basic runtime persists nothing: the user's save of Context.to_dict() after a step's
-        # event is the record (the integration's committed:checkpoint, #2 = after charge)
-        committed="committed:checkpoint#2",
-        committed_means="the runner saved Context.to_dict() at charge's progress event, the documented"
-        " save-while-streaming pattern; the runtime itself persists nothing",
-    ),
-    Framework(
-        "crewai",
-        "CrewAI Flows",
-        "crewai",
-        "crewai",
-        "crewai",
-        committed="committed:charge",
-        install_note="in a venv of its own: crewai pins openai<3, which openai-agents cannot share",
-        options={"timeout": 120.0},
-    ),
-    Framework(
-        "temporal",
-        "Temporal",
-        "temporalio",
-        "temporalio",
-        "temporal",
-        committed="committed:charge",
-        na={
-            "fork_determinism": "the durable state is the server's event history, not a file a drill "
-            "can copy; Temporal's own fork is a workflow reset, which is another operation",
-        },
-        options={"timeout": 60.0},
-    ),
-    Framework(
-        "openai_agents",
-        "OpenAI Agents SDK",
-        "openai-agents",
-        "agents",
-        "openai_agents",
-        committed="committed:charge",
-        options={"model": True},
-    ),
-    Framework(
-        "dbos",
-        "DBOS",
-        "dbos",
-        "dbos",
-        "dbos",
-        committed="committed:charge",
-        committed_means="DBOS recorded the step's output (operation_outputs)",
-    ),
-)
+def _framework(i: Integration) -> Framework:
+    assert i.probe is not None
+    p = i.probe
+    return Framework(
+        i.name,
+        i.title or i.name,
+        p.distribution,
+        i.modules[0] if i.modules else i.name,
+        p.extra,
+        committed=p.committed,
+        committed_means=p.committed_means,
+        rerun=p.rerun,
+        next_point=p.next_point,
+        na=dict(p.na),
+        options=dict(p.options),
+        install_note=p.install_note,
+        probe=p.module,
+    )
+
+
+def frameworks() -> tuple[Framework, ...]:
+    """Every known integration that declares a probe, in the table's order (its probe's ``order``)."""
+    found = [i for i in known().values() if i.probe is not None]
+    found.sort(key=lambda i: (i.probe.order if i.probe else 0, i.name))
+    return tuple(_framework(i) for i in found)
+
+
+def quick() -> tuple[str, ...]:
+    """The frameworks of the fast subset CI runs (``Probe.quick``)."""
+    return tuple(i.name for i in known().values() if i.probe is not None and i.probe.quick)
 
 
 def by_name(names: list[str] | None) -> list[Framework]:
     """The frameworks asked for (all by default), in the table's order; an unknown name is an error."""
+    table = frameworks()
     if not names:
-        return list(FRAMEWORKS)
-    known = {f.name: f for f in FRAMEWORKS}
-    unknown = [n for n in names if n not in known]
+        return list(table)
+    by = {f.name: f for f in table}
+    unknown = [n for n in names if n not in by]
     if unknown:
         raise KeyError(unknown[0])
-    return [f for f in FRAMEWORKS if f.name in names]
+    return [f for f in table if f.name in names]

@@ -9,11 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from killdrill.conform.frameworks import FRAMEWORKS
+from killdrill.conform.frameworks import frameworks
 from killdrill.conform.properties import HOLDS, PROPERTIES, Cell
 
-TITLES = {f.name: f.title for f in FRAMEWORKS}
 FORMAT = "killdrill-conform/1"
+
+
+def _titles() -> dict[str, str]:
+    return {f.name: f.title for f in frameworks()}
 
 
 def _columns(cells: Sequence[Cell]) -> list[str]:
@@ -27,7 +30,7 @@ def _rows(cells: Sequence[Cell]) -> list[str]:
 
 def _header(cells: Sequence[Cell], fw: str) -> str:
     version = next((c.version for c in cells if c.framework == fw and c.version), None)
-    return f"{TITLES.get(fw, fw)} {version}" if version else TITLES.get(fw, fw)
+    return f"{_titles().get(fw, fw)} {version}" if version else _titles().get(fw, fw)
 
 
 def _grid(cells: Sequence[Cell]) -> dict[tuple[str, str], Cell]:
@@ -99,7 +102,7 @@ def to_json(cells: Sequence[Cell]) -> dict[str, Any]:
         "format": FORMAT,
         "frameworks": {
             f: {
-                "title": TITLES.get(f, f),
+                "title": _titles().get(f, f),
                 "version": next((c.version for c in cells if c.framework == f and c.version), None),
             }
             for f in _columns(cells)
@@ -110,7 +113,7 @@ def to_json(cells: Sequence[Cell]) -> dict[str, Any]:
 
 
 def load_cells(path: str) -> list[Cell]:
-    """The cells of a table written by ``--json`` (``--merge``: CrewAI's, run in a venv of its own)."""
+    """The cells of a table written by ``--json`` (``--merge``: a framework's, run in a venv of its own)."""
     with open(path) as f:
         data = json.load(f)
     if data.get("format") != FORMAT:
@@ -124,5 +127,5 @@ def merge(cells: Sequence[Cell], others: Sequence[Cell]) -> list[Cell]:
     out = [theirs.get((c.property, c.framework), c) if c.status == "not installed" else c for c in cells]
     have = {(c.property, c.framework) for c in out}
     out += [c for k, c in theirs.items() if k not in have]
-    order = {f.name: i for i, f in enumerate(FRAMEWORKS)}
+    order = {f.name: i for i, f in enumerate(frameworks())}
     return sorted(out, key=lambda c: (order.get(c.framework, 99), PROPERTIES.index(c.property)))

@@ -28,15 +28,16 @@ from typing import Any
 import killdrill.report.drill  # noqa: F401  (installs how results render: CaseResult.text())
 from killdrill.drill.base import AttemptLauncher, LauncherSource
 from killdrill.drill.case import CaseRunner
-from killdrill.drill.case_verdict import CaseJudge, first_label
+from killdrill.drill.case_verdict import CaseJudge
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
 from killdrill.drill.workdirs import Workdirs
 from killdrill.errors import HarnessError
-from killdrill.options import override, reproduce_line
+from killdrill.options import override
+from killdrill.options.reproduce import reproduce_line
 from killdrill.points import Schedule, parse_schedule
 from killdrill.process.supervisor import clear_interrupt, interrupt_all
-from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation, LedgerSnapshot
+from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation
 
 __all__ = [
     "STATE_DIR",
@@ -105,14 +106,8 @@ class Drill:
         """The first named kill must be in the catalogue (``UnknownPointError`` lists it)."""
         self.discoverer.check_schedule(schedule)
 
-    def baseline_for(self, schedule: str | Schedule) -> LedgerSnapshot:
-        """The clean ledger a case of ``schedule`` is judged against (per-thread mode aware)."""
-        discovery = self.discover()
-        clean = discovery.run_for(first_label(parse_schedule(schedule)))
-        return clean.baseline if clean is not None else discovery.baseline
-
     def reproduce_line(self, schedule: str) -> str:
-        """``killdrill run`` of this case (:func:`killdrill.options.reproduce_line`)."""
+        """``killdrill run`` of this case (:func:`killdrill.options.reproduce.reproduce_line`)."""
         return reproduce_line(self.command, self.options, schedule)
 
     def run_case(

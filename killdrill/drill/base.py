@@ -40,7 +40,7 @@ from killdrill.options import (
     UNKNOWN_CHECK,
 )
 from killdrill.points import Fault, Schedule
-from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, python_target
+from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, ServiceHost, python_target
 from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import EXITED, Attempt
@@ -68,7 +68,7 @@ class AttemptLauncher:
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._launchers: LauncherSource | None = None  # set: templates someone else keeps
-        self._services: list[Service] | None = None  # integrations' services (Temporal's server)
+        self._services: list[Service] | None = None  # integrations' services (a runtime's server)
         # --serve: the case is a deployment (services and this command as their driver)
         self.topology = Topology(self.options, self.argv) if self.options.serve else None
         # The options were checked when built; these rules need the command or the check
@@ -137,7 +137,9 @@ class AttemptLauncher:
         """What the integrations' services add to a launch of ``run`` (started on first use)."""
         with self._lock:
             if self._services is None:
-                self._services = start_services(self.options.integrations, self.root, self.options)
+                self._services = start_services(
+                    self.options.integrations, self.root, ServiceHost(), self.options
+                )
                 for service in self._services:
                     weakref.finalize(self, service.close)
             services = list(self._services)
@@ -147,8 +149,8 @@ class AttemptLauncher:
         return env
 
     def _forgive_exit_abort(self, a: Attempt) -> Attempt:
-        """An attempt a framework's known abort at exit ended after its work closed (Temporal,
-        sdk-python#300: SIGABRT once the workflow completed) as the clean exit it is, with the
+        """An attempt a framework's known abort at exit ended after its work closed (the record's
+        ``exit_abort``: SIGABRT once the workflow completed) as the clean exit it is, with the
         integration's note; any other abort, or one before that point, stays as it is."""
         if a.outcome != EXITED or a.returncode not in (-signal.SIGABRT, 128 + signal.SIGABRT) or not a.trace:
             return a
@@ -161,7 +163,7 @@ class AttemptLauncher:
 
     def explain_hang(self, run: RunContext) -> tuple[str, dict[str, Any]] | None:
         """What an integration's service still holds for ``run`` when an attempt of it hung
-        (Temporal's server: the open workflow and its pending activities), or None."""
+        (a runtime's server: the open workflow and its pending activities), or None."""
         with self._lock:
             services = list(self._services or ())
         for service in services:
@@ -177,7 +179,7 @@ class AttemptLauncher:
         return None
 
     def release(self, run: RunContext) -> None:
-        """``run`` is over: each service removes what the run left in it (Celery's broker keys)."""
+        """``run`` is over: each service removes what the run left in it (a broker's keys)."""
         with self._lock:
             services = list(self._services or ())
         for service in services:

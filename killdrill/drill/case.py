@@ -43,7 +43,8 @@ from killdrill.records import (
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import summarize
 from killdrill.verdict.baselines import ledger_break
-from killdrill.verdict.diagnosis import diagnose, regroup_summary
+from killdrill.verdict.consequences import regroup_summary
+from killdrill.verdict.diagnosis import diagnose
 from killdrill.verdict.model_work import model_work
 
 
@@ -65,7 +66,7 @@ class CaseAttempts:
     notes: list[str] = field(default_factory=list)
     completed: bool = False
     # the ledger as read after the last attempt, when nothing ran after that read: the case's
-    # verdict judges it (a 1,000-effect case read its ledger three times, issue 23)
+    # verdict judges it (a 1,000-effect case read its ledger three times)
     ledger: LedgerSnapshot | None = None
 
 
@@ -133,7 +134,12 @@ class CaseRunner:
             summary = summarize(yard.baseline, ledger, self.judge.naming())
             model = model_work(yard.baseline, ledger)
         # cause, fix, consequences
-        violations = diagnose(violations, baseline=yard.baseline, attempts=ran.attempts)
+        violations = diagnose(
+            violations,
+            baseline=yard.baseline,
+            attempts=ran.attempts,
+            integrations=self.options.integrations,
+        )
         summary = regroup_summary(summary, violations)
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))
@@ -153,7 +159,7 @@ class CaseRunner:
             model=model,
             baseline=yard.note,
         )
-        if result.ok and not self.options.keep:  # its result.json would be removed with it (issue 23)
+        if result.ok and not self.options.keep:  # its result.json would be removed with it
             shutil.rmtree(run.workdir, ignore_errors=True)
         else:
             (run.state / "result.json").write_text(json_text(result.to_dict()))
@@ -239,7 +245,7 @@ class CaseRunner:
             ended, missed = [], False
             for a in batch:
                 v = self.judge.attempt_violation(a)
-                if v is not None and v.kind == HANG:  # the runtime's side (Temporal: pending activities)
+                if v is not None and v.kind == HANG:  # the runtime's side (its service's explain_hang)
                     v = with_held(v, self.launcher.explain_hang(run))
                 if v is not None and offsets_may_miss and v.kind == POINT_NOT_REACHED:
                     v, note = offset_missed(a, sched, v)
@@ -257,7 +263,7 @@ class CaseRunner:
                 out.completed = True
                 break
         if not out.completed and not out.violations:
-            out.violations.append(never_completed(out.attempts))
+            out.violations.append(never_completed(out.attempts, max_attempts))
         return out
 
     def _deployed(
@@ -361,15 +367,27 @@ def with_held(v: Violation, held: tuple[str, dict[str, Any]] | None) -> Violatio
     return replace(v, message=f"{v.message}; {held[0]}", detail={**v.detail, "runtime": held[1]})
 
 
-def never_completed(attempts: Sequence[Attempt]) -> Violation:
-    """The run did not complete within its attempts, and nothing else was said about it."""
+def never_completed(attempts: Sequence[Attempt], max_attempts: int | None = None) -> Violation:
+    """The run did not complete within its attempts, and nothing else was said about it.  When
+    the last attempt was killed and the attempt limit left no room for a resume, the drill stopped
+    the run, not the agent (``detail["attempt_limit"]``)."""
     last = attempts[-1]
+    detail: dict[str, Any] = {"attempts": len(attempts), "last_returncode": last.returncode}
+    if last.killed_at is not None and max_attempts is not None and len(attempts) >= max_attempts:
+        detail["attempt_limit"] = max_attempts
+        return Violation(
+            RESUME_FAILED,
+            f"the run never completed: the drill stopped after its attempt limit ({max_attempts}"
+            f" attempt(s), max_attempts) with attempt {last.number} killed at {last.killed_at};"
+            " no resume ran",
+            detail=detail,
+        )
     return Violation(
         RESUME_FAILED,
         f"the run never completed: {len(attempts)} attempt(s), the last "
         f"{'exited ' + str(last.returncode) if last.outcome == EXITED else last.outcome}"
         + (f"; its stderr ends with: {last_line(last.stderr_tail)}" if last.stderr_tail.strip() else ""),
-        detail={"attempts": len(attempts), "last_returncode": last.returncode},
+        detail=detail,
     )
 
 

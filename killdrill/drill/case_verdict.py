@@ -91,7 +91,7 @@ class CaseJudge:
         if a.outcome == AttemptOutcome.HANG:
             where = a.trace[-1].label if a.trace else "before its first boundary"
             found = findings_in(a.stderr_tail)
-            if found:  # an integration said why the run cannot go on (DBOS's version rule)
+            if found:  # an integration said why the run cannot go on (a runtime's version rule)
                 return Violation(
                     RESUME_FAILED,
                     f"attempt {a.number} never finished: {found[0].text} (no exit within "

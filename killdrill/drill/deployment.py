@@ -102,7 +102,7 @@ class DeploymentHook:
         self.grace = grace
         self.supervisor: Supervisor | None = None
         self.prepare: Callable[[LaunchSpec], None] = lambda spec: None
-        # the framework's known abort at exit after its work closed (Temporal): a clean exit
+        # the framework's known abort at exit once its work closed (an exit_abort): a clean exit
         self.known_abort: Callable[[Running], bool] = lambda run: False
         self.names: dict[int, Process] = {}  # id(spec) -> process
         self.result = Deployed()

@@ -37,7 +37,8 @@ def resolve_command(argv: Sequence[str]) -> list[str]:
 
 def bootstrap_dir() -> str:
     """The folder put first on the agent's ``PYTHONPATH``: its ``sitecustomize`` activates integrations."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agent", "_bootstrap")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(package, "integrations", "_bootstrap")
 
 
 def model_env(url: str) -> dict[str, str]:

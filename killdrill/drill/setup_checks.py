@@ -1,9 +1,11 @@
 """Setup mistakes a drill would otherwise pass silently, each said in one line.
 
-- The agent imports LangGraph (or DBOS) but its integration is off: only the fakes'
-  ``during:`` points get drilled.  Discovery runs carry ``KILLDRILL_DETECT`` and the bootstrap
-  on ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the
-  agent imports a module that has an integration.
+- The agent imports a framework but its integration is off: only the fakes' ``during:`` points
+  get drilled.  Discovery runs carry ``KILLDRILL_DETECT`` (each watched top-level module with the
+  distributions it must come from, read from the integrations' records) and the bootstrap on
+  ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the agent
+  imports such a module *from one of those distributions* (an agent's own ``workflows.py`` is
+  not the framework's).
 - The command has neither ``{workdir}`` nor ``{thread}``: unless the agent reads
   ``KILLDRILL_WORKDIR``/``KILLDRILL_THREAD``, every case shares one checkpoint and resumes the
   previous case's finished run (every case then reads ``point_not_reached``).
@@ -21,10 +23,12 @@ import os
 import shlex
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from importlib.metadata import packages_distributions
+
+from killdrill.integrations import Integration, find, known
 
 __all__ = [
     "DETECT_ENV",
-    "WATCHED",
     "SetupWarning",
     "detection_env",
     "diverged_hint",
@@ -32,26 +36,42 @@ __all__ = [
     "integration_hint",
     "placeholder_hint",
     "warn",
+    "watched",
 ]
 
 DETECT_ENV = "KILLDRILL_DETECT"
-"""Comma-separated top-level modules whose import the bootstrap records (discovery only)."""
-
-WATCHED = ("langgraph", "agents", "crewai", "workflows", "temporalio", "dbos")
-"""Modules with an integration: importing one without it is worth a warning."""
+"""``MODULE=DIST|DIST,...``: top-level modules whose import the bootstrap records (discovery
+only), each counted only when its file belongs to one of the distributions named."""
 
 MARKER_PREFIX = "imported-"
-_FLAG = {"langgraph": "--langgraph"}
-INTEGRATION_OF = {"agents": "openai_agents", "workflows": "llama_index", "temporalio": "temporal"}
-"""A watched module whose integration has another name (the OpenAI Agents SDK imports as ``agents``;
-``llama-index-workflows`` installs ``workflows``, which ``llama_index.core.workflow`` imports too)."""
-_WHAT = {
-    "agents": "function tool and session save",
-    "crewai": "flow method",
-    "workflows": "workflow step",
-    "temporalio": "activity",
-    "dbos": "step and workflow, before and after DBOS records it",
-}
+
+
+def _modules_of(integration: Integration) -> dict[str, tuple[str, ...]]:
+    """The record's top-level modules, each with the record's distributions that provide it (those
+    not installed here: all of the record's, the agent's interpreter checks)."""
+    mods = list(integration.modules)
+    if not mods:  # a record that names distributions only: their top-level modules, as installed here
+        provided = packages_distributions()
+        mods = [m for m, dists in provided.items() if set(dists) & set(integration.distributions)]
+    return {m: integration.distributions for m in mods if integration.distributions}
+
+
+def watched(active: Iterable[str]) -> dict[str, tuple[str, Integration]]:
+    """Each watched module, the distributions it must come from and its integration, for every
+    known integration not in ``active``."""
+    on: set[str] = set()
+    for name in active:
+        try:
+            on.add(find(name).name)
+        except ImportError:  # said in one line by the agent's bootstrap
+            on.add(name)
+    out: dict[str, tuple[str, Integration]] = {}
+    for integration in known().values():
+        if integration.name in on:
+            continue
+        for module, dists in _modules_of(integration).items():
+            out.setdefault(module, ("|".join(dists), integration))
+    return out
 
 
 class SetupWarning(UserWarning):
@@ -59,13 +79,12 @@ class SetupWarning(UserWarning):
 
 
 def detection_env(env: Mapping[str, str], integrations: Iterable[str], bootstrap: str) -> dict[str, str]:
-    """``env`` plus the import watch for every watched module whose integration is off."""
-    active = set(integrations)
-    watch = [m for m in WATCHED if INTEGRATION_OF.get(m, m) not in active]
+    """``env`` plus the import watch for every framework whose integration is off."""
+    watch = watched(integrations)
     out = dict(env)
     if not watch:
         return out
-    out[DETECT_ENV] = ",".join(watch)
+    out[DETECT_ENV] = ",".join(f"{module}={dists}" for module, (dists, _) in watch.items())
     path = out.get("PYTHONPATH", "")
     if bootstrap not in path.split(os.pathsep):
         out["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap, path]))
@@ -73,7 +92,7 @@ def detection_env(env: Mapping[str, str], integrations: Iterable[str], bootstrap
 
 
 def imported_modules(state_dir: str | os.PathLike[str]) -> set[str]:
-    """Watched modules the agent imported during a run (markers left by the bootstrap)."""
+    """Watched modules the agent imported from their distributions during a run (the bootstrap's markers)."""
     try:
         names = os.listdir(state_dir)
     except OSError:
@@ -82,15 +101,17 @@ def imported_modules(state_dir: str | os.PathLike[str]) -> set[str]:
 
 
 def integration_hint(imported: Iterable[str], integrations: Iterable[str]) -> str | None:
-    missing = sorted(m for m in set(imported) if INTEGRATION_OF.get(m, m) not in set(integrations))
+    watch = watched(integrations)
+    missing = sorted(m for m in set(imported) if m in watch)
     if not missing:
         return None
     module = missing[0]
-    name = INTEGRATION_OF.get(module, module)
+    record = watch[module][1]
+    name = record.name
     return (
         f"the agent imports {module} but the {name} integration is off, so only the fakes' during: points "
-        f"are drilled: add {_FLAG.get(name, f'--integration {name}')} (pytest: killdrill_integrations = "
-        f"{name}) to kill it at every {_WHAT.get(module, 'node and checkpoint')}"
+        f"are drilled: add {record.flag or f'--integration {name}'} (pytest: killdrill_integrations = "
+        f"{name}) to kill it at every {record.hint}"
     )
 
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from killdrill.errors import UsageError
-from killdrill.integrations import find, known
+from killdrill.integrations import find
 
 __all__ = ["SharedStateError", "check_integrations", "fixed_paths", "shared_state_error"]
 
@@ -91,9 +91,4 @@ def check_integrations(names: Iterable[str]) -> None:
         except ImportError as exc:
             if exc.__class__.__name__ != "IntegrationNotFound":
                 raise UsageError(f"integration {name!r} cannot be loaded: {exc}") from exc
-            have = ", ".join(sorted(known())) or "none"
-            import difflib
-
-            close = difflib.get_close_matches(name, list(known()), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise UsageError(f"unknown integration {name!r}: {hint}known: {have}") from exc
+            raise UsageError(str(exc)) from exc

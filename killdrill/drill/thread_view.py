@@ -1,6 +1,6 @@
 """The integration's view of the thread when an attempt exited 0: finished, or work left pending.
 
-An integration that can see the framework's checkpointer (``killdrill.integrations.langgraph``)
+An integration that can see the framework's checkpointer
 leaves ``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json``: per thread, the tasks the
 agent's last look at it (or its last run's end) left pending.  An attempt that exits 0 with a
 task pending resumed too little (``unfinished_resume``): the drill names that instead of reading
@@ -20,7 +20,7 @@ from killdrill.records import EXITED, Attempt
 
 __all__ = ["VIEW_PREFIX", "interrupts_at_exit", "pending_at_exit", "with_thread_view"]
 
-VIEW_PREFIX = "thread-view-"  # the integration's file name (killdrill.integrations.langgraph.VIEW_PREFIX)
+VIEW_PREFIX = "thread-view-"  # the file name the integrations write
 
 
 def _views(workdir: Path, attempt: int) -> list[dict[str, Any]]:

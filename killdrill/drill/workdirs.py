@@ -103,7 +103,7 @@ class Workdirs:
         runs: the agent may delete, truncate or rewrite its files (a connection that maps a
         truncated ``-shm`` file dies of SIGBUS).  ``read_only``: a connection that cannot write,
         so its close copies no WAL into the file, with an fsync (a tenth of a 1,000-effect case's
-        harness time, issue 23); only for a ledger the case made (its marker).  ``durable``:
+        harness time); only for a ledger the case made (its marker).  ``durable``:
         see ``Ledger``."""
         url = self.ledger_url(run.workdir)
         ledger = Ledger(url, run.thread, read_only=read_only, durable=durable)
@@ -142,7 +142,7 @@ class Workdirs:
         A case's own SQLite ledger starts as a copy of the first one this drill made, with its
         schema and nothing else, and the marker is written without an fsync: making the schema
         and the two fsyncs of a durable write were 3 of a 1,000-effect case's ~40 ms of harness
-        time (issue 23).  Only the harness has the file then; the attempts' writes are durable."""
+        time.  Only the harness has the file then; the attempts' writes are durable."""
         url = self.ledger_url(run.workdir)
         own = url != self._shared
         if own:

@@ -38,6 +38,11 @@ The correct form (no ``--bug``):
   ``during:kv.set#2``, ``after:send_receipt``) re-runs the whole step: the email goes twice,
   ``duplicate_effect``.
 
+- ``email_in_body``: the workflow body sends the receipt itself, outside any step -> DBOS re-runs
+  the body on recovery, so a kill after the send (``before:update_crm``) sends it again:
+  ``duplicate_effect``, cause ``effect_outside_step`` (the calls' runtime context says where
+  they ran).
+
 ``--app-version V`` pins DBOS's application version.  Without it the version is a hash of the
 workflow source, and DBOS recovers only workflows of its own version: an upgrade that changes
 ``payout`` leaves a killed run's workflow pending forever (a drill with ``--resume-with`` reports
@@ -59,7 +64,7 @@ from dbos import DBOS, DBOSConfig, SetWorkflowID
 
 from killdrill.fakes import connect
 
-BUGS = ("uuid_key", "clock_key", "email_then_work")
+BUGS = ("uuid_key", "clock_key", "email_then_work", "email_in_body")
 DEFAULT_CYCLE = "2024-06"
 RATE_CENTS = 12
 _bug: str | None = None
@@ -121,7 +126,12 @@ def payout(account: str, cycle: str) -> dict[str, Any]:
     amount = quote(account, cycle)
     charge_id = charge(account, cycle, amount, started)
     record_invoice(account, cycle, charge_id, amount)
-    send_receipt(account, cycle, amount)
+    if _bug == "email_in_body":  # outside any step: not recorded, sent again on every recovery
+        body = f"We charged {amount / 100:.2f} USD for {cycle}."
+        ref = f"{DBOS.workflow_id}-receipt"
+        _fakes().mailbox.send(to=f"billing@{account}.example", subject=f"Receipt {cycle}", body=body, ref=ref)
+    else:
+        send_receipt(account, cycle, amount)
     if _bug != "email_then_work":
         update_crm(account, cycle, amount)
     return {"account": account, "cycle": cycle, "amount": amount, "charge": charge_id}

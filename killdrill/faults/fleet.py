@@ -32,23 +32,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from killdrill.options import CHAOS_FAULTS as CHAOS_FAULTS  # what chaos may draw
-from killdrill.options import CHAOS_OPTIONS, OptionError
 from killdrill.points import Fault, Schedule, ScheduleError, occurrence_label
 from killdrill.process.containment import signal_all, subtree, until_stopped
 from killdrill.process.control import Connection
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import Attempt, TraceEvent
 
-
-def parse_faults(text: str) -> tuple[str, ...]:
-    """``kill,pause,upgrade,net`` (chaos's ``--faults``, its row in killdrill.options): kills are
-    always drawn."""
-    row = next(r for r in CHAOS_OPTIONS if r.field == "faults")
-    try:
-        return tuple(row.kind.from_text(text))
-    except OptionError as exc:
-        raise OptionError(f"{row.flag} {text!r}: {exc}") from None
+CHAOS_FAULTS = ("kill", "pause", "upgrade", "net")
+"""What chaos may draw (``--faults``): kills always; pauses, upgrades and connection faults
+(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) when asked."""
 
 
 def draw_faults(

@@ -1,35 +1,50 @@
-"""Integrations, found by name: each one is a module that declares what the harness must know.
+"""Integrations: one folder per framework, whose record declares everything the harness must know.
 
-An integration emits kill points for a framework without edits to the agent (see
-:mod:`killdrill.integrations.langgraph`).  It is one module that defines ``activate()`` (called in
-the agent at startup, through the bootstrap, when ``--integration NAME`` is on) and
-``INTEGRATION``, an :class:`Integration` record with the two facts the drill needs:
+An integration emits kill points for a framework without edits to the agent.  It is one package
+``killdrill/integrations/NAME/`` (or a third party's module, found through the entry-point group
+``killdrill.integrations``: ``NAME = "your_package.your_module"``) that defines ``activate()``
+(called in the agent at startup, through the bootstrap, when ``--integration NAME`` is on) and
+``INTEGRATION``, an :class:`Integration` record.  ``activate`` patches the framework as the agent
+imports it (:class:`PatchOnImport`): the integration never imports the framework itself.
+Nothing outside the folder names a framework: the setup checks, the CLI, the diagnosis and
+``killdrill conform`` read these records.
 
+The record's fields (all but ``name`` optional):
+
+- ``title``: the framework's name for people ("LangGraph");
+- ``aliases``: other spellings ``--integration`` accepts (case and ``-``/``_`` resolve anyway);
+- ``flag``: a command-line shortcut (``--langgraph``) the CLI adds for it;
+- ``distributions`` / ``modules``: the distributions whose import means the framework is in use,
+  and the top-level modules of theirs the agent imports.  An imported module counts only when
+  its file belongs to one of the distributions (the agent's own ``workflows.py`` never does);
+- ``hint``: what the integration kills at, ending the one-line setup warning ("... to kill it at
+  every node and checkpoint");
 - ``preload``: modules a fork template imports once (``--launcher fork``);
 - ``internal_steps``: step names that are the integration's own machinery rather than the
-  agent's steps (LangGraph's ``checkpoint``: a resume that saves a checkpoint again has not
-  re-done any work, and no case is scheduled at it);
-- ``service``: ``"module:factory"`` of a service the drill starts once (lazily, harness side
-  only: the agent never imports it) and stops when it closes; ``factory(root, options)`` (the
-  drill's options) returns an object with ``env(workdir, thread) -> dict`` (added to every
-  launch of that workdir: the Temporal dev server's address and the case's namespace) and
-  ``close()``; optionally ``explain_hang(workdir, thread) -> (text, detail) | None``, what the
-  runtime still holds for that workdir when an attempt hung (Temporal: the open workflow's
-  pending activities), said in the ``hang`` violation, and ``release(workdir, thread)``, called
-  when that workdir's run is over (a case's last attempt, a clean run): what the run left in the
-  service goes (Celery: the run's broker keys or virtual host);
+  agent's steps (LangGraph's ``checkpoint``);
+- ``service``: a callable ``service(root, host, options)`` (``options``: the drill's) returning a
+  :class:`Service` the drill starts once (harness side only: the agent never calls it) and closes
+  at its end; ``env(workdir, thread)`` adds to every launch of that workdir, the optional
+  ``explain_hang(workdir, thread)`` says what the runtime still holds when an attempt hung, and
+  the optional ``release(workdir, thread)`` is called when that workdir's run is over (what the
+  run left in the service goes).  ``host`` (:class:`ServiceHost`) starts its processes under the
+  harness's containment, so the service needs no import of ``process``;
 - ``exit_abort``: an :class:`ExitAbort`, when the framework is known to abort the interpreter at
-  exit after its work is done (Temporal's SDK, sdk-python#300): an attempt that died of SIGABRT
-  (or exited 134 through a shell) right after the point that says the work closed is a clean exit
-  with a note, not a crashed resume.
+  exit after its work is done (Temporal's SDK, sdk-python#300);
+- ``causes``: a hook ``causes(violation, attempts) -> Cause | None`` the diagnosis asks first, for
+  a case run under this integration, with the violation's structured facts (its calls, each with
+  the runtime context :func:`killdrill.agent.in_runtime` recorded) and the attempts' facts;
+- ``probe``: its :class:`Probe` for ``killdrill conform``;
+- ``examples``: commands that drill a bundled example agent under it.
 
-:func:`find` looks ``NAME`` up as the module ``killdrill.integrations.NAME``, then in the entry
-point group ``killdrill.integrations`` (``NAME = "your_package.your_module"``): a new integration
-is one module, in this package or in another distribution.  :func:`register` adds one in-process.
+:func:`find` looks a name up as ``killdrill.integrations.NAME``, then in the entry points, then
+among the known records' names and aliases.  :func:`register` adds one in-process.
 
-Imported by the agent too (through the bootstrap): standard library and ``killdrill.errors`` only.
+Imported by the agent too (through the bootstrap): standard library and ``killdrill.errors``
+only at import.  A harness-side service module inside a folder (``temporal/server.py``) is
+imported by its factory only when the harness calls it, and imports nothing above this layer.
 
-Layer: beside ledger and effects; may import ``agent`` and ``errors`` only.
+Layer: beside ledger and effects; may import ``agent``, ``records`` and ``errors`` only.
 """
 
 from __future__ import annotations
@@ -38,22 +53,32 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from killdrill.errors import UsageError
+from killdrill.integrations._imports import PatchOnImport
 from killdrill.registry import Registry
+
+if TYPE_CHECKING:
+    from killdrill.records import Attempt, Violation
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Cause",
     "ExitAbort",
     "Integration",
     "IntegrationNotFound",
+    "PatchOnImport",
+    "Probe",
     "Service",
+    "ServiceHost",
+    "ServiceProcess",
+    "canonical_names",
     "exit_aborts",
     "find",
     "internal_steps",
@@ -77,21 +102,88 @@ class ExitAbort:
 
 
 @dataclass(frozen=True)
+class Cause:
+    """A framework-specific diagnosis: a stable ``name``, what was ``observed``, the ``fix``."""
+
+    name: str
+    observed: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The integration's probe agent for ``killdrill conform``: ``module`` runs as ``python -m
+    MODULE --thread T --workdir W`` and makes the steps ``reserve``, ``charge``, ``notify`` (each
+    one effect); ``committed`` is the point where the framework has recorded ``charge``, ``rerun``
+    the point a re-execution of it reaches again, ``next_point`` the point of the step after it."""
+
+    module: str
+    distribution: str  # whose version the table shows
+    extra: str  # pip install "killdrill[EXTRA]"
+    committed: str = "committed:charge"
+    committed_means: str = "the framework recorded the step"
+    rerun: str = "before:charge"
+    next_point: str = "before:notify"
+    na: Mapping[str, str] = field(default_factory=dict)  # property -> why it does not apply
+    options: Mapping[str, Any] = field(default_factory=dict)  # extra DrillOptions fields; "model":
+    # True runs the scripted model fake from the YAML beside the probe's module
+    install_note: str = ""
+    order: int = 100  # the framework's place in the table (lower first)
+    quick: bool = False  # in the fast subset CI runs (killdrill conform --quick)
+
+
+class ServiceProcess(Protocol):
+    """A process a :class:`ServiceHost` started."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class ServiceHost(Protocol):
+    """What the harness lends a service to run its processes contained (dies with the harness)."""
+
+    def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, stdout: str, stderr: str
+    ) -> ServiceProcess: ...
+
+    def kill(self, proc: ServiceProcess) -> None: ...
+
+
+class Service(Protocol):
+    """What an integration's ``service`` returns (see the module doc)."""
+
+    def env(self, workdir: Path, thread: str) -> dict[str, str]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
 class Integration:
-    """One integration: its ``--integration`` name, its fork-template preloads, its own steps."""
+    """One integration's record (the module doc says what each field is for)."""
 
     name: str
     preload: tuple[str, ...] = ()
     internal_steps: frozenset[str] = frozenset()
     activate: Callable[[], None] | None = None  # filled from the module's activate() when found
-    service: str | None = None  # "module:factory", see the module doc
+    service: Callable[[Path, ServiceHost, Any], Service] | None = None
     exit_abort: ExitAbort | None = None
+    title: str = ""
+    aliases: tuple[str, ...] = ()
+    flag: str | None = None
+    distributions: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    hint: str = "node and checkpoint"
+    causes: Callable[[Violation, Sequence[Attempt]], Cause | None] | None = None
+    probe: Probe | None = None
+    examples: tuple[str, ...] = ()
     answers: bool = False  # answers a run's pending interrupts with --answer (integrations._answers)
 
 
 class IntegrationNotFound(UsageError, ImportError):
-    """No module ``killdrill.integrations.NAME`` and no entry point of that name (or neither
-    declares ``INTEGRATION``)."""
+    """No integration of that name or alias (module, entry point, or registered record)."""
 
 
 def register(integration: Integration) -> Integration:
@@ -134,47 +226,77 @@ def _find_module(name: str) -> Integration | None:
 _INTEGRATIONS: Registry[Integration] = Registry("integration", ENTRY_POINT_GROUP, find=_find_module)
 
 
+def _spelling(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
 def find(name: str) -> Integration:
-    """The integration called ``name`` (IntegrationNotFound, an ImportError, when there is none)."""
+    """The integration called ``name`` or aliased so, in any case and with ``-`` for ``_``
+    (IntegrationNotFound, an ImportError, when there is none)."""
     found = _INTEGRATIONS.get(name)
+    if found is None and _spelling(name) != name:
+        found = _INTEGRATIONS.get(_spelling(name))
     if found is None:
+        wanted = _spelling(name)
+        found = next(
+            (i for i in known().values() if wanted in {_spelling(a) for a in i.aliases}),
+            None,
+        )
+    if found is None:
+        import difflib
+
+        have = known()
+        close = difflib.get_close_matches(_spelling(name), [_spelling(n) for n in have], n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
         raise IntegrationNotFound(
-            f"no integration {name!r}: neither a module killdrill.integrations.{name} nor an entry "
-            f"point {name!r} in the group {ENTRY_POINT_GROUP!r}"
+            f"unknown integration {name!r}: {hint}known: {', '.join(sorted(have)) or 'none'} (no module "
+            f"killdrill.integrations.{name}, no entry point {name!r} in the group {ENTRY_POINT_GROUP!r})"
         )
     return found
 
 
+def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` as the integrations call themselves, each once (an unknown one: a one-line error)."""
+    return tuple(dict.fromkeys(find(n).name for n in names))
+
+
 @functools.cache
 def _installed_names() -> tuple[str, ...]:
-    """This package's integration modules and the entry points' names (scanned once a process)."""
+    """This package's integration folders and the entry points' names (scanned once a process)."""
     names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
     return tuple(names + [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)])
 
 
 def known() -> dict[str, Integration]:
-    """Every integration that can be found: this package's modules, the entry points, registered ones."""
+    """Every integration that can be found: this package's folders, the entry points, registered ones."""
     names = list(_installed_names())
     names += list(_INTEGRATIONS.all())
     out: dict[str, Integration] = {}
     for name in dict.fromkeys(names):
         try:
-            out[name] = find(name)
+            found = _INTEGRATIONS.get(name)
         except ImportError:
-            continue  # one broken plugin must not hide the others' internal steps
+            continue  # one broken plugin must not hide the others
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _each(names: Iterable[str]) -> list[Integration]:
+    """The records of ``names``; one that cannot be found is skipped (the agent's bootstrap says
+    in one line that it cannot load it)."""
+    out: list[Integration] = []
+    for name in names:
+        try:
+            out.append(find(name))
+        except ImportError:
+            continue
     return out
 
 
 def preload_modules(names: Iterable[str]) -> list[str]:
-    """Modules a fork template imports for the enabled integrations ``names`` (one that cannot be
-    found preloads nothing: the agent's bootstrap says in one line that it cannot load it)."""
-    out: list[str] = []
-    for name in names:
-        try:
-            out.extend(find(name).preload)
-        except ImportError:
-            continue
-    return out
+    """Modules a fork template imports for the enabled integrations ``names``."""
+    return [m for i in _each(names) for m in i.preload]
 
 
 def internal_steps() -> frozenset[str]:
@@ -185,35 +307,12 @@ def internal_steps() -> frozenset[str]:
 
 def exit_aborts(names: Iterable[str]) -> list[ExitAbort]:
     """The known aborts at exit of the enabled integrations ``names``."""
-    out: list[ExitAbort] = []
-    for name in names:
-        try:
-            rule = find(name).exit_abort
-        except ImportError:
-            continue
-        if rule is not None:
-            out.append(rule)
-    return out
+    return [i.exit_abort for i in _each(names) if i.exit_abort is not None]
 
 
-class Service(Protocol):
-    """What an integration's ``service`` factory returns (see the module doc)."""
-
-    def env(self, workdir: Path, thread: str) -> dict[str, str]: ...
-
-    def close(self) -> None: ...
-
-
-def start_services(names: Iterable[str], root: Path, options: object = None) -> list[Service]:
+def start_services(
+    names: Iterable[str], root: Path, host: ServiceHost, options: object = None
+) -> list[Service]:
     """The services of the enabled integrations ``names``, made for a drill rooted at ``root``
     with ``options`` (each starts its process on its first ``env`` call).  Harness side only."""
-    out: list[Service] = []
-    for name in names:
-        try:
-            spec = find(name).service
-        except ImportError:
-            continue  # said in one line by the agent's bootstrap
-        if spec:
-            module, _, attr = spec.partition(":")
-            out.append(getattr(importlib.import_module(module), attr)(root, options))
-    return out
+    return [i.service(root, host, options) for i in _each(names) if i.service is not None]

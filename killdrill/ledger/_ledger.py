@@ -341,7 +341,7 @@ class Ledger:
             )
         ]
 
-    @without_gc  # 10^5 rows: the collector's passes were a third of the read (issue 23)
+    @without_gc  # 10^5 rows: the collector's passes were a third of the read
     def snapshot(
         self, since: LedgerSnapshot | None = None, written_as: Mapping[str, str] | None = None
     ) -> LedgerSnapshot:
@@ -352,7 +352,7 @@ class Ledger:
         ledger's snapshot read before (after the previous attempt) with the same ``written_as``.
         When every call of it is still there (same seq, provider, op, key and attempt) only the
         calls after it are parsed, and its own are kept: a case read its ledger whole after
-        every attempt (issue 23).  When any is gone, the whole ledger is read, as it is now."""
+        every attempt.  When any is gone, the whole ledger is read, as it is now."""
         sub = Substitution(written_as) if written_as else None
         with self._read() as conn:
             calls = None

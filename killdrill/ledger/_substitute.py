@@ -4,7 +4,7 @@ Agents put their thread into keys and refs (rightly: it is what makes them stabl
 case has its own thread, so the drill reads each case with its thread and workdir written as
 ``{thread}``/``{workdir}``: otherwise no case could be compared with the baseline.  Done while
 the rows are parsed (``Ledger.snapshot(written_as=...)``), not over the parsed calls afterwards:
-at 10^5 calls the second pass and its copies were a third of a case's read (issue 23).
+at 10^5 calls the second pass and its copies were a third of a case's read.
 """
 
 from __future__ import annotations

@@ -344,7 +344,7 @@ def fork_agent_ahead(run: Callable[[bytes, int], NoReturn], close: Iterable[int]
     its spec, then ``run(spec, error_fd)`` sets it up and runs it (EOF instead: it exits).
 
     The fork and the child's after-fork work were on the path from the harness's request to the
-    agent's start, about half of it with a preloaded template (issue 23)."""
+    agent's start, about half of it with a preloaded template."""
     spec_r, spec_w = os.pipe()
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     agent = os.fork()

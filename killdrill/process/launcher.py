@@ -3,7 +3,7 @@
 Two kinds of template, one protocol.  The *warden* (``warden()``, one per harness process)
 imports nothing of the agent and execs each spawned command.  A pre-forking template
 (``Launcher(python, preload=...)``, ``--launcher fork``) imports the agent's heavy modules
-once (langgraph, langchain_core, SQLAlchemy: the import time dominates a LangGraph drill) and
+once (a framework and SQLAlchemy: the import time dominates a framework's drill) and
 each attempt runs as a ``fork()`` of it, set up as a fresh process would be: its own session
 and process group, environment, argv, working directory, stdio files, reseeded randomness.
 Either way the template forks a keeper per attempt (killdrill.process.containment), which forks the
@@ -95,7 +95,7 @@ class Launcher:
     socket for every waiter while the others sleep on the condition (leader and followers).
     Spawn replies go to the caller holding the request lock, exit statuses into a table.  A
     reader thread cost a thread switch on every spawn and every exit (0.8 ms each measured on
-    2 cores, about a fifth of a short case's harness time, issue 23).
+    2 cores, about a fifth of a short case's harness time).
     """
 
     def __init__(
@@ -346,6 +346,21 @@ def warden() -> Launcher:
             _warden = Launcher(sys.executable, preload=(), env=env).start()
             atexit.register(_warden.close)
         return _warden
+
+
+class ServiceHost:
+    """How an integration's service (:class:`killdrill.integrations.ServiceHost`) runs a process:
+    exec'd by the warden under its own keeper, so it dies with the harness however that ends."""
+
+    def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, stdout: str, stderr: str
+    ) -> ForkedProcess:
+        return warden().spawn(argv, env=env, cwd=cwd, stdout=stdout, stderr=stderr, exec_=True)
+
+    def kill(self, proc: object) -> None:
+        """SIGKILL the process and all it started (its keeper reaps the rest)."""
+        if isinstance(proc, ForkedProcess):
+            containment.kill_attempt(proc.pid, proc.keeper)
 
 
 def live_launchers() -> list[Launcher]:

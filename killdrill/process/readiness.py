@@ -1,6 +1,6 @@
 """Is a service ready?  ``tcp:PORT`` (the port accepts on 127.0.0.1), ``http://URL`` (it answers
 200-399, as a Kubernetes HTTP probe counts), ``log:TEXT`` (its stdout or stderr holds TEXT:
-uvicorn and Celery log to stderr).  Each probe is short: the supervisor's loop runs it."""
+servers and task workers commonly log to stderr).  Each probe is short: the supervisor's loop runs it."""
 
 from __future__ import annotations
 

@@ -181,10 +181,12 @@ class Supervisor:
             # No point to act on (a clean run, a resume, a timed kill): every point goes one way.
             # An attempt armed at a point still waits at all of them, as it always did: its other
             # threads reach the kill at the pace they always had.  With every point one way, a
-            # kill at LangGraph Send's committed:pay caught the planted uuid-key bug in 9 of 120
+            # kill at a parallel branch's committed:pay caught the planted uuid-key bug in 9 of 120
             # cases (the other branches ran on to their commits first); waiting, 40 of 180, the
-            # tree before 26 of 180 (issue 23's review).
+            # tree before 26 of 180.
             env["KILLDRILL_WAIT_AT"] = "[]"
+        elif self.boundary_hook is None and spec.kill is not None and spec.kill.hold_ms is None:
+            env["KILLDRILL_KILL_GATE"] = "1"  # killdrill.agent._Gate: no effect lands while it is decided
         launcher, exec_ = spec.launcher, False
         try:
             if launcher is None and containment.supported():

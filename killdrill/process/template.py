@@ -312,7 +312,7 @@ def _template(fd: int) -> None:
 
 if __name__ == "__main__":
     # Once the attempts are cleaned up, skip the interpreter's teardown of the preloaded modules
-    # (about a second of CPU with LangGraph loaded): nothing of a drill should outlive it by that.
+    # (about a second of CPU with a framework loaded): nothing of a drill should outlive it by that.
     code = 0
     try:
         _template(int(sys.argv[1]))

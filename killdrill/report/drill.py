@@ -310,7 +310,7 @@ def summarize_cases(cases: Iterable[CaseResult]) -> dict[str, Any]:
     by_kind: dict[str, int] = {}
     providers: dict[str, dict[str, int]] = {}
     total = ok = 0
-    models: list[Any] = []  # one pass: a chaos job streams its cases from disk (issue 23)
+    models: list[Any] = []  # one pass: a chaos job streams its cases from disk
     for case in cases:
         total += 1
         ok += case.ok
@@ -439,7 +439,7 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write ``obj`` (a dict, or anything with ``to_dict``) as indented JSON, atomically, so a
     reader (CI artifact upload, ``killdrill report``) never sees half a file."""
     data = obj.to_dict() if hasattr(obj, "to_dict") else obj
-    return atomic_write_text(path, json_text(data) + "\n")  # json.dumps(indent=2) but fast (issue 23)
+    return atomic_write_text(path, json_text(data) + "\n")  # json.dumps(indent=2) but fast
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

@@ -51,7 +51,7 @@ details.clean>summary{cursor:pointer;color:#5b6572;margin:10px 0}
 def render_html(data: Mapping[str, Any]) -> str:
     """The whole page: summary cards, shrunk failures, interval x outcome matrix, timelines."""
     h, s = data["chaos"], data["summary"]
-    cases = data["cases"]  # dicts: only the drawn ones are read (a job's page, issue 23)
+    cases = data["cases"]  # dicts: only the drawn ones are read (a job's page)
     runs = list(data["runs"])
     title = f"killdrill chaos — seed {h['seed']}"
     parts = [

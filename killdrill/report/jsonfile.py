@@ -1,5 +1,5 @@
 """Report JSON written at the C encoder's speed: indented where a person reads, one line per item
-of a long list (issue 23).
+of a long list.
 
 ``json.dumps(indent=2)`` takes the pure-Python encoder (CPython's C encoder has no indent), and a
 10^5-call case's ``result.json`` spent seconds there.  Here dicts are indented as before, a short

@@ -72,7 +72,7 @@ def duplicate_effect(ctx: CheckContext, effect: Effect) -> list[Violation]:
     runtime, contexts = runtime_attempts(landed)
     if not runtime:
         return [ctx.violation(DUPLICATE_EFFECT, message, effect)]
-    message += f" (landed by {runtime})"  # the runtime's own retries: Temporal's activity attempts
+    message += f" (landed by {runtime})"  # the runtime's own retries: an activity's attempts
     numbers = [c["context"].get("attempt") for c in contexts]
     extra = {"runtime": runtime, "runtime_attempts": numbers, "runtime_calls": contexts}
     return [ctx.violation(DUPLICATE_EFFECT, message, effect, **extra)]
@@ -168,6 +168,8 @@ def key_reused(ctx: CheckContext) -> list[Violation]:
                     "differs": differs,
                     "attempts": sorted({c.attempt for c in calls}),
                     "calls": calls_detail(calls, ctx.unknown),
+                    "refused": rejected,  # the provider refused the replay: the payload changed under it
+                    "volatile": drifting,  # differing fields that vary between clean runs
                 },
             )
         )

@@ -10,7 +10,8 @@ from killdrill.points import ScheduleError, parse_fault
 from killdrill.providers import spec
 from killdrill.records import Attempt, Call, LedgerSnapshot
 from killdrill.verdict.index import NAMED_BY_PAYLOAD, EffectNaming, ProviderFlags, grouping
-from killdrill.verdict.matching import canonical, differing, match_calls
+from killdrill.verdict.matching import canonical, differing
+from killdrill.verdict.matching_scale import match_calls
 
 __all__ = [
     "STATE_VOLATILE",
@@ -77,7 +78,7 @@ def group_effects(
 def volatile_fields(a: LedgerSnapshot, b: LedgerSnapshot) -> dict[str, list[str]]:
     """Per ``provider.op``, the payload fields whose values differ between two clean runs.
 
-    The calls of each op are *matched* by content (:func:`killdrill.verdict.matching.match_calls`),
+    The calls of each op are *matched* by content (:func:`killdrill.verdict.matching_scale.match_calls`),
     never paired by ledger order: three parallel payouts that land in another order are still
     three payees, and ``account`` is not volatile because of it.  A field is volatile only if it
     differs within a matched pair; a call with no counterpart (unequal counts) says nothing.
@@ -117,7 +118,7 @@ def unknown_calls(calls: Iterable[Call], attempts: Sequence[Attempt]) -> dict[in
         if kill.kind != "during" or not kill.is_named or kill.point is None:
             continue
         cuts.append((att, kill.point.split(":", 1)[1], kill.occurrence, att.killed_at))
-    if not cuts:  # no call's response was cut: the ledger need not be read (10^5 calls, issue 23)
+    if not cuts:  # no call's response was cut: the ledger need not be read (10^5 calls)
         return {}
     wanted = {(att.number, op) for att, op, _, _ in cuts}
     by_attempt: dict[tuple[int, str], list[Call]] = {}
@@ -149,7 +150,7 @@ def summarize(
     def landed(calls: list[Call] | None) -> int:
         if not calls:
             return 0
-        if len(calls) == 1:  # most effects of a big batch: no generator (issue 23)
+        if len(calls) == 1:  # most effects of a big batch: no generator
             return 1 if calls[0].landed else 0
         return sum(c.landed for c in calls)
 

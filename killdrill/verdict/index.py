@@ -1,4 +1,4 @@
-"""Each call's logical effect computed once per snapshot, and the lookups the checks need (issue 23).
+"""Each call's logical effect computed once per snapshot, and the lookups the checks need.
 
 A case is judged (:func:`~killdrill.verdict.judge`), then summarized
 (:func:`~killdrill.verdict.summarize`), each grouping both ledgers by effect: at 10^5 calls the

@@ -1,8 +1,8 @@
 """Indexes the core checks build once per judged case, so each check is linear in the calls.
 
-Before issue 23 ``unexpected_effect`` rebuilt two dicts of every effect per unexpected effect and
-compared it with every baseline effect of its op (O(U·B)), ``state_diverged`` and
-``stuck_in_flight`` scanned every call per key.  Each index here is built lazily, on the first
+Without them ``unexpected_effect`` would rebuild two dicts of every effect per unexpected effect
+and compare it with every baseline effect of its op (O(U·B)), and ``state_diverged`` and
+``stuck_in_flight`` would scan every call per key.  Each index here is built lazily, on the first
 check that needs it, and kept in :attr:`CheckContext.memo` for the rest of the case.
 """
 

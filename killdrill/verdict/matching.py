@@ -1,6 +1,6 @@
 """Which calls of two runs are the same effect: a min-cost matching by content, never by order.
 
-Parallel branches (LangGraph ``Send``, two nodes in one superstep) land in any order, so the
+Parallel branches (a fan-out, two nodes in one superstep) land in any order, so the
 n-th call of an op in one run is not the n-th in the other.  Each call is paired with its most
 similar counterpart instead: a minimum-cost assignment (Hungarian algorithm) where the cost of a
 pair is how many payload fields differ, a different idempotency key breaking ties, and the
@@ -15,7 +15,7 @@ from typing import Any
 from killdrill.canonical import canonical_json as canonical
 from killdrill.records import Call
 
-__all__ = ["assignment", "canonical", "differing", "match_calls", "payload_distance"]
+__all__ = ["assignment", "canonical", "differing", "payload_distance"]
 
 
 def differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
@@ -78,18 +78,3 @@ def payload_distance(a: Call, b: Call, *, weight: int) -> int:
     """Differing payload fields (times ``weight``), plus one when the keys differ: content first,
     the key only to break ties."""
     return len(differing(a.payload, b.payload)) * weight + (a.key != b.key)
-
-
-def match_calls(
-    left: Sequence[Call],
-    right: Sequence[Call],
-) -> list[tuple[Call, Call]]:
-    """Pairs of calls (one from each side, each used at most once) that are most alike overall.
-
-    Both sides should be the calls of one ``provider.op``; unequal counts leave the least alike
-    calls of the longer side unpaired.  Ties go to ledger order.
-    """
-    # identical payloads pair by hashing first, only the rest is assigned (issue 23)
-    from killdrill.verdict.matching_scale import match_calls_fast  # imports this module
-
-    return match_calls_fast(left, right)

@@ -38,7 +38,7 @@ from killdrill.alloc import gc_paused
 from killdrill.records import Call
 from killdrill.verdict.matching import assignment, canonical
 
-__all__ = ["EXACT_CELLS", "PURE_CELLS", "STATS", "match_calls_fast"]
+__all__ = ["EXACT_CELLS", "PURE_CELLS", "STATS", "match_calls"]
 
 log = logging.getLogger("killdrill.verdict.matching")
 
@@ -204,8 +204,9 @@ def _keys_certified(
     return True
 
 
-def match_calls_fast(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call]]:
-    """:func:`killdrill.verdict.matching.match_calls`: pairs most alike, identical ones by hashing first.
+def match_calls(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call]]:
+    """Pairs of calls (one from each side, each used at most once) that are most alike overall:
+    identical ones by hashing first, the rest assigned.
 
     The collector is paused meanwhile: the work allocates a few containers per call and makes no
     cycles, and at 10^5 calls the collector's passes were half the time."""

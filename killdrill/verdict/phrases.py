@@ -96,10 +96,10 @@ def why_duplicated(landed: Sequence[Call]) -> str:
 
 def runtime_attempts(calls: Sequence[Call]) -> tuple[str, list[dict[str, Any]]]:
     """What the durable runtime called the code that made ``calls``, from the context an
-    integration recorded with each (:func:`killdrill.agent.in_runtime`): ``temporal activity
+    integration recorded with each (:func:`killdrill.agent.in_runtime`): ``RUNTIME activity
     charge_customer attempts 1 and 2`` and, per call that has one, its seq, the drill's attempt
     and the context (the runtime's own ``attempt`` in it, ``redelivered`` when a broker delivered
-    that try again: Celery); ``""`` and ``[]`` when none has.
+    that try again); ``""`` and ``[]`` when none has.
     Framework-agnostic: the words are the context's ``runtime``, ``unit`` and ``name``."""
     detail: list[dict[str, Any]] = []
     groups: dict[str, list[str]] = {}

@@ -58,7 +58,7 @@ class Effect:
     def __init__(
         self, key: EffectKey, identity: dict[str, Any], calls: tuple[Call, ...], baseline: tuple[Call, ...]
     ) -> None:
-        # frozen, but built once per effect of a case (10^5 of them, issue 23): one dict update
+        # frozen, but built once per effect of a case (10^5 of them): one dict update
         # instead of the generated __init__'s four object.__setattr__ calls (5x faster)
         self.__dict__.update(key=key, identity=identity, calls=calls, baseline=baseline)
 
@@ -86,7 +86,7 @@ class Effect:
         return f"{self.provider}.{self.op} {format_identity(self.identity)}"
 
     @cached_property
-    def landed(self) -> list[Call]:  # cached: every count check asks (issue 23); do not mutate
+    def landed(self) -> list[Call]:  # cached: every count check asks; do not mutate
         return [c for c in self.calls if c.landed]
 
     @cached_property
@@ -224,7 +224,7 @@ OPT_IN_CHECKS: Mapping[str, Check] = _OptIn()
 """Opt-in checks beyond the core ones, by name (``DrillOptions(checks=...)``, ``--check``)."""
 
 
-@without_gc  # 10^5 effects: the collector's passes were half the verdict (issue 23)
+@without_gc  # 10^5 effects: the collector's passes were half the verdict
 def judge(
     baseline: LedgerSnapshot,
     case: LedgerSnapshot,

@@ -1,6 +1,7 @@
 """The agent-side API outside a drill: a no-op that reads its environment lazily."""
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -61,3 +62,64 @@ def test_node_decorates_sync_and_async_functions(monkeypatch) -> None:
         "after:ctx",
         "before:fails",
     ]
+
+
+_GATE_AGENT = r"""
+import json, os, socket, sys, threading, time
+path, ledger = sys.argv[1], sys.argv[2]
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(path)
+server.listen()
+point_read = threading.Event()
+answered = []
+
+def serve(conn):
+    reader = conn.makefile("rb")
+    reader.readline()  # the hello
+    for line in reader:
+        point = json.loads(line)["point"]
+        if point == "after:x":  # the supervisor takes its time deciding (a loaded machine)
+            point_read.set()
+            time.sleep(0.3)
+            answered.append(time.monotonic())
+        conn.sendall(b'{"go": true}\n')
+
+def accept():
+    while True:
+        conn, _ = server.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+threading.Thread(target=accept, daemon=True).start()
+os.environ.update(KILLDRILL_CONTROL=path, KILLDRILL_CONTROL_TOKEN="t", KILLDRILL_LEDGER=ledger)
+os.environ.update(KILLDRILL_THREAD="th", KILLDRILL_ATTEMPT="1")
+import killdrill
+from killdrill.fakes import connect
+fakes = connect()
+landed = []
+
+def branch():
+    point_read.wait()
+    fakes.payments.charge(idempotency_key="k", amount=1)
+    landed.append(time.monotonic())
+
+t = threading.Thread(target=branch)
+t.start()
+killdrill.boundary("after:x")
+t.join()
+print(json.dumps({"answered": answered[0], "landed": landed[0]}))
+"""
+
+
+def test_an_effect_of_another_thread_waits_while_a_kill_point_is_decided(tmp_path, monkeypatch) -> None:
+    """In an attempt killed at a point, a parallel thread's fake call lands only after the
+    supervisor answered the point another thread waits at: the kill's latency (a loaded machine)
+    never decides which effects landed.  Without the gate (a hold, say) the call lands at once."""
+    for gate, waits in (("1", True), ("", False)):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+        env["KILLDRILL_KILL_GATE"] = gate
+        sock, ledger = tmp_path / f"c{gate}.sock", tmp_path / f"l{gate}.sqlite"
+        argv = [sys.executable, "-c", _GATE_AGENT, str(sock), str(ledger)]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        times = json.loads(out.stdout)
+        assert (times["landed"] >= times["answered"]) is waits, (gate, times)

@@ -21,7 +21,7 @@ import pytest
 
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import HarnessError
-from killdrill.process.celery_broker import CeleryBroker, keyprefix_for, vhost_for
+from killdrill.integrations.celery.broker import CeleryBroker, keyprefix_for, vhost_for
 from tests.frameworks import need
 
 need("celery", "celery", "redis")
@@ -132,7 +132,7 @@ def test_the_correct_checkout_passes_every_point(tmp_path: Path, url: str) -> No
 def _publish(env: dict[str, str]) -> None:
     """Send one task through Celery under the drill's environment, as an agent of the case does."""
     code = f"from {EXAMPLE} import checkout; checkout.apply_async(args=('o-1', 1, 'a@b.c'), task_id='t-1')"
-    bootstrap = Path(__file__).parents[2] / "killdrill" / "agent" / "_bootstrap"
+    bootstrap = Path(__file__).parents[2] / "killdrill" / "integrations" / "_bootstrap"
     full = {**os.environ, **env, "KILLDRILL_INTEGRATIONS": "celery", "PYTHONPATH": str(bootstrap)}
     subprocess.run([sys.executable, "-c", code], env=full, check=True, timeout=60)
 

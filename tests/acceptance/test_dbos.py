@@ -21,7 +21,7 @@ import pytest
 
 from killdrill.drill import Drill, DrillOptions
 from killdrill.integrations import find
-from killdrill.integrations.dbos import VERSION_CAUSE, point_name
+from killdrill.integrations.dbos import OUTSIDE_STEP_CAUSE, VERSION_CAUSE, point_name
 from tests.cli_support import run_cli
 from tests.frameworks import need
 
@@ -51,6 +51,26 @@ def test_integration_is_registered_and_lazy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "False"]
+
+
+def test_an_email_sent_in_the_workflow_body_is_said_to_run_outside_a_step(tmp_path: Path) -> None:
+    """The record's cause: the calls' runtime context (unit: workflow) says where the send ran."""
+    with drill(tmp_path, payout("--bug", "email_in_body"), **FORK) as d:
+        case = d.run_case("before:update_crm")
+    (v,) = [v for v in case.violations if v.kind == "duplicate_effect"]
+    assert v.provider == "mailbox" and v.cause == OUTSIDE_STEP_CAUSE, case.text()
+    assert "outside any @DBOS.step" in (v.observed or "") and "workflow payout" in (v.observed or "")
+    assert "move the call into a @DBOS.step" in (v.fix or "") and "gate the send" not in (v.fix or "")
+    contexts = [c.context for c in v.calls]
+    assert contexts == [{"runtime": "dbos", "unit": "workflow", "name": "payout"}] * 2, contexts
+
+
+def test_a_call_in_a_step_carries_the_steps_runtime_context(tmp_path: Path) -> None:
+    with drill(tmp_path, payout("--bug", "uuid_key"), **FORK) as d:
+        case = d.run_case("after:charge")
+    charges = next(v for v in case.violations if v.kind == "duplicate_effect").calls
+    assert {(c.context or {}).get("unit") for c in charges} == {"step"}, charges
+    assert all(v.cause != OUTSIDE_STEP_CAUSE for v in case.violations), case.text()
 
 
 def test_point_names() -> None:

@@ -124,3 +124,16 @@ def test_an_unknown_integration_is_a_usage_error(tmp_path: Path, sub: str) -> No
     proc = cli(tmp_path, sub, "--integration", "langraph", *extra, "--", *agent)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "unknown integration 'langraph': did you mean langgraph?" in proc.stderr
+
+
+def test_a_kill_with_max_attempts_1_says_the_drill_stopped_the_run(tmp_path: Path) -> None:
+    """No resume ran: the case says the attempt limit stopped it, never that a resume crashed."""
+    agent = Path(__file__).resolve().parents[1] / "detection" / "agents" / "uuid_key.py"
+    command = [sys.executable, str(agent), "--thread", "{thread}", "--workdir", "{workdir}"]
+    proc = cli(tmp_path, "run", "--schedule", "during:payments.charge", "--max-attempts", "1", "--", *command)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the drill stopped after its attempt limit (1 attempt(s), max_attempts)" in proc.stdout, (
+        proc.stdout
+    )
+    assert "cause: attempt_limit" in proc.stdout and "resume_crashed" not in proc.stdout, proc.stdout
+    assert "leave --max-attempts out" in proc.stdout

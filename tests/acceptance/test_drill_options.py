@@ -13,7 +13,8 @@ import pytest
 
 from killdrill.cli.commands import build_parser, drill_options
 from killdrill.drill import Drill, DrillOptions
-from killdrill.options import OPTIONS, OptionError, by_field, convert, reproduce_line
+from killdrill.options import OPTIONS, OptionError, by_field, convert
+from killdrill.options.reproduce import reproduce_line
 from killdrill.pytest_plugin import _INI, OPTION_NAMES
 from killdrill.pytest_plugin._cache import _DISCOVERY_OPTIONS
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from killdrill.chaos.job import ChaosOptions, run_chaos
+from killdrill.chaos.options import parse_faults
 from killdrill.drill import Drill, DrillOptions
 from killdrill.effects import FencedStore, LeaseLost
 from killdrill.errors import UsageError
@@ -326,9 +327,9 @@ def test_chaos_draws_pauses_only_when_asked_and_deterministically() -> None:
     assert 8 <= len(pauses) <= 32 and any(s.faults[0].until for s in pauses)
     assert all(str(s.faults[0]).startswith("pause:after:a") for s in pauses)
     assert all(fleet.draw_faults(base, labels, 7, i, ("kill",)) == base for i in range(10))
-    assert fleet.parse_faults("pause") == ("kill", "pause")
+    assert parse_faults("pause") == ("kill", "pause")
     with pytest.raises(UsageError, match="unknown fault"):
-        fleet.parse_faults("kill,zombie")
+        parse_faults("kill,zombie")
     assert isinstance(drawn[0], Schedule)
 
 

@@ -30,7 +30,7 @@ pytest.importorskip("langgraph")
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-BOOTSTRAP = os.path.join(os.path.dirname(killdrill.__file__), "agent", "_bootstrap")
+BOOTSTRAP = os.path.join(os.path.dirname(killdrill.__file__), "integrations", "_bootstrap")
 NODES = ("read_usage", "decide_amount", "charge_customer", "write_invoice", "send_receipt")
 # The receipt's ref is the idempotency key, which contains the thread: pin what must be stable.
 IDENTITY = {"mailbox.send": ["to", "subject", "body"]}

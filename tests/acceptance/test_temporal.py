@@ -2,7 +2,7 @@
 
 Every drill here runs the bundled payout example (killdrill/examples/payout_temporal.py) with
 the fork launcher: one template imports temporalio once; each attempt is a fork, a new worker.
-The dev server is the drill's own (killdrill/temporal_server.py): one per Drill, each workdir
+The dev server is the drill's own (killdrill/integrations/temporal/server.py): one per Drill, each workdir
 its own namespace.  The ``slow`` test repeats every point of the correct form (issue 21's
 "20 times without a false alarm": set KILLDRILL_TEMPORAL_REPEAT).
 """
@@ -101,6 +101,41 @@ def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> N
     assert {c["context"]["run"] for c in dup.detail["runtime_calls"]} == {"{thread}"}
 
 
+RECEIPT_AGENT = Path(__file__).resolve().parents[1] / "detection" / "agents" / "temporal_receipt.py"
+
+
+def test_a_key_built_from_the_activitys_attempt_is_one_duplicate_with_its_receipt(tmp_path: Path) -> None:
+    """Temporal's documented style (sync activities on a thread pool, start-to-close 3 s, the
+    default retry policy), the charge keyed by ``activity.info().attempt`` and a receipt naming the
+    charge's id: one duplicate charge, its cause read from the calls' runtime context, and the
+    receipt under it.  Killed (the retry lands in a new worker) and held past the start-to-close
+    timeout (the server's retry lands in the same worker process, within one attempt)."""
+    command = [
+        "python",
+        str(RECEIPT_AGENT),
+        "--thread",
+        "{thread}",
+        "--workdir",
+        "{workdir}",
+        "--bug",
+        "attempt_key",
+    ]
+    options = DrillOptions(root=tmp_path, integrations=("temporal",), timeout=40, discovery_runs=1)
+    with Drill(command, options, launcher="fork", preload=("temporalio.client", "temporalio.worker")) as d:
+        cases = [d.run_case("during:payments.charge"), d.run_case("after:charge~5s")]
+    for result in cases:
+        assert result.kinds == ("duplicate_effect", "key_changed"), result.text()
+        dup, changed = result.violations
+        for v in (dup, changed):
+            assert v.cause == "key_new_per_attempt", result.text()
+            assert "the key includes the runtime's attempt number, {thread}:charge:{attempt}" in str(
+                v.observed
+            )
+        [receipt] = [k for k in dup.consequences if k.kind == "unexpected_effect"]
+        assert receipt.provider == "mailbox" and "ch_0002" in receipt.message, result.text()
+    assert [c.attempt for c in cases[1].ledger.calls if c.provider == "payments"] == [1, 1]  # type: ignore[union-attr]
+
+
 def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> None:
     # The killed worker's activity stays with the server for its start-to-close (5 min): the
     # resumed worker gets nothing to do and the workflow never closes within the drill's timeout.
@@ -122,9 +157,10 @@ def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> N
 
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
-    from killdrill.process.temporal_server import TemporalDevServer
+    from killdrill.integrations.temporal.server import TemporalDevServer
+    from killdrill.process.launcher import ServiceHost
 
-    server = TemporalDevServer(tmp_path)
+    server = TemporalDevServer(tmp_path, ServiceHost())
     try:
         a = server.env(tmp_path / "001-a", "t")
         b = server.env(tmp_path / "002-b", "t")

@@ -120,6 +120,8 @@ def _billing(bug: str | None) -> tuple[str, ...]:
 # What a fork template preloads for each (tests/detection/test_detection.py forks attempts).
 FORK_PRELOAD: dict[str, tuple[str, ...]] = {
     "payout_temporal": ("killdrill.examples.payout_temporal",),
+    "temporal_receipt": ("temporalio.client", "temporalio.worker"),
+    "temporal_receipt_attempt_key": ("temporalio.client", "temporalio.worker"),
     "billing_openai_agents": BILLING_OPENAI_AGENTS_PRELOAD,
     "ticket_llama_index": ("workflows",),
     "pydantic_ai_dbos": (
@@ -214,6 +216,30 @@ SHAPE_CORRECT: tuple[Agent, ...] = (
 )
 
 
+# Temporal written the way its documentation writes it (starter and worker in one command, sync
+# activities on a thread pool, start-to-close 3 s, the default retry policy): a receipt naming the
+# charge's id, and the charge keyed by the activity's attempt number in the buggy form.
+TEMPORAL_RECEIPT: tuple[Agent, ...] = (
+    Agent(
+        "temporal_receipt_attempt_key",
+        "Temporal activity key built from activity.info().attempt",
+        (DUPLICATE_EFFECT, KEY_CHANGED),
+        ("during:payments.charge", "after:charge"),
+        _shape("temporal_receipt", "attempt_key"),
+        {"integrations": ("temporal",), "timeout": 60},
+        needs=(("temporalio", "temporal"),),
+    ),
+    Agent(
+        "temporal_receipt",
+        None,
+        catch=("during:payments.charge", "after:charge"),
+        command=_shape("temporal_receipt", None),
+        options={"integrations": ("temporal",), "timeout": 60},
+        needs=(("temporalio", "temporal"),),
+    ),
+)
+
+
 DEFECTS: tuple[Agent, ...] = (
     _defect(
         "uuid_key",
@@ -304,6 +330,7 @@ DEFECTS: tuple[Agent, ...] = (
         ("during:counter.increment",),
     ),
     *SHAPE_DEFECTS,
+    TEMPORAL_RECEIPT[0],
     *(
         Agent(f"payout_dbos {bug} (bundled)", why, expect, catch, _dbos(bug), options=_DBOS_OPTIONS)
         for bug, why, expect, catch in (
@@ -504,6 +531,7 @@ CORRECT: tuple[Agent, ...] = (
         needs=_NEEDS_PYDANTIC_AI_DBOS,
     ),
     *SHAPE_CORRECT,
+    TEMPORAL_RECEIPT[1],
 )
 
 CORPUS: tuple[Agent, ...] = DEFECTS + CORRECT

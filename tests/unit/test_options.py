@@ -8,17 +8,17 @@ import shutil
 import pytest
 
 from killdrill.chaos import ChaosOptions
+from killdrill.chaos.options import CHAOS_OPTIONS
 from killdrill.drill import Drill, DrillOptions
 from killdrill.options import (
-    CHAOS_OPTIONS,
     OPTIONS,
-    PLUGIN_OPTIONS,
     OptionError,
     Spelling,
     by_field,
     override,
-    reproduce_line,
 )
+from killdrill.options.reproduce import reproduce_line
+from killdrill.pytest_plugin._flags import PLUGIN_OPTIONS
 
 TRUE = [shutil.which("true") or "/bin/true"]  # not a python command
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from killdrill.integrations import _answers
-from killdrill.integrations._agents_answers import decision
-from killdrill.options import DrillOptions, OptionError, by_field, reproduce_args
+from killdrill.integrations.openai_agents.answers import decision
+from killdrill.options import DrillOptions, OptionError, by_field
+from killdrill.options.reproduce import reproduce_args
 
 
 @pytest.fixture

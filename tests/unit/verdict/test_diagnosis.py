@@ -19,7 +19,8 @@ from killdrill.records import (
     Violation,
 )
 from killdrill.verdict import judge, summarize
-from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape, regroup_summary
+from killdrill.verdict.consequences import regroup_summary
+from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape
 
 _seq = itertools.count(1)
 CHARGE = {"customer": "acme", "amount": 4200}
@@ -122,7 +123,12 @@ def test_an_unfinished_resume_names_itself() -> None:
     ]
     (v,) = diagnose(judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts)
     assert v.kind == MISSING_EFFECT and v.cause == Cause.UNFINISHED_RESUME
-    assert "pending tasks (notify)" in v.observed and "snap.tasks" in v.fix
+    assert "pending tasks (notify)" in v.observed and "snap" not in v.fix  # no framework's code
+    (lg,) = diagnose(
+        judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts, integrations=("langgraph",)
+    )
+    assert lg.cause == Cause.UNFINISHED_RESUME and lg.observed == v.observed
+    assert "snap = graph.get_state(config)" in lg.fix  # LangGraph's record says how, under LangGraph
 
 
 def test_a_missing_effect_without_a_known_cause_says_what_is_known() -> None:
@@ -136,3 +142,64 @@ def test_diagnosis_round_trips_through_json() -> None:
     out, _ = _diagnosed((None, None))
     again = Violation.from_dict(out[0].to_dict())
     assert again == out[0] and again.to_dict()["cause"] == "no_key" and again.consequences
+
+
+def _runtime_call(key: str, attempt: int, runtime_attempt: int, eid: str) -> Call:
+    ctx = {"runtime": "temporal", "unit": "activity", "name": "charge", "attempt": runtime_attempt}
+    return Call(next(_seq), "payments", "charge", key, CHARGE, CREATED, eid, attempt, 100, 0.0, context=ctx)
+
+
+def _runtime_key_bug(same_process: bool) -> list[Violation]:
+    base = LedgerSnapshot((_runtime_call("{thread}:charge:1", 1, 1, "ch_0001"),))
+    retry = 1 if same_process else 2  # the runtime's retry in the killed worker's process, or a new one
+    case = LedgerSnapshot(
+        (
+            _runtime_call("{thread}:charge:1", 1, 1, "ch_0001"),
+            _runtime_call("{thread}:charge:2", retry, 2, "ch_0002"),
+        )
+    )
+    attempts = [KILLED_DURING, RESUMED]
+    return diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+
+
+def test_a_key_built_from_the_runtimes_attempt_number_says_so() -> None:
+    """The runtime context records each call's attempt number: a key that differs only by it is
+    named, whether the retry landed in a new process or in the same one (not a new key per call)."""
+    for same_process in (False, True):
+        out = _runtime_key_bug(same_process)
+        assert [v.kind for v in out] == [DUPLICATE_EFFECT, KEY_CHANGED], out
+        for v in out:
+            assert v.cause == "key_new_per_attempt", (same_process, v.cause, v.observed)
+            assert "the key includes the runtime's attempt number, {thread}:charge:{attempt}" in str(
+                v.observed
+            )
+            assert "temporal activity charge's attempt 1 sent {thread}:charge:1" in str(v.observed)
+        assert "runtime's attempt number" in out[0].fix
+
+
+def test_a_key_that_does_not_follow_the_attempt_number_is_not_blamed_on_it() -> None:
+    base = LedgerSnapshot((_runtime_call("{thread}:charge", 1, 1, "ch_0001"),))
+    case = LedgerSnapshot(
+        (
+            _runtime_call("charge-3f1c9a2e-4b7d-4c1a-9f2e-1a2b3c4d5e6f", 1, 1, "ch_0001"),
+            _runtime_call("charge-8d0e7f6a-5b4c-4d3e-8f2a-6b5c4d3e2f1a", 2, 2, "ch_0002"),
+        )
+    )
+    attempts = [KILLED_DURING, RESUMED]
+    out = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+    assert out[0].cause == "key_new_per_attempt"
+    assert "runtime's attempt number" not in str(out[0].observed) and "uuid4" in str(out[0].observed)
+
+
+def test_a_run_cut_by_the_attempt_limit_says_the_drill_stopped_it() -> None:
+    """``--max-attempts 1`` with a kill: no resume ran, so nothing crashed on its own."""
+    from killdrill.drill.case import never_completed
+
+    v = never_completed([KILLED_DURING], 1)
+    [out] = diagnose([v], baseline=LedgerSnapshot(), attempts=[KILLED_DURING])
+    assert out.cause == "attempt_limit", out
+    assert "the drill stopped after its attempt limit (1 attempt(s), max_attempts)" in out.message
+    assert "no resume ran" in out.message and "--max-attempts" in out.fix
+    crashed = Attempt(2, None, EXITED, 1, 1.0)
+    [other] = diagnose([never_completed([KILLED_DURING, crashed], 2)], baseline=LedgerSnapshot(), attempts=[])
+    assert other.cause == "resume_crashed", other

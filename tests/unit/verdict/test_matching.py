@@ -26,7 +26,8 @@ from killdrill.records import (
 )
 from killdrill.verdict import EffectNaming, judge, volatile_fields
 from killdrill.verdict.baselines import ledger_break, repeated_calls, workload_difference
-from killdrill.verdict.matching import assignment, match_calls
+from killdrill.verdict.matching import assignment
+from killdrill.verdict.matching_scale import match_calls
 
 PAYEES = {"acct_alice": 1200, "acct_bob": 3400, "acct_carol": 560}
 ATTEMPTS = (Attempt(1, "during:payments.charge#2", KILLED, -9, 10.0), Attempt(2, None, EXITED, 0, 10.0))

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 import killdrill.verdict.matching_scale as scale
 from killdrill.records import Call, LedgerSnapshot
 from killdrill.verdict import volatile_fields
-from killdrill.verdict.matching import assignment, differing, match_calls, payload_distance
+from killdrill.verdict.matching import assignment, differing, payload_distance
+from killdrill.verdict.matching_scale import match_calls
 
 
 def old_match_calls(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call]]:

@@ -31,6 +31,11 @@ process leaves pending workflows of another version alone, the integration write
 :mod:`killdrill.integrations._findings` line naming them, so a drill whose resume then waits
 forever reports that cause instead of a bare ``hang``.
 
+Every call a fake answers carries the runtime context (:func:`killdrill.agent.in_runtime`):
+``{"runtime": "dbos", "unit": "step", "name": STEP}`` inside a step, ``"unit": "workflow"`` in a
+workflow's body outside any step.  :func:`causes` reads it: an effect repeated from a workflow's
+body ran outside a step, and DBOS re-runs the body on recovery.
+
 Steps run on DBOS's executor threads: :func:`killdrill.agent.boundary` keeps a connection per
 thread, so a point held on one thread does not stall another.
 """
@@ -46,20 +51,73 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from killdrill.agent import armed, boundary
-from killdrill.integrations import Integration
+from killdrill.agent import armed, boundary, in_runtime
+from killdrill.integrations import Cause, Integration, Probe
 from killdrill.integrations._findings import finding_line
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Sequence
 
-__all__ = ["INTEGRATION", "VERSION_CAUSE", "activate", "active", "deactivate", "point_name"]
+    from killdrill.records import Attempt, Violation
+
+__all__ = [
+    "INTEGRATION",
+    "OUTSIDE_STEP_CAUSE",
+    "VERSION_CAUSE",
+    "activate",
+    "active",
+    "causes",
+    "deactivate",
+    "point_name",
+]
+
+OUTSIDE_STEP_CAUSE = "effect_outside_step"
+"""The cause of an effect repeated from a workflow's body, outside any ``@DBOS.step``."""
+OUTSIDE_STEP_FIX = (
+    "move the call into a @DBOS.step (DBOS records a step's output and replays it on recovery "
+    "instead of calling it again) and send it with an idempotency key derived from the workflow "
+    "id and the step (killdrill.effects.idempotency_key(...)): a kill between the call and the "
+    "step's record still re-runs the step"
+)
+
+
+def causes(v: Violation, attempts: Sequence[Attempt]) -> Cause | None:
+    """An effect repeated by calls made in a workflow's body outside any step (their runtime
+    context says ``unit: workflow``): DBOS re-runs the body on recovery, so the call ran again."""
+    if v.kind not in ("duplicate_effect", "key_changed"):
+        return None
+    where = [c.context for c in v.calls if c.context and c.context.get("runtime") == "dbos"]
+    outside = sorted({str(w.get("name")) for w in where if w.get("unit") == "workflow"})
+    if not outside:
+        return None
+    attempts_seen = sorted({c.attempt for c in v.calls})
+    return Cause(
+        OUTSIDE_STEP_CAUSE,
+        f"the call ran in the body of workflow {', '.join(outside)}, outside any @DBOS.step, in attempts "
+        f"{', '.join(map(str, attempts_seen))}: DBOS re-runs a workflow's body on recovery, so each "
+        "recovery sent it again",
+        OUTSIDE_STEP_FIX,
+    )
+
 
 INTEGRATION = Integration(
     "dbos",
+    title="DBOS",
+    distributions=("dbos",),
+    modules=("dbos",),
+    hint="step and workflow, before and after DBOS records it",
     # A fork template imports these once; DBOS starts no thread before DBOS(...) / launch().
     preload=("dbos", "sqlalchemy"),
+    causes=causes,
+    probe=Probe(
+        "killdrill.conform.probes.dbos_probe",
+        order=5,
+        distribution="dbos",
+        extra="dbos",
+        committed_means="DBOS recorded the step's output (operation_outputs)",
+    ),
+    examples=("killdrill.examples.payout_dbos", "killdrill.examples.pydantic_ai_dbos"),
 )
 VERSION_CAUSE = "dbos_application_version"
 """The finding's cause when a resumed process leaves another version's workflows pending."""
@@ -116,9 +174,10 @@ def _wrap_invoke_step(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(func)
             async def async_body(*a: Any, **k: Any) -> Any:
                 ran.append(True)
-                boundary(before)
-                result = await func(*a, **k)
-                boundary(after)
+                with in_runtime(runtime="dbos", unit="step", name=name):
+                    boundary(before)
+                    result = await func(*a, **k)
+                    boundary(after)
                 return result
 
             body = async_body
@@ -127,9 +186,10 @@ def _wrap_invoke_step(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(func)
             def sync_body(*a: Any, **k: Any) -> Any:
                 ran.append(True)
-                boundary(before)
-                result = func(*a, **k)
-                boundary(after)
+                with in_runtime(runtime="dbos", unit="step", name=name):
+                    boundary(before)
+                    result = func(*a, **k)
+                    boundary(after)
                 return result
 
             body = sync_body
@@ -188,18 +248,20 @@ def _wrap_dropping(orig: Callable[..., Any]) -> Callable[..., Any]:
 
             @functools.wraps(run)
             async def run_async() -> Any:
-                boundary(before)
-                result = await run()
-                boundary(after)
+                with in_runtime(runtime="dbos", unit="workflow", name=name):
+                    boundary(before)
+                    result = await run()
+                    boundary(after)
                 return result
 
             return run_async
 
         @functools.wraps(run)
         def run_sync() -> Any:
-            boundary(before)
-            result = run()
-            boundary(after)
+            with in_runtime(runtime="dbos", unit="workflow", name=name):
+                boundary(before)
+                result = run()
+                boundary(after)
             return result
 
         return run_sync

@@ -51,11 +51,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import armed, boundary, in_runtime
-from killdrill.integrations import ExitAbort, Integration
+from killdrill.integrations import ExitAbort, Integration, Probe, Service, ServiceHost
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
-    pass
+    from pathlib import Path
 
 # Activation runs at interpreter start (bootstrap): stdlib only; temporalio is patched when the
 # agent imports it, asyncio only used inside the wrappers (which run in an event loop).
@@ -75,10 +75,34 @@ ADDRESS_ENV = "KILLDRILL_TEMPORAL_ADDRESS"
 NAMESPACE_ENV = "KILLDRILL_TEMPORAL_NAMESPACE"
 """The namespace of this case or clean run (each its own: re-judging a thread starts afresh)."""
 
+def service(root: Path, host: ServiceHost, options: object = None) -> Service:
+    """The drill's dev server (imported here, harness side only: the agent never calls this)."""
+    from killdrill.integrations.temporal.server import TemporalDevServer
+
+    return TemporalDevServer(root, host, options)
+
+
 INTEGRATION = Integration(
     "temporal",
+    title="Temporal",
+    aliases=("temporalio",),
+    distributions=("temporalio",),
+    modules=("temporalio",),
+    hint="activity",
     preload=("temporalio.client", "temporalio.worker"),  # what a fork template imports once
-    service="killdrill.process.temporal_server:TemporalDevServer",
+    service=service,
+    probe=Probe(
+        "killdrill.conform.probes.temporal_probe",
+        order=3,
+        distribution="temporalio",
+        extra="temporal",
+        na={
+            "fork_determinism": "the durable state is the server's event history, not a file a drill "
+            "can copy; Temporal's own fork is a workflow reset, which is another operation",
+        },
+        options={"timeout": 60.0},
+    ),
+    examples=("killdrill.examples.payout_temporal", "killdrill.examples.pydantic_ai_temporal"),
     # sdk-python#300: the SDK's core can abort the interpreter at exit (SIGABRT, exit 134) once
     # the workflow closed; after:workflow.TYPE is reached only when result() returned it.
     exit_abort=ExitAbort(

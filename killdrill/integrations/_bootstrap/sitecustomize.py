@@ -60,25 +60,49 @@ def _chain_load() -> None:
     spec.loader.exec_module(module)
 
 
-def _installed(name: str) -> bool:
-    """True when ``name`` resolves to an installed distribution's package, not to the agent's own
-    module of the same name (a Temporal sample's ``workflows.py`` is not LlamaIndex's)."""
+def _from_distribution(name: str, dists: list[str]) -> bool:
+    """Whether the module ``name`` the agent is importing comes from one of ``dists`` (its file
+    is one of the distribution's files): never a bare name, so the agent's own ``workflows.py``
+    is not LlamaIndex's."""
+    from importlib import metadata
     from importlib.machinery import PathFinder
 
     spec = PathFinder.find_spec(name)
-    places = [spec.origin or "", *(spec.submodule_search_locations or ())] if spec else []
-    return any(part in ("site-packages", "dist-packages") for p in places for part in p.split(os.sep))
+    if spec is None:
+        return False
+    files: set[str] = set()
+    folders: tuple[str, ...] = ()
+    if spec.has_location and spec.origin:  # a module or a package: its file
+        files.add(os.path.realpath(spec.origin))
+    else:  # a namespace package (langgraph): its folders, each ending in a separator
+        folders = tuple(os.path.join(os.path.realpath(f), "") for f in spec.submodule_search_locations or ())
+    for dist_name in dists:
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            continue
+        for f in dist.files or ():
+            path = os.path.realpath(str(dist.locate_file(f)))
+            if path in files or (folders and path.startswith(folders)):
+                return True
+    return False
 
 
 class _ImportWatch:
     """Leaves ``imported-NAME`` in the workdir's state dir when the agent imports a watched
-    module (``KILLDRILL_DETECT``, discovery runs only): how a drill notices LangGraph in an agent
-    drilled without its integration.  Read at lookup time: forked attempts bring their own env."""
+    module from its distribution (``KILLDRILL_DETECT``: ``NAME=DIST|DIST,...``, discovery runs
+    only): how a drill notices a framework in an agent drilled without its integration.  Read
+    at lookup time: forked attempts bring their own env."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if "." not in name and name in os.environ.get("KILLDRILL_DETECT", "").split(","):
+        if "." in name:
+            return None
+        for entry in os.environ.get("KILLDRILL_DETECT", "").split(","):
+            module, _, dists = entry.partition("=")
+            if module != name:
+                continue
             workdir = os.environ.get("KILLDRILL_WORKDIR")
-            if workdir and _installed(name):
+            if workdir and _from_distribution(name, dists.split("|")):
                 try:
                     open(os.path.join(workdir, ".killdrill", "imported-" + name), "a").close()
                 except OSError:

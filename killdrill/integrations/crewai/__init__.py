@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration
+from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -46,6 +46,19 @@ __all__ = ["INTEGRATION", "QUIET_ENV", "activate", "active", "deactivate"]
 
 INTEGRATION = Integration(
     "crewai",
+    title="CrewAI Flows",
+    distributions=("crewai",),
+    modules=("crewai",),
+    hint="flow method",
+    probe=Probe(
+        "killdrill.conform.probes.crewai_probe",
+        order=2,
+        distribution="crewai",
+        extra="crewai",
+        install_note="in a venv of its own: crewai pins openai<3, which openai-agents cannot share",
+        options={"timeout": 120.0},
+    ),
+    examples=("killdrill.examples.onboarding_crewai",),
     # What a fork template imports once: CrewAI's import is ~5-9 s of an attempt.  Every Flow's
     # __init__ then builds a Memory whose LanceDB storage imports lancedb: another ~8-10 s, almost
     # all of it lancedb's thread-free dependencies (the generated lance-namespace client, pyarrow),

@@ -1,7 +1,7 @@
 """LangGraph integration: kill points for every node of an unmodified graph.
 
 Activated by the drill with ``KILLDRILL_INTEGRATIONS=langgraph`` (the supervisor puts
-``killdrill/agent/_bootstrap`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
+``killdrill/integrations/_bootstrap`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
 :func:`activate`), or explicitly with ``killdrill.integrations.langgraph.activate()``.
 Activation never imports LangGraph: an import hook patches it when the agent imports it.
 
@@ -63,19 +63,17 @@ delays.
 from __future__ import annotations
 
 import functools
-import os
-import random
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from types import MethodType, ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from killdrill.agent import boundary
-from killdrill.integrations import Integration
+from killdrill.agent import await_decisions, boundary
+from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
-from killdrill.integrations._langgraph_answers import (
+from killdrill.integrations.langgraph.answers import (
     answering,
     described,
     interrupt_nodes,
@@ -83,13 +81,17 @@ from killdrill.integrations._langgraph_answers import (
     note_interrupt,
     stops,
     thread_of,
-    waiting,
     wrap_astream,
     wrap_stream,
 )
-
-if TYPE_CHECKING:
-    pass
+from killdrill.integrations.langgraph.causes import causes
+from killdrill.integrations.langgraph.timing import (
+    DELAY_ENV,
+    DelaySpec,
+    delay_from_env,
+    parse_delay,
+)
+from killdrill.integrations.langgraph.view import forget_views, record_view, wrap_aget_state, wrap_get_state
 
 # Activation runs at interpreter start (bootstrap): stdlib only, nothing heavy (asyncio is
 # imported by the async wrappers, which only run inside an event loop).
@@ -106,15 +108,28 @@ __all__ = [
     "point_name",
 ]
 
-DELAY_ENV = "KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY"
-SEED_ENV = "KILLDRILL_LANGGRAPH_DELAY_SEED"
 CHECKPOINT = "checkpoint"
 """The name used by ``before:checkpoint`` / ``committed:checkpoint``."""
 
 INTEGRATION = Integration(
     "langgraph",
+    title="LangGraph",
+    flag="--langgraph",
+    distributions=("langgraph",),
+    modules=("langgraph",),
+    hint="node and checkpoint",
     preload=("langgraph.graph",),  # what a fork template imports once
     internal_steps=frozenset({CHECKPOINT}),  # the checkpointer's own points, not an agent step
+    causes=causes,
+    probe=Probe(
+        "killdrill.conform.probes.langgraph_probe",
+        order=0,
+        quick=True,
+        distribution="langgraph",
+        extra="langgraph",
+        options={"preload": ("langgraph.checkpoint.sqlite",)},
+    ),
+    examples=("killdrill.examples.settlement_langgraph",),
     answers=True,  # --answer: a pending interrupt() is answered with Command(resume=...)
 )
 
@@ -122,76 +137,13 @@ _RUNNER = "langgraph.pregel._runner"
 _LOOP = "langgraph.pregel._loop"
 _MAIN = "langgraph.pregel.main"
 _TARGETS = (_RUNNER, _LOOP, _MAIN)
-VIEW_PREFIX = "thread-view-"
 """``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json``: the thread as this process last saw it."""
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
-_DUR = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
-_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 # task id -> point name of a task whose node returned; popped when its writes commit.
 _finished: dict[str, str] = {}
 _FINISHED_MAX = 4096
 _lock = threading.RLock()
 _delay: DelaySpec | None = None
-
-
-# ---------------------------------------------------------------- forced timing
-
-
-class DelaySpec:
-    """Delays (seconds, as ``(low, high)`` ranges) before ``put_writes`` and ``put``."""
-
-    def __init__(
-        self,
-        writes: tuple[float, float] | None,
-        put: tuple[float, float] | None,
-        seed: int | None = None,
-    ) -> None:
-        self.writes = writes
-        self.put = put
-        self.rng = random.Random(seed)
-
-    def __bool__(self) -> bool:
-        return bool(self.writes or self.put)
-
-    def seconds(self, which: str) -> float:
-        span = self.writes if which == "writes" else self.put
-        if not span:
-            return 0.0
-        low, high = span
-        return low if low == high else self.rng.uniform(low, high)
-
-
-def _duration(text: str, whole: str) -> float:
-    m = _DUR.match(text.strip())
-    if not m:
-        raise ValueError(f"{DELAY_ENV}={whole!r}: {text!r} is not a duration like 5ms, 250us or 0.1s")
-    return float(m[1]) * _UNITS_S[m[2]]
-
-
-def parse_delay(text: str, seed: int | None = None) -> DelaySpec:
-    """Parse the ``KILLDRILL_LANGGRAPH_CHECKPOINT_DELAY`` grammar (see the module doc)."""
-    spans: dict[str, tuple[float, float]] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        target, sep, value = part.partition("=")
-        if not sep:
-            target, value = "", part
-        if target not in ("", "writes", "put"):
-            raise ValueError(f"{DELAY_ENV}={text!r}: unknown target {target!r} (writes= or put=)")
-        low_s, _, high_s = value.partition("..")
-        low = _duration(low_s, text)
-        high = _duration(high_s, text) if high_s else low
-        if high < low:
-            raise ValueError(f"{DELAY_ENV}={text!r}: range {value!r} goes down")
-        for which in ("writes", "put") if not target else (target,):
-            spans[which] = (low, high)
-    return DelaySpec(spans.get("writes"), spans.get("put"), seed)
-
-
-def _delay_from_env() -> DelaySpec:
-    seed = os.environ.get(SEED_ENV)
-    return parse_delay(os.environ.get(DELAY_ENV, ""), int(seed) if seed else None)
 
 
 # ---------------------------------------------------------------- names
@@ -252,6 +204,12 @@ def _wrap_arun_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
     return arun_with_retry
 
 
+_WRITES = threading.RLock()
+"""Parallel tasks (a ``Send`` fan-out) save their writes from the loop's background threads: one
+task's save and its ``committed:`` point at a time, so a kill there finds no other task's writes
+saved in the moment the supervisor takes to act."""
+
+
 def _instrument_sync_loop(loop: Any) -> None:
     delay = _delay or DelaySpec(None, None)
     put_writes = loop.checkpointer_put_writes
@@ -260,10 +218,12 @@ def _instrument_sync_loop(loop: Any) -> None:
         def checkpointer_put_writes(config: Any, writes: Any, task_id: str, *rest: Any) -> Any:
             if delay.writes:
                 time.sleep(delay.seconds("writes"))
-            result = put_writes(config, writes, task_id, *rest)
-            name = _finished.pop(task_id, None)
-            if name is not None:
-                boundary(f"committed:{name}")
+            await_decisions()  # a branch's writes land as its effects do: not while a kill is decided
+            with _WRITES:  # committed:NAME#N is one state: exactly N tasks' writes saved
+                result = put_writes(config, writes, task_id, *rest)
+                name = _finished.pop(task_id, None)
+                if name is not None:
+                    boundary(f"committed:{name}")
             return result
 
         checkpointer_put_writes._kd_waits = True  # type: ignore[attr-defined]
@@ -286,6 +246,7 @@ def _instrument_sync_loop(loop: Any) -> None:
             boundary(f"before:{CHECKPOINT}")
             if delay.put:
                 time.sleep(delay.seconds("put"))
+            await_decisions()
             result = put_after_previous(None, (), *args)
             boundary(f"committed:{CHECKPOINT}")
             return result
@@ -337,77 +298,15 @@ def _instrument_async_loop(loop: Any) -> None:
         loop._checkpointer_put_after_previous = checkpointer_put_after_previous
 
 
-# ---------------------------------------------------------------- the thread's view
-
-_views: dict[str, dict[str, Any]] = {}
-
-
-def _record_view(
-    config: Any, pending: list[str], source: str, interrupts: Sequence[dict[str, str]] = ()
-) -> None:
-    """Remember the root thread's pending tasks (and the interrupts it waits on: node and value)
-    and write them where the drill reads them."""
-    try:
-        conf = config.get("configurable") or {}
-        if conf.get("checkpoint_ns"):
-            return  # a subgraph's view: the root's decides whether the thread is finished
-        thread = str(conf.get("thread_id"))
-    except AttributeError:
-        return
-    workdir = os.environ.get("KILLDRILL_WORKDIR")
-    if not workdir or conf.get("thread_id") is None:
-        return
-    with _lock:
-        _views[thread] = {"pending": pending, "source": source, "interrupts": list(interrupts)}
-        import json
-
-        state = os.path.join(workdir, ".killdrill")
-        path = os.path.join(
-            state, f"{VIEW_PREFIX}{os.environ.get('KILLDRILL_ATTEMPT', '0')}-{os.getpid()}.json"
-        )
-        try:
-            tmp = path + ".tmp"
-            with open(tmp, "w") as fh:
-                json.dump({"integration": "langgraph", "threads": _views}, fh)
-            os.replace(tmp, path)
-        except OSError:
-            pass
-
-
-def _pending(snap: Any) -> list[str]:
-    """Tasks the checkpointer holds for the thread, an interrupt (waiting on a person) aside."""
-    return [str(t.name) for t in getattr(snap, "tasks", ()) or () if not getattr(t, "interrupts", ())]
-
-
-def _wrap_get_state(orig: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(orig)
-    def get_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
-        snap = orig(self, config, *args, **kwargs)
-        _record_view(config, _pending(snap), "get_state", waiting(snap))
-        return snap
-
-    return get_state
-
-
-def _wrap_aget_state(orig: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(orig)
-    async def aget_state(self: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
-        snap = await orig(self, config, *args, **kwargs)
-        _record_view(config, _pending(snap), "get_state", waiting(snap))
-        return snap
-
-    return aget_state
-
-
 def _loop_ended(loop: Any, exc_type: Any, exc: BaseException | None = None) -> None:
     """A root run that ended without raising: done (or interrupted, waiting on a person)."""
     config = getattr(loop, "config", None) or {}
     if exc_type is None and getattr(loop, "status", None) in ("done", "interrupt_before", "interrupt_after"):
-        _record_view(config, [], "run")
+        record_view(config, [], "run")
     elif exc is not None and not getattr(loop, "is_nested", True) and is_interrupt(exc):
         stopped = [i for i in (exc.args[0] if exc.args else ()) if hasattr(i, "id")]
         stops[thread_of(config)] = stopped
-        _record_view(config, [], "run", [described(i) for i in stopped])
+        record_view(config, [], "run", [described(i) for i in stopped])
 
 
 def _wrap_exit(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -501,8 +400,8 @@ def _patch(module: ModuleType) -> None:
             _replace(sync_cls, "__exit__", _wrap_exit(sync_cls.__exit__))
             _replace(async_cls, "__aexit__", _wrap_aexit(async_cls.__aexit__))
         elif module.__name__ == _MAIN and (module.Pregel, "get_state") not in _originals:
-            _replace(module.Pregel, "get_state", _wrap_get_state(module.Pregel.get_state))
-            _replace(module.Pregel, "aget_state", _wrap_aget_state(module.Pregel.aget_state))
+            _replace(module.Pregel, "get_state", wrap_get_state(module.Pregel.get_state))
+            _replace(module.Pregel, "aget_state", wrap_aget_state(module.Pregel.aget_state))
             if answering():
                 _replace(module.Pregel, "stream", wrap_stream(module.Pregel.stream))
                 _replace(module.Pregel, "astream", wrap_astream(module.Pregel.astream))
@@ -521,7 +420,7 @@ def activate() -> None:
     """
     global _delay
     with _lock:
-        _delay = _delay_from_env()
+        _delay = delay_from_env()
         _hook.install()
 
 
@@ -537,7 +436,7 @@ def deactivate() -> None:
         _hook.remove()
         _hook.restore()
         _finished.clear()
-        _views.clear()
+        forget_views()
         stops.clear()
         interrupt_nodes.clear()
         _delay = None

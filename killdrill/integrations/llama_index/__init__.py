@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration
+from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -48,8 +48,27 @@ CHECKPOINT = "checkpoint"
 
 INTEGRATION = Integration(
     "llama_index",
+    title="LlamaIndex Workflows",
+    aliases=("llamaindex", "llama-index-workflows"),
+    # llama-index-workflows installs ``workflows``, which ``llama_index.core.workflow`` imports too
+    distributions=("llama-index-workflows",),
+    modules=("workflows",),
+    hint="workflow step",
     preload=("workflows", "workflows.runtime.types.step_function"),
     internal_steps=frozenset({CHECKPOINT}),
+    probe=Probe(
+        "killdrill.conform.probes.llama_index_probe",
+        order=1,
+        quick=True,
+        distribution="llama-index-workflows",
+        extra="llama_index",
+        # the basic runtime persists nothing: the user's save of Context.to_dict() after a step's
+        # event is the record (the integration's committed:checkpoint, #2 = after charge)
+        committed="committed:checkpoint#2",
+        committed_means="the runner saved Context.to_dict() at charge's progress event, the documented"
+        " save-while-streaming pattern; the runtime itself persists nothing",
+    ),
+    examples=("killdrill.examples.ticket_llama_index",),
 )
 
 _STEPS = "workflows.runtime.types.step_function"

@@ -6,10 +6,10 @@ SQLite database under the drill's root, and one namespace per workdir: every cas
 clean run has its own, so a clean run that re-judges a case's thread never finds that
 thread's workflow already closed.
 
-Containment: the server runs as an "attempt" of the harness's warden launcher
-(:func:`killdrill.process.launcher.warden`), under its own keeper.  So it dies with the harness however
-the harness ends: :meth:`close` at the end of the drill, the interrupt handler's ``kill_all`` on
-Ctrl-C / SIGTERM, and on SIGKILL of the harness the template sees its socket close and kills
+Containment: the server runs through the :class:`~killdrill.integrations.ServiceHost` the
+harness lends (an "attempt" of its warden launcher, under its own keeper).  So it dies with the
+harness however the harness ends: :meth:`close` at the end of the drill, the interrupt handler's
+``kill_all`` on Ctrl-C / SIGTERM, and on SIGKILL of the harness the template sees its socket close and kills
 every keeper's subtree (the server's own children included).  Nothing here relies on a
 ``PR_SET_PDEATHSIG`` of a thread that may exit first.
 
@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from killdrill.errors import HarnessError
+from killdrill.integrations import ServiceHost, ServiceProcess
 from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV
-from killdrill.process import containment
-from killdrill.process.launcher import ForkedProcess, warden
 
 __all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
 
@@ -134,12 +133,13 @@ def _activity_phrase(a: dict[str, Any]) -> str:
 class TemporalDevServer:
     """A dev server for one drill: :meth:`env` registers the workdir's namespace on first use."""
 
-    def __init__(self, root: Path, options: object = None) -> None:
+    def __init__(self, root: Path, host: ServiceHost, options: object = None) -> None:
+        self.host = host
         self.root = Path(root).absolute()  # the spawn chdirs: no relative paths
         self.binary = find_binary()
         self.address = ""
         self._dir: Path | None = None
-        self._proc: ForkedProcess | None = None
+        self._proc: ServiceProcess | None = None
         self._namespaces: set[str] = set()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -163,13 +163,12 @@ class TemporalDevServer:
             "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
-        self._proc = warden().spawn(
+        self._proc = self.host.spawn(
             argv,
             env=env,
             cwd=str(self._dir),
             stdout=str(self._dir / "server.stdout"),
             stderr=str(self._dir / "server.stderr"),
-            exec_=True,
         )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="killdrill-temporal", daemon=True)
@@ -304,7 +303,7 @@ class TemporalDevServer:
         with self._lock:
             proc, self._proc = self._proc, None
             if proc is not None:
-                containment.kill_attempt(proc.pid, proc.keeper)
+                self.host.kill(proc)
                 with contextlib.suppress(Exception):
                     proc.wait(timeout=10)
             loop, self._loop = self._loop, None

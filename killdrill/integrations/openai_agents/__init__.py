@@ -45,9 +45,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration
-from killdrill.integrations._agents_answers import wrap_run
+from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
+from killdrill.integrations.openai_agents.answers import wrap_run
 
 if TYPE_CHECKING:
     pass
@@ -59,9 +59,22 @@ SESSION = "session"
 
 INTEGRATION = Integration(
     "openai_agents",
+    title="OpenAI Agents SDK",
+    aliases=("openai-agents",),
+    distributions=("openai-agents",),  # it installs the top-level module ``agents``
+    modules=("agents",),
+    hint="function tool and session save",
     preload=("agents",),
     internal_steps=frozenset({SESSION}),
-    answers=True,  # --answer: pending tool approvals (killdrill.integrations._agents_answers)
+    probe=Probe(
+        "killdrill.conform.probes.openai_agents_probe",
+        order=4,
+        distribution="openai-agents",
+        extra="openai_agents",
+        options={"model": True},
+    ),
+    examples=("killdrill.examples.billing_openai_agents",),
+    answers=True,  # --answer: pending tool approvals (killdrill.integrations.openai_agents.answers)
 )
 
 TRACING_ENV = "OPENAI_AGENTS_DISABLE_TRACING"

@@ -25,7 +25,7 @@ Every fake call of a task's body is recorded with the task's name, id, Celery's 
 the broker's redelivered flag and the worker's hostname (:func:`killdrill.agent.in_runtime`),
 so a duplicate names the deliveries that landed it.
 
-Isolation, set by the harness's service (:mod:`killdrill.process.celery_broker`) through the
+Isolation, set by the harness's service (:mod:`killdrill.integrations.celery.broker`) through the
 environment of every process of a case: ``CELERY_BROKER_URL`` and ``CELERY_RESULT_BACKEND``
 (Celery reads them before the app's own configuration), and on Redis
 ``KILLDRILL_CELERY_KEYPREFIX``, put in front of every key kombu and the Redis result backend
@@ -47,10 +47,13 @@ import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary, in_runtime
-from killdrill.integrations import Integration
+from killdrill.integrations import Integration, Service, ServiceHost
+
+if TYPE_CHECKING:
+    from pathlib import Path
 from killdrill.integrations._imports import PatchOnImport
 
 __all__ = [
@@ -69,10 +72,22 @@ KEYPREFIX_ENV = "KILLDRILL_CELERY_KEYPREFIX"
 VISIBILITY_ENV = "KILLDRILL_CELERY_VISIBILITY_TIMEOUT"
 """Seconds before Redis redelivers an unacknowledged task (set by the harness for Redis)."""
 
+def service(root: Path, host: ServiceHost, options: object = None) -> Service:
+    """The drill's broker isolation (imported here, harness side only: the agent never calls this)."""
+    from killdrill.integrations.celery.broker import CeleryBroker
+
+    return CeleryBroker(root, options)
+
+
 INTEGRATION = Integration(
     "celery",
+    title="Celery",
+    distributions=("celery",),
+    modules=("celery",),
+    hint="task",
     preload=("celery", "celery.app.trace", "kombu.transport.redis"),
-    service="killdrill.process.celery_broker:CeleryBroker",
+    service=service,
+    examples=("killdrill.examples.checkout_celery",),
 )
 
 _TRACE = "celery.app.trace"

@@ -1,0 +1,479 @@
+"""The option tables: every front end derives its spelling of an option from them.
+
+A row describes one option: its value kind (the one parser of that kind of value, with its
+bound), default, help, CLI flag, pytest ini key, whether it changes what a clean run does (the
+plugin's discovery cache key) and whether it belongs in a case's reproduction line.  Here:
+``OPTIONS`` (``DrillOptions``: the CLI's supervisor flags, the plugin's ini keys and marker
+keywords), the rule engine and the value kinds (:mod:`killdrill.options.kinds`); each front end
+keeps its own rows beside it (``killdrill.chaos.options.CHAOS_OPTIONS``, ``killdrill chaos``'s
+flags; ``killdrill.pytest_plugin._flags.PLUGIN_OPTIONS``, the ``--killdrill-*`` pytest flags).
+An option added to a table appears everywhere at once and cannot drift.
+
+Checked once, here: building a ``DrillOptions`` or ``ChaosOptions`` parses every field with its
+row's kind and then applies the table's ``Rule``s (options that go together), and each message
+names an option the way the caller spelled it (``Spelling``): ``--model-variance`` on the
+command line, ``killdrill_model_variance`` in a pytest ini file, ``model_variance=`` for a
+marker, the fixture or the Python API.  The rules that need the agent's command (``--launcher
+fork`` needs a python one) are checked by the drill, worded by the same ``Rule``.
+
+Standard library only (the bottom layer): no argparse here, no pytest, no file-system I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import string
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from killdrill.options.kinds import (
+    Answers,
+    Choice,
+    Command,
+    Duration,
+    Flag,
+    Kind,
+    Names,
+    Number,
+    Option,
+    OptionError,
+    Pair,
+    Pairs,
+    Repeated,
+    Some,
+    Spelled,
+    Spelling,
+    Text,
+    _join_identity,
+    _join_pair,
+    _split_env,
+    _split_hook,
+    _split_identity,
+)
+from killdrill.options.services import SERVICE_ROWS
+
+__all__ = [
+    "OPTIONS",
+    "Answers",
+    "Choice",
+    "Command",
+    "DrillOptions",
+    "Duration",
+    "Flag",
+    "Kind",
+    "Names",
+    "Number",
+    "Option",
+    "OptionError",
+    "Pair",
+    "Pairs",
+    "Repeated",
+    "Rule",
+    "Some",
+    "Spelled",
+    "Spelling",
+    "Text",
+    "by_field",
+    "check_values",
+    "convert",
+    "override",
+    "spelled_fields",
+]
+
+
+@dataclass(frozen=True)
+class DrillOptions:
+    """How cases are run.  Every field has a row in ``OPTIONS``: a CLI flag, a pytest ini key
+    and a marker keyword of the field's name (``tests/test_drill_options.py`` checks it)."""
+
+    root: str | os.PathLike[str] | None = None  # where workdirs go (default: a new temp dir)
+    timeout: float = 60.0  # seconds per attempt; a hang is a verdict
+    max_attempts: int | None = None  # default: kills in the schedule + 3
+    identity: Mapping[str, Sequence[str]] = field(default_factory=dict)  # "payments.charge": [fields]
+    http_fakes: bool = False
+    smtp_fake: bool = False  # an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): messages are mailbox.send
+    hooks: Mapping[str, str] = field(default_factory=dict)  # /hooks route pattern -> "keyed" | "naive"
+    hook_key_header: str = "Idempotency-Key"  # where the /hooks sink reads a request's key
+    between: Sequence[str] | None = None  # command run between attempts (reconciliation)
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    keep: bool = False  # keep passing workdirs too
+    signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
+    grace: float = 5.0
+    integrations: tuple[str, ...] = ()  # their names (killdrill.integrations)
+    broker: str | None = None  # --integration celery: the broker each run is isolated on (default: Redis)
+    discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
+    ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
+    resumers: int = 1  # concurrent resumers after the first kill
+    barrier: str | None = None  # with resumers: only this point is a barrier (default: all)
+    workers: int = 1  # cases run in parallel by run_all
+    launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.process.launcher)
+    preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
+    checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
+    model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
+    model_variance: int | None = None  # a seed: each attempt gets other wording, tool-call ids, $vary values
+    resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
+    serve: Mapping[str, Sequence[str]] = field(default_factory=dict)  # service name -> its command
+    ready: Mapping[str, str] = field(default_factory=dict)  # service name -> tcp:PORT|http://URL|log:TEXT
+    replicas: Mapping[str, int] = field(default_factory=dict)  # service name -> copies
+    restart_delay: float = 0.0  # seconds before a killed service is started again
+    answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
+    # How the caller named the fields (for messages only: not an option, not compared).
+    spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        """The one check of a drill's options: every field through its row's kind (the value
+        kept is what the kind makes of it: text from a flag or an ini file and a Python value
+        land on the same value), then the rules tying two options.  ``max_attempts=-1`` is a
+        one-line OptionError here, whichever front end gave it."""
+        check_values(self, OPTIONS, DRILL_RULES, self.spelled)
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+
+_SECONDS = Number(float, 1e-3, "a number of seconds > 0")
+_SECONDS_OR_ZERO = Number(float, 0.0, "a number of seconds >= 0")
+_COUNT = Number(int, 1, "a whole number >= 1")
+
+OPTIONS: tuple[Option, ...] = (
+    Option("timeout", _SECONDS, 60.0, "seconds per attempt; longer is a hang (60)", "--timeout"),
+    Option(
+        "max_attempts",
+        _COUNT,
+        None,
+        "attempts per case (default: kills in the schedule + 3)",
+        "--max-attempts",
+    ),
+    Option(
+        "http_fakes",
+        Flag(),
+        False,
+        "serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)",
+        "--http-fakes",
+        discovery=True,
+    ),
+    Option(
+        "smtp_fake",
+        Flag(),
+        False,
+        "an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): mailbox.send",
+        "--smtp-fake",
+        discovery=True,
+    ),
+    Option(
+        "hooks",
+        Pairs(_split_hook, _join_pair, "PATTERN=keyed|naive"),
+        {},
+        "semantics of /hooks routes matching PATTERN (default: keyed iff the request has a key)",
+        "--hook",
+        discovery=True,
+    ),
+    Option(
+        "hook_key_header",
+        Text(),
+        "Idempotency-Key",
+        "header the /hooks sink reads a key from",
+        "--hook-key-header",
+        discovery=True,
+    ),
+    Option(
+        "identity",
+        Pairs(_split_identity, _join_identity, "PROVIDER.OP=F1,F2"),
+        {},
+        "fields that identify one logical effect of an op (default: the whole stable payload)",
+        "--identity",
+    ),
+    Option("between", Command(), None, "command run between attempts (reconciliation)", "--between"),
+    Option(
+        "resume_with",
+        Command(),
+        None,
+        "the upgrade: attempts 2..k run this command, judged against the first command's clean run"
+        " (also: ... -- OLD CMD --resume-with -- NEW CMD)",
+        "--resume-with",
+    ),
+    *SERVICE_ROWS,
+    Option(
+        "env",
+        Pairs(_split_env, _join_pair, "K=V"),
+        {},
+        "extra environment for the agent",
+        "--env",
+        discovery=True,
+    ),
+    Option(
+        "cwd",
+        Text(paths=True),
+        None,
+        "working directory of the agent (default: the current one)",
+        "--cwd",
+        discovery=True,
+    ),
+    Option(
+        "root",
+        Text(paths=True),
+        None,
+        "where case workdirs go (default: a new temporary folder)",
+        "--root",
+        reproduce=False,
+    ),
+    Option(
+        "keep",
+        Flag(),
+        False,
+        "keep passing workdirs too (failing ones always are)",
+        "--keep",
+        reproduce=False,
+    ),
+    Option(
+        "signal", Choice(("KILL", "TERM")), "KILL", "TERM: drain drill (SIGKILL after --grace)", "--signal"
+    ),
+    Option("grace", _SECONDS_OR_ZERO, 5.0, "seconds between SIGTERM and SIGKILL (5)", "--grace"),
+    Option(
+        "integrations",
+        Names(),
+        (),
+        "activate an integration by name (repeatable)",
+        "--integration",
+        discovery=True,
+    ),
+    Option(
+        "broker",
+        Text(metavar="URL"),
+        None,
+        "with --integration celery: the broker each case gets its own queues on, redis://... or "
+        "amqp://... (default: redis://127.0.0.1:6379/0)",
+        "--broker",
+        discovery=True,
+    ),
+    Option(
+        "discovery_runs",
+        _COUNT,
+        2,
+        "clean runs in discovery (2 name volatile fields)",
+        "--discovery-runs",
+        discovery=True,
+    ),
+    Option(
+        "ledger_url",
+        Text(paths=True),
+        None,
+        "a shared SQLAlchemy URL for the ledger (default: SQLite per case)",
+        "--ledger-url",
+        discovery=True,
+        reproduce=False,  # may hold a password; the reproduction uses its own ledger
+    ),
+    Option("resumers", _COUNT, 1, "concurrent resumers after the first kill", "--resumers"),
+    Option(
+        "barrier",
+        Text(metavar="POINT"),
+        None,
+        "with --resumers: the only point that is a barrier",
+        "--barrier",
+    ),
+    Option("workers", _COUNT, 1, "cases run at once (1)", "--workers", reproduce=False),
+    Option(
+        "launcher",
+        Choice(("spawn", "fork")),
+        "spawn",
+        "fork: attempts forked from a template that imported the agent's modules once (python agents)",
+        "--launcher",
+    ),
+    Option(
+        "preload", Names(metavar="MODULE"), (), "with --launcher fork: modules imported once", "--preload"
+    ),
+    Option(
+        "checks",
+        Names(metavar="CHECK"),
+        (),
+        "opt-in verdict check, e.g. compensation_order (undo operations in reverse order of their actions)",
+        "--check",
+    ),
+    Option(
+        "model_script",
+        Text(metavar="FILE", paths=True),
+        None,
+        "serve a scripted model (OpenAI /v1/chat/completions, Anthropic /v1/messages) on the HTTP "
+        "fakes; sets OPENAI_BASE_URL and ANTHROPIC_BASE_URL for the agent",
+        "--model-script",
+        discovery=True,
+    ),
+    Option(
+        "model_variance",
+        Number(int, 0, "a seed, a whole number >= 0"),
+        None,
+        "each attempt gets other wording, tool-call ids and $vary values (seeded; default seed 0)",
+        "--model-variance",
+        discovery=True,
+        flag_const=0,
+    ),
+    Option(
+        "answer",
+        Answers(),
+        (),
+        "the scripted human: answer the run's next pending interrupt/approval with VALUE (JSON when "
+        "it parses, else text), through the integration; repeat it for the next ones, in order",
+        "--answer",
+        discovery=True,
+    ),
+)
+
+_BY_FIELD = {o.field: o for o in OPTIONS}
+
+# ---- rules: options that go together -------------------------------------------------------------
+
+
+class _Named:
+    """One option in a rule's message: ``{field}`` is its name, ``{field:v}`` its name and value."""
+
+    def __init__(self, row: Option, how: Spelling, value: Any) -> None:
+        self.row, self.how, self.value = row, how, value
+
+    def __format__(self, spec: str) -> str:
+        return self.row.spell(self.how, self.value, with_value=spec == "v")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Options that go together.  ``holds(values)`` false is an OptionError with ``message``, its
+    ``{field}`` placeholders named as the caller spelled them (the first option of the message
+    in its caller's spelling; an option the caller did not give, in that same spelling).
+    ``holds`` None: the check needs more than the options (the command), its caller checks it."""
+
+    message: str
+    holds: Callable[[Mapping[str, Any]], bool] | None = None
+
+    def check(self, values: Mapping[str, Any], spelled: Spelled, rows: Iterable[Option] = ()) -> None:
+        """Raise this rule's error unless it holds for ``values``."""
+        if self.holds is not None and not self.holds(values):
+            raise self.error(values, spelled, rows)
+
+    def error(self, values: Any, spelled: Spelled, rows: Iterable[Option] = (), **extra: Any) -> OptionError:
+        """The error of this rule for ``values`` (an options object or a mapping of fields)."""
+        table = {r.field: r for r in (*OPTIONS, *rows)}  # ``rows`` (another table's) win a shared name
+
+        def get(name: str) -> Any:
+            return values.get(name) if isinstance(values, Mapping) else getattr(values, name, None)
+
+        names = [f for _, f, _, _ in string.Formatter().parse(self.message) if f in table]
+        first = _spelling(spelled, names[0], None) if names else _spelling(spelled, "", None)
+        args = {f: _Named(table[f], _spelling(spelled, f, first), get(f)) for f in names}
+        return OptionError(self.message.format(**args, **extra))
+
+
+def _spelling(spelled: Spelled, name: str, fallback: Spelling | None) -> Spelling:
+    if isinstance(spelled, Spelling):
+        return spelled
+    return spelled.get(name) or fallback or Spelling.KEYWORD
+
+
+def _names(env: Mapping[str, str], *variables: str) -> bool:
+    return any("{" + v + "}" in value for value in env.values() for v in variables)
+
+
+DRILL_RULES: tuple[Rule, ...] = (
+    Rule(
+        "{broker} needs {integrations} celery (the broker is where Celery's tasks go)",
+        lambda o: o["broker"] is None or "celery" in o["integrations"],
+    ),
+    Rule(
+        "{model_variance} needs {model_script} (the model fake's script)",
+        lambda o: o["model_variance"] is None or o["model_script"] is not None,
+    ),
+    Rule(
+        "{env} names {{KILLDRILL_FAKES_URL}}, set for the agent only with {http_fakes} or {model_script}",
+        lambda o: (
+            o["http_fakes"]
+            or o["model_script"] is not None
+            or not _names(o["env"], "KILLDRILL_FAKES_URL", "KILLDRILL_FAKES_SECRET")
+        ),
+    ),
+    Rule(
+        "{env} names {{KILLDRILL_SMTP}}, set for the agent only with {smtp_fake}",
+        lambda o: o["smtp_fake"] or not _names(o["env"], "KILLDRILL_SMTP"),
+    ),
+)
+"""The rules tying two drill options, checked with every DrillOptions."""
+
+FORK_NEEDS_PYTHON = Rule("{launcher:v} needs a `python -m MODULE ...` or `python SCRIPT ...` command")
+FORK_NEEDS_PYTHON_RESUME = Rule("{launcher:v} needs the {resume_with} command to be a python one too")
+ANSWER_NEEDS_INTEGRATION = Rule(
+    "{answer} needs an integration that answers interrupts through its framework: {integrations} {can}"
+)
+ANSWER_CANNOT = Rule(
+    "{answer}: the {name} integration cannot answer its framework's pending interrupts or approvals "
+    "({can} can); answer them in the agent's own driver, or drill without {answer}"
+)
+NO_ANSWER = Rule(
+    "the clean run of {command} stopped at an interrupt with no answer ({interrupt}): give the "
+    "scripted human's answers, in order, with {answer}"
+)
+UNKNOWN_CHECK = Rule("unknown check {name!r} in {checks}: expected one of {known}")
+"""Rules the drill checks (they need its command or the check registry), worded here."""
+
+def check_values(
+    obj: Any, rows: Sequence[Option], rules: Iterable[Rule], spelled: Spelled = Spelling.KEYWORD
+) -> None:
+    """Parse every field of the frozen dataclass ``obj`` with its row's kind and keep what the
+    kind makes of it, then apply ``rules``: the one check of an options value.  ``None`` is
+    "not given" and kept.  A mistake is a one-line OptionError naming the option as spelled."""
+    for row in rows:
+        if row.into:
+            continue  # a flag only: its fields have rows of their own
+        value = getattr(obj, row.field)
+        if value is None:
+            continue
+        try:
+            parsed = row.kind.from_value(value)
+        except OptionError as exc:
+            raise OptionError(f"{row.spell(_spelling(spelled, row.field, None))}: {exc}") from None
+        object.__setattr__(obj, row.field, parsed)
+    values = {row.field: getattr(obj, row.field) for row in rows if not row.into}
+    for rule in rules:
+        rule.check(values, spelled, rows)
+
+
+def spelled_fields(obj: Any, rows: Iterable[Option]) -> dict[str, Spelling]:
+    """How ``obj`` (an options value with a ``spelled``) names each of ``rows``' fields."""
+    return {r.field: _spelling(obj.spelled, r.field, None) for r in rows}
+
+
+def override(options: DrillOptions, overrides: Mapping[str, Any]) -> DrillOptions:
+    """``options`` with ``overrides`` given as Python keywords (``Drill(command, options, **overrides)``):
+    a new value, checked once, the overridden fields named as keywords in its messages."""
+    if not overrides:
+        return options
+    spelled = spelled_fields(options, OPTIONS)
+    spelled.update(dict.fromkeys(overrides, Spelling.KEYWORD))
+    return dataclasses.replace(options, **overrides, spelled=spelled)
+
+
+def by_field(name: str) -> Option:
+    """The row of a DrillOptions field (KeyError for a name that is not one)."""
+    return _BY_FIELD[name]
+
+
+def convert(name: str, value: Any, where: str) -> Any:
+    """A marker keyword, call keyword or ini value of field ``name`` as its DrillOptions value.
+
+    ``where`` names the source in the one-line error (e.g. ``ini killdrill_timeout``).
+    """
+    row = by_field(name)
+    try:
+        if value is None:
+            if row.default is None:
+                return None
+            raise OptionError(f"expected a value, got {value!r}")
+        return row.kind.from_value(value)
+    except OptionError as exc:
+        raise OptionError(f"{where}: {exc}") from None
+
+
+def discovery_fields() -> tuple[str, ...]:
+    """The fields that change what a clean run does (the discovery cache key)."""
+    return tuple(o.field for o in OPTIONS if o.discovery)
+
+

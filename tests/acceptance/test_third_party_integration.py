@@ -1,0 +1,220 @@
+"""A third party's integration, installed from a tmp distribution (a dist-info folder on
+``PYTHONPATH``, as pip lays one out) and found through the entry-point group
+``killdrill.integrations``: its points, its setup hint, its cause and its conform probe, with
+nothing of killdrill touched.  The framework is a toy durable runtime (``acme``: a task's result
+is recorded in a JSON file once it returns, and replayed from there), in a distribution of its
+own (``acme-flows``) whose files the import watch checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from killdrill import integrations
+from killdrill.drill import Drill, DrillOptions
+from killdrill.drill.setup_checks import SetupWarning
+from killdrill.registry import Registry
+from tests.cli_support import run_cli
+
+ACME = '''
+"""A toy durable runtime: each task's result is recorded once it returns; a recorded one replays."""
+import json, os
+
+
+class Run:
+    def __init__(self, path):
+        self.path = path
+        self.done = json.load(open(path)) if os.path.exists(path) else {}
+
+    def task(self, name, fn):
+        if name in self.done:
+            return self.done[name]
+        out = fn()
+        self.done[name] = out
+        with open(self.path + ".tmp", "w") as f:
+            json.dump(self.done, f)
+        os.replace(self.path + ".tmp", self.path)
+        return out
+'''
+
+INTEGRATION = '''
+"""The acme integration: before:/after:/committed:TASK around every task of acme.Run."""
+from killdrill.agent import boundary
+from killdrill.integrations import Cause, Integration, PatchOnImport, Probe
+
+
+def _patch(module):
+    run = module.Run
+    if getattr(run.task, "_killdrill", False):
+        return
+    orig = run.task
+
+    def task(self, name, fn):
+        def body():
+            boundary(f"before:{name}")
+            out = fn()
+            boundary(f"after:{name}")
+            return out
+
+        recorded = name in self.done
+        out = orig(self, name, body)
+        if not recorded:
+            boundary(f"committed:{name}")
+        return out
+
+    task._killdrill = True
+    run.task = task
+
+
+_hook = PatchOnImport(("acme",), _patch)
+
+
+def activate():
+    _hook.install()
+
+
+def causes(v, attempts):
+    if v.kind == "duplicate_effect" and any((a.killed_at or "").startswith("after:") for a in attempts):
+        return Cause(
+            "acme_task_unrecorded",
+            "the task ran again on resume: acme records a task only once it returns",
+            "key the call by the run and the task name, so the provider replays the second one",
+        )
+    return None
+
+
+INTEGRATION = Integration(
+    "acme",
+    title="Acme Flows",
+    aliases=("acme-flows",),
+    distributions=("acme-flows",),
+    modules=("acme",),
+    hint="acme task",
+    causes=causes,
+    probe=Probe("kd_acme_probe", distribution="acme-flows", extra="acme", order=50),
+)
+'''
+
+PROBE = '''
+"""The acme probe: reserve -> charge -> notify, each an acme task with one keyed effect."""
+import argparse, os, sys
+
+import acme
+from killdrill.fakes import connect
+
+p = argparse.ArgumentParser()
+p.add_argument("--thread", required=True)
+p.add_argument("--workdir", required=True)
+a = p.parse_args()
+os.makedirs(a.workdir, exist_ok=True)
+fakes = connect()
+run = acme.Run(os.path.join(a.workdir, "run.json"))
+run.task("reserve", lambda: fakes.kv.set(f"hold/{a.thread}", {"amount": 4200}) and None)
+charge = run.task("charge", lambda: fakes.payments.charge(
+    idempotency_key=f"{a.thread}:charge", amount=4200, currency="usd", customer="acme")["id"])
+run.task("notify", lambda: fakes.webhooks.post(
+    idempotency_key=f"{a.thread}:notify", event="charged", charge=charge)["id"])
+sys.exit(0)
+'''
+
+AGENT = '''
+import argparse, os, uuid
+
+import acme
+from killdrill.fakes import connect
+
+p = argparse.ArgumentParser()
+p.add_argument("--thread", required=True)
+p.add_argument("--workdir", required=True)
+p.add_argument("--bug", action="store_true")
+a = p.parse_args()
+fakes = connect()
+run = acme.Run(os.path.join(a.workdir, "run.json"))
+key = str(uuid.uuid4()) if a.bug else f"{a.thread}:charge"
+run.task("charge", lambda: fakes.payments.charge(idempotency_key=key, amount=100, currency="usd")["id"])
+'''
+
+
+def _dist_info(site: Path, name: str, files: list[str], entry_points: str = "") -> None:
+    folder = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    folder.mkdir()
+    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (folder / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+    if entry_points:
+        (folder / "entry_points.txt").write_text(entry_points)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The two distributions, installed on sys.path here and on PYTHONPATH for every agent."""
+    site = tmp_path / "site"
+    (site / "acme").mkdir(parents=True)
+    (site / "acme" / "__init__.py").write_text(textwrap.dedent(ACME))
+    (site / "kd_acme.py").write_text(textwrap.dedent(INTEGRATION))
+    (site / "kd_acme_probe.py").write_text(textwrap.dedent(PROBE))
+    _dist_info(site, "acme-flows", ["acme/__init__.py"])
+    entry_point = "[killdrill.integrations]\nacme = kd_acme\n"
+    _dist_info(site, "kd-acme", ["kd_acme.py", "kd_acme_probe.py"], entry_point)
+    monkeypatch.syspath_prepend(str(site))
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    monkeypatch.setenv("PYTHONPATH", path)
+    fresh = Registry("integration", integrations.ENTRY_POINT_GROUP, find=integrations._find_module)
+    monkeypatch.setattr(integrations, "_INTEGRATIONS", fresh)  # forget what earlier tests found
+    integrations._installed_names.cache_clear()  # the distribution was installed just now
+    yield site
+    integrations._installed_names.cache_clear()
+
+
+def _agent(tmp_path: Path, *extra: str) -> list[str]:
+    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT))
+    return ["python", str(tmp_path / "agent.py"), "--thread", "{thread}", "--workdir", "{workdir}", *extra]
+
+
+def test_its_points_and_its_cause(site: Path, tmp_path: Path) -> None:
+    assert integrations.find("Acme-Flows").name == "acme"  # its alias, in any case
+    options = DrillOptions(root=tmp_path / "r", integrations=("acme",), timeout=60, discovery_runs=1)
+    with Drill(_agent(tmp_path, "--bug"), options) as drill:
+        assert {"before:charge", "after:charge", "committed:charge"} <= set(drill.points())
+        case = drill.run_case("after:charge")
+    dup = next(v for v in case.violations if v.kind == "duplicate_effect")
+    assert dup.cause == "acme_task_unrecorded" and "key the call by the run" in (dup.fix or ""), case.text()
+
+
+def test_its_setup_hint_when_its_integration_is_off(site: Path, tmp_path: Path) -> None:
+    options = DrillOptions(root=tmp_path / "r", timeout=60, discovery_runs=1)
+    hint = "imports acme but the acme integration is off.*--integration acme.*every acme task"
+    with Drill(_agent(tmp_path), options) as drill, pytest.warns(SetupWarning, match=hint):
+        drill.discover()
+
+
+def test_its_conform_probe(site: Path, tmp_path: Path) -> None:
+    out = tmp_path / "table.json"
+    proc = run_cli(
+        tmp_path, "conform", "--integration", "acme", "--property", "prefix_continuation", "--json", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    cells = json.loads(out.read_text())["cells"]
+    assert [(c["framework"], c["property"], c["status"]) for c in cells] == [
+        ("acme", "prefix_continuation", "holds")
+    ], cells
+
+
+def test_an_agents_own_modules_named_like_a_framework_give_no_hint(
+    site: Path, tmp_path: Path, recwarn: pytest.WarningsRecorder
+) -> None:
+    """``workflows.py`` (LlamaIndex's module name), ``agents.py`` (the OpenAI Agents SDK's) and
+    ``acme.py`` beside the agent: the agent's own, in no distribution, so no framework is in use."""
+    for own in ("workflows", "agents"):
+        (tmp_path / f"{own}.py").write_text("STEPS = ()\n")
+    (tmp_path / "acme.py").write_text(textwrap.dedent(ACME))  # shadows the distribution's
+    agent = _agent(tmp_path)
+    (tmp_path / "agent.py").write_text("import workflows, agents\n" + (tmp_path / "agent.py").read_text())
+    with Drill(agent, DrillOptions(root=tmp_path / "r", timeout=60, discovery_runs=1)) as drill:
+        drill.discover()
+    assert not [w for w in recwarn if issubclass(w.category, SetupWarning)], [str(w.message) for w in recwarn]
