@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from killdrill.process.celery_broker import keyprefix_for, vhost_for
+from killdrill.integrations.celery.broker import keyprefix_for, vhost_for
 from tests.acceptance.test_celery import AMQP, POINTS, REDIS, broker
 from tests.cli_support import run_cli
 from tests.frameworks import need
