@@ -7,8 +7,9 @@ broker delivers again (a worker killed before its ack) replays both effects inst
 them twice.  The broker and result backend come from ``CELERY_BROKER_URL`` /
 ``CELERY_RESULT_BACKEND`` (a drill sets both per case), else the local Redis.
 
-``python -m killdrill.examples.checkout_celery worker``
-    a worker, as ``celery -A killdrill.examples.checkout_celery worker`` starts one.
+``python -m killdrill.examples.checkout_celery worker [--name N]``
+    a worker, as ``celery -A killdrill.examples.checkout_celery worker -n N@%h`` starts one
+    (two replicas need two names: ``--name w{replica}`` under ``--replicas``).
 ``python -m killdrill.examples.checkout_celery submit --thread T [--bug ...] [--slow S]``
     the submitter: sends ``checkout`` for order ``T`` with task id ``checkout-T`` (once: a
     re-run finds its note in ``--workdir`` and waits for the task it sent), waits for the
@@ -85,6 +86,7 @@ def submit(thread: str, bug: str, workdir: str | None, slow_s: float = 0.0) -> d
     if not note.exists():
         checkout.apply_async(args=(thread, 4200, "ada@example.com", bug, slow_s), task_id=task_id)
         note.write_text(task_id)
+        print(f"sent {task_id}", file=sys.stderr, flush=True)
     result: dict[str, Any] = app.AsyncResult(task_id).get(timeout=RESULT_TIMEOUT_S)
     return result
 
@@ -129,13 +131,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m killdrill.examples.checkout_celery", description=__doc__)
     parser.add_argument("role", choices=("worker", "submit", "drive"))
     parser.add_argument("--thread", help="the order (and the task's id)")
-    parser.add_argument("--workdir", help="where the submitter notes that it sent the task")
+    parser.add_argument("--workdir", help="where the submitter notes that it sent the task")  # worker: unused
     parser.add_argument("--bug", choices=BUGS, default="", help="plant a common mistake")
     parser.add_argument("--slow", type=float, default=0.0, help="seconds the task waits before its charge")
     parser.add_argument("--pool", choices=("solo", "prefork"), default="solo", help="the worker's pool")
+    parser.add_argument("--name", help="the worker's node name (default: checkout-PID)")
     args = parser.parse_args(argv)
     if args.role == "worker":
-        app.worker_main(worker_argv(f"checkout-{os.getpid()}", args.pool)[5:])
+        app.worker_main(worker_argv(args.name or f"checkout-{os.getpid()}", args.pool)[5:])
         return
     if not args.thread:
         parser.error(f"{args.role} needs --thread")

@@ -34,13 +34,17 @@ once ``result()`` returned the closed workflow (sdk-python#300) is no verdict.
 
 Where the harness runs the Temporal dev server (:mod:`killdrill.process.temporal_server`),
 the agent reads its address from ``KILLDRILL_TEMPORAL_ADDRESS`` and its case's namespace from
-``KILLDRILL_TEMPORAL_NAMESPACE``.
+``KILLDRILL_TEMPORAL_NAMESPACE``.  An agent written for a local server as the SDK's samples are
+(``Client.connect("localhost:7233")``, namespace ``default``) is sent to that server and namespace
+unchanged: a published worker and starter drill without an edit (said once on stderr).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
+import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -237,6 +241,32 @@ def _wrap_result(orig: Callable[..., Any]) -> Callable[..., Any]:
     return result
 
 
+_LOCAL_DEFAULTS = frozenset(f"{host}:7233" for host in ("localhost", "127.0.0.1", "[::1]"))
+
+
+def _wrap_connect(orig: Callable[..., Any]) -> Any:
+    """``Client.connect`` to the local default server (``localhost:7233``, namespace ``default``)
+    goes to the case's dev server and namespace; any other address is the agent's own."""
+    func = getattr(orig, "__func__", orig)
+
+    @functools.wraps(func)
+    async def connect(cls: Any, target_host: str, *args: Any, **kwargs: Any) -> Any:
+        address, namespace = os.environ.get(ADDRESS_ENV), os.environ.get(NAMESPACE_ENV)
+        if address and target_host in _LOCAL_DEFAULTS:
+            if namespace and kwargs.get("namespace", "default") == "default":
+                kwargs["namespace"] = namespace
+            print(
+                f"killdrill: temporal: Client.connect({target_host!r}) sent to the case's server "
+                f"{address}, namespace {kwargs.get('namespace', 'default')}",
+                file=sys.stderr,
+                flush=True,
+            )
+            target_host = address
+        return await func(cls, target_host, *args, **kwargs)
+
+    return classmethod(connect)
+
+
 def _patch(module: ModuleType) -> None:
     """Patch one of the target modules, once (called right after it executes)."""
     with _lock:
@@ -260,6 +290,8 @@ def _patch(module: ModuleType) -> None:
             owner = module.WorkflowHandle
             if (owner, "result") not in _originals:
                 _replace(owner, "result", _wrap_result(owner.result))
+            if (module.Client, "connect") not in _originals:
+                _replace(module.Client, "connect", _wrap_connect(module.Client.connect))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)

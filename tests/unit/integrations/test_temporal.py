@@ -1,12 +1,16 @@
-"""pydantic-ai's tool-call activity on Temporal: its points are named after the tool it calls."""
+"""pydantic-ai's tool-call activity on Temporal: its points are named after the tool it calls; a
+client written for the local default server is sent to the case's server."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from killdrill.integrations.temporal import _tool_name
+import pytest
+
+from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV, _tool_name, _wrap_connect
 
 
 @dataclass
@@ -38,3 +42,60 @@ def test_other_activities_keep_their_type() -> None:
     assert _tool_name("agent__billing__model_request", _input(params)) is None  # not a tool call
     assert _tool_name("call_tool", _input(Other("charge_card", {}))) is None  # not pydantic-ai's
     assert _tool_name("call_tool", _input()) is None
+
+
+class _Client:
+    """Records where ``connect`` was sent (the shape of ``temporalio.client.Client.connect``)."""
+
+    @classmethod
+    async def connect(cls, target_host: str, *, namespace: str = "default", **kwargs: Any) -> Any:
+        return cls, target_host, namespace
+
+
+def _connect(monkeypatch: pytest.MonkeyPatch, *args: Any, **kwargs: Any) -> Any:
+    monkeypatch.setenv(ADDRESS_ENV, "127.0.0.1:40001")
+    monkeypatch.setenv(NAMESPACE_ENV, "kd-case-ns")
+
+    class Client(_Client):
+        connect = _wrap_connect(_Client.connect)
+
+    return Client, asyncio.run(Client.connect(*args, **kwargs))
+
+
+def test_a_client_of_the_local_default_server_is_sent_to_the_case_server(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the SDK samples' Client.connect("localhost:7233"): no edit needed to drill them
+    client, (cls, *where) = _connect(monkeypatch, "localhost:7233")
+    assert where == ["127.0.0.1:40001", "kd-case-ns"]
+    assert cls is client, "the classmethod stays bound to the caller's class"
+    assert "sent to the case's server 127.0.0.1:40001, namespace kd-case-ns" in capsys.readouterr().err
+    assert _connect(monkeypatch, "127.0.0.1:7233", namespace="default")[1][1:] == (
+        "127.0.0.1:40001",
+        "kd-case-ns",
+    )
+
+
+def test_another_address_or_namespace_is_the_agents_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _connect(monkeypatch, "temporal.prod:7233")[1][1:] == ("temporal.prod:7233", "default")
+    assert _connect(monkeypatch, "localhost:7233", namespace="billing")[1][1:] == (
+        "127.0.0.1:40001",
+        "billing",
+    )
+    monkeypatch.delenv(ADDRESS_ENV)
+    cls = type("Client", (_Client,), {"connect": _wrap_connect(_Client.connect)})
+    assert asyncio.run(cls.connect("localhost:7233"))[1:] == ("localhost:7233", "default")
+
+
+def test_activation_wraps_the_sdks_client_connect() -> None:
+    pytest.importorskip("temporalio")
+    import temporalio.client
+
+    from killdrill.integrations import temporal
+
+    temporal.activate()
+    try:
+        assert getattr(temporalio.client.Client.connect, "__wrapped__", None) is not None
+    finally:
+        temporal.deactivate()
+    assert getattr(temporalio.client.Client.connect, "__wrapped__", None) is None
