@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.records import CaseResult, Verdict
-from killdrill.report.drill import atomic_write_text, render_case, write_json
+from killdrill.report.drill import render_case, write_json
 from killdrill.report.html import _CSS, MAX_TIMELINES, _timeline
+from killdrill.report.outputs import atomic_write_text
 
 __all__ = ["render_drill_html", "write_drill_reports"]
 
