@@ -70,7 +70,7 @@ from collections.abc import Callable, Sequence
 from types import MethodType, ModuleType
 from typing import Any
 
-from killdrill.agent import await_decisions, boundary
+from killdrill.agent import boundary
 from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
 from killdrill.integrations.langgraph.answers import (
@@ -204,12 +204,6 @@ def _wrap_arun_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
     return arun_with_retry
 
 
-_WRITES = threading.RLock()
-"""Parallel tasks (a ``Send`` fan-out) save their writes from the loop's background threads: one
-task's save and its ``committed:`` point at a time, so a kill there finds no other task's writes
-saved in the moment the supervisor takes to act."""
-
-
 def _instrument_sync_loop(loop: Any) -> None:
     delay = _delay or DelaySpec(None, None)
     put_writes = loop.checkpointer_put_writes
@@ -218,12 +212,10 @@ def _instrument_sync_loop(loop: Any) -> None:
         def checkpointer_put_writes(config: Any, writes: Any, task_id: str, *rest: Any) -> Any:
             if delay.writes:
                 time.sleep(delay.seconds("writes"))
-            await_decisions()  # a branch's writes land as its effects do: not while a kill is decided
-            with _WRITES:  # committed:NAME#N is one state: exactly N tasks' writes saved
-                result = put_writes(config, writes, task_id, *rest)
-                name = _finished.pop(task_id, None)
-                if name is not None:
-                    boundary(f"committed:{name}")
+            result = put_writes(config, writes, task_id, *rest)
+            name = _finished.pop(task_id, None)
+            if name is not None:
+                boundary(f"committed:{name}")
             return result
 
         checkpointer_put_writes._kd_waits = True  # type: ignore[attr-defined]
@@ -246,7 +238,6 @@ def _instrument_sync_loop(loop: Any) -> None:
             boundary(f"before:{CHECKPOINT}")
             if delay.put:
                 time.sleep(delay.seconds("put"))
-            await_decisions()
             result = put_after_previous(None, (), *args)
             boundary(f"committed:{CHECKPOINT}")
             return result
