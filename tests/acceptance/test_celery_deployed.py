@@ -84,6 +84,7 @@ def test_the_correct_checkout_passes_when_one_replica_is_killed_mid_task(tmp_pat
     assert text.startswith("rc=0\n") and "EXACTLY-ONCE" in text, text
 
 
+@pytest.mark.slow  # ~20 s of a drill; the unit tests cover its logic per push
 def test_a_killed_submitter_is_re_run_and_waits_for_the_task_it_sent(tmp_path: Path) -> None:
     # unkeyed: a re-run that sent the task again would charge twice.  The driver has no point of
     # its own: it is killed at an offset, once it sent the task and while it waits for the result

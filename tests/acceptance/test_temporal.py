@@ -104,6 +104,7 @@ def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> N
 RECEIPT_AGENT = Path(__file__).resolve().parents[1] / "detection" / "agents" / "temporal_receipt.py"
 
 
+@pytest.mark.slow  # ~20 s of a drill; the unit tests cover its logic per push
 def test_a_key_built_from_the_activitys_attempt_is_one_duplicate_with_its_receipt(tmp_path: Path) -> None:
     """Temporal's documented style (sync activities on a thread pool, start-to-close 3 s, the
     default retry policy), the charge keyed by ``activity.info().attempt`` and a receipt naming the
