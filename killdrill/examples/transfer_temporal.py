@@ -17,7 +17,7 @@ activity id, the same on each retry.  A killed worker restarts; Temporal hands i
 the new worker once the start-to-close timeout (2 s) expires.  A re-run starter attaches to the
 running workflow (``WorkflowAlreadyStartedError``) and waits for it.  ``--bug unkeyed`` charges
 without a key: a worker killed between the charge and its completion reaching the server
-(``worker:during:payments.charge``, ``worker:after:activity.withdraw``) charges twice,
+(``worker:during:payments.charge``, ``worker:after:withdraw``) charges twice,
 ``duplicate_effect``.
 """
 

@@ -87,7 +87,7 @@ FRAMEWORK_NEEDS = {
     "openai-agents": ("openai-agents", "agents"),
     "crewai": ("crewai", "crewai"),
     "pydantic-ai": ("pydantic-ai", "pydantic_ai"),
-    "deployments": ("celery", "celery", "redis"),
+    "deployments": ("celery", "celery", "redis", "fastapi", "uvicorn", "dbos"),  # Celery, the web app
 }
 FAST = {"langgraph", "llama-index"}
 
