@@ -122,7 +122,9 @@ class CeleryBroker:
         return self._redis
 
     def _rabbitmqctl(self, *args: str) -> str:
-        ctl = shutil.which("rabbitmqctl")
+        # the server's tools live in sbin, which a non-login PATH (cron, CI, sudo -u) often lacks
+        sbin = os.pathsep.join(("/usr/local/sbin", "/usr/sbin", "/sbin"))
+        ctl = shutil.which("rabbitmqctl", path=os.pathsep.join(filter(None, (os.environ.get("PATH"), sbin))))
         if ctl is None:
             raise HarnessError(
                 f"--broker {_redacted(self.url)}: a virtual host per case needs rabbitmqctl on this machine "
