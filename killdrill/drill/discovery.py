@@ -29,6 +29,7 @@ from killdrill.drill.shared_state import (
 from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
+from killdrill.errors import HarnessError
 from killdrill.ledger import LedgerError
 from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
@@ -75,7 +76,9 @@ class Discoverer:
                         attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
                 else:
                     attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
-            except LaunchError:  # the agent never started: its workdir holds nothing to read
+            except (LaunchError, HarnessError):
+                # the agent never started, or the harness could not run it (a broker that does not
+                # answer, a service never ready: said in the error): no folder left behind unprinted
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
             finally:

@@ -195,6 +195,7 @@ def test_the_cli_says_a_broker_that_is_down_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "amqp://guest:***@127.0.0.1:1//" in lines[0], done.stderr
+    assert not list(tmp_path.iterdir()), "a failed start left its discovery folder behind, unprinted"
 
 
 def test_broker_without_the_celery_integration_is_a_usage_error() -> None:
