@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill.integrations import option_rows
 from killdrill.options import discovery_fields
 
 if TYPE_CHECKING:
     from killdrill.records import Discovery
 
 # DrillOptions fields that change what a clean run does (the others only matter to cases):
-# the rows of the option table marked ``discovery``.
-_DISCOVERY_OPTIONS = discovery_fields()
+# the rows of the option table marked ``discovery``, and the integrations' rows marked so.
+_DISCOVERY_OPTIONS = (*discovery_fields(), *(row.field for row in option_rows() if row.discovery))
 _MAX_FILES = 5000
 
 

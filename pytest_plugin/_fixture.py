@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from killdrill.options import OptionError, Spelling, by_field
-from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, _convert_option, _marker_spec, _Usage
+from killdrill.integrations import check_options
+from killdrill.options import OptionError, Spelling, from_fields
+from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, ROWS, _convert_option, _marker_spec, _Usage
 from killdrill.pytest_plugin._parametrize import _Regression
 from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command
 from killdrill.records import Verdict
@@ -61,7 +62,7 @@ class KilldrillFixture:
         problem = None
         try:
             extra = {
-                k: _convert_option(k, v, f"option {by_field(k).spell(Spelling.KEYWORD)}")
+                k: _convert_option(k, v, f"option {ROWS[k].spell(Spelling.KEYWORD)}")
                 for k, v in overrides.items()
             }
         except _Usage as exc:
@@ -103,11 +104,11 @@ class KilldrillFixture:
     def _checked(self, options: dict[str, Any], spelled: dict[str, Spelling]) -> DrillOptions:
         """The drill options of this call, checked once: a mistake fails the test in one line."""
         __tracebackhide__ = True
-        from killdrill.drill import DrillOptions
-
         problem = None
         try:
-            return DrillOptions(**options, spelled=spelled)
+            checked = from_fields(options, spelled)
+            check_options(checked)  # the integrations' own options: a usage error too
+            return checked
         except OptionError as exc:
             problem = f"killdrill {exc}"
         pytest.fail(problem, pytrace=False)  # outside the handler: no "during handling" chain

@@ -10,13 +10,16 @@ from typing import Any
 
 import pytest
 
-from killdrill.options import OPTIONS, Option, Spelling, by_field
+from killdrill.integrations import option_rows
+from killdrill.options import OPTIONS, Option, Spelling
 
 MARKER = "killdrill"
 
-# ini key -> its row of the one option table (killdrill.options): killdrill_FIELD for every field.
-_INI: dict[str, Option] = {row.ini: row for row in OPTIONS}
-OPTION_NAMES = frozenset(row.field for row in OPTIONS)
+# field -> its row: the drill's table (killdrill.options) and the integrations' own rows (their
+# records: --broker is broker= and killdrill_broker); ini key -> row: killdrill_FIELD for each.
+ROWS: dict[str, Option] = {row.field: row for row in (*OPTIONS, *option_rows())}
+_INI: dict[str, Option] = {row.ini: row for row in ROWS.values()}
+OPTION_NAMES = frozenset(ROWS)
 _MARKER_ARGS = frozenset({"points", "discover", "command"})
 
 
@@ -49,7 +52,7 @@ def _convert_option(opt: str, raw: Any, where: str) -> Any:
     from killdrill.options import OptionError, convert
 
     try:
-        return convert(opt, raw, where)
+        return convert(ROWS[opt], raw, where)
     except OptionError as exc:
         raise _Usage(f"killdrill {exc}") from None
 
@@ -78,7 +81,7 @@ def _marker_spec(
                 else:
                     command = tuple(v)
             elif k in OPTION_NAMES:
-                options[k] = _convert_option(k, v, f"marker {by_field(k).spell(Spelling.KEYWORD)}")
+                options[k] = _convert_option(k, v, f"marker {ROWS[k].spell(Spelling.KEYWORD)}")
             else:
                 known = ", ".join(sorted(_MARKER_ARGS | OPTION_NAMES))
                 raise _Usage(f"@pytest.mark.killdrill: unknown argument {k}= (known: {known})")

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from killdrill.errors import one_line
-from killdrill.options import OptionError, Spelled, Spelling
+from killdrill.integrations import check_options
+from killdrill.options import OptionError, Spelled, Spelling, from_fields
 from killdrill.pytest_plugin._cache import DiscoveryCache, Key, discovery_key
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
 from killdrill.pytest_plugin._pool import LauncherPool
@@ -111,11 +112,12 @@ class _State:
     ) -> Discovery:
         """The session's discovery of ``command`` (cached); raises HarnessError when it fails, a
         :class:`_Usage` when the options do not go together."""
-        from killdrill.drill import Drill, DrillOptions, HarnessError
+        from killdrill.drill import Drill, HarnessError
 
         opts = {k: v for k, v in options.items() if k != "root"}
         try:
-            checked = DrillOptions(**opts, spelled=spelled)
+            checked = from_fields(opts, spelled)
+            check_options(checked)  # the integrations' own options: a usage error too
         except OptionError as exc:
             raise _Usage(f"killdrill {exc}") from None
         # The key stats every file of the agent's package: once per command and options per session
@@ -148,7 +150,6 @@ class _State:
         except _harness_errors() as exc:
             self.errors[key.digest] = one_line(exc)[0]
             raise HarnessError(self.errors[key.digest]) from None
-
 
     def _prestart(self, command: Sequence[str], opts: Mapping[str, Any]) -> None:
         """Start the command's fork template in the background, once per command and options: it

@@ -64,7 +64,6 @@ from killdrill.options import (
     check_values,
     spelled_fields,
 )
-from killdrill.options.reproduce import reproduce_line
 from killdrill.records import (
     CaseResult,
     Discovery,
@@ -266,7 +265,7 @@ def _run_chaos(
                 "index": index,
                 "seed": options.seed,
                 "schedule": text,
-                "reproduce": reproduce_line(drill.command, drill.options, text),
+                "reproduce": drill.reproduce_line(text),
             }
             plans.write(json.dumps(line) + "\n")
             plans.flush()

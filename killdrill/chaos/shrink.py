@@ -13,7 +13,6 @@ from typing import Any
 from killdrill.chaos.case import chaos_case
 from killdrill.chaos.strategies import START, interval_of
 from killdrill.drill import Drill
-from killdrill.options.reproduce import reproduce_line
 from killdrill.points import parse_schedule
 from killdrill.records import CaseResult, Discovery
 
@@ -181,7 +180,7 @@ def shrink(
         target,
         case.schedule,
         index,
-        reproduce_line(drill.command, drill.options, text),
+        drill.reproduce_line(text),
         ran,
         cases.get(text),
     )

@@ -23,7 +23,7 @@ from killdrill.cli.chaos import DrillFlags
 from killdrill.cli.suggest import all_flags, unknown_flag_hint
 from killdrill.drill import DrillOptions
 from killdrill.errors import ExitCode, HarnessError, KilldrillError, UsageError, one_line
-from killdrill.integrations import canonical_names, known
+from killdrill.integrations import canonical_names, known, option_rows
 from killdrill.options import (
     OPTIONS,
     Choice,
@@ -32,6 +32,7 @@ from killdrill.options import (
     OptionError,
     Repeated,
     Spelling,
+    from_fields,
 )
 from killdrill.points import KINDS
 from killdrill.process.interrupts import Interrupted, signals_raise
@@ -109,6 +110,7 @@ def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -
     """The supervisor options shared by points, run, drill and chaos: one flag per row of
     ``killdrill.options.OPTIONS`` (``skip``: fields a subcommand spells its own way)."""
     g = add_options(p, "supervisor", OPTIONS, skip=skip)
+    add_options(p, "integrations' options (each needs its --integration)", option_rows())
     for integration in known().values():  # the records' shortcut flags
         if integration.flag:
             g.add_argument(
@@ -122,11 +124,11 @@ def add_drill_options(p: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -
 
 def drill_options(args: argparse.Namespace) -> DrillOptions:
     """The DrillOptions of the flags: parsed and checked once, by DrillOptions, naming the flags."""
-    values = given(args, OPTIONS)
+    values = {**given(args, option_rows()), **given(args, OPTIONS)}
     names = [*values.get("integrations", ()), *(getattr(args, "integration_flags", None) or ())]
     if names:
         values["integrations"] = list(canonical_names(names))
-    return DrillOptions(**values, spelled=Spelling.FLAG)
+    return from_fields(values, Spelling.FLAG)
 
 
 def _need_command(args: argparse.Namespace) -> list[str]:

@@ -108,7 +108,7 @@ class Drill:
 
     def reproduce_line(self, schedule: str) -> str:
         """``killdrill run`` of this case (:func:`killdrill.options.reproduce.reproduce_line`)."""
-        return reproduce_line(self.command, self.options, schedule)
+        return reproduce_line(self.command, self.options, schedule, self.launcher.option_rows)
 
     def run_case(
         self,

@@ -30,7 +30,16 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
-from killdrill.integrations import Service, exit_aborts, find, known, preload_modules, start_services
+from killdrill.integrations import (
+    Service,
+    check_options,
+    exit_aborts,
+    find,
+    known,
+    option_rows,
+    preload_modules,
+    start_services,
+)
 from killdrill.integrations._answers import ANSWERS_ENV
 from killdrill.options import (
     ANSWER_CANNOT,
@@ -61,7 +70,11 @@ class AttemptLauncher:
 
     def __init__(self, command: Sequence[str], options: DrillOptions) -> None:
         self.command = tuple(command)
+        if options.integration_options:  # their rows are the integrations' records (above options)
+            options = replace(options, integration_options=check_options(options))
         self.options = options
+        # the enabled integrations' option rows, for a case's reproduction line
+        self.option_rows = option_rows(options.integrations) if options.integration_options else ()
         self.argv = resolve_command(self.command)
         self._resume_argv = resolve_command(self.options.resume_with) if self.options.resume_with else None
         self.workdirs = Workdirs(self.options.root, self.options.ledger_url)

@@ -34,6 +34,12 @@ The record's fields (all but ``name`` optional):
 - ``causes``: a hook ``causes(violation, attempts) -> Cause | None`` the diagnosis asks first, for
   a case run under this integration, with the violation's structured facts (its calls, each with
   the runtime context :func:`killdrill.agent.in_runtime` recorded) and the attempts' facts;
+- ``options``: option rows of its own (:class:`killdrill.options.kinds.Option`), spelled by every
+  front end as the drill's rows are: a CLI flag (``--broker``, for ``killdrill chaos`` too), a
+  pytest ini key (``killdrill_broker``), a marker or ``Drill`` keyword (``broker=``), and a
+  case's reproduction line.  Their values are ``DrillOptions.integration_options`` (the service
+  reads them there), each parsed by its row's kind and given only with the integration on
+  (:func:`check_options`); a field the drill or another integration has already is refused;
 - ``probe``: its :class:`Probe` for ``killdrill conform``;
 - ``examples``: commands that drill a bundled example agent under it.
 
@@ -41,7 +47,8 @@ The record's fields (all but ``name`` optional):
 among the known records' names and aliases.  :func:`register` adds one in-process.
 
 Imported by the agent too (through the bootstrap): standard library and ``killdrill.errors``
-only at import.  A harness-side service module inside a folder (``temporal/server.py``) is
+only at import (an integration that declares options imports ``killdrill.options.kinds`` too,
+standard library only).  A harness-side service module inside a folder (``temporal/server.py``) is
 imported by its factory only when the harness calls it, and imports nothing above this layer.
 
 Layer: beside ledger and effects; may import ``agent``, ``records`` and ``errors`` only.
@@ -65,6 +72,7 @@ from killdrill.integrations._imports import PatchOnImport
 from killdrill.registry import Registry, nearest
 
 if TYPE_CHECKING:
+    from killdrill.options.kinds import Option
     from killdrill.records import Attempt, Violation
 
 __all__ = [
@@ -79,10 +87,12 @@ __all__ = [
     "ServiceHost",
     "ServiceProcess",
     "canonical_names",
+    "check_options",
     "exit_aborts",
     "find",
     "internal_steps",
     "known",
+    "option_rows",
     "preload_modules",
     "register",
     "start_services",
@@ -179,7 +189,15 @@ class Integration:
     causes: Callable[[Violation, Sequence[Attempt]], Cause | None] | None = None
     probe: Probe | None = None
     examples: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()  # its own option rows (their values: DrillOptions.integration_options)
     answers: bool = False  # answers a run's pending interrupts with --answer (integrations._answers)
+
+    def option(self, options: object, name: str) -> Any:
+        """The value of this record's own option ``name`` in a drill's ``options`` (what its
+        service is given), or its row's default when the drill was not given it."""
+        row = next(r for r in self.options if r.field == name)
+        value = (getattr(options, "integration_options", None) or {}).get(name)
+        return row.default if value is None else value
 
 
 class IntegrationNotFound(UsageError, ImportError):
@@ -314,3 +332,61 @@ def start_services(
     """The services of the enabled integrations ``names``, made for a drill rooted at ``root``
     with ``options`` (each starts its process on its first ``env`` call).  Harness side only."""
     return [i.service(root, host, options) for i in _each(names) if i.service is not None]
+
+
+def _option_owners() -> dict[str, tuple[Integration, Option]]:
+    """Every known integration's option rows by field, with the record declaring each; a field or
+    flag the drill's table or another integration has already is a one-line UsageError."""
+    from killdrill.options import OPTIONS
+
+    taken = {r.field: "the drill's" for r in OPTIONS} | {r.flag: "the drill's" for r in OPTIONS if r.flag}
+    owners: dict[str, tuple[Integration, Option]] = {}
+    for integration in known().values():
+        for row in integration.options:
+            for name in filter(None, (row.field, row.flag)):
+                if name in taken:
+                    raise UsageError(
+                        f"integration {integration.name!r} declares the option {name}, already {taken[name]}"
+                    )
+                taken[name] = f"the {integration.name} integration's"
+            owners[row.field] = (integration, row)
+    return owners
+
+
+def option_rows(names: Iterable[str] | None = None) -> tuple[Option, ...]:
+    """The option rows of the integrations ``names`` (default: every known one), for the front
+    ends to spell and a reproduction line to write."""
+    wanted = None if names is None else {i.name for i in _each(names)}
+    return tuple(row for i, row in _option_owners().values() if wanted is None or i.name in wanted)
+
+
+def check_options(options: Any) -> dict[str, Any]:
+    """``options.integration_options`` (of a DrillOptions) parsed by their rows' kinds.  An option no
+    integration declares, one whose integration is off, or a bad value is a one-line OptionError
+    naming the option as the caller spelled it (``--broker``, ``killdrill_broker``, ``broker=``)."""
+    from killdrill.options import OptionError, Rule, spelled_fields
+
+    given = dict(options.integration_options)
+    if not given:
+        return given
+    owners = _option_owners()
+    unknown = sorted(set(given) - set(owners))
+    if unknown:
+        theirs = ", ".join(f"{f}=" for f in sorted(owners)) or "none"
+        raise OptionError(f"unknown option {unknown[0]}=: no integration declares it (theirs: {theirs})")
+    rows = [row for _, row in owners.values()]
+    enabled = {i.name for i in _each(options.integrations)}
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        integration, row = owners[name]
+        if integration.name not in enabled:
+            needs = Rule(
+                f"{{{name}}} needs {{integrations}} {integration.name} (an option of that integration)"
+            )
+            raise needs.error({**given, "integrations": options.integrations}, options.spelled, rows)
+        try:
+            out[name] = None if value is None else row.kind.from_value(value)
+        except OptionError as exc:
+            how = spelled_fields(options, [row])[name]
+            raise OptionError(f"{row.spell(how)}: {exc}") from None
+    return out

@@ -6,8 +6,10 @@ plugin's discovery cache key) and whether it belongs in a case's reproduction li
 ``OPTIONS`` (``DrillOptions``: the CLI's supervisor flags, the plugin's ini keys and marker
 keywords), the rule engine and the value kinds (:mod:`killdrill.options.kinds`); each front end
 keeps its own rows beside it (``killdrill.chaos.options.CHAOS_OPTIONS``, ``killdrill chaos``'s
-flags; ``killdrill.pytest_plugin._flags.PLUGIN_OPTIONS``, the ``--killdrill-*`` pytest flags).
-An option added to a table appears everywhere at once and cannot drift.
+flags; ``killdrill.pytest_plugin._flags.PLUGIN_OPTIONS``, the ``--killdrill-*`` pytest flags), and
+an integration's rows are in its record (``Integration.options``, checked by the drill; their
+values: ``DrillOptions.integration_options``).  An option added to a table appears everywhere at
+once and cannot drift.
 
 Checked once, here: building a ``DrillOptions`` or ``ChaosOptions`` parses every field with its
 row's kind and then applies the table's ``Rule``s (options that go together), and each message
@@ -78,6 +80,7 @@ __all__ = [
     "by_field",
     "check_values",
     "convert",
+    "from_fields",
     "override",
     "spelled_fields",
 ]
@@ -103,7 +106,6 @@ class DrillOptions:
     signal: str = "KILL"  # "TERM": drain drills (SIGTERM, SIGKILL after `grace`)
     grace: float = 5.0
     integrations: tuple[str, ...] = ()  # their names (killdrill.integrations)
-    broker: str | None = None  # --integration celery: the broker each run is isolated on (default: Redis)
     discovery_runs: int = 2  # two clean runs tell legitimately volatile fields apart
     ledger_url: str | None = None  # a shared SQLAlchemy URL instead of a SQLite file per case
     resumers: int = 1  # concurrent resumers after the first kill
@@ -121,6 +123,8 @@ class DrillOptions:
     replicas: Mapping[str, int] = field(default_factory=dict)  # service name -> copies
     restart_delay: float = 0.0  # seconds before a killed service is started again
     answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
+    # The enabled integrations' own options by field (their records' rows, checked by the drill).
+    integration_options: Mapping[str, Any] = field(default_factory=dict)
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
 
@@ -130,6 +134,9 @@ class DrillOptions:
         land on the same value), then the rules tying two options.  ``max_attempts=-1`` is a
         one-line OptionError here, whichever front end gave it."""
         check_values(self, OPTIONS, DRILL_RULES, self.spelled)
+        object.__setattr__(self, "integration_options", dict(self.integration_options))
+        if shadowed := sorted(set(self.integration_options) & set(_BY_FIELD)):
+            raise OptionError(f"integration_options: {shadowed[0]}= is a drill option, not an integration's")
 
 
 # ---- the table -----------------------------------------------------------------------------------
@@ -248,15 +255,6 @@ OPTIONS: tuple[Option, ...] = (
         (),
         "activate an integration by name (repeatable)",
         "--integration",
-        discovery=True,
-    ),
-    Option(
-        "broker",
-        Text(metavar="URL"),
-        None,
-        "with --integration celery: the broker each case gets its own queues on, redis://... or "
-        "amqp://... (default: redis://127.0.0.1:6379/0)",
-        "--broker",
         discovery=True,
     ),
     Option(
@@ -389,10 +387,6 @@ def _names(env: Mapping[str, str], *variables: str) -> bool:
 
 DRILL_RULES: tuple[Rule, ...] = (
     Rule(
-        "{broker} needs {integrations} celery (the broker is where Celery's tasks go)",
-        lambda o: o["broker"] is None or "celery" in o["integrations"],
-    ),
-    Rule(
         "{model_variance} needs {model_script} (the model fake's script)",
         lambda o: o["model_variance"] is None or o["model_script"] is not None,
     ),
@@ -427,6 +421,7 @@ NO_ANSWER = Rule(
 UNKNOWN_CHECK = Rule("unknown check {name!r} in {checks}: expected one of {known}")
 """Rules the drill checks (they need its command or the check registry), worded here."""
 
+
 def check_values(
     obj: Any, rows: Sequence[Option], rules: Iterable[Rule], spelled: Spelled = Spelling.KEYWORD
 ) -> None:
@@ -459,9 +454,23 @@ def override(options: DrillOptions, overrides: Mapping[str, Any]) -> DrillOption
     a new value, checked once, the overridden fields named as keywords in its messages."""
     if not overrides:
         return options
-    spelled = spelled_fields(options, OPTIONS)
-    spelled.update(dict.fromkeys(overrides, Spelling.KEYWORD))
-    return dataclasses.replace(options, **overrides, spelled=spelled)
+    spelled = {**spelled_fields(options, OPTIONS), **dict.fromkeys(overrides, Spelling.KEYWORD)}
+    core, theirs = _split(overrides)
+    theirs = {**options.integration_options, **theirs}
+    return dataclasses.replace(options, **core, integration_options=theirs, spelled=spelled)
+
+
+def from_fields(values: Mapping[str, Any], spelled: Spelled = Spelling.KEYWORD) -> DrillOptions:
+    """The DrillOptions of flat fields, as a front end gathers them (``--broker`` beside
+    ``--timeout``): a name that is no drill field is an integration's option."""
+    core, theirs = _split(values)
+    return DrillOptions(**core, integration_options=theirs, spelled=spelled)
+
+
+def _split(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    core = {k: v for k, v in values.items() if k in _BY_FIELD}
+    theirs = {k: v for k, v in values.items() if k not in core and k != "integration_options"}
+    return core, {**values.get("integration_options", {}), **theirs}
 
 
 def by_field(name: str) -> Option:
@@ -469,12 +478,12 @@ def by_field(name: str) -> Option:
     return _BY_FIELD[name]
 
 
-def convert(name: str, value: Any, where: str) -> Any:
-    """A marker keyword, call keyword or ini value of field ``name`` as its DrillOptions value.
+def convert(name: str | Option, value: Any, where: str) -> Any:
+    """A marker keyword, call keyword or ini value of field ``name`` (or of an integration's row).
 
     ``where`` names the source in the one-line error (e.g. ``ini killdrill_timeout``).
     """
-    row = by_field(name)
+    row = name if isinstance(name, Option) else by_field(name)
     try:
         if value is None:
             if row.default is None:
@@ -488,5 +497,3 @@ def convert(name: str, value: Any, where: str) -> Any:
 def discovery_fields() -> tuple[str, ...]:
     """The fields that change what a clean run does (the discovery cache key)."""
     return tuple(o.field for o in OPTIONS if o.discovery)
-
-

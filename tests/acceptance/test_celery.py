@@ -22,6 +22,7 @@ import pytest
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import HarnessError
 from killdrill.integrations.celery.broker import CeleryBroker, keyprefix_for, vhost_for
+from killdrill.options import OptionError
 from tests.frameworks import need
 
 need("celery", "celery", "redis")
@@ -84,7 +85,11 @@ def command(bug: str | None = None) -> list[str]:
 
 def drill(tmp_path: Path, url: str, bug: str | None = None, **options: Any) -> Drill:
     base = DrillOptions(
-        root=tmp_path, integrations=("celery",), broker=broker(url), timeout=60, discovery_runs=1
+        root=tmp_path,
+        integrations=("celery",),
+        integration_options={"broker": broker(url)},
+        timeout=60,
+        discovery_runs=1,
     )
     return Drill(command(bug), base, **{**FORK, **options})
 
@@ -138,7 +143,9 @@ def _publish(env: dict[str, str]) -> None:
 
 
 def test_a_run_on_redis_lives_under_its_own_prefix_and_leaves_nothing(tmp_path: Path) -> None:
-    service = CeleryBroker(tmp_path, DrillOptions(integrations=("celery",), broker=broker(REDIS)))
+    service = CeleryBroker(
+        tmp_path, DrillOptions(integrations=("celery",), integration_options={"broker": broker(REDIS)})
+    )
     a, b = tmp_path / "case-a", tmp_path / "case-b"
     try:
         env = service.env(a, "same-thread")
@@ -159,7 +166,9 @@ def test_a_run_on_redis_lives_under_its_own_prefix_and_leaves_nothing(tmp_path: 
 
 @pytest.mark.slow  # the default test's RabbitMQ drill checks its vhost is gone; this one looks inside
 def test_a_run_on_rabbitmq_gets_a_vhost_of_its_own_and_leaves_nothing(tmp_path: Path) -> None:
-    service = CeleryBroker(tmp_path, DrillOptions(integrations=("celery",), broker=broker(AMQP)))
+    service = CeleryBroker(
+        tmp_path, DrillOptions(integrations=("celery",), integration_options={"broker": broker(AMQP)})
+    )
     run = tmp_path / "case-a"
     try:
         env = service.env(run, "t")
@@ -179,7 +188,9 @@ def test_a_run_on_rabbitmq_gets_a_vhost_of_its_own_and_leaves_nothing(tmp_path: 
 
 def test_a_broker_that_is_down_is_one_line_naming_it(tmp_path: Path) -> None:
     url = "redis://:secret@127.0.0.1:1/0"
-    service = CeleryBroker(tmp_path, DrillOptions(integrations=("celery",), broker=url))
+    service = CeleryBroker(
+        tmp_path, DrillOptions(integrations=("celery",), integration_options={"broker": url})
+    )
     with pytest.raises(HarnessError) as raised:
         service.env(tmp_path / "case", "t")
     text = str(raised.value)
@@ -198,9 +209,18 @@ def test_the_cli_says_a_broker_that_is_down_in_one_line(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir()), "a failed start left its discovery folder behind, unprinted"
 
 
-def test_broker_without_the_celery_integration_is_a_usage_error() -> None:
-    with pytest.raises(Exception, match="broker= needs integrations= celery"):
-        DrillOptions(broker=REDIS)
+def test_broker_without_the_celery_integration_is_a_usage_error(tmp_path: Path) -> None:
+    """``--broker`` is the Celery record's own option row: given without the integration, the drill
+    names it as the caller spelled it, before anything runs."""
+    with pytest.raises(OptionError, match=r"^broker= needs integrations= celery"):
+        Drill(command(), DrillOptions(root=tmp_path), broker=REDIS)
+    done = subprocess.run(
+        [sys.executable, "-m", "killdrill", "points", "--broker", REDIS, "--", *command()],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "killdrill: error: --broker needs --integration celery (an option of that integration)"
+    ], done.stderr
 
 
 @pytest.mark.slow
@@ -212,7 +232,11 @@ def test_a_long_task_on_a_live_prefork_worker_runs_once(
     # worker keeps its delivery fresh; its points are reached in a child, its ack in the parent.
     monkeypatch.setenv("KILLDRILL_CELERY_VISIBILITY_TIMEOUT", "1")
     base = DrillOptions(
-        root=tmp_path, integrations=("celery",), broker=broker(REDIS), timeout=60, discovery_runs=1
+        root=tmp_path,
+        integrations=("celery",),
+        integration_options={"broker": broker(REDIS)},
+        timeout=60,
+        discovery_runs=1,
     )
     with Drill([*command(), "--slow", "4", "--pool", "prefork"], base, **FORK) as d:
         assert sorted(d.points()) == sorted(POINTS), d.points()

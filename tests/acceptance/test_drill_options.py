@@ -13,10 +13,12 @@ import pytest
 
 from killdrill.cli.commands import build_parser, drill_options
 from killdrill.drill import Drill, DrillOptions
-from killdrill.options import OPTIONS, OptionError, by_field, convert
+from killdrill.integrations import option_rows
+from killdrill.options import OPTIONS, OptionError, by_field, convert, from_fields
 from killdrill.options.reproduce import reproduce_line
 from killdrill.pytest_plugin import _INI, OPTION_NAMES
 from killdrill.pytest_plugin._cache import _DISCOVERY_OPTIONS
+from killdrill.pytest_plugin._options import ROWS
 
 AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 PY = sys.executable
@@ -112,18 +114,24 @@ def parse_cli(args: list[str]) -> object:
 
 
 def test_every_field_has_one_row_and_the_same_default() -> None:
-    # `spelled` is how the caller named the fields (for messages), not an option
-    fields = {f.name: f for f in dataclasses.fields(DrillOptions) if f.name != "spelled"}
+    # `spelled` is how the caller named the fields (for messages), not an option; the integrations'
+    # own options (`integration_options`) have their rows in their records
+    theirs = {"spelled", "integration_options"}
+    fields = {f.name: f for f in dataclasses.fields(DrillOptions) if f.name not in theirs}
     assert [r.field for r in OPTIONS] == list(dict.fromkeys(r.field for r in OPTIONS))  # no row twice
     assert set(fields) == {r.field for r in OPTIONS}
     defaults = DrillOptions()
     for row in OPTIONS:
         assert getattr(defaults, row.field) == row.default, row.field
     # Each front end has every field: a CLI flag, an ini key, a marker keyword.
+    # So has every integration's own row (the Celery record's --broker among them).
+    integration_rows = {r.field for r in option_rows()}
+    assert "broker" in integration_rows and not integration_rows & set(fields)
     dests = {a.dest for a in build_parser()._subparsers._group_actions[0].choices["drill"]._actions}
-    assert set(fields) <= dests
-    assert {row.field for row in _INI.values()} == set(fields) == set(OPTION_NAMES)
-    assert set(_DISCOVERY_OPTIONS) == {r.field for r in OPTIONS if r.discovery}
+    assert set(fields) | integration_rows <= dests
+    assert {row.field for row in _INI.values()} == set(fields) | integration_rows == set(OPTION_NAMES)
+    discovery = {r.field for r in (*OPTIONS, *option_rows()) if r.discovery}
+    assert set(_DISCOVERY_OPTIONS) == discovery and "broker" in discovery
 
 
 def test_cli_flags_reproduce_line_round_trip() -> None:
@@ -136,7 +144,7 @@ def test_cli_flags_reproduce_line_round_trip() -> None:
     assert options.env == {"A": "x y "}  # the name stripped, the value as written
     assert options.hooks == {"/hooks/pay*": "naive"}
     # Drill() would read the model script; the line needs only the options and the command.
-    line = reproduce_line(("python", "agent.py"), options, "before:x")
+    line = reproduce_line(("python", "agent.py"), options, "before:x", option_rows(options.integrations))
     argv = shlex.split(line)
     assert argv[:4] == ["killdrill", "run", "--schedule", "before:x"]
     sep = argv.index("--")
@@ -179,7 +187,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "restart_delay": "0.5",
         "answer": ['{"action": "continue"}', "no"],
     }
-    from_ini = DrillOptions(**{k: convert(k, v, f"ini killdrill_{k}") for k, v in ini.items()})
+    from_ini = from_fields({k: convert(ROWS[k], v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)
     # A marker's Python values land on the same options too.
     marker = {"identity": {"payments.charge": ["account", "cycle"]}, "env": {"A": "x y "}, "timeout": 2.5}

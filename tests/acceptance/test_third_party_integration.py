@@ -1,8 +1,8 @@
 """A third party's integration, installed from a tmp distribution (a dist-info folder on
 ``PYTHONPATH``, as pip lays one out) and found through the entry-point group
-``killdrill.integrations``: its points, its setup hint, its cause and its conform probe, with
-nothing of killdrill touched.  The framework is a toy durable runtime (``acme``: a task's result
-is recorded in a JSON file once it returns, and replayed from there), in a distribution of its
+``killdrill.integrations``: its points, its setup hint, its cause, its conform probe and an option
+of its own, with nothing of killdrill touched.  The framework is a toy durable runtime (``acme``:
+a task's result is recorded in a JSON file once it returns, and replayed from there), in a distribution of its
 own (``acme-flows``) whose files the import watch checks.
 """
 
@@ -47,6 +47,7 @@ INTEGRATION = '''
 """The acme integration: before:/after:/committed:TASK around every task of acme.Run."""
 from killdrill.agent import boundary
 from killdrill.integrations import Cause, Integration, PatchOnImport, Probe
+from killdrill.options.kinds import Choice, Option
 
 
 def _patch(module):
@@ -89,6 +90,23 @@ def causes(v, attempts):
     return None
 
 
+class Region:
+    """The harness-side service: the region every process of a case runs its tasks in."""
+
+    def __init__(self, region):
+        self.region = region
+
+    def env(self, workdir, thread):
+        return {"ACME_REGION": self.region}
+
+    def close(self):
+        pass
+
+
+def service(root, host, options):
+    return Region(INTEGRATION.option(options, "acme_region"))
+
+
 INTEGRATION = Integration(
     "acme",
     title="Acme Flows",
@@ -98,6 +116,8 @@ INTEGRATION = Integration(
     hint="acme task",
     causes=causes,
     probe=Probe("kd_acme_probe", distribution="acme-flows", extra="acme", order=50),
+    service=service,
+    options=(Option("acme_region", Choice(("eu", "us")), "eu", "where acme runs its tasks", discovery=True),),
 )
 '''
 
@@ -133,7 +153,10 @@ p = argparse.ArgumentParser()
 p.add_argument("--thread", required=True)
 p.add_argument("--workdir", required=True)
 p.add_argument("--bug", action="store_true")
+p.add_argument("--region")  # the region the integration's service must have set, else exit 3
 a = p.parse_args()
+if a.region and os.environ.get("ACME_REGION") != a.region:
+    raise SystemExit(3)
 fakes = connect()
 run = acme.Run(os.path.join(a.workdir, "run.json"))
 key = str(uuid.uuid4()) if a.bug else f"{a.thread}:charge"
@@ -218,3 +241,32 @@ def test_an_agents_own_modules_named_like_a_framework_give_no_hint(
     with Drill(agent, DrillOptions(root=tmp_path / "r", timeout=60, discovery_runs=1)) as drill:
         drill.discover()
     assert not [w for w in recwarn if issubclass(w.category, SetupWarning)], [str(w.message) for w in recwarn]
+
+
+def test_its_own_option(site: Path, tmp_path: Path) -> None:
+    """The record's option row is spelled as the drill's own rows are: ``--acme-region`` on the
+    command line (parsed by its kind, given only with its integration, written into the
+    reproduction line), ``acme_region=`` as a keyword; its value reaches the integration's service
+    and, through it, the agent's environment (the agent exits 3 unless ACME_REGION is ``us``)."""
+    agent = _agent(tmp_path, "--region", "us")
+    out = tmp_path / "case.json"
+    done = run_cli(
+        tmp_path, "run", "--integration", "acme", "--acme-region", "US", "-s", "after:charge",
+        "--discovery-runs", "1", "--json", str(out), "--", *agent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    case = json.loads(out.read_text())["cases"][0]
+    assert case["verdict"] == "exactly-once", case
+    assert " --acme-region us -- python " in case["reproduce"], case["reproduce"]
+    for args, said in [
+        (["--integration", "acme", "--acme-region", "mars"], ": expected one of eu, us, got 'mars'"),
+        (["--acme-region", "us"], " needs --integration acme (an option of that integration)"),
+    ]:
+        bad = run_cli(tmp_path, "points", *args, "--", *agent)
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode == 2 and lines == [f"killdrill: error: --acme-region{said}"], bad.stderr
+    options = DrillOptions(root=tmp_path / "r", integrations=("acme",), timeout=60, discovery_runs=1)
+    with Drill(agent, options, acme_region="us") as drill:
+        assert "committed:charge" in drill.points()
+    with Drill(agent, options) as drill, pytest.raises(Exception, match=r"exit(ed)? 3"):
+        drill.discover()  # the default region (eu) is what the service gave the agent

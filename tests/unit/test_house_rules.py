@@ -55,9 +55,6 @@ NAMES_ALLOWED = ("killdrill/integrations/", "killdrill/examples/", "killdrill/co
 NAMES_ALLOWED_FILES = {
     "killdrill/drill/env.py": "the model fake's environment names the SDKs' variables",
     "fakes/model_responses.py": "the model fake serves the API an SDK calls, whichever framework runs",
-    # Not yet where it belongs: the Celery integration's own option (--broker) and its rule sit in
-    # the core table until an integration's record can declare options.
-    "killdrill/options/__init__.py": "the Celery integration's --broker option (to move into its record)",
 }
 
 

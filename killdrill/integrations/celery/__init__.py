@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary, in_runtime
 from killdrill.integrations import Integration, Service, ServiceHost
+from killdrill.options.kinds import Option, Text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,6 +73,7 @@ KEYPREFIX_ENV = "KILLDRILL_CELERY_KEYPREFIX"
 VISIBILITY_ENV = "KILLDRILL_CELERY_VISIBILITY_TIMEOUT"
 """Seconds before Redis redelivers an unacknowledged task (set by the harness for Redis)."""
 
+
 def service(root: Path, host: ServiceHost, options: object = None) -> Service:
     """The drill's broker isolation (imported here, harness side only: the agent never calls this)."""
     from killdrill.integrations.celery.broker import CeleryBroker
@@ -88,6 +90,17 @@ INTEGRATION = Integration(
     preload=("celery", "celery.app.trace", "kombu.transport.redis"),
     service=service,
     examples=("killdrill.examples.checkout_celery",),
+    options=(
+        Option(
+            "broker",
+            Text(metavar="URL"),
+            None,
+            "the broker each case gets its own queues on, redis://... or amqp://... "
+            "(default: redis://127.0.0.1:6379/0)",
+            "--broker",
+            discovery=True,
+        ),
+    ),
 )
 
 _TRACE = "celery.app.trace"

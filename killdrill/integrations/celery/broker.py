@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill.errors import HarnessError, UsageError
-from killdrill.integrations.celery import KEYPREFIX_ENV, VISIBILITY_ENV
+from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, VISIBILITY_ENV
 
 __all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
 
@@ -90,7 +90,7 @@ class CeleryBroker:
 
     def __init__(self, root: Path, options: Any = None) -> None:
         self.root = Path(root).absolute()
-        self.url = str(getattr(options, "broker", None) or DEFAULT_BROKER)
+        self.url = str(INTEGRATION.option(options, "broker") or DEFAULT_BROKER)
         self.scheme = urlsplit(self.url).scheme
         if self.scheme not in (*_REDIS, *_AMQP):
             raise UsageError(f"--broker {self.url}: expected a redis:// or amqp:// URL")
