@@ -55,6 +55,7 @@ class PatchOnImport:
         self._installed = False
         self._lock = threading.RLock()
         self.originals: dict[tuple[object, str], Any] = {}  # what ``replace`` replaced, for ``restore``
+        self.undos: dict[str, Callable[[], None]] = {}  # a patch made as a whole (a module's) -> its undo
 
     def replace(self, owner: object, attr: str, value: Any) -> None:
         """Set ``owner.attr`` to ``value``, remembering the original the first time."""
@@ -94,6 +95,22 @@ class PatchOnImport:
     def waiting(self) -> bool:
         """True while some target is not imported yet and the hook watches for it."""
         return self._installed
+
+    @property
+    def active(self) -> bool:
+        """True from :meth:`install` until :meth:`undo`: patched, or waiting for a target's import
+        (an integration's ``active()``)."""
+        return self._installed or bool(self.originals) or bool(self.undos)
+
+    def undo(self) -> None:
+        """Stop watching imports and put back everything patched: what ``replace`` replaced and
+        each of ``undos`` (an integration's ``deactivate()``, for in-process tests)."""
+        with self._lock:
+            self.remove()
+            self.restore()
+            for undo in self.undos.values():
+                undo()
+            self.undos.clear()
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None

@@ -313,12 +313,11 @@ def activate() -> None:
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for Celery's import)."""
-    return _hook.waiting or bool(_originals)
+    return _hook.active
 
 
 def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests; tasks whose tracer was built keep their
     wrapped body, which emits nothing outside a drill)."""
     with _lock:
-        _hook.remove()
-        _hook.restore()
+        _hook.undo()

@@ -84,7 +84,6 @@ _DISPATCH = "crewai.hooks.dispatch"
 _PERSIST = "crewai.flow.persistence.decorators"
 _TARGETS = (_DISPATCH, _PERSIST)
 _lock = threading.RLock()
-_patched: dict[str, Callable[[], None]] = {}  # module name -> undo
 
 
 def _step_name(ctx: Any) -> str | None:
@@ -148,6 +147,7 @@ def _patch(module: ModuleType) -> None:
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
+_patched = _hook.undos  # module name -> the undo of its patch
 
 
 def activate() -> None:
@@ -160,13 +160,10 @@ def activate() -> None:
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for CrewAI's import)."""
-    return _hook.waiting or bool(_patched)
+    return _hook.active
 
 
 def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests)."""
     with _lock:
-        _hook.remove()
-        for undo in _patched.values():
-            undo()
-        _patched.clear()
+        _hook.undo()

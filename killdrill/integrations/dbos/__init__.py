@@ -380,11 +380,10 @@ def activate() -> None:
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for DBOS's import)."""
-    return _hook.waiting or bool(_originals)
+    return _hook.active
 
 
 def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests)."""
     with _lock:
-        _hook.remove()
-        _hook.restore()
+        _hook.undo()

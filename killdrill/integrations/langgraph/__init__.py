@@ -417,15 +417,14 @@ def activate() -> None:
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for LangGraph's import)."""
-    return _hook.waiting or bool(_originals)
+    return _hook.active
 
 
 def deactivate() -> None:
     """Undo :func:`activate`: loops created afterwards emit nothing (for in-process tests)."""
     global _delay
     with _lock:
-        _hook.remove()
-        _hook.restore()
+        _hook.undo()
         _finished.clear()
         forget_views()
         stops.clear()

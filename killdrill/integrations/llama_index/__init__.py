@@ -76,7 +76,6 @@ _CONTEXT = "workflows.context.context"
 _HANDLER = "workflows.handler"
 _TARGETS = (_STEPS, _CONTEXT, _HANDLER)
 _lock = threading.RLock()
-_patched: dict[str, Callable[[], None]] = {}
 _snapshot_taken = threading.local()
 
 
@@ -166,6 +165,7 @@ def _patch(module: ModuleType) -> None:
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
+_patched = _hook.undos  # module name -> the undo of its patch
 
 
 def activate() -> None:
@@ -176,13 +176,10 @@ def activate() -> None:
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for the import)."""
-    return _hook.waiting or bool(_patched)
+    return _hook.active
 
 
 def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests)."""
     with _lock:
-        _hook.remove()
-        for undo in _patched.values():
-            undo()
-        _patched.clear()
+        _hook.undo()

@@ -189,12 +189,11 @@ def activate() -> None:
 
 def active() -> bool:
     """True when :func:`activate` ran (patched, or waiting for the SDK's import)."""
-    return _hook.waiting or bool(_originals)
+    return _hook.active
 
 
 def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests); the tracing setting stays as it is."""
     with _lock:
-        _hook.remove()
-        _hook.restore()
+        _hook.undo()
         _ran.clear()
