@@ -178,6 +178,23 @@ class AttemptLauncher:
                 return found
         return None
 
+    def runtime_waits(self, run: RunContext) -> list[dict[str, Any]]:
+        """How long each integration's runtime held work of ``run`` that a killed attempt left,
+        and the agent's setting behind it (the service's ``waits``: ``label``, ``setting``,
+        ``unit``, ``from``/``to`` wall-clock seconds); empty when no service can say."""
+        with self._lock:
+            services = list(self._services or ())
+        found: list[dict[str, Any]] = []
+        for service in services:
+            waits = getattr(service, "waits", None)
+            if waits is None:
+                continue
+            try:
+                found.extend(waits(run.workdir, run.thread))
+            except Exception:  # an account of the time, never a verdict: the case stands as it is
+                continue
+        return found
+
     def release(self, run: RunContext) -> None:
         """``run`` is over: each service removes what the run left in it (a broker's keys)."""
         with self._lock:
