@@ -178,10 +178,13 @@ class AttemptLauncher:
                 return found
         return None
 
-    def runtime_waits(self, run: RunContext) -> list[dict[str, Any]]:
+    def runtime_waits(
+        self, run: RunContext, timeline: Sequence[tuple[float, Attempt]]
+    ) -> list[dict[str, Any]]:
         """How long each integration's runtime held work of ``run`` that a killed attempt left,
-        and the agent's setting behind it (the service's ``waits``: ``label``, ``setting``,
-        ``unit``, ``from``/``to`` wall-clock seconds); empty when no service can say."""
+        and the setting behind it (the service's ``waits(workdir, thread, timeline)``, given each
+        attempt with its wall-clock start: ``label``, ``setting``, ``unit``, ``from``/``to``
+        wall-clock seconds); empty when no service can say."""
         with self._lock:
             services = list(self._services or ())
         found: list[dict[str, Any]] = []
@@ -190,7 +193,7 @@ class AttemptLauncher:
             if waits is None:
                 continue
             try:
-                found.extend(waits(run.workdir, run.thread))
+                found.extend(waits(run.workdir, run.thread, timeline))
             except Exception:  # an account of the time, never a verdict: the case stands as it is
                 continue
         return found

@@ -121,7 +121,7 @@ class CaseRunner:
             ran = self._attempts(run, sched, offsets_may_miss, clock)
             clock.mark("verdict")
             if clock.kills and len(ran.attempts) > 1:  # what the runtime held after a kill
-                waits = clip_waits(self.launcher.runtime_waits(run), clock.kills, time.time())
+                waits = clip_waits(self.launcher.runtime_waits(run, clock.timeline), clock.kills, time.time())
                 clock.mark("verdict")
         finally:
             self.launcher.release(run)

@@ -35,6 +35,7 @@ class PhaseClock:
         self.last = self.start = time.monotonic()
         self.wall_start = time.time()
         self.kills: list[float] = []  # wall-clock ends of killed attempts (a runtime's wait starts there)
+        self.timeline: list[tuple[float, Attempt]] = []  # each attempt with its launch's wall-clock start
 
     def add(self, phase: str, seconds: float) -> None:
         if seconds > 0:
@@ -52,6 +53,8 @@ class PhaseClock:
         now = time.monotonic()
         span = now - self.last
         self.last = now
+        began = time.time() - span
+        self.timeline.extend((began, a) for a in batch)
         if not batch:
             self.add("launch", span)
             return

@@ -56,7 +56,11 @@ def test_a_kill_inside_an_activity_names_its_start_to_close_timeout(tmp_path: Pa
         result = d.run_case("before:charge")
     assert result.ok, result.text()
     (wait,) = result.waits
-    assert (wait["setting"], wait["setting_s"], wait["unit"]) == ("start_to_close_timeout", 3.0, "activity charge")
+    assert (wait["setting"], wait["setting_s"], wait["unit"]) == (
+        "start_to_close_timeout",
+        3.0,
+        "activity charge",
+    )
     assert 2.0 < wait["seconds"] < 6.0, wait  # the server holds the activity 3 s from its start
     line = waits_line([result])
     assert line is not None

@@ -181,6 +181,9 @@ def bench_one(rt: Runtime, root: Path, rounds: int = 1) -> dict[str, Any]:
         "floor_s": floor_s / len(cases),
         "floors_ok": floors_ok,
         "attempts": sum(len(c.attempts) for c in cases),
+        # the harness's own phases (killdrill/drill/phases.py), and the runtime's waits, per case
+        "harness_s": sum(v for c in cases for k, v in c.phases.items() if k in HARNESS) / len(cases),
+        "waits_s": sum(w["seconds"] for c in cases for w in c.waits) / len(cases),
         "verdicts_ok": all(c.ok for c in cases),
         "points": list(rt.points),
     }
@@ -205,6 +208,8 @@ def bench_runtimes(root: Path, only: Sequence[str] = (), rounds: int = 1) -> dic
         out[f"runtime_{name}_case_s"] = row["case_s"]
         out[f"runtime_{name}_floor_s"] = row["floor_s"]
         out[f"runtime_{name}_floor_ratio"] = row["case_s"] / row["floor_s"]
+        out[f"runtime_{name}_harness_s"] = row["harness_s"]
+        out[f"runtime_{name}_waits_s"] = row["waits_s"]
         if ref:
             out[f"runtime_{name}_case_ratio"] = row["case_s"] / ref
         if not row["verdicts_ok"]:
@@ -215,14 +220,17 @@ def bench_runtimes(root: Path, only: Sequence[str] = (), rounds: int = 1) -> dic
     return out
 
 
+HARNESS = ("setup", "launch", "teardown", "restart", "verdict", "release")
+"""A case's phases that are killdrill's own work (the others are the agent's and its runtime's)."""
+
 FLOOR_GOAL = 1.25
 """A case may cost at most this many times its floor (issue 37)."""
 
 
 def render(rows: dict[str, dict[str, Any]], ref: float | None) -> str:
     lines = [
-        f"runtime        launcher  discovery  s/case  floor s/case  x floor (goal <= {FLOOR_GOAL})"
-        "  x LangGraph  verdicts"
+        f"runtime        discovery  s/case  floor s/case  x floor (goal <= {FLOOR_GOAL})"
+        "  x LangGraph  killdrill's part  runtime waits  verdicts"
     ]
     for name, row in rows.items():
         if "skipped" in row:
@@ -232,9 +240,10 @@ def render(rows: dict[str, dict[str, Any]], ref: float | None) -> str:
         floor = row["case_s"] / row["floor_s"]
         ok = "exactly-once" if row["verdicts_ok"] else "VIOLATED"
         lines.append(
-            f"{name:<14} {row['launcher']:<9} {row['discovery_s']:>8.1f}s {row['case_s']:>6.2f}s "
+            f"{name:<14} {row['discovery_s']:>8.1f}s {row['case_s']:>6.2f}s "
             f"{row['floor_s']:>12.2f}s {floor:>8.2f} {'ok' if floor <= FLOOR_GOAL else 'OVER':<16}"
-            f"{ratio:>11}  {ok} ({row['cases']} cases: {', '.join(row['points'])})"
+            f"{ratio:>11} {row['harness_s']:>16.3f}s {row['waits_s']:>13.2f}s"
+            f"  {ok} ({row['cases']} cases: {', '.join(row['points'])})"
         )
     return "\n".join(lines)
 

@@ -298,7 +298,7 @@ class TemporalDevServer:
             )
         return out
 
-    def waits(self, workdir: Path, thread: str) -> list[dict[str, Any]]:
+    def waits(self, workdir: Path, thread: str, timeline: object = ()) -> list[dict[str, Any]]:
         """How long the server held work of ``workdir``'s namespace that a dead worker had: each
         activity retried after a timeout (its retry's start in the history; the timeout that
         fired, in its last failure) and each workflow task that timed out.  Wall-clock ``from``
