@@ -30,7 +30,15 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
-from killdrill.integrations import Service, exit_aborts, find, known, preload_modules, start_services
+from killdrill.integrations import (
+    Service,
+    exit_aborts,
+    find,
+    known,
+    preload_modules,
+    record_waits,
+    start_services,
+)
 from killdrill.integrations._answers import ANSWERS_ENV
 from killdrill.options import (
     ANSWER_CANNOT,
@@ -179,15 +187,20 @@ class AttemptLauncher:
         return None
 
     def runtime_waits(
-        self, run: RunContext, timeline: Sequence[tuple[float, Attempt]]
+        self, run: RunContext, timeline: Sequence[tuple[float, Attempt]], clean: Attempt
     ) -> list[dict[str, Any]]:
         """How long each integration's runtime held work of ``run`` that a killed attempt left,
-        and the setting behind it (the service's ``waits(workdir, thread, timeline)``, given each
-        attempt with its wall-clock start: ``label``, ``setting``, ``unit``, ``from``/``to``
-        wall-clock seconds); empty when no service can say."""
+        and the setting behind it (the records' ``waits`` hooks, given each attempt with its
+        wall-clock start and a clean run's, and the services' ``waits(workdir, thread, timeline)``:
+        ``label``, ``setting``, ``unit``, ``from``/``to`` wall-clock seconds); empty when none can
+        say."""
         with self._lock:
             services = list(self._services or ())
         found: list[dict[str, Any]] = []
+        try:
+            found.extend(record_waits(self.options.integrations, timeline, clean))
+        except Exception:  # an account of the time, never a verdict
+            pass
         for service in services:
             waits = getattr(service, "waits", None)
             if waits is None:

@@ -18,7 +18,7 @@ from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
 from killdrill.drill.intervals import resolve_schedule
-from killdrill.drill.phases import PhaseClock, clip_waits
+from killdrill.drill.phases import PhaseClock, clean_attempt, clip_waits
 from killdrill.drill.thread_view import with_thread_view
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
@@ -121,7 +121,10 @@ class CaseRunner:
             ran = self._attempts(run, sched, offsets_may_miss, clock)
             clock.mark("verdict")
             if clock.kills and len(ran.attempts) > 1:  # what the runtime held after a kill
-                waits = clip_waits(self.launcher.runtime_waits(run, clock.timeline), clock.kills, time.time())
+                fresh = clean_attempt(discovery)
+                waits = clip_waits(
+                    self.launcher.runtime_waits(run, clock.timeline, fresh), clock.kills, time.time()
+                )
                 clock.mark("verdict")
         finally:
             self.launcher.release(run)

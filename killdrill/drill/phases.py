@@ -22,9 +22,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from killdrill.records import Attempt
+from killdrill.records import EXITED, Attempt, Discovery, TraceEvent
 
-__all__ = ["PhaseClock", "clip_waits"]
+__all__ = ["PhaseClock", "clean_attempt", "clip_waits"]
 
 
 class PhaseClock:
@@ -98,3 +98,10 @@ def clip_waits(
                 {k: v for k, v in w.items() if k not in ("from", "to")} | {"seconds": round(seconds, 3)}
             )
     return out
+
+
+def clean_attempt(discovery: Discovery) -> Attempt:
+    """The drill's first clean run as an attempt (number 0): its points and its duration, the
+    yardstick an integration reads a resume's delay against."""
+    trace = tuple(TraceEvent(e.point, e.occurrence, e.t_ms, 0) for e in discovery.catalogue)
+    return Attempt(0, None, EXITED, 0, discovery.duration_ms, trace)
