@@ -38,6 +38,7 @@ from killdrill.integrations import (
     known,
     option_rows,
     preload_modules,
+    record_waits,
     start_services,
 )
 from killdrill.integrations._answers import ANSWERS_ENV
@@ -190,6 +191,31 @@ class AttemptLauncher:
             if found:
                 return found
         return None
+
+    def runtime_waits(
+        self, run: RunContext, timeline: Sequence[tuple[float, Attempt]], clean: Attempt
+    ) -> list[dict[str, Any]]:
+        """How long each integration's runtime held work of ``run`` that a killed attempt left,
+        and the setting behind it (the records' ``waits`` hooks, given each attempt with its
+        wall-clock start and a clean run's, and the services' ``waits(workdir, thread, timeline)``:
+        ``label``, ``setting``, ``unit``, ``from``/``to`` wall-clock seconds); empty when none can
+        say."""
+        with self._lock:
+            services = list(self._services or ())
+        found: list[dict[str, Any]] = []
+        try:
+            found.extend(record_waits(self.options.integrations, timeline, clean))
+        except Exception:  # an account of the time, never a verdict
+            pass
+        for service in services:
+            waits = getattr(service, "waits", None)
+            if waits is None:
+                continue
+            try:
+                found.extend(waits(run.workdir, run.thread, timeline))
+            except Exception:  # an account of the time, never a verdict: the case stands as it is
+                continue
+        return found
 
     def release(self, run: RunContext) -> None:
         """``run`` is over: each service removes what the run left in it (a broker's keys)."""

@@ -7,6 +7,7 @@ import json
 import shlex
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -17,6 +18,7 @@ from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
 from killdrill.drill.intervals import resolve_schedule
+from killdrill.drill.phases import PhaseClock, clean_attempt, clip_waits
 from killdrill.drill.thread_view import with_thread_view
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
@@ -99,9 +101,11 @@ class CaseRunner:
 
         ``offsets_may_miss`` (chaos): a kill at a random offset that the run ended before is a
         miss, not ``point_not_reached`` (a named point that is never reached still is)."""
+        clock = PhaseClock()
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
         discovery = self.discoverer.discover()
+        clock.mark("discovery")  # when this case is the first to need it (shared by all)
         if check:
             self.discoverer.check_schedule(sched)
         sched = resolve_schedule(sched, discovery)  # percentage kills -> this discovery's ms
@@ -111,10 +115,20 @@ class CaseRunner:
         run = RunContext(self.workdirs.new(text), thread)
         reproduce = self.reproduce_line(text)
         self._write_plan(run, text, seed, reproduce)
+        clock.mark("setup")
+        waits: list[dict[str, Any]] = []
         try:
-            ran = self._attempts(run, sched, offsets_may_miss)
+            ran = self._attempts(run, sched, offsets_may_miss, clock)
+            clock.mark("verdict")
+            if clock.kills and len(ran.attempts) > 1:  # what the runtime held after a kill
+                fresh = clean_attempt(discovery)
+                waits = clip_waits(
+                    self.launcher.runtime_waits(run, clock.timeline, fresh), clock.kills, time.time()
+                )
+                clock.mark("verdict")
         finally:
             self.launcher.release(run)
+            clock.mark("release")
 
         violations, notes = ran.violations, ran.notes
         ledger: LedgerSnapshot | None = None
@@ -128,8 +142,10 @@ class CaseRunner:
             judged = self.judge.effects(yard.baseline, ledger, ran.attempts, violations, ran.completed)
             if clean is None and workload_shaped([*violations, *judged], sched):
                 own = self._on_own_thread(run, sched, ran, ledger, yard, violations)
+                clock.mark("verdict")
                 if own is not None:
                     yard, violations, judged = own
+                clock.mark("clean runs")
             violations.extend(judged)
             summary = summarize(yard.baseline, ledger, self.judge.naming())
             model = model_work(yard.baseline, ledger)
@@ -160,11 +176,14 @@ class CaseRunner:
             seed=seed,
             model=model,
             baseline=yard.note,
+            waits=tuple(waits),
         )
+        clock.mark("verdict")
         if result.ok and not self.options.keep:  # its result.json would be removed with it
             shutil.rmtree(run.workdir, ignore_errors=True)
-        else:
-            (run.state / "result.json").write_text(json_text(result.to_dict()))
+            return replace(result, phases=clock.result())
+        result = replace(result, phases=clock.result())
+        (run.state / "result.json").write_text(json_text(result.to_dict()))
         return result
 
     def _on_own_thread(
@@ -207,14 +226,18 @@ class CaseRunner:
         }
         (run.state / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
 
-    def _attempts(self, run: RunContext, sched: Schedule, offsets_may_miss: bool) -> CaseAttempts:
+    def _attempts(
+        self, run: RunContext, sched: Schedule, offsets_may_miss: bool, clock: PhaseClock
+    ) -> CaseAttempts:
         """Attempt 1 armed with the first kill, then resumes under the same thread until the run
         completes, a verdict is already certain, or ``max_attempts`` ran out."""
         mark = uuid.uuid4().hex
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
         if self.launcher.topology is not None:
-            return self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
+            deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
+            clock.mark("deployment")
+            return deployed
         out = CaseAttempts()
         number = 0
         resumers_used = False
@@ -228,6 +251,7 @@ class CaseRunner:
                     out.violations.append(between)
                     break
             kill = sched.for_attempt(number)
+            clock.mark("restart" if number > 1 else "setup")
             if number == 2 and self.options.resumers > 1 and not resumers_used:
                 resumers_used = True
                 batch = self._concurrent(run, number, kill)
@@ -236,6 +260,7 @@ class CaseRunner:
                 number += len(batch) - 1
             else:
                 batch = self.launcher.launch(run, [self.launcher.spec(run, number, kill)])
+            clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)
             now, broken = self._check_ledger(run, mark, seen, number)

@@ -191,6 +191,9 @@ class Integration:
     examples: tuple[str, ...] = ()
     options: tuple[Option, ...] = ()  # its own option rows (their values: DrillOptions.integration_options)
     answers: bool = False  # answers a run's pending interrupts with --answer (integrations._answers)
+    # waits(timeline, clean): what the runtime held after a kill, read from the case's attempts
+    # (each with its launch's wall-clock start) beside a clean run's (an Attempt, number 0)
+    waits: Callable[[Sequence[tuple[float, Attempt]], Attempt], list[dict[str, Any]]] | None = None
 
     def option(self, options: object, name: str) -> Any:
         """The value of this record's own option ``name`` in a drill's ``options`` (what its
@@ -319,6 +322,13 @@ def internal_steps() -> frozenset[str]:
     """Step names no agent step is judged by, whichever integration emitted them (a trace read
     back from a report does not say which integrations were on)."""
     return frozenset().union(*(i.internal_steps for i in known().values()))
+
+
+def record_waits(
+    names: Iterable[str], timeline: Sequence[tuple[float, Attempt]], clean: Attempt
+) -> list[dict[str, Any]]:
+    """The waits the records of ``names`` read from a case's attempts (their ``waits`` hooks)."""
+    return [w for i in _each(names) if i.waits is not None for w in i.waits(timeline, clean)]
 
 
 def exit_aborts(names: Iterable[str]) -> list[ExitAbort]:

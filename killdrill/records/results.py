@@ -40,6 +40,10 @@ class CaseResult:
     model: dict[str, Any] = field(default_factory=dict)  # model calls/tokens, re-spent (model_work.py)
     baseline: str = ""  # which clean run judged it, and why (the baseline mode)
     abridged: bool = False  # kept without its ledger and traces (a clean case past FULL_CLEAN_CASES)
+    # where the case's wall time went, in seconds per phase (killdrill.drill.phases), and the
+    # runtime's waits inside them: {"label", "setting", "unit", "seconds"} from its integration
+    phases: dict[str, float] = field(default_factory=dict)
+    waits: tuple[dict[str, Any], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -94,6 +98,8 @@ class CaseResult:
             "seed": self.seed,
             "model": self.model,
             "baseline": self.baseline,
+            "phases": self.phases,
+            "waits": list(self.waits),
         }
 
     @classmethod
@@ -114,6 +120,8 @@ class CaseResult:
             model=dict(d.get("model") or {}),
             baseline=d.get("baseline", ""),
             abridged=bool(d.get("abridged", False)),
+            phases=dict(d.get("phases") or {}),
+            waits=tuple(d.get("waits") or ()),
         )
 
 

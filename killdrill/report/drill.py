@@ -31,6 +31,7 @@ from killdrill.records import (
 )
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.report.outputs import atomic_write_text
+from killdrill.report.waits import WaitTally, waits_line
 from killdrill.verdict import format_identity, unknown_calls
 from killdrill.verdict.model_work import model_work, render_model_work, sum_model_work
 
@@ -315,7 +316,9 @@ def summarize_cases(cases: Iterable[CaseResult]) -> dict[str, Any]:
     providers: dict[str, dict[str, int]] = {}
     total = ok = 0
     models: list[Any] = []  # one pass: a chaos job streams its cases from disk
+    timed = WaitTally()
     for case in cases:
+        timed.add(case)
         total += 1
         ok += case.ok
         if case.model:
@@ -336,6 +339,9 @@ def summarize_cases(cases: Iterable[CaseResult]) -> dict[str, Any]:
     model = sum_model_work(models)
     if model:
         out["model"] = model
+    waited = timed.dominant()
+    if waited:
+        out["waited"] = waited
     return out
 
 
@@ -390,6 +396,9 @@ def render_cases(cases: Sequence[CaseResult]) -> str:
         lines.append("")
         lines.extend(causes)
         lines.append("")
+    waited = waits_line(cases)
+    if waited:  # where the time went, when the runtime's own wait took most of it
+        lines.append(waited)
     lines.append(_summary_line(summary))
     return "\n".join(lines)
 

@@ -6,12 +6,14 @@ Each bundled framework example is drilled at the same three kinds of point aroun
 step, one after the other in one run on the same machine: ``before:STEP`` (the resume does it
 all), ``during:payments.charge`` (the provider made the charge, the step never returned) and
 ``committed:STEP`` (the framework recorded it; LlamaIndex: the user's save after the step,
-``committed:checkpoint#2``).  ``STEP`` is the step, activity, tool or method
-that charges, as each integration names it.  Attempts are forked from a warm template
-(``--launcher fork``) where the example supports it; discovery (two clean runs) is timed apart.
-Printed per framework: discovery seconds, seconds per case, and the ratio to LangGraph's seconds
-per case.  A framework that is not importable here is reported as such (CrewAI lives in a venv
-of its own: it pins ``openai<3``).
+``committed:checkpoint#2``).  ``STEP`` is the step, activity, tool, task or method that charges,
+as each integration names it.  Attempts are forked from a warm template (``--launcher fork``);
+discovery (two clean runs) is timed apart.  Beside each case runs its floor
+(tests/benchmarks/floors.py: the case's two runs as plain processes, no harness), interleaved.
+Printed per framework: discovery seconds, seconds per case, the floor's seconds per case, their
+ratio (goal: at most 1.25) and the ratio to LangGraph's seconds per case.  A framework that is
+not importable here is reported as such (CrewAI lives in a venv of its own: it pins
+``openai<3``).
 """
 
 from __future__ import annotations
@@ -111,6 +113,26 @@ def runtimes() -> list[Runtime]:
             commit="committed:checkpoint#2",  # the user's save of the context after the charge
         ),
         Runtime(
+            "celery",
+            "celery",
+            (
+                "python",
+                "-m",
+                "killdrill.examples.checkout_celery",
+                "drive",
+                "--thread",
+                "{thread}",
+                "--workdir",
+                "{workdir}",
+            ),
+            "checkout",
+            {
+                "integrations": ("celery",),
+                "launcher": "fork",
+                "preload": ("killdrill.examples.checkout_celery",),
+            },
+        ),
+        Runtime(
             "crewai",
             "crewai",
             _m("onboarding_crewai", "--workdir", "{workdir}"),
@@ -120,9 +142,12 @@ def runtimes() -> list[Runtime]:
     ]
 
 
-def bench_one(rt: Runtime, root: Path) -> dict[str, Any]:
-    """Discovery (one clean run) and the three cases of one runtime; verdicts checked, not assumed."""
+def bench_one(rt: Runtime, root: Path, rounds: int = 1) -> dict[str, Any]:
+    """Discovery (two clean runs), then each point's case and its floor (the same two runs as
+    plain processes, tests/benchmarks/floors.py), interleaved: drill then floor on odd rounds,
+    floor then drill on even ones.  Verdicts checked, not assumed."""
     from killdrill.drill import Drill, DrillOptions
+    from tests.benchmarks.floors import floor_case
 
     if importlib.util.find_spec(rt.module) is None:
         return {"skipped": f"{rt.module} is not importable here"}
@@ -136,26 +161,42 @@ def bench_one(rt: Runtime, root: Path) -> dict[str, Any]:
         missing = [p for p in rt.points if p not in catalogue]
         if missing:
             return {"skipped": f"points not in the catalogue: {missing}", "discovery_s": t1 - t0}
-        cases = [drill.run_case(p) for p in rt.points]
-        t2 = time.perf_counter()
+        cases, case_s, floor_s, floors_ok = [], 0.0, 0.0, True
+        for r in range(rounds):
+            for p in rt.points:
+                for which in ("drill", "floor") if r % 2 == 0 else ("floor", "drill"):
+                    if which == "floor":
+                        f = floor_case(drill, rt.options["integrations"][0], rt.command, p, root)
+                        floor_s += f["s"]
+                        floors_ok = floors_ok and f["ok"]
+                        continue
+                    c0 = time.perf_counter()
+                    cases.append(drill.run_case(p))
+                    case_s += time.perf_counter() - c0
     return {
         "launcher": rt.options.get("launcher", "spawn"),
         "discovery_s": t1 - t0,
         "cases": len(cases),
-        "case_s": (t2 - t1) / len(cases),
+        "case_s": case_s / len(cases),
+        "floor_s": floor_s / len(cases),
+        "floors_ok": floors_ok,
         "attempts": sum(len(c.attempts) for c in cases),
+        # the harness's own phases (killdrill/drill/phases.py), and the runtime's waits, per case
+        "harness_s": sum(v for c in cases for k, v in c.phases.items() if k in HARNESS) / len(cases),
+        "waits_s": sum(w["seconds"] for c in cases for w in c.waits) / len(cases),
         "verdicts_ok": all(c.ok for c in cases),
         "points": list(rt.points),
     }
 
 
-def bench_runtimes(root: Path, only: Sequence[str] = ()) -> dict[str, Any]:
-    """The row: per runtime its figures, and ``runtime_NAME_case_ratio`` to LangGraph's s/case."""
+def bench_runtimes(root: Path, only: Sequence[str] = (), rounds: int = 1) -> dict[str, Any]:
+    """The row: per runtime its figures, ``runtime_NAME_floor_ratio`` (s/case over its floor's) and
+    ``runtime_NAME_case_ratio`` (over LangGraph's s/case)."""
     rows: dict[str, dict[str, Any]] = {}
     for rt in runtimes():
         if only and rt.name not in only and rt.name != "langgraph":
             continue
-        rows[rt.name] = bench_one(rt, root)
+        rows[rt.name] = bench_one(rt, root, rounds)
         print(f"  runtimes: {rt.name} done", file=sys.stderr, flush=True)
     out: dict[str, Any] = {"runtimes_load_average": os.getloadavg()[0]}
     ref = rows.get("langgraph", {}).get("case_s")
@@ -165,25 +206,44 @@ def bench_runtimes(root: Path, only: Sequence[str] = ()) -> dict[str, Any]:
             continue
         out[f"runtime_{name}_discovery_s"] = row["discovery_s"]
         out[f"runtime_{name}_case_s"] = row["case_s"]
+        out[f"runtime_{name}_floor_s"] = row["floor_s"]
+        out[f"runtime_{name}_floor_ratio"] = row["case_s"] / row["floor_s"]
+        out[f"runtime_{name}_harness_s"] = row["harness_s"]
+        out[f"runtime_{name}_waits_s"] = row["waits_s"]
         if ref:
             out[f"runtime_{name}_case_ratio"] = row["case_s"] / ref
         if not row["verdicts_ok"]:
             out[f"runtime_{name}_verdicts"] = "VIOLATED (a correct example: see the drill)"
+        if not row["floors_ok"]:
+            out[f"runtime_{name}_floor"] = "a floor run did not end as planned (killed, then exit 0)"
     out["runtimes_table"] = "\n" + render(rows, ref)  # printed under its name by tests.benchmarks
     return out
 
 
+HARNESS = ("setup", "launch", "teardown", "restart", "verdict", "release")
+"""A case's phases that are killdrill's own work (the others are the agent's and its runtime's)."""
+
+FLOOR_GOAL = 1.25
+"""A case may cost at most this many times its floor (issue 37)."""
+
+
 def render(rows: dict[str, dict[str, Any]], ref: float | None) -> str:
-    lines = ["runtime        launcher  discovery  s/case  x LangGraph  verdicts"]
+    lines = [
+        f"runtime        discovery  s/case  floor s/case  x floor (goal <= {FLOOR_GOAL})"
+        "  x LangGraph  killdrill's part  runtime waits  verdicts"
+    ]
     for name, row in rows.items():
         if "skipped" in row:
             lines.append(f"{name:<14} n/a: {row['skipped']}")
             continue
         ratio = f"{row['case_s'] / ref:.2f}" if ref else "-"
+        floor = row["case_s"] / row["floor_s"]
         ok = "exactly-once" if row["verdicts_ok"] else "VIOLATED"
         lines.append(
-            f"{name:<14} {row['launcher']:<9} {row['discovery_s']:>8.1f}s {row['case_s']:>6.1f}s "
-            f"{ratio:>11}  {ok} ({row['cases']} cases: {', '.join(row['points'])})"
+            f"{name:<14} {row['discovery_s']:>8.1f}s {row['case_s']:>6.2f}s "
+            f"{row['floor_s']:>12.2f}s {floor:>8.2f} {'ok' if floor <= FLOOR_GOAL else 'OVER':<16}"
+            f"{ratio:>11} {row['harness_s']:>16.3f}s {row['waits_s']:>13.2f}s"
+            f"  {ok} ({row['cases']} cases: {', '.join(row['points'])})"
         )
     return "\n".join(lines)
 
@@ -194,11 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--only", nargs="*", default=(), help="runtimes to run (LangGraph always runs)")
+    parser.add_argument("--rounds", type=int, default=1, help="cases per point (each beside its floor)")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="killdrill-bench-runtimes-"))
     load0 = os.getloadavg()
     try:
-        figures = bench_runtimes(root, args.only)
+        figures = bench_runtimes(root, args.only, args.rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(figures.pop("runtimes_table").strip("\n"))

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import re
 import shutil
 import socket
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill.errors import HarnessError, UsageError
 from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, VISIBILITY_ENV
+from killdrill.records import Attempt
 
 __all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
 
@@ -190,6 +193,39 @@ class CeleryBroker:
         names = self._rabbitmqctl("list_vhosts", "name").split()
         return [n for n in names if n.startswith("killdrill-")]
 
+    def waits(
+        self, workdir: Path, thread: str, timeline: Sequence[tuple[float, Attempt]]
+    ) -> list[dict[str, Any]]:
+        """How long Redis held a task a killed worker had taken: a resume reached the task's
+        ``before:`` later after its start than attempt 1 did (the worker's own start being the
+        same), and that excess is the visibility timeout running out (and its sweep).  RabbitMQ
+        hands a dead connection's task on at once: nothing to say there."""
+        if self.scheme not in _REDIS or len(timeline) < 2:
+            return []
+        first = {e.point: e.t_ms / 1000.0 for e in reversed(timeline[0][1].trace)}
+        out: list[dict[str, Any]] = []
+        for (_, killed), (began, resume) in itertools.pairwise(timeline):
+            task = _held_task(killed)
+            if task is None or f"before:{task}" not in first:
+                continue
+            again = next((e.t_ms / 1000.0 for e in resume.trace if e.point == f"before:{task}"), None)
+            if again is None:
+                continue
+            waited = again - first[f"before:{task}"]
+            if waited > 0:
+                out.append(
+                    {
+                        "label": f"Redis's visibility timeout ({self.visibility_s:g} s,"
+                        f" {VISIBILITY_ENV}, swept every second) of Celery task {task}",
+                        "setting": VISIBILITY_ENV,
+                        "setting_s": self.visibility_s,
+                        "unit": f"task {task}",
+                        "from": began + again - waited,
+                        "to": began + again,
+                    }
+                )
+        return out
+
     def release(self, workdir: Path, thread: str) -> None:
         """Remove everything ``workdir``'s run left in the broker (its keys, or its vhost)."""
         with self._lock:
@@ -245,3 +281,18 @@ class CeleryBroker:
             with contextlib.suppress(Exception):
                 self._redis.close()
             self._redis = None
+
+
+def _held_task(a: Attempt) -> str | None:
+    """The task a killed attempt held unacknowledged: its last ``before:TASK`` with no
+    ``committed:TASK`` after it (None when it was not killed, or held none)."""
+    if a.killed_at is None:
+        return None
+    held: str | None = None
+    for e in a.trace:
+        kind, _, name = e.point.partition(":")
+        if kind == "before":
+            held = name
+        elif kind == "committed" and name == held:
+            held = None
+    return held

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import re
 import sys
 import threading
@@ -101,6 +102,51 @@ def causes(v: Violation, attempts: Sequence[Attempt]) -> Cause | None:
     )
 
 
+def waits(timeline: Sequence[tuple[float, Attempt]], clean: Attempt) -> list[dict[str, Any]]:
+    """What DBOS held after a kill, read from the attempts: a recovered workflow starts on the
+    internal queue's next poll (its body's ``before:`` comes later after the start than in a
+    clean run), and a handle to a recovered workflow polls for its result (``get_result``'s
+    ``polling_interval_sec``, 1 s unless the agent passes one): the resume outlives its last
+    point by more than a clean run does."""
+    if not clean.trace:
+        return []
+    first, tail = clean.trace[0], (clean.duration_ms - clean.trace[-1].t_ms) / 1000.0
+    out: list[dict[str, Any]] = []
+    for (_, killed), (began, resume) in itertools.pairwise(timeline):
+        if killed.killed_at is None or not resume.trace or resume.killed_at is not None:
+            continue
+        body = resume.trace[0]
+        late = (body.t_ms - first.t_ms) / 1000.0 if body.point == first.point else 0.0
+        name = first.point.partition(":")[2]
+        if late > 0:
+            out.append(
+                {
+                    "label": f"DBOS's recovery of workflow {name} (its internal queue's polling"
+                    " interval, 1 s)",
+                    "setting": "queue polling_interval_sec",
+                    "setting_s": 1.0,
+                    "unit": f"workflow {name}",
+                    "from": began + first.t_ms / 1000.0,
+                    "to": began + body.t_ms / 1000.0,
+                }
+            )
+        end = (resume.duration_ms - resume.trace[-1].t_ms) / 1000.0
+        if end - tail > 0:
+            at = began + resume.duration_ms / 1000.0 - tail
+            out.append(
+                {
+                    "label": f"DBOS's get_result polling of recovered workflow {name}"
+                    " (polling_interval_sec, 1 s unless the agent passes one)",
+                    "setting": "polling_interval_sec",
+                    "setting_s": 1.0,
+                    "unit": f"workflow {name}",
+                    "from": at - (end - tail),
+                    "to": at,
+                }
+            )
+    return out
+
+
 INTEGRATION = Integration(
     "dbos",
     title="DBOS",
@@ -110,6 +156,7 @@ INTEGRATION = Integration(
     # A fork template imports these once; DBOS starts no thread before DBOS(...) / launch().
     preload=("dbos", "sqlalchemy"),
     causes=causes,
+    waits=waits,
     probe=Probe(
         "killdrill.conform.probes.dbos_probe",
         order=5,
@@ -342,7 +389,6 @@ def _wrap_startup_recovery(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # ---------------------------------------------------------------- patching
-
 
 
 def _patch(module: ModuleType) -> None:

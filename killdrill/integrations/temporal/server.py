@@ -298,6 +298,53 @@ class TemporalDevServer:
             )
         return out
 
+    def waits(self, workdir: Path, thread: str, timeline: object = ()) -> list[dict[str, Any]]:
+        """How long the server held work of ``workdir``'s namespace that a dead worker had: each
+        activity retried after a timeout (its retry's start in the history; the timeout that
+        fired, in its last failure) and each workflow task that timed out.  Wall-clock ``from``
+        (when known) and ``to``; the harness clips them to the case's kills."""
+        namespace = namespace_for(Path(workdir))
+        with self._lock:
+            if self._proc is None or namespace not in self._namespaces:
+                return []
+        return self._run(self._waits(namespace), timeout=15)
+
+    async def _waits(self, namespace: str) -> list[dict[str, Any]]:
+        from temporalio.api.common.v1 import WorkflowExecution
+        from temporalio.api.enums.v1 import EventType, TimeoutType
+        from temporalio.api.workflowservice.v1 import (
+            GetWorkflowExecutionHistoryRequest,
+            ListClosedWorkflowExecutionsRequest,
+            ListOpenWorkflowExecutionsRequest,
+        )
+
+        service = self._client.workflow_service
+        infos = list(
+            (
+                await service.list_open_workflow_executions(
+                    ListOpenWorkflowExecutionsRequest(namespace=namespace, maximum_page_size=20)
+                )
+            ).executions
+        )
+        infos += (
+            await service.list_closed_workflow_executions(
+                ListClosedWorkflowExecutionsRequest(namespace=namespace, maximum_page_size=20)
+            )
+        ).executions
+        out: list[dict[str, Any]] = []
+        for info in infos:
+            history = await service.get_workflow_execution_history(
+                GetWorkflowExecutionHistoryRequest(
+                    namespace=namespace,
+                    execution=WorkflowExecution(
+                        workflow_id=info.execution.workflow_id, run_id=info.execution.run_id
+                    ),
+                    maximum_page_size=1000,
+                )
+            )
+            out += _held(history.history.events, info.type.name, EventType, TimeoutType)
+        return out
+
     def close(self) -> None:
         """Kill the server (its keeper reaps whatever it started) and remove its database."""
         with self._lock:
@@ -317,3 +364,62 @@ class TemporalDevServer:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
+
+
+def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[dict[str, Any]]:
+    """The waits one workflow's history shows (see :meth:`TemporalDevServer.waits`)."""
+    settings = {
+        timeouts.TIMEOUT_TYPE_START_TO_CLOSE: "start_to_close_timeout",
+        timeouts.TIMEOUT_TYPE_HEARTBEAT: "heartbeat_timeout",
+        timeouts.TIMEOUT_TYPE_SCHEDULE_TO_START: "schedule_to_start_timeout",
+        timeouts.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "schedule_to_close_timeout",
+    }
+    scheduled: dict[int, Any] = {}
+    started_at: dict[int, float] = {}
+    task_timeout = 0.0
+    out: list[dict[str, Any]] = []
+    for e in events:
+        at = e.event_time.ToMicroseconds() / 1e6
+        if e.event_type == kinds.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            task_timeout = (
+                e.workflow_execution_started_event_attributes.workflow_task_timeout.ToMicroseconds() / 1e6
+            )
+        elif e.event_type == kinds.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[e.event_id] = e.activity_task_scheduled_event_attributes
+        elif e.event_type == kinds.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            started_at[e.workflow_task_started_event_attributes.scheduled_event_id] = at
+        elif e.event_type == kinds.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+            attrs = e.workflow_task_timed_out_event_attributes
+            out.append(
+                {
+                    "label": f"Temporal's workflow task timeout (task_timeout, {task_timeout:g} s) of"
+                    f" workflow {workflow_type}",
+                    "setting": "task_timeout",
+                    "setting_s": task_timeout,
+                    "unit": f"workflow {workflow_type}",
+                    "from": started_at.get(attrs.scheduled_event_id),
+                    "to": at,
+                }
+            )
+        elif e.event_type == kinds.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = e.activity_task_started_event_attributes
+            failure = attrs.last_failure if attrs.HasField("last_failure") else None
+            if attrs.attempt < 2 or failure is None or not failure.HasField("timeout_failure_info"):
+                continue
+            setting = settings.get(failure.timeout_failure_info.timeout_type)
+            act = scheduled.get(attrs.scheduled_event_id)
+            if setting is None or act is None:
+                continue
+            value = getattr(act, setting).ToMicroseconds() / 1e6
+            name = act.activity_type.name
+            out.append(
+                {
+                    "label": f"Temporal's {setting} ({value:g} s) of activity {name}",
+                    "setting": setting,
+                    "setting_s": value,
+                    "unit": f"activity {name}",
+                    "from": None,
+                    "to": at,
+                }
+            )
+    return out

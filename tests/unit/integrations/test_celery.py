@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +55,30 @@ def test_the_redis_channel_takes_the_case_prefix_and_a_short_visibility(
     channel.visibility_timeout = 1  # an app's smaller timeout is kept
     assert channel.visibility_timeout == 1
     assert redis.Channel.unacked_restore_interval == 1  # the sweep's timer reads the class's number
+
+
+def _attempt(number: int, points: list[tuple[str, float]], killed: bool) -> Any:
+    from killdrill.records import Attempt, TraceEvent
+
+    trace = tuple(TraceEvent(p, 1, t, 1) for p, t in points)
+    return Attempt(
+        number, points[-1][0] if killed else None, "killed" if killed else "exited", -9 if killed else 0,
+        5000.0, trace, killed_at=points[-1][0] if killed else None, signal="SIGKILL" if killed else None,
+    )  # fmt: skip
+
+
+def test_a_resume_that_got_the_task_later_than_a_fresh_worker_did_waited_on_the_visibility(
+    tmp_path: Path,
+) -> None:
+    from killdrill.integrations.celery.broker import CeleryBroker
+
+    broker = CeleryBroker(tmp_path, None)  # Redis: the default; nothing is reached to answer this
+    killed = _attempt(1, [("before:checkout", 2000.0), ("during:payments.charge", 2010.0)], killed=True)
+    resumed = _attempt(2, [("before:checkout", 3500.0), ("committed:checkout", 3600.0)], killed=False)
+    (wait,) = broker.waits(tmp_path, "t", [(100.0, killed), (110.0, resumed)])
+    assert wait["unit"] == "task checkout" and wait["setting_s"] == broker.visibility_s
+    assert (wait["from"], wait["to"]) == pytest.approx((112.0, 113.5))
+    assert "visibility timeout" in wait["label"]
+    # a kill after the ack left nothing for the broker to hold
+    acked = _attempt(1, [("before:checkout", 2000.0), ("committed:checkout", 2100.0)], killed=True)
+    assert broker.waits(tmp_path, "t", [(100.0, acked), (110.0, resumed)]) == []
