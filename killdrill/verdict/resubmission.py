@@ -27,18 +27,23 @@ def _unit(call: Call) -> tuple[_Unit, str] | None:
 
 
 def _runs(calls: Sequence[Call], unit: _Unit) -> dict[str, Call]:
-    """The runs that did ``unit``, in the order they first made a call: run -> its first call."""
-    out: dict[str, Call] = {}
+    """The runs that did ``unit``, in the order the runs began (their first call of any unit of
+    the runtime): run -> that first call."""
+    first: dict[str, Call] = {}
+    did: set[str] = set()
     for c in sorted(calls, key=lambda c: c.seq):
         found = _unit(c)
-        if found is not None and found[0] == unit and found[1] not in out:
-            out[found[1]] = c
-    return out
+        if found is None or found[0][0] != unit[0]:
+            continue
+        first.setdefault(found[1], c)
+        if found[0] == unit:
+            did.add(found[1])
+    return {run: c for run, c in first.items() if run in did}
 
 
 def _who(number: int, attempts: Sequence[Attempt]) -> str:
     a = next((a for a in attempts if a.number == number), None)
-    return f"attempt {number} ({a.process})" if a is not None and a.process else f"attempt {number}"
+    return f"attempt {number}, {a.process}" if a is not None and a.process else f"attempt {number}"
 
 
 def _sender(attempts: Sequence[Attempt]) -> str:
@@ -72,14 +77,12 @@ def resubmitted_story(
         if not base or len(runs) <= len(base):
             continue
         runtime, kind, name = unit
-        extra = list(runs)[len(base) :]
-        first = runs[extra[0]]
-        ids = ", ".join(list(runs)[:4]) + (", ..." if len(runs) > 4 else "")
-        made = _who(call.attempt, attempts)
+        new = list(runs)[len(base)]
+        began = _who(runs[new].attempt, attempts)
         return (
-            f"{v.provider}.{v.op} was made by {runtime} {kind} {name} of run {run} ({made});"
-            f" this case ran {name} in {len(runs)} runs ({ids}) where a clean run has {len(base)}: the same"
-            f" work was {_sender(attempts)}, and {_who(first.attempt, attempts)} started it under a new id"
-            f" ({extra[0]})"
+            f"{v.provider}.{v.op} was made by {runtime} {kind} {name} in run {run}"
+            f" ({_who(call.attempt, attempts)}); this case ran {name} in {len(runs)} runs where a clean run"
+            f" has {len(base)}: run {new} is new (its first call: {began}); the same work was"
+            f" {_sender(attempts)}"
         )
     return None

@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
+
 from killdrill.records import (
     CREATED,
     DRAINED,
@@ -46,23 +48,29 @@ KILLED_APP = Attempt(
 RESTARTED = Attempt(3, None, DRAINED, -15, 1.0, process="app")
 
 
-def diagnosed(case_runs: list[tuple[int, str, int]]) -> list[Any]:
+def diagnosed(case_runs: list[tuple[int, str, int]], *, late_first_update: bool = False) -> list[Any]:
     base = LedgerSnapshot(tuple(order(1, W0, 2)))
-    case = LedgerSnapshot(tuple(c for n, run, attempt in case_runs for c in order(n, run, attempt)))
+    calls = [c for n, run, attempt in case_runs for c in order(n, run, attempt)]
+    if late_first_update:  # the recovered first run marks its order after the new run's steps
+        calls.append(calls.pop(2))
+    case = LedgerSnapshot(tuple(calls))
     attempts = [DRIVER, KILLED_APP, RESTARTED]
     return diagnose(judge(base, case, attempts), baseline=base, attempts=attempts, ledger=case)
 
 
-def test_a_second_order_from_a_re_sent_request_is_work_resubmitted() -> None:
-    out = diagnosed([(1, W1, 2), (2, W2, 3)])
+@pytest.mark.parametrize("late", [False, True], ids=["in_order", "first_run_finishes_last"])
+def test_a_second_order_from_a_re_sent_request_is_work_resubmitted(late: bool) -> None:
+    out = diagnosed([(1, W1, 2), (2, W2, 3)], late_first_update=late)
     mail = next(v for v in out if v.provider == "mailbox")
     assert mail.kind == UNEXPECTED_EFFECT
     assert mail.cause == Cause.WORK_RESUBMITTED and mail.fix == FIXES[Cause.WORK_RESUBMITTED]
-    assert f"of run {W2} (attempt 3 (app))" in mail.observed
+    assert f"in run {W2} (attempt 3, app)" in mail.observed
     assert "in 2 runs" in mail.observed and "a clean run has 1" in mail.observed
-    assert "after the kill at during:mailbox.send (attempt 2 (app))" in mail.observed
+    assert "after the kill at during:mailbox.send (attempt 2, app)" in mail.observed
     assert "the driver ran once (attempt 1)" in mail.observed
     assert not [v for v in out if v.cause == Cause.UNEXPLAINED], [(v.kind, v.cause) for v in out]
+    for v in out:  # the new run is the one that began second, whatever step it reached first
+        assert f"run {W2} is new (its first call: attempt 3, app)" in v.observed, v.observed
 
 
 def test_one_run_doing_the_work_again_is_not_a_resubmission() -> None:
