@@ -82,7 +82,8 @@ def resubmitted_story(
         return (
             f"{v.provider}.{v.op} was made by {runtime} {kind} {name} in run {run}"
             f" ({_who(call.attempt, attempts)}); this case ran {name} in {len(runs)} runs where a clean run"
-            f" has {len(base)}: run {new} is new (its first call: {began}); the same work was"
+            f" has {len(base)}: {'this run' if new == run else f'run {new}'} is new (its first call:"
+            f" {began}); the same work was"
             f" {_sender(attempts)}"
         )
     return None

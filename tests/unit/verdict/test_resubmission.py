@@ -70,7 +70,8 @@ def test_a_second_order_from_a_re_sent_request_is_work_resubmitted(late: bool) -
     assert "the driver ran once (attempt 1)" in mail.observed
     assert not [v for v in out if v.cause == Cause.UNEXPLAINED], [(v.kind, v.cause) for v in out]
     for v in out:  # the new run is the one that began second, whatever step it reached first
-        assert f"run {W2} is new (its first call: attempt 3, app)" in v.observed, v.observed
+        assert f"in run {W2} (attempt 3, app)" in v.observed, v.observed
+        assert "this run is new (its first call: attempt 3, app)" in v.observed, v.observed
 
 
 def test_one_run_doing_the_work_again_is_not_a_resubmission() -> None:
