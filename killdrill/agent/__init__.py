@@ -292,7 +292,8 @@ def runtime_context() -> dict[str, Any] | None:
 def in_runtime(**context: Any) -> Iterator[None]:
     """Run the block under ``context`` (JSON values).  Keys the verdict reads: ``runtime``
     (the integration's name), ``unit`` (``activity``), ``name`` (its type), ``attempt`` (the runtime's own
-    attempt number, from 1); any others (``id``, ``run``) are kept as evidence.  A context variable:
+    attempt number, from 1), ``run`` (the id of the run the unit belongs to: its workflow's id); any
+    others (``id``) are kept as evidence.  A context variable:
     each asyncio task and each thread started with a copied context sees its own."""
     token = _runtime.set(context)
     try:

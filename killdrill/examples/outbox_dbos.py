@@ -12,13 +12,17 @@ waits for that workflow's result.  Correct form: the notification step looks its
 before it sends (``mailbox.lookup(ref)``), so a send that landed before DBOS recorded the step
 is not sent again.  ``--bug unkeyed`` sends without the lookup: a kill between the send and the
 step's record (``app:during:mailbox.send``, ``app:after:send_order_notification``) sends the email
-twice, ``duplicate_effect``.
+twice, ``duplicate_effect``.  ``--bug server_id`` is the published sample's request handling:
+the app numbers the order itself and starts each request's workflow under a new id (DBOS's
+default), so a POST the client re-sends after the app died mid-request is a second order beside
+the first (which DBOS recovers): ``unexpected_effect``, cause ``work_resubmitted``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,9 +33,10 @@ from pydantic import BaseModel
 
 from killdrill.fakes import connect
 
-BUGS = ("unkeyed",)
+BUGS = ("unkeyed", "server_id")
 app = FastAPI()
 _bug: str | None = None
+_workdir = ""
 
 
 @DBOS.step()
@@ -57,6 +62,10 @@ def update_notification_status(order: str, status: str) -> None:
 
 @DBOS.workflow()
 def place_order_workflow(order: str, customer: str, item: str, quantity: int) -> dict[str, Any]:
+    return _place(order, customer, item, quantity)
+
+
+def _place(order: str, customer: str, item: str, quantity: int) -> dict[str, Any]:
     insert_order(order, customer, item, quantity)
     send_order_notification(order, customer, item)
     update_notification_status(order, "SENT")
@@ -70,9 +79,28 @@ class OrderRequest(BaseModel):
     quantity: int
 
 
+@DBOS.step()
+def number_order(customer: str) -> str:
+    """``--bug server_id``: the order's number, the app's own (a row in its database)."""
+    with sqlite3.connect(os.path.join(_workdir, "orders.sqlite")) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, customer TEXT)")
+        return str(db.execute("INSERT INTO orders (customer) VALUES (?)", (customer,)).lastrowid)
+
+
+@DBOS.workflow()
+def numbered_order_workflow(customer: str, item: str, quantity: int) -> dict[str, Any]:
+    return _place(number_order(customer), customer, item, quantity)
+
+
 @app.post("/orders")
 def create_order(request: OrderRequest) -> dict[str, Any]:
     """Start the order's workflow (its id is the order: a retry attaches to the same one) and wait."""
+    if _bug == "server_id":  # a new workflow id per request: a re-sent request is a new order
+        numbered = DBOS.start_workflow(
+            numbered_order_workflow, request.customer, request.item, request.quantity
+        )
+        answer: dict[str, Any] = numbered.get_result()
+        return answer
     with SetWorkflowID(request.order):
         handle = DBOS.start_workflow(
             place_order_workflow, request.order, request.customer, request.item, request.quantity
@@ -82,13 +110,13 @@ def create_order(request: OrderRequest) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global _bug
+    global _bug, _workdir
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workdir", required=True, help="where DBOS's system database lives")
     parser.add_argument("--bug", choices=BUGS)
     args = parser.parse_args(argv)
-    _bug = args.bug
+    _bug, _workdir = args.bug, args.workdir
     os.makedirs(args.workdir, exist_ok=True)
     config: DBOSConfig = {
         "name": "transactional-outbox",

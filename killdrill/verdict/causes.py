@@ -28,6 +28,7 @@ class Cause(StableName):
     NON_CONVERGENT_WRITE = "non_convergent_write"
     KEY_ABANDONED = "key_abandoned"
     COMPENSATION_OUT_OF_ORDER = "compensation_out_of_order"
+    WORK_RESUBMITTED = "work_resubmitted"
     CONSEQUENCE = "consequence"
     RESUME_CRASHED = "resume_crashed"
     ATTEMPT_LIMIT = "attempt_limit"
@@ -82,6 +83,10 @@ FIXES: dict[Cause, str] = {
     "answers; never give the key up or switch keys",
     Cause.COMPENSATION_OUT_OF_ORDER: "undo in the reverse order of the actions (a saga's compensations "
     "run last-done first), each under its own stable key",
+    Cause.WORK_RESUBMITTED: "make the submission idempotent: the client sends one id for the work (an "
+    "Idempotency-Key header, the order's own id), the same on every retry and re-run, and the server "
+    "starts the work under an id derived from it (the workflow or task id), so a re-sent request "
+    "attaches to the run already started, or recovered, instead of starting another",
     Cause.CONSEQUENCE: "fix the violation it is listed under",
     Cause.RESUME_CRASHED: "the resumed attempt failed on its own: fix what its stderr shows (shown with "
     "the attempt); a resume must start from the checkpoint and tolerate the killed attempt's leftovers",

@@ -44,6 +44,7 @@ from killdrill.records import (
 from killdrill.verdict.causes import FIXES, Cause
 from killdrill.verdict.consequences import roots_and_consequences
 from killdrill.verdict.model_ids import issued_ids, model_id_story
+from killdrill.verdict.resubmission import resubmitted_story
 from killdrill.verdict.runtime_keys import runtime_attempt_in_key
 
 __all__ = ["FIXES", "Cause", "diagnose", "key_origin"]
@@ -197,6 +198,7 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
 
 
 _KEYED = (DUPLICATE_EFFECT, KEY_CHANGED)
+_RESUBMITTABLE = (*_KEYED, UNEXPECTED_EFFECT, STATE_DIVERGED)
 
 
 def _last_unfinished(attempts: Sequence[Attempt]) -> Attempt | None:
@@ -333,8 +335,11 @@ def diagnose(
     for v in violations:
         if v.cause is None:
             story = model_id_story(v.calls, issued, f"{v.provider}.{v.op}") if v.kind in _KEYED else None
+            again = resubmitted_story(v, attempts, ledger, baseline) if v.kind in _RESUBMITTABLE else None
             if story is not None:
                 cause, observed = Cause.MODEL_ID_KEY, story
+            elif again is not None:
+                cause, observed = Cause.WORK_RESUBMITTED, again
             else:
                 cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
             v = replace(v, cause=str(cause), observed=observed, fix=FIXES[cause])

@@ -185,7 +185,9 @@ def test_a_correct_deployment_drilled_at_every_point_ten_times_has_no_false_alar
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug", [[], ["--bug", "unkeyed"]], ids=["correct", "unkeyed"])
+@pytest.mark.parametrize(
+    "bug", [[], ["--bug", "unkeyed"], ["--bug", "server_id"]], ids=["correct", "unkeyed", "server_id"]
+)
 def test_the_dbos_fastapi_example_as_deployed(tmp_path: Path, bug: list[str]) -> None:
     pytest.importorskip("dbos")
     app = "app=python -m killdrill.examples.outbox_dbos --port {port} --workdir {workdir} " + " ".join(bug)
@@ -211,8 +213,12 @@ def test_the_dbos_fastapi_example_as_deployed(tmp_path: Path, bug: list[str]) ->
         *client,
     )
     assert rc == (1 if bug else 0), text
-    if bug:
+    if bug == ["--bug", "unkeyed"]:
         assert "duplicate_effect: mailbox.send" in text
+    if bug == ["--bug", "server_id"]:  # the client re-sent its POST: a second order, named so
+        assert "unexpected_effect: mailbox.send" in text and "cause: work_resubmitted" in text, text
+        assert "the driver ran once (attempt 1), so its own retry re-sent the request" in text, text
+        assert "unexplained" not in text, text
 
 
 @pytest.mark.slow
@@ -229,6 +235,44 @@ def test_the_temporal_worker_and_starter_as_deployed(tmp_path: Path, bug: list[s
     assert rc == (1 if bug else 0), text
     if bug:
         assert "duplicate_effect: payments.charge" in text
+
+
+TRANSFER = "killdrill.examples.transfer_temporal"
+TEMPORAL_PAIR = (
+    "--integration", "temporal", "--timeout", "180", "--replicas", "worker=2", "--restart-delay", "8",
+    "--ready", "worker=log:worker polling",
+)  # fmt: skip
+STARTER = ["python", "-m", TRANSFER, "starter", "--thread", "{thread}", "--task-queue", "{thread}"]
+
+
+@pytest.mark.slow
+def test_two_temporal_workers_one_killed_mid_activity_the_survivor_charges_again(tmp_path: Path) -> None:
+    # unkeyed; the killed replica stays down 8 s, so the second charge is the surviving replica's,
+    # made once the activity's start-to-close timeout (2 s) handed it over
+    pytest.importorskip("temporalio")
+    worker = f"worker=python -m {TRANSFER} worker --task-queue {{thread}} --bug unkeyed"
+    rc, text = drill(
+        tmp_path, "worker:during:payments.charge", *TEMPORAL_PAIR, "--serve", worker, "--", *STARTER
+    )
+    assert rc == 1 and "duplicate_effect: payments.charge" in text, text
+    killed = re.search(r"\((worker\[[01]\])\) kill worker:during:payments.charge: killed by SIGKILL", text)
+    assert killed, text
+    callers = re.findall(r"attempt \d+ \((worker\[[01]\])\)\s+key \(no key\)\s+created", text)
+    assert len(callers) == 2 and set(callers) == {"worker[0]", "worker[1]"}, text  # both replicas named
+    assert callers[0] == killed.group(1), text  # the first charge is the killed replica's
+
+
+@pytest.mark.slow
+def test_two_correct_temporal_workers_are_exactly_once_at_every_point(tmp_path: Path) -> None:
+    pytest.importorskip("temporalio")
+    worker = f"worker=python -m {TRANSFER} worker --task-queue {{thread}}"
+    out = run_cli(
+        tmp_path, "drill", "--discovery-runs", "1", "--root", str(tmp_path / "w"), *TEMPORAL_PAIR,
+        "--serve", worker, "--", *STARTER, timeout=900,
+    )  # fmt: skip
+    text = out.stdout + out.stderr
+    assert out.returncode == 0 and "11 cases: 11 exactly-once" in text, text
+    assert not survivors(str(tmp_path / "w"), seconds=0.3)
 
 
 @pytest.mark.slow

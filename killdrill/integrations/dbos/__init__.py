@@ -32,9 +32,10 @@ process leaves pending workflows of another version alone, the integration write
 forever reports that cause instead of a bare ``hang``.
 
 Every call a fake answers carries the runtime context (:func:`killdrill.agent.in_runtime`):
-``{"runtime": "dbos", "unit": "step", "name": STEP}`` inside a step, ``"unit": "workflow"`` in a
-workflow's body outside any step.  :func:`causes` reads it: an effect repeated from a workflow's
-body ran outside a step, and DBOS re-runs the body on recovery.
+``{"runtime": "dbos", "unit": "step", "name": STEP, "run": WORKFLOW_ID}`` inside a step,
+``"unit": "workflow"`` in a workflow's body outside any step.  :func:`causes` reads it: an effect
+repeated from a workflow's body ran outside a step, and DBOS re-runs the body on recovery; the
+verdict's ``work_resubmitted`` reads ``run``: the same steps in a workflow a clean run has not.
 
 Steps run on DBOS's executor threads: :func:`killdrill.agent.boundary` keeps a connection per
 thread, so a point held on one thread does not stall another.
@@ -214,6 +215,7 @@ def _wrap_invoke_step(orig: Callable[..., Any]) -> Callable[..., Any]:
         if name is None:
             return orig(dbos, step_ctx, func, args, kwargs, **options)
         ran: list[bool] = []  # the function was called (not replayed from its record)
+        run_id = getattr(step_ctx, "workflow_id", None)  # the workflow this step is part of
         before, after, committed = f"before:{name}", f"after:{name}", f"committed:{name}"
         body: Callable[..., Any]
         if inspect.iscoroutinefunction(func):
@@ -221,7 +223,7 @@ def _wrap_invoke_step(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(func)
             async def async_body(*a: Any, **k: Any) -> Any:
                 ran.append(True)
-                with in_runtime(runtime="dbos", unit="step", name=name):
+                with in_runtime(runtime="dbos", unit="step", name=name, run=run_id):
                     boundary(before)
                     result = await func(*a, **k)
                     boundary(after)
@@ -233,7 +235,7 @@ def _wrap_invoke_step(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(func)
             def sync_body(*a: Any, **k: Any) -> Any:
                 ran.append(True)
-                with in_runtime(runtime="dbos", unit="step", name=name):
+                with in_runtime(runtime="dbos", unit="step", name=name, run=run_id):
                     boundary(before)
                     result = func(*a, **k)
                     boundary(after)
@@ -281,6 +283,15 @@ def _workflow_name(func: Callable[..., Any]) -> str | None:
     return point_name(registered) if isinstance(registered, str) else None
 
 
+def _workflow_id() -> str | None:
+    """The id of the workflow running now (its body's calls record it as their ``run``)."""
+    try:
+        wid = sys.modules["dbos"].DBOS.workflow_id
+    except Exception:  # no DBOS context here: the call records no run
+        return None
+    return wid if isinstance(wid, str) else None
+
+
 def _wrap_dropping(orig: Callable[..., Any]) -> Callable[..., Any]:
     """``_dropping_datasource_checkpoints`` wraps every workflow body (direct call, start, recovery)."""
 
@@ -295,7 +306,7 @@ def _wrap_dropping(orig: Callable[..., Any]) -> Callable[..., Any]:
 
             @functools.wraps(run)
             async def run_async() -> Any:
-                with in_runtime(runtime="dbos", unit="workflow", name=name):
+                with in_runtime(runtime="dbos", unit="workflow", name=name, run=_workflow_id()):
                     boundary(before)
                     result = await run()
                     boundary(after)
@@ -305,7 +316,7 @@ def _wrap_dropping(orig: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(run)
         def run_sync() -> Any:
-            with in_runtime(runtime="dbos", unit="workflow", name=name):
+            with in_runtime(runtime="dbos", unit="workflow", name=name, run=_workflow_id()):
                 boundary(before)
                 result = run()
                 boundary(after)
