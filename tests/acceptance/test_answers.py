@@ -92,7 +92,6 @@ def killdrill_cli(*args: str) -> subprocess.CompletedProcess[str]:
     ("integration", "said"),
     [
         ((), "--answer needs an integration that answers interrupts through its framework: "),
-        (("--integration", "llama_index"), "--answer: the llama_index integration cannot answer"),
         (("--integration", "crewai"), "--answer: the crewai integration cannot answer"),
     ],
 )
