@@ -103,7 +103,7 @@ def killdrill_cli(*args: str) -> subprocess.CompletedProcess[str]:
     ("integration", "said"),
     [
         ((), "--answer needs an integration that answers interrupts through its framework: "),
-        (("--integration", "crewai"), "--answer: the crewai integration cannot answer"),
+        (("--integration", "celery"), "--answer: the celery integration cannot answer"),
     ],
 )
 def test_answer_without_an_answering_integration_is_one_line(integration: tuple[str, ...], said: str) -> None:
