@@ -18,6 +18,9 @@ Points emitted (``METHOD`` is the flow method's name as written):
     method without ``@persist``.  What a resume does with that state is the flow's business: a flow
     restarted with ``kickoff(inputs={"id": ...})`` reloads the state but runs every method again.
 
+With ``--answer``, a ``@human_feedback`` method's console question is answered by the scripted
+human (:mod:`killdrill.integrations.crewai.answers`).
+
 Telemetry: CrewAI starts an OpenTelemetry exporter and a tracing client unless told not to;
 :func:`activate` sets ``CREWAI_DISABLE_TELEMETRY``, ``OTEL_SDK_DISABLED`` and
 ``CREWAI_TRACING_ENABLED=false`` (unless the drill's environment already sets them) so no
@@ -36,7 +39,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration, Probe
+from killdrill.integrations import Integration, Probe, _answers
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -71,6 +74,7 @@ INTEGRATION = Integration(
         "pyarrow.dataset",
         "lance_namespace_urllib3_client",
     ),
+    answers=True,
 )
 
 QUIET_ENV = {
@@ -82,7 +86,8 @@ QUIET_ENV = {
 
 _DISPATCH = "crewai.hooks.dispatch"
 _PERSIST = "crewai.flow.persistence.decorators"
-_TARGETS = (_DISPATCH, _PERSIST)
+_RUNTIME = "crewai.flow.runtime"
+_TARGETS = (_DISPATCH, _PERSIST, _RUNTIME)
 _lock = threading.RLock()
 
 
@@ -136,6 +141,19 @@ def _patch_persist(module: ModuleType) -> Callable[[], None]:
     return undo
 
 
+def _patch_feedback(module: ModuleType) -> Callable[[], None]:
+    from killdrill.integrations.crewai.answers import wrap_request
+
+    cls = module.Flow
+    original = cls.__dict__["_request_human_feedback"]
+    cls._request_human_feedback = wrap_request(original)
+
+    def undo() -> None:
+        cls._request_human_feedback = original
+
+    return undo
+
+
 def _patch(module: ModuleType) -> None:
     with _lock:
         if module.__name__ in _patched:
@@ -144,6 +162,8 @@ def _patch(module: ModuleType) -> None:
             _patched[module.__name__] = _patch_dispatch(module)
         elif module.__name__ == _PERSIST:
             _patched[module.__name__] = _patch_persist(module)
+        elif module.__name__ == _RUNTIME and _answers.configured():
+            _patched[module.__name__] = _patch_feedback(module)
 
 
 _hook = PatchOnImport(_TARGETS, _patch)

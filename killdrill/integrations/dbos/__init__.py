@@ -39,6 +39,9 @@ verdict's ``work_resubmitted`` reads ``run``: the same steps in a workflow a cle
 
 Steps run on DBOS's executor threads: :func:`killdrill.agent.boundary` keeps a connection per
 thread, so a point held on one thread does not stall another.
+
+With ``--answer`` a workflow waiting in ``DBOS.recv`` is sent the scripted human's answer
+(:mod:`killdrill.integrations.dbos.answers`).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import armed, boundary, in_runtime
-from killdrill.integrations import Cause, Integration, Probe
+from killdrill.integrations import Cause, Integration, Probe, _answers
 from killdrill.integrations._findings import finding_line
 from killdrill.integrations._imports import PatchOnImport
 
@@ -166,13 +169,15 @@ INTEGRATION = Integration(
         committed_means="DBOS recorded the step's output (operation_outputs)",
     ),
     examples=("killdrill.examples.payout_dbos", "killdrill.examples.pydantic_ai_dbos"),
+    answers=True,
 )
 VERSION_CAUSE = "dbos_application_version"
 """The finding's cause when a resumed process leaves another version's workflows pending."""
 
 _CORE = "dbos._core"
 _DBOS = "dbos._dbos"
-_TARGETS = (_CORE, _DBOS)
+_SYSDB = "dbos._sys_db"
+_TARGETS = (_CORE, _DBOS, _SYSDB)
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
 _TEMP = "<temp>."  # DBOS's own wrapper workflows around a step started on its own
 _lock = threading.RLock()
@@ -413,6 +418,12 @@ def _patch(module: ModuleType) -> None:
                 _wrap_dropping(module._dropping_datasource_checkpoints),
             )
             _replace(module, "_get_wf_invoke_func", _wrap_wf_invoke(module._get_wf_invoke_func))
+        elif module.__name__ == _SYSDB and _answers.configured():
+            from killdrill.integrations.dbos.answers import wrap_recv_setup
+
+            owner = module.SystemDatabase
+            if (owner, "recv_setup") not in _originals:
+                _replace(owner, "recv_setup", wrap_recv_setup(owner.recv_setup))
         elif module.__name__ == _DBOS and (module, "startup_recovery_thread") not in _originals:
             _replace(
                 module, "startup_recovery_thread", _wrap_startup_recovery(module.startup_recovery_thread)

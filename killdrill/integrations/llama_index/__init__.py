@@ -23,6 +23,9 @@ user's own write of ``to_dict()`` lands is invisible to the harness.  ``committe
 the nearest honest point, and only for the documented "save it while streaming" pattern; a
 snapshot saved elsewhere gets only ``before:checkpoint``.
 
+With ``--answer``, a step waiting in ``ctx.wait_for_event`` is sent the scripted human's answer
+through the handler's stream (:mod:`killdrill.integrations.llama_index.answers`).
+
 Imported by the agent at start (bootstrap): standard library only.
 """
 
@@ -35,7 +38,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary
-from killdrill.integrations import Integration, Probe
+from killdrill.integrations import Integration, Probe, _answers
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ INTEGRATION = Integration(
         " save-while-streaming pattern; the runtime itself persists nothing",
     ),
     examples=("killdrill.examples.ticket_llama_index",),
+    answers=True,
 )
 
 _STEPS = "workflows.runtime.types.step_function"
@@ -137,7 +141,12 @@ def _patch_handler(module: ModuleType) -> Callable[[], None]:
     @functools.wraps(original)
     async def stream_events(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         _snapshot_taken.pending = False
-        async for ev in original(self, *args, **kwargs):
+        events = original(self, *args, **kwargs)
+        if _answers.configured():
+            from killdrill.integrations.llama_index.answers import answering
+
+            events = answering(self, events)
+        async for ev in events:
             yield ev
             if getattr(_snapshot_taken, "pending", False):  # the loop body saved a snapshot
                 _snapshot_taken.pending = False

@@ -5,7 +5,9 @@ bootstrap's ``sitecustomize`` calls :func:`activate`), or explicitly with
 ``killdrill.integrations.temporal.activate()``.  Activation never imports ``temporalio``: an
 import hook patches it when the agent imports it.  Nothing is patched inside the workflow
 sandbox: workflow code is replayed and must stay deterministic, so every point is on the
-worker's activity side or on the client side of the process.
+worker's activity side or on the client side of the process.  With ``--answer`` alone,
+``workflow.wait_condition`` is watched (never changed) so a workflow waiting for a signal gets the
+scripted human's answer as that signal (:mod:`killdrill.integrations.temporal.answers`).
 
 Points emitted (``ACTIVITY`` is the activity type as registered: the function name, or the
 name given to ``@activity.defn(name=...)``, except pydantic-ai's tool-call activity, named after
@@ -51,7 +53,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import armed, boundary, in_runtime
-from killdrill.integrations import ExitAbort, Integration, Probe, Service, ServiceHost
+from killdrill.integrations import ExitAbort, Integration, Probe, Service, ServiceHost, _answers
 from killdrill.integrations._imports import PatchOnImport
 
 if TYPE_CHECKING:
@@ -110,13 +112,16 @@ INTEGRATION = Integration(
         note="the Temporal SDK aborted at interpreter exit after the workflow closed (sdk-python#300): "
         "not a verdict",
     ),
+    answers=True,
 )
 
 _ACTIVITY = "temporalio.worker._activity"
 _BRIDGE = "temporalio.bridge.worker"
 _CLIENT_IMPL = "temporalio.client._impl"
 _CLIENT = "temporalio.client._client"
-_TARGETS = (_ACTIVITY, _BRIDGE, _CLIENT_IMPL, _CLIENT)
+_WORKFLOW = "temporalio.workflow"
+_WORKER = "temporalio.worker._worker"
+_TARGETS = (_ACTIVITY, _BRIDGE, _CLIENT_IMPL, _CLIENT, _WORKFLOW, _WORKER)
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
 _FINISHED_MAX = 4096
 # task token -> point name of an activity whose function returned, popped when it completes.
@@ -292,6 +297,13 @@ def _patch(module: ModuleType) -> None:
                 _replace(owner, "result", _wrap_result(owner.result))
             if (module.Client, "connect") not in _originals:
                 _replace(module.Client, "connect", _wrap_connect(module.Client.connect))
+        elif module.__name__ in (_WORKFLOW, _WORKER) and _answers.configured():
+            from killdrill.integrations.temporal import answers
+
+            if module.__name__ == _WORKFLOW and (module, "wait_condition") not in _originals:
+                _replace(module, "wait_condition", answers.wrap_wait_condition(module.wait_condition))
+            elif module.__name__ == _WORKER and (module.Worker, "__init__") not in _originals:
+                _replace(module.Worker, "__init__", answers.remember_worker(module.Worker.__init__))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)

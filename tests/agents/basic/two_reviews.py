@@ -1,7 +1,7 @@
 """Two people answer in turn: a LangGraph graph with two ``interrupt()`` reviews, driven the
 documented way and answered by the drill's scripted human (``--answer``).
 
-``python tests/agents/basic/two_reviews.py --thread T --db PATH [--async]``
+``python tests/agents/basic/two_reviews.py --thread T --db PATH [--async] [--resend]``
 
 ``ask_amount -> charge -> ask_note -> file``: ``ask_amount`` asks for the amount, ``charge``
 charges it (``payments.charge`` keyed by the thread), ``ask_note`` asks for a note, ``file`` opens a
@@ -10,7 +10,9 @@ payloads: a resumed run that handed the note question the amount's answer charge
 something the clean run did not.
 
 The driver: ``stream`` the input, or ``None`` when the thread has a checkpoint (resume), and print
-the updates; a run left waiting on an interrupt says so and exits 0.
+the updates; a run left waiting on an interrupt says so and exits 0.  ``--resend`` is the
+driver's mistake: it streams the input on every start, so a resume starts a new run (LangGraph
+discards the pending tasks) instead of going on.
 """
 
 from __future__ import annotations
@@ -66,13 +68,14 @@ def main() -> int:
     p.add_argument("--thread", required=True)
     p.add_argument("--db", required=True)
     p.add_argument("--async", dest="use_async", action="store_true")
+    p.add_argument("--resend", action="store_true")
     args = p.parse_args()
     config: Any = {"configurable": {"thread_id": args.thread}}
     if args.use_async:
         return asyncio.run(amain(args.thread, args.db, config))
     with SqliteSaver.from_conn_string(args.db) as saver:
         graph = build(args.thread).compile(checkpointer=saver)
-        inputs = None if saver.get_tuple(config) else {"order": "A-17"}
+        inputs = None if saver.get_tuple(config) and not args.resend else {"order": "A-17"}
         for update in graph.stream(inputs, config, stream_mode="updates"):
             print(update, flush=True)
         waiting = graph.get_state(config).interrupts
