@@ -16,6 +16,7 @@ which a point stops whole).  Standard library only.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -70,10 +71,10 @@ class Siblings:
             except BaseException as exc:  # an executor already shut down: the save's own failure
                 placeholder.set_exception(exc)
                 continue
-            real.add_done_callback(lambda done, p=placeholder: _follow(done, p))
+            real.add_done_callback(functools.partial(_follow, placeholder))
 
 
-def _follow(done: concurrent.futures.Future[Any], placeholder: concurrent.futures.Future[Any]) -> None:
+def _follow(placeholder: concurrent.futures.Future[Any], done: concurrent.futures.Future[Any]) -> None:
     if done.cancelled():
         placeholder.cancel()
     elif (exc := done.exception()) is not None:
