@@ -35,6 +35,10 @@ checkpoint go first, as on a loaded host.
 ``committed:checkpoint``
     that checkpoint's ``put`` returned.
 
+Parallel tasks of a sync loop (a ``Send`` fan-out) save their writes once the last of them
+returned, one save at a time: ``committed:NODE#N`` finds every task of the step run and exactly N
+saved, whatever the branches' latencies (``siblings.py``).
+
 The thread as the agent last saw it: each ``get_state``/``aget_state`` of a root graph, and each
 root run's end, leave ``<workdir>/.killdrill/thread-view-<attempt>-<pid>.json`` with the thread's
 pending tasks (``snap.tasks`` without interrupts: work the checkpointer holds that nobody ran).
@@ -70,7 +74,7 @@ from collections.abc import Callable, Sequence
 from types import MethodType, ModuleType
 from typing import Any
 
-from killdrill.agent import boundary
+from killdrill.agent import await_decisions, boundary
 from killdrill.integrations import Integration, Probe
 from killdrill.integrations._imports import PatchOnImport
 from killdrill.integrations.langgraph.answers import (
@@ -85,6 +89,7 @@ from killdrill.integrations.langgraph.answers import (
     wrap_stream,
 )
 from killdrill.integrations.langgraph.causes import causes
+from killdrill.integrations.langgraph.siblings import SAVES, Siblings
 from killdrill.integrations.langgraph.timing import (
     DELAY_ENV,
     DelaySpec,
@@ -182,6 +187,7 @@ def _wrap_run_with_retry(orig: Callable[..., Any]) -> Callable[..., Any]:
         _remember(task.id, name)
         return result
 
+    run_with_retry._kd_task = True  # type: ignore[attr-defined]  # siblings.py counts it as running
     return run_with_retry
 
 
@@ -212,10 +218,12 @@ def _instrument_sync_loop(loop: Any) -> None:
         def checkpointer_put_writes(config: Any, writes: Any, task_id: str, *rest: Any) -> Any:
             if delay.writes:
                 time.sleep(delay.seconds("writes"))
-            result = put_writes(config, writes, task_id, *rest)
-            name = _finished.pop(task_id, None)
-            if name is not None:
-                boundary(f"committed:{name}")
+            await_decisions()  # a save lands as an effect does: not while another point is decided
+            with SAVES:  # committed:NAME#N is one state: exactly N tasks' writes saved (siblings.py)
+                result = put_writes(config, writes, task_id, *rest)
+                name = _finished.pop(task_id, None)
+                if name is not None:
+                    boundary(f"committed:{name}")
             return result
 
         checkpointer_put_writes._kd_waits = True  # type: ignore[attr-defined]
@@ -238,6 +246,7 @@ def _instrument_sync_loop(loop: Any) -> None:
             boundary(f"before:{CHECKPOINT}")
             if delay.put:
                 time.sleep(delay.seconds("put"))
+            await_decisions()
             result = put_after_previous(None, (), *args)
             boundary(f"committed:{CHECKPOINT}")
             return result
@@ -320,24 +329,37 @@ def _wrap_aexit(orig: Callable[..., Any]) -> Callable[..., Any]:
     return __aexit__
 
 
-def _writes_before_checkpoints(loop: Any) -> None:
-    """Make each checkpoint save wait for the ``put_writes`` submitted before it (one state per point).
+def _ordered_saves(loop: Any, *, sync: bool) -> None:
+    """Make each save wait for what it must follow, so that each point names one state.
 
-    Wraps the loop's ``submit`` (set by ``__enter__``): a ``put_writes`` future is remembered, and the
-    next checkpoint save is handed the ones not yet waited for.  Failed writes are waited for, never
-    raised (LangGraph's own choice of what a failed write does to the save stays its own).
+    Wraps the loop's ``submit`` (set by ``__enter__``).  A checkpoint save waits for the
+    ``put_writes`` submitted before it: a ``put_writes`` future is remembered, and the next
+    checkpoint save is handed the ones not yet waited for (failed writes are waited for, never
+    raised: LangGraph's own choice of what a failed write does to the save stays its own); not
+    under a ``writes=`` delay, which asks for the other order.  In a sync loop, a task's
+    ``put_writes`` waits for the tasks still running (``siblings.py``).
     """
-    if (_delay is not None and _delay.writes) or getattr(loop, "submit", None) is None:
+    if getattr(loop, "submit", None) is None:
         return
     submit = loop.submit
     pending: list[Any] = []
+    before = not (_delay is not None and _delay.writes)
+    siblings = Siblings(submit) if sync else None
 
     def kd_submit(executor: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        if fn is loop._checkpointer_put_after_previous and getattr(fn, "_kd_waits", False):
+        if before and fn is loop._checkpointer_put_after_previous and getattr(fn, "_kd_waits", False):
             earlier, pending[:] = list(pending), []
             return submit(functools.partial(fn, writes_before=earlier), *args, **kwargs)
-        fut = submit(fn, *args, **kwargs)
-        if fn is loop.checkpointer_put_writes and getattr(fn, "_kd_waits", False):
+        saves = fn is loop.checkpointer_put_writes and getattr(fn, "_kd_waits", False)
+        if siblings is None:
+            fut = submit(fn, *args, **kwargs)
+        elif saves:
+            fut = siblings.save(fn, args, kwargs)
+        elif getattr(fn, "_kd_task", False):
+            fut = siblings.task(fn, args, kwargs)
+        else:
+            fut = submit(fn, *args, **kwargs)
+        if before and saves:
             pending.append(fut)
         return fut
 
@@ -349,7 +371,7 @@ def _wrap_enter(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     def __enter__(self: Any) -> Any:
         result = orig(self)
-        _writes_before_checkpoints(self)
+        _ordered_saves(self, sync=True)
         return result
 
     return __enter__
@@ -359,7 +381,7 @@ def _wrap_aenter(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     async def __aenter__(self: Any) -> Any:
         result = await orig(self)
-        _writes_before_checkpoints(self)
+        _ordered_saves(self, sync=False)
         return result
 
     return __aenter__
