@@ -84,6 +84,7 @@ class AheadCases:
             self._pools.append(pool)
             for nodeid, schedule in todo:
                 self._futures[nodeid] = (ident, schedule, pool.submit(self._one, run_case, schedule))
+        pool.shutdown(wait=False)  # its threads end with its last case; stop() may still cancel
 
     def _one(self, run_case: Callable[[str], CaseResult], schedule: str) -> CaseResult:
         with self._lock:
@@ -121,12 +122,14 @@ class AheadCases:
 
     def stop(self) -> None:
         """Cases not started never start; running ones are killed; their threads are joined."""
-        from killdrill.process.supervisor import clear_interrupt, interrupt_all
-
         with self._lock:
             pools, self._pools = self._pools, []
             futures = [f for _, _, f in self._futures.values()]
             self._futures.clear()
+        if not pools:
+            return  # nothing was started: a session without drills imports nothing more
+        from killdrill.process.supervisor import clear_interrupt, interrupt_all
+
         for f in futures:
             f.cancel()
         for pool in pools:
