@@ -15,7 +15,7 @@ import pytest
 from killdrill.integrations import check_options
 from killdrill.options import OptionError, Spelling, from_fields
 from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, ROWS, _convert_option, _marker_spec, _Usage
-from killdrill.pytest_plugin._parametrize import _Regression
+from killdrill.pytest_plugin._parametrize import _Broken, _Regression
 from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command
 from killdrill.records import Verdict
 
@@ -136,7 +136,7 @@ class KilldrillFixture:
         drill = self.drill(command, **overrides)
         error: Exception | None = None
         try:
-            result = drill.run_case(schedule)
+            result = self._case(drill, command, str(schedule), overrides)
         except _harness_errors() as exc:
             error = exc
         if error is not None:
@@ -153,6 +153,22 @@ class KilldrillFixture:
         props.append(("killdrill_kinds", ",".join(result.kinds)))
         props.append(("killdrill_reproduce", result.reproduce))
         return result
+
+    def _case(
+        self, drill: Drill, command: Sequence[str], schedule: str, overrides: dict[str, Any]
+    ) -> CaseResult:
+        """This item's case: with ``workers`` > 1 started at once with its siblings' by the first
+        of them to run (``_concurrent``), otherwise run now."""
+        workers = drill.options.workers
+        if workers <= 1 or not self._state.concurrent:
+            return drill.run_case(schedule)
+        node, ahead = self._request.node, self._state.ahead
+        ident = json.dumps([list(command), self.options(**overrides)], sort_keys=True, default=str)
+        future = ahead.take(node.nodeid, ident, schedule)
+        if future is None and _case_of(node, command) == schedule:
+            ahead.start(node, ident, workers, lambda other: _case_of(other, command), drill.run_case)
+            future = ahead.take(node.nodeid, ident, schedule)
+        return ahead.wait(future) if future is not None else drill.run_case(schedule)
 
     def _skip_foreign_regression(self, command: Sequence[str], schedule: str) -> None:
         """A corpus case given to a ``points=`` test runs only if it was recorded for this command."""
@@ -199,6 +215,18 @@ class KilldrillFixture:
                 "summary": summarize_cases(self.results),
             },
         )
+
+
+def _case_of(item: pytest.Item, command: Sequence[str]) -> str | None:
+    """The schedule ``item``'s kill_point gives ``command``: none for a broken parameter or a
+    regression recorded for another command (the item skips it)."""
+    callspec = getattr(item, "callspec", None)
+    param = callspec.params.get("kill_point") if callspec is not None else None
+    if param is None or isinstance(param, _Broken):
+        return None
+    if isinstance(param, _Regression) and not any(_same_command(c, command) for c in param.commands):
+        return None
+    return str(param)
 
 
 @pytest.fixture

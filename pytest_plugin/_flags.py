@@ -40,6 +40,13 @@ PLUGIN_OPTIONS: tuple[Option, ...] = (
         None,
         "replay the recorded failing schedules of a JSON corpus for tests whose command matches",
     ),
+    _plugin(
+        "workers",
+        Number(int, 1, "a whole number >= 1", metavar="N"),
+        None,
+        "run N cases of a drill test at once in this pytest process (the ini key killdrill_workers,"
+        " the marker's workers=; under -n each worker runs its cases one at a time)",
+    ),
     _plugin("keep", Flag(), False, "keep the workdirs of passing cases too"),
     _plugin("json", Text(metavar="DIR"), None, "write each drill test's cases as JSON into DIR"),
     _plugin("rediscover", Flag(), False, "ignore cached discoveries and run them again"),

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from killdrill.options import Flag, Option, OptionError
+from killdrill.pytest_plugin._concurrent import ConcurrentHooks
 from killdrill.pytest_plugin._flags import PLUGIN_OPTIONS
 from killdrill.pytest_plugin._options import _INI
 from killdrill.pytest_plugin._session import _STATE, _State
@@ -54,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from killdrill.pytest_plugin import _summary
 
     config.pluginmanager.register(_summary, "killdrill-summary")
+    config.pluginmanager.register(ConcurrentHooks(config.stash[_STATE].ahead), "killdrill-concurrent")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "killdrill-xdist")
 
@@ -62,6 +64,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """The session's fork templates stop with it (interrupted or not); each has its keepers clean up."""
     state = config.stash.get(_STATE, None)
     if state is not None:
+        state.ahead.stop()
         state.pool.close()
 
 
@@ -71,6 +74,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if state.random:
         line += f" (--killdrill-random={state.random})"
     lines = [line]
+    if state.workers is not None and state.workers > 1:
+        how = "at once" if state.concurrent else "one at a time in each xdist worker"
+        lines.append(f"killdrill: --killdrill-workers={state.workers}: a drill test's cases run {how}")
     if state.point is not None:
         lines.append(f"killdrill: only --killdrill-point={shlex.quote(state.point)}")
     if state.regressions_path:

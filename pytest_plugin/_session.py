@@ -19,6 +19,7 @@ from killdrill.errors import one_line
 from killdrill.integrations import check_options
 from killdrill.options import OptionError, Spelled, Spelling, from_fields
 from killdrill.pytest_plugin._cache import DiscoveryCache, Key, discovery_key
+from killdrill.pytest_plugin._concurrent import AheadCases
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
 from killdrill.pytest_plugin._pool import LauncherPool
 
@@ -42,6 +43,9 @@ class _State:
     keep: bool
     json_dir: Path | None
     cache: DiscoveryCache
+    workers: int | None = None  # --killdrill-workers: the session's default of ``workers``
+    concurrent: bool = True  # workers > 1 starts a drill test's cases at once (not in an xdist worker)
+    ahead: AheadCases = field(default_factory=AheadCases)
     errors: dict[str, str] = field(default_factory=dict)
     pool: LauncherPool = field(default_factory=LauncherPool)
     keys: dict[str, Key] = field(default_factory=dict)
@@ -84,6 +88,8 @@ class _State:
             regressions=regressions,
             ini_options=ini_options,
             keep=bool(config.getoption("killdrill_keep")),
+            workers=config.getoption("killdrill_workers"),
+            concurrent=getattr(config, "workerinput", None) is None,
             json_dir=Path(json_dir).resolve() if json_dir else None,
             cache=DiscoveryCache(
                 cache_dir, token=token, force=bool(config.getoption("killdrill_rediscover"))
@@ -91,8 +97,11 @@ class _State:
         )
 
     def options(self, *layers: Mapping[str, Any]) -> dict[str, Any]:
-        """ini, then marker, then call keywords (later wins); ``--killdrill-keep`` on top."""
+        """ini, ``--killdrill-workers``, then marker, then call keywords (later wins);
+        ``--killdrill-keep`` on top."""
         merged = dict(self.ini_options)
+        if self.workers is not None:
+            merged["workers"] = self.workers
         for layer in layers:
             merged.update(layer)
         if self.keep:

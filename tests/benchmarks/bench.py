@@ -35,7 +35,8 @@ Figures (``name: value`` lines, and the same names in JSON):
 ``--only effects growth real pytest deploy``: just those rows (the full run takes long on a loaded machine).
 - ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn`` / ``_2_workers_spawn``: the pytest
   route over the CLI on the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
-  ``python -m tests.benchmarks.pytest_route``).
+  ``python -m tests.benchmarks.pytest_route``); the 2-worker rows are ``--killdrill-workers=2``,
+  with ``pytest -n 2``'s beside them (``_xdist``, no goal: xdist's own start and end).
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@ collection and runs one test per case.  Both run with bytecode caches on (writte
 warm-up), whatever ``PYTHONDONTWRITEBYTECODE`` says here.  Rows:
 
 - ``pytest_cli_ratio_serial``: the LangGraph settlement example, fork launcher, one process;
-- ``pytest_cli_ratio_2_workers``: the same, ``pytest -n 2`` against ``killdrill drill --workers 2``;
+- ``pytest_cli_ratio_2_workers``: the same, ``pytest --killdrill-workers=2`` (one pytest process,
+  two cases at once) against ``killdrill drill --workers 2``;
+- ``pytest_cli_ratio_2_workers_xdist``: the same cases, ``pytest -n 2`` (two xdist workers)
+  against ``--workers 2``: what xdist's start and end cost on a drill this short;
 - ``pytest_cli_ratio_spawn``: the plain settlement example, spawn launcher, serial;
-- ``pytest_cli_ratio_2_workers_spawn``: the same, ``pytest -n 2`` against ``--workers 2``: the
-  same xdist start and end as the LangGraph row's, against a drill about twice as long.
+- ``pytest_cli_ratio_2_workers_spawn`` and ``..._spawn_xdist``: the same two ways against
+  ``--workers 2``, on a drill about twice as long as the LangGraph one's.
 
 Beside each pair, in the same order, pytest runs a file of one empty test with the same flags,
 and the CLI prints its help: what each front end costs before any case (``pytest_empty_*_s``,
@@ -22,7 +25,8 @@ drills' own time in each route.  Under ``-n 2`` the empty session is pytest-xdis
 controller and two workers, each importing pytest and every installed plugin (LangGraph's
 ``langsmith`` plugin alone is 0.2 s), about 2 s on the 2-core machine of docs/figures.md against
 0.9 s serial: on the 34 cases of the LangGraph example (4-5 s in the CLI) that constant is what
-keeps the raw ratio above 1.25.  ``pytest_cli_ratio_*_without_langsmith`` (LangGraph rows, when
+keeps the ``_xdist`` rows' raw ratio above 1.25, and why the plugin runs a drill test's cases at once
+in one process (``--killdrill-workers``).  ``pytest_cli_ratio_*_without_langsmith`` (LangGraph rows, when
 ``langsmith`` is installed): the same pytest run with ``-p no:langsmith_plugin``, in the same
 pair, so the plugin's share of the gap shows next to it (its import is ~0.5 s per pytest
 process: the controller's, then every worker's).
@@ -132,6 +136,7 @@ def _pair(
     cli_flags: list[str],
     workers: int,
     i: int,
+    xdist: bool = False,
 ) -> dict[str, float]:
     """One CLI drill and one pytest run of the same cases, in the order ``i`` says."""
     where = root / f"{name}-{i}"
@@ -146,7 +151,10 @@ def _pair(
 
     def pytest_in(folder: Path) -> list[str]:
         argv = [PY, "-m", "pytest", "-q", "-p", "no:randomly", "-o", f"cache_dir={folder / 'cache'}"]
-        return [*argv, "--basetemp", str(folder / "tmp"), *(["-n", str(workers)] if workers > 1 else [])]
+        argv += ["--basetemp", str(folder / "tmp")]
+        if workers > 1:  # xdist's workers, or the plugin's cases at once in one process
+            argv += ["-n", str(workers)] if xdist else [f"--killdrill-workers={workers}"]
+        return argv
 
     tests = pytest_in(where)
     empty = {"cli": [PY, "-m", "killdrill", "--help"], "pytest": pytest_in(where / "empty")}
@@ -194,8 +202,8 @@ def _has_langsmith_plugin() -> bool:
     )
 
 
-def _row(root: Path, key: str, rounds: int, *args: Any) -> dict[str, Any]:
-    pairs = [_pair(root, key, *args, i) for i in range(rounds)]
+def _row(root: Path, key: str, rounds: int, *args: Any, xdist: bool = False) -> dict[str, Any]:
+    pairs = [_pair(root, key, *args, i, xdist=xdist) for i in range(rounds)]
     ratios = [p["pytest"] / p["cli"] for p in pairs]
     net = [(p["pytest"] - p["pytest_empty"]) / (p["cli"] - p["cli_empty"]) for p in pairs]
     lean: dict[str, Any] = {}
@@ -236,15 +244,17 @@ def bench_pytest_route(root: Path, rounds: int) -> dict[str, Any]:
         lg = {"integrations": ["langgraph"], "launcher": "fork"}
         flags = ["--integration", "langgraph", "--launcher", "fork"]
         out.update(_row(root, "serial", rounds, LANGGRAPH, lg, flags, 1))
+        out.update(_row(root, "2_workers", rounds, LANGGRAPH, lg, flags, 2))
         if importlib.util.find_spec("xdist") is None:
-            out["pytest_cli_ratio_2_workers"] = "n/a: no pytest-xdist"
+            out["pytest_cli_ratio_2_workers_xdist"] = "n/a: no pytest-xdist"
         else:
-            out.update(_row(root, "2_workers", rounds, LANGGRAPH, lg, flags, 2))
+            out.update(_row(root, "2_workers_xdist", rounds, LANGGRAPH, lg, flags, 2, xdist=True))
     out.update(_row(root, "spawn", rounds, PLAIN, {}, [], 1))
+    out.update(_row(root, "2_workers_spawn", rounds, PLAIN, {}, [], 2))
     if importlib.util.find_spec("xdist") is not None:
         # the same pytest-xdist start and end against a drill twice as long as the LangGraph
         # one's under two workers: how the raw ratio falls as the drill grows, measured
-        out.update(_row(root, "2_workers_spawn", rounds, PLAIN, {}, [], 2))
+        out.update(_row(root, "2_workers_spawn_xdist", rounds, PLAIN, {}, [], 2, xdist=True))
     out["load_average_after_pytest_route"] = os.getloadavg()[0]
     return out
 

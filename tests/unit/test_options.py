@@ -115,7 +115,7 @@ def test_chaos_options_are_checked_by_their_rows() -> None:
 def test_the_plugins_flags_are_rows_with_derived_flags() -> None:
     assert [r.flag for r in PLUGIN_OPTIONS] == [
         "--killdrill-point", "--killdrill-random", "--killdrill-seed", "--killdrill-regressions",
-        "--killdrill-keep", "--killdrill-json", "--killdrill-rediscover",
+        "--killdrill-workers", "--killdrill-keep", "--killdrill-json", "--killdrill-rediscover",
     ]  # fmt: skip
     assert not any(r.ini_key for r in (*PLUGIN_OPTIONS, *CHAOS_OPTIONS))
     assert all(r.ini == f"killdrill_{r.field}" for r in OPTIONS)
