@@ -44,7 +44,7 @@ from killdrill.records import (
 )
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import summarize
-from killdrill.verdict.baselines import ledger_break
+from killdrill.verdict.baselines import found_done, ledger_break
 from killdrill.verdict.consequences import regroup_summary
 from killdrill.verdict.diagnosis import diagnose
 from killdrill.verdict.model_work import model_work, unscripted_line
@@ -197,11 +197,17 @@ class CaseRunner:
     ) -> tuple[Yardstick, list[Violation], list[Violation]] | None:
         """A missing or unexpected effect may be this thread's own work: a clean run of the case's
         thread says whether the shared baseline was the wrong yardstick.  Then the yardstick, the
-        attempts' violations and the effects judged again; None when the first verdict stands."""
+        attempts' violations and the effects judged again; None when the first verdict stands (a
+        clean run that found the case's run finished, as state kept by thread outside the workdir
+        makes it, is no yardstick: a note says so)."""
         own = self.judge.own_thread_baseline(run.thread, yard.baseline, sched)
         if own is None:
             return None
         baseline, why, other_work = own
+        done = found_done(yard.baseline, ledger, baseline)
+        if done:  # it attached to the case's finished run: every effect would read as unexpected
+            ran.notes.append(f"shared baseline kept: {done}")
+            return None
         yard = Yardstick(
             baseline, f"{PER_THREAD_BASELINE}: judged against a clean run of its own thread ({why})"
         )

@@ -4,7 +4,8 @@ Three questions a verdict must settle before it counts effects:
 
 - does the work depend on the thread?  Two clean runs under two threads that reach different
   points or land a different number of effects mean it does; each case is then judged against
-  a clean run of its own thread (:func:`workload_difference`);
+  a clean run of its own thread (:func:`workload_difference`), unless that run, made after the
+  case under the case's thread, found the thread's work already done (:func:`found_done`);
 - is the case's ledger still the one it started with?  An agent that deletes, truncates or
   recreates it erases the very calls a verdict needs, and a repeated charge then looks like the
   first one (:func:`ledger_break`);
@@ -20,7 +21,14 @@ from collections.abc import Sequence
 from killdrill.records import Call, LedgerSnapshot
 from killdrill.verdict import canonical, effect_calls, is_convergent
 
-__all__ = ["LEDGER_MARKER", "landed_counts", "ledger_break", "repeated_calls", "workload_difference"]
+__all__ = [
+    "LEDGER_MARKER",
+    "found_done",
+    "landed_counts",
+    "ledger_break",
+    "repeated_calls",
+    "workload_difference",
+]
 
 LEDGER_MARKER = "killdrill.case"
 """Settings entry the harness writes into a case's ledger before attempt 1; a ledger without it
@@ -30,6 +38,37 @@ at the end was recreated under the case."""
 def landed_counts(snap: LedgerSnapshot) -> Counter[str]:
     """``provider.op`` -> effects landed (created calls)."""
     return Counter(f"{c.provider}.{c.op}" for c in snap.calls if c.landed)
+
+
+def _landed_effects(snap: LedgerSnapshot) -> Counter[str]:
+    """:func:`landed_counts` of the calls that can be effects (a model's answers are work)."""
+    return Counter(f"{c.provider}.{c.op}" for c in effect_calls(snap.calls) if c.landed)
+
+
+def found_done(shared: LedgerSnapshot, case: LedgerSnapshot, own: LedgerSnapshot) -> str:
+    """Why the clean run of a case's own thread, made after the case, is no clean run of that
+    thread but a run that found the thread's work already done, or ``""``.
+
+    It landed no effect where the shared baseline landed some, while the case, under that very
+    thread, landed each ``provider.op`` of the shared baseline at least as often: the thread does
+    that work, and its clean run did none of it because it found the case's run finished.  That
+    is the agent's state kept outside the workdir, by thread (a runtime's server, a database that
+    every run shares): the new run attached to the case's.  Judged against it, every effect of
+    the case would be unexpected; the shared baseline is the yardstick then.  A thread whose own
+    work is smaller makes its case land less than the shared baseline too: that is not this."""
+    base = _landed_effects(shared)
+    if not base or _landed_effects(own):
+        return ""
+    mine = landed_counts(case)
+    if any(mine[op] < n for op, n in base.items()):
+        return ""
+    did = ", ".join(f"{op} {mine[op]}" for op in sorted(base))
+    return (
+        "the clean run of the case's own thread landed no effect, while the case under that thread"
+        f" landed all the shared baseline's ({did}): that run found the thread's work already done"
+        " (the agent keeps its state outside the workdir, by thread: a runtime's server or a database"
+        " every run shares), so it is no yardstick"
+    )
 
 
 def workload_difference(
