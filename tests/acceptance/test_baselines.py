@@ -197,3 +197,31 @@ def test_one_discovery_run_judges_thread_derived_values_against_the_case_thread(
         assert case.baseline.startswith(PER_THREAD_BASELINE), case.text()
     else:
         assert {"duplicate_effect", "key_changed"} <= set(case.kinds), case.text()
+
+
+def test_a_thread_kept_outside_the_workdir_is_not_judged_by_a_run_that_found_it_done(tmp_path: Path) -> None:
+    """The agent's runtime keeps each run by its thread in a server outside the workdir (a
+    Temporal server the user runs): the clean run of the case's own thread, made after the case,
+    finds that run closed and lands nothing.  The charge keyed by the runtime's attempt number is
+    one duplicate named from the runtime context, with the receipt as its consequence, judged
+    against the shared baseline; before, against the empty run: three unexplained strangers
+    (unexpected_effect x2, key_changed "baseline 0")."""
+    server = tmp_path / "server"
+    server.mkdir()
+    options = DrillOptions(root=tmp_path / "cases", launcher="fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SetupWarning)  # the server's folder is a fixed path: said
+        with Drill(_agent("server_runtime", "--server", str(server), "--bug", "attempt_key"), options) as d:
+            cases = [d.run_case("during:payments.charge"), d.run_case("after:charge")]
+        with Drill(_agent("server_runtime", "--server", str(server)), options) as d:
+            correct = [d.run_case("during:payments.charge"), d.run_case("after:charge")]
+    for case in cases:
+        assert case.kinds == ("duplicate_effect", "key_changed"), case.text()
+        dup, changed = case.violations
+        assert dup.cause == changed.cause == "key_new_per_attempt", case.text()
+        [receipt] = [k for k in dup.consequences if k.kind == "unexpected_effect"]
+        assert receipt.provider == "mailbox" and "ch_0002" in receipt.message, case.text()
+        assert case.baseline.startswith(SHARED_BASELINE), case.text()
+        assert any("found the thread's work already done" in n for n in case.notes), case.text()
+    for case in correct:
+        assert case.ok, case.text()

@@ -45,12 +45,17 @@ server.execute(
 
 def step(name: str, fn: Callable[[int], Any]) -> Any:
     """Run ``fn(attempt)`` as the server's next attempt of step ``name``, unless it has its result."""
-    row = server.execute("SELECT attempts, result FROM steps WHERE run = ? AND step = ?", (thread, name)).fetchone()
+    row = server.execute(
+        "SELECT attempts, result FROM steps WHERE run = ? AND step = ?", (thread, name)
+    ).fetchone()
     if row is not None and row[1] is not None:
         return json.loads(row[1])
     attempt = (row[0] if row is not None else 0) + 1
     server.execute("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, NULL)", (thread, name, attempt))
-    with killdrill.node(name), in_runtime(runtime="server", unit="activity", name=name, attempt=attempt, run=thread):
+    with (
+        killdrill.node(name),
+        in_runtime(runtime="server", unit="activity", name=name, attempt=attempt, run=thread),
+    ):
         out = fn(attempt)
     server.execute("UPDATE steps SET result = ? WHERE run = ? AND step = ?", (json.dumps(out), thread, name))
     killdrill.boundary(f"committed:{name}")
@@ -67,7 +72,9 @@ fakes = connect()
 
 def charge(attempt: int) -> str:
     key = f"{thread}:charge:{attempt}" if args.bug == "attempt_key" else f"{thread}:charge"  # DEFECT if --bug
-    return str(fakes.payments.charge(idempotency_key=key, amount=4200, currency="usd", customer="cus_acme")["id"])
+    return str(
+        fakes.payments.charge(idempotency_key=key, amount=4200, currency="usd", customer="cus_acme")["id"]
+    )
 
 
 def send_receipt(charge_id: str) -> str:
