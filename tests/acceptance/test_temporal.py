@@ -137,6 +137,47 @@ def test_a_key_built_from_the_activitys_attempt_is_one_duplicate_with_its_receip
     assert [c.attempt for c in cases[1].ledger.calls if c.provider == "payments"] == [1, 1]  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # ~40 s: a dev server of the user's beside the drill's, a case and an extra clean run
+def test_a_server_the_user_runs_does_not_turn_the_duplicate_into_strangers(tmp_path: Path) -> None:
+    """The same agent connected to a Temporal server the user runs (an address the drill does not
+    redirect, namespace ``default``): the clean run of the case's own thread finds the case's
+    workflow closed there and lands nothing.  Before, judged against that run, both charges and the
+    receipt were ``unexpected_effect`` with cause ``unexplained`` (issue 36); the shared baseline
+    stays the yardstick and says why."""
+    from killdrill.integrations.temporal.server import TemporalDevServer
+    from killdrill.process.launcher import ServiceHost
+
+    (tmp_path / "user").mkdir()
+    user = TemporalDevServer(tmp_path / "user", ServiceHost())
+    try:
+        user.start()
+        command = [
+            "python",
+            str(RECEIPT_AGENT),
+            "--thread",
+            "{thread}",
+            "--workdir",
+            "{workdir}",
+            "--bug",
+            "attempt_key",
+            "--address",
+            user.address,
+        ]
+        options = DrillOptions(root=tmp_path / "cases", integrations=("temporal",), timeout=40)
+        with Drill(
+            command, options, launcher="fork", preload=("temporalio.client", "temporalio.worker")
+        ) as d:
+            result = d.run_case("during:payments.charge")
+    finally:
+        user.close()
+    assert result.kinds == ("duplicate_effect", "key_changed"), result.text()
+    dup, changed = result.violations
+    assert dup.cause == changed.cause == "key_new_per_attempt", result.text()
+    [receipt] = [k for k in dup.consequences if k.kind == "unexpected_effect"]
+    assert receipt.provider == "mailbox" and "ch_0002" in receipt.message, result.text()
+    assert any("found the thread's work already done" in n for n in result.notes), result.text()
+
+
 def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> None:
     # The killed worker's activity stays with the server for its start-to-close (5 min): the
     # resumed worker gets nothing to do and the workflow never closes within the drill's timeout.

@@ -1,6 +1,6 @@
 """A charge and its receipt on Temporal, written the way Temporal's documentation writes one.
 
-    python temporal_receipt.py --thread T --workdir W [--bug attempt_key]
+    python temporal_receipt.py --thread T --workdir W [--bug attempt_key] [--address HOST:PORT]
 
 Starter and worker in one command; two sync activities on a ``ThreadPoolExecutor``, ``charge``
 then ``send_receipt``; ``start_to_close_timeout`` 3 s and the default ``RetryPolicy``.  The
@@ -10,6 +10,9 @@ activity (the same on every attempt).
 ``--bug attempt_key``: the charge's key includes ``activity.info().attempt`` ("each retry is a new
 request"), so a worker killed after the provider charged and before the server heard of it charges
 again on the retry, and the receipt names the second charge.
+
+``--address HOST:PORT``: a server the user runs (namespace ``default``), not the drill's: every run
+of the drill shares it, so a run under a thread whose workflow is closed attaches to it.
 """
 
 from __future__ import annotations
@@ -68,11 +71,14 @@ class ChargeWorkflow:
         )
 
 
-async def main(thread: str) -> None:
-    client = await Client.connect(
-        os.environ.get("KILLDRILL_TEMPORAL_ADDRESS", "localhost:7233"),
-        namespace=os.environ.get("KILLDRILL_TEMPORAL_NAMESPACE", "default"),
-    )
+async def main(thread: str, address: str) -> None:
+    if address:
+        client = await Client.connect(address)
+    else:
+        client = await Client.connect(
+            os.environ.get("KILLDRILL_TEMPORAL_ADDRESS", "localhost:7233"),
+            namespace=os.environ.get("KILLDRILL_TEMPORAL_NAMESPACE", "default"),
+        )
     with ThreadPoolExecutor(max_workers=4) as executor:
         async with Worker(
             client,
@@ -99,6 +105,7 @@ if __name__ == "__main__":
     parser.add_argument("--thread", required=True)
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--bug", choices=("attempt_key",), default="")
+    parser.add_argument("--address", default="", help="a server the user runs, not the drill's")
     args = parser.parse_args()
     BUG["value"] = args.bug
-    asyncio.run(main(args.thread))
+    asyncio.run(main(args.thread, args.address))
