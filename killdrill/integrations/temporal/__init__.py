@@ -36,9 +36,10 @@ once ``result()`` returned the closed workflow (sdk-python#300) is no verdict.
 
 Where the harness runs the Temporal dev server (:mod:`killdrill.process.temporal_server`),
 the agent reads its address from ``KILLDRILL_TEMPORAL_ADDRESS`` and its case's namespace from
-``KILLDRILL_TEMPORAL_NAMESPACE``.  An agent written for a local server as the SDK's samples are
-(``Client.connect("localhost:7233")``, namespace ``default``) is sent to that server and namespace
-unchanged: a published worker and starter drill without an edit (said once on stderr).
+``KILLDRILL_TEMPORAL_NAMESPACE``.  A client the agent connects anywhere else (the SDK samples'
+``Client.connect("localhost:7233")``, a server the user runs, a cloud) is sent to that server and
+namespace, said on stderr: a published worker and starter drill without an edit, each case is
+isolated from the others, and no drill's workflow reaches a real server.
 """
 
 from __future__ import annotations
@@ -246,23 +247,32 @@ def _wrap_result(orig: Callable[..., Any]) -> Callable[..., Any]:
     return result
 
 
-_LOCAL_DEFAULTS = frozenset(f"{host}:7233" for host in ("localhost", "127.0.0.1", "[::1]"))
+_OWN_SERVER_ONLY = ("tls", "api_key", "http_connect_proxy_config")
+"""``Client.connect`` arguments that only the agent's own server understands (a cloud's TLS and
+key, a proxy to it): the case's dev server is plain local gRPC."""
 
 
 def _wrap_connect(orig: Callable[..., Any]) -> Any:
-    """``Client.connect`` to the local default server (``localhost:7233``, namespace ``default``)
-    goes to the case's dev server and namespace; any other address is the agent's own."""
+    """``Client.connect`` goes to the case's dev server and namespace, whatever address and
+    namespace the agent names (the SDK samples' ``localhost:7233``, a server the user runs, a
+    cloud).  Cases share nothing then: on a server the drill does not run, concurrent cases' workers
+    poll one task queue and run each other's activities (a duplicate recorded in another case's
+    ledger, missed), and a clean run of a case's thread attaches to the case's closed workflow; and
+    a drill's killed workflows never reach a server the agent uses for real."""
     func = getattr(orig, "__func__", orig)
 
     @functools.wraps(func)
     async def connect(cls: Any, target_host: str, *args: Any, **kwargs: Any) -> Any:
         address, namespace = os.environ.get(ADDRESS_ENV), os.environ.get(NAMESPACE_ENV)
-        if address and target_host in _LOCAL_DEFAULTS:
-            if namespace and kwargs.get("namespace", "default") == "default":
+        if address:
+            asked = f"{target_host!r}, namespace {kwargs.get('namespace', 'default')!r}"
+            if namespace:
                 kwargs["namespace"] = namespace
+            dropped = [k for k in _OWN_SERVER_ONLY if kwargs.pop(k, None) is not None]
             print(
-                f"killdrill: temporal: Client.connect({target_host!r}) sent to the case's server "
-                f"{address}, namespace {kwargs.get('namespace', 'default')}",
+                f"killdrill: temporal: Client.connect({asked}) sent to the case's server "
+                f"{address}, namespace {kwargs.get('namespace', 'default')}"
+                + (f" (without its {', '.join(dropped)})" if dropped else ""),
                 file=sys.stderr,
                 flush=True,
             )

@@ -11,8 +11,8 @@ activity (the same on every attempt).
 request"), so a worker killed after the provider charged and before the server heard of it charges
 again on the retry, and the receipt names the second charge.
 
-``--address HOST:PORT``: a server the user runs (namespace ``default``), not the drill's: every run
-of the drill shares it, so a run under a thread whose workflow is closed attaches to it.
+``--address HOST:PORT``: a server the user runs (namespace ``default``); the Temporal integration
+sends the client to the case's server and namespace instead.
 """
 
 from __future__ import annotations

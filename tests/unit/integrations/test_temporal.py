@@ -76,13 +76,24 @@ def test_a_client_of_the_local_default_server_is_sent_to_the_case_server(
     )
 
 
-def test_another_address_or_namespace_is_the_agents_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _connect(monkeypatch, "temporal.prod:7233")[1][1:] == ("temporal.prod:7233", "default")
-    assert _connect(monkeypatch, "localhost:7233", namespace="billing")[1][1:] == (
-        "127.0.0.1:40001",
-        "billing",
-    )
-    monkeypatch.delenv(ADDRESS_ENV)
+def test_any_address_and_namespace_is_sent_to_the_case_server(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server the user runs or a cloud: cases on a server the drill does not run share its task
+    queues (one case's worker runs another's activities: a duplicate lands in the wrong ledger)."""
+    case = ("127.0.0.1:40001", "kd-case-ns")
+    assert tuple(_connect(monkeypatch, "temporal.prod:7233")[1][1:]) == case
+    assert tuple(_connect(monkeypatch, "localhost:7244", namespace="billing")[1][1:]) == case
+    capsys.readouterr()
+    cloud = _connect(monkeypatch, "acme.tmprl.cloud:7233", namespace="acme", tls=True, api_key="k")
+    assert tuple(cloud[1][1:]) == case  # the dev server is plain gRPC: no TLS, no key
+    err = capsys.readouterr().err
+    assert "Client.connect('acme.tmprl.cloud:7233', namespace 'acme')" in err
+    assert "(without its tls, api_key)" in err
+
+
+def test_without_a_case_server_the_address_is_the_agents_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ADDRESS_ENV, raising=False)
     cls = type("Client", (_Client,), {"connect": _wrap_connect(_Client.connect)})
     assert asyncio.run(cls.connect("localhost:7233"))[1:] == ("localhost:7233", "default")
 
