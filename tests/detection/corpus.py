@@ -3,7 +3,9 @@
 Each defect agent has exactly one planted defect (marked ``# DEFECT`` in its file).  ``catch``
 names the points where the defect must show (the CI test runs the first one); the table runner
 drills every point anyway, and records where it was really caught.  ``expect`` uses the stable
-kinds of ``killdrill.records``; a defect is caught by a case reporting any of them.
+kinds of ``killdrill.records``; a defect is caught by a case reporting any of them (and, where
+``cause`` is named, carrying that root cause: the issue-36 misjudgment reported ``key_changed``
+beside two ``unexpected_effect`` of cause ``unexplained``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Agent:
     options: dict[str, Any] = field(default_factory=dict)
     known_miss: str | None = None  # why the drill cannot see it (a finding), if it cannot
     needs: tuple[tuple[str, str], ...] = ()  # (module, extra) the agent imports: absent -> skipped
+    cause: str | None = None  # the root cause a catch must name (a right kind for a wrong reason is no catch)
 
     def unavailable(self) -> str | None:
         """Why this agent cannot run here (a framework not importable), or None."""
@@ -230,6 +233,7 @@ TEMPORAL_RECEIPT: tuple[Agent, ...] = (
         _shape("temporal_receipt", "attempt_key"),
         {"integrations": ("temporal",), "timeout": 60},
         needs=(("temporalio", "temporal"),),
+        cause="key_new_per_attempt",
     ),
     Agent(
         "temporal_receipt",

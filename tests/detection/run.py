@@ -42,8 +42,11 @@ NOT_A_CATCH = frozenset({POINT_NOT_REACHED, HARNESS_ERROR, HANG})
 
 
 def catches(agent: Agent, case: CaseResult) -> bool:
-    """Did this case catch the agent's defect?  Any expected kind (any real violation if none is named)."""
+    """Did this case catch the agent's defect?  Any expected kind (any real violation if none is
+    named), and the named root cause on one of its violations when the corpus names one."""
     kinds = set(case.kinds)
+    if agent.cause and not any(v.cause == agent.cause for v in case.violations):
+        return False
     if agent.expect:
         return bool(kinds & set(agent.expect))
     return bool(kinds - NOT_A_CATCH)
