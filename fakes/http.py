@@ -31,6 +31,7 @@ import json
 import os
 import re
 import secrets
+import selectors
 import socket
 import struct
 import sys
@@ -220,8 +221,12 @@ class FakesServer:
         model: _model.ModelFake | None = None,
         wire: Mapping[str, Any] | None = None,
         secret: str | None = None,
+        check_ledger: bool = True,
     ):
+        """``check_ledger=False``: the caller has just written ``ledger`` (a drill's case, its
+        marker), so :meth:`start` need not open it to fail early; the first request opens it."""
         self.ledger_url = os.fspath(ledger)
+        self.check_ledger = check_ledger
         self.wire = dict(wire or {})
         self.port = port
         self.secret = secret or secrets.token_urlsafe(18)
@@ -231,6 +236,7 @@ class FakesServer:
         self._launch_secrets: dict[Hashable, str] = {}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._wake = (-1, -1)  # the serving loop's wake-up pipe, while it runs
         self.url: str | None = None
 
     def start(self) -> str:
@@ -238,7 +244,8 @@ class FakesServer:
         if self._server is not None:
             assert self.url is not None
             return self.url
-        Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
+        if self.check_ledger:
+            Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
         server = _Server(("127.0.0.1", self.port), _FakesHandler, self.secret)
         server.bindings = {}
         server.binding = self._initial
@@ -246,9 +253,9 @@ class FakesServer:
         server.model_asked = {}
         server.wire = self.wire
         self._server = server
-        # A short poll interval: stop() (once per attempt in a drill) returns in ~20 ms, not 500.
+        self._wake = os.pipe()
         self._thread = threading.Thread(
-            target=server.serve_forever, args=(0.02,), name="killdrill-fakes-http", daemon=True
+            target=_serve, args=(server, self._wake[0]), name="killdrill-fakes-http", daemon=True
         )
         self._thread.start()
         self.url = f"http://127.0.0.1:{server.server_address[1]}/{self.secret}"
@@ -309,18 +316,16 @@ class FakesServer:
         if server is None:
             return
         self._launch_secrets.clear()
-        stopping = threading.Thread(target=server.shutdown, name="killdrill-fakes-stop")
-        stopping.start()
-        # wake serve_forever's select now, not at its next poll: once per attempt in every drill
-        try:
-            socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=1).close()
-        except OSError:
-            pass
-        stopping.join()
-        server.server_close()
-        server.close_all()
+        # once per attempt in every drill: the serving loop wakes on its pipe at once (a
+        # socketserver's shutdown() took a thread of its own and a connection to wake it)
+        wake_r, wake_w = self._wake
+        os.write(wake_w, b"x")
         if self._thread is not None:
             self._thread.join(timeout=5)
+        os.close(wake_r)
+        os.close(wake_w)
+        server.server_close()
+        server.close_all()
         self.url = None
 
     def __enter__(self) -> FakesServer:
@@ -329,6 +334,20 @@ class FakesServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _serve(server: _Server, wake: int) -> None:
+    """``serve_forever`` until ``wake`` is readable: each connection accepted and handed to its
+    handler thread as it arrives."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(server, selectors.EVENT_READ)
+        selector.register(wake, selectors.EVENT_READ)
+        while True:
+            ready = selector.select()
+            if any(key.fileobj == wake for key, _ in ready):
+                return
+            server._handle_request_noblock()
+            server.service_actions()
 
 
 def main(argv: list[str] | None = None) -> int:
