@@ -27,11 +27,12 @@ the request is processed, so nothing is committed.  Either way the caller's own 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import secrets
-import selectors
+import select
 import socket
 import struct
 import sys
@@ -235,8 +236,6 @@ class FakesServer:
         self._initial_launch: Hashable | None = None
         self._launch_secrets: dict[Hashable, str] = {}
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._wake = (-1, -1)  # the serving loop's wake-up pipe, while it runs
         self.url: str | None = None
 
     def start(self) -> str:
@@ -253,11 +252,7 @@ class FakesServer:
         server.model_asked = {}
         server.wire = self.wire
         self._server = server
-        self._wake = os.pipe()
-        self._thread = threading.Thread(
-            target=_serve, args=(server, self._wake[0]), name="killdrill-fakes-http", daemon=True
-        )
-        self._thread.start()
+        _ACCEPTOR.add(server)
         self.url = f"http://127.0.0.1:{server.server_address[1]}/{self.secret}"
         return self.url
 
@@ -316,14 +311,7 @@ class FakesServer:
         if server is None:
             return
         self._launch_secrets.clear()
-        # once per attempt in every drill: the serving loop wakes on its pipe at once (a
-        # socketserver's shutdown() took a thread of its own and a connection to wake it)
-        wake_r, wake_w = self._wake
-        os.write(wake_w, b"x")
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        os.close(wake_r)
-        os.close(wake_w)
+        _ACCEPTOR.remove(server)  # no connection is accepted for it any more
         server.server_close()
         server.close_all()
         self.url = None
@@ -336,18 +324,57 @@ class FakesServer:
         self.stop()
 
 
-def _serve(server: _Server, wake: int) -> None:
-    """``serve_forever`` until ``wake`` is readable: each connection accepted and handed to its
-    handler thread as it arrives."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(server, selectors.EVENT_READ)
-        selector.register(wake, selectors.EVENT_READ)
+class _Acceptor:
+    """One thread of the process accepts the connections of every running server and hands each
+    to its server's handler thread.  A drill starts a server around every launch: a serving
+    thread of its own cost a thread start (a scheduler's hop: ~5 ms each at load 14) and a stop
+    that had to wake and join it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # held while a server accepts: remove() waits for it
+        self._servers: dict[int, _Server] = {}
+        self._epoll: select.epoll | None = None
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def add(self, server: _Server) -> None:
+        with self._lock:
+            if self._epoll is None:
+                self._epoll = select.epoll()
+                threading.Thread(
+                    target=self._run, args=(self._epoll,), name="killdrill-fakes-http", daemon=True
+                ).start()
+            server.socket.setblocking(False)  # a connection reset before its accept blocks nothing
+            self._servers[server.fileno()] = server
+            self._epoll.register(server.fileno(), select.EPOLLIN)
+
+    def remove(self, server: _Server) -> None:
+        """Once this returns, ``server`` accepts nothing more (its socket can be closed)."""
+        with self._lock:
+            if self._servers.pop(server.fileno(), None) is not None and self._epoll is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self._epoll.unregister(server.fileno())
+
+    def _run(self, epoll: select.epoll) -> None:
         while True:
-            ready = selector.select()
-            if any(key.fileobj == wake for key, _ in ready):
+            try:
+                events = epoll.poll()
+            except OSError:  # closed under us (a fork's child)
                 return
-            server._handle_request_noblock()
-            server.service_actions()
+            for fd, _ in events:
+                with self._lock:
+                    server = self._servers.get(fd)
+                    if server is not None:  # still running: accept and hand over
+                        server._handle_request_noblock()
+
+    def _after_fork_in_child(self) -> None:
+        # the thread is not in a forked child; the servers are the parent's
+        self._lock = threading.Lock()
+        self._servers = {}
+        self._epoll = None
+
+
+_ACCEPTOR = _Acceptor()
 
 
 def main(argv: list[str] | None = None) -> int:
