@@ -102,3 +102,16 @@ def test_a_discarded_workdir_is_gone_at_once_and_deleted_before_close(tmp_path: 
     root = workdirs.root
     workdirs.close()
     assert not root.exists()  # nothing was kept: the root we made is removed, the trash with it
+
+
+def test_the_interpreters_exit_waits_for_discarded_workdirs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from killdrill.drill.workdirs import Workdirs\n"
+        "w = Workdirs(sys.argv[1], None); wd = w.new('case'); (wd / 'f').write_bytes(b'x' * 10000)\n"
+        "w.discard(wd)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
+    assert list(tmp_path.iterdir()) == []
