@@ -365,13 +365,26 @@ class _Acceptor:
                 with self._lock:
                     server = self._servers.get(fd)
                     if server is not None:  # still running: accept and hand over
-                        server._handle_request_noblock()
+                        _accept(server)
 
     def _after_fork_in_child(self) -> None:
         # the thread is not in a forked child; the servers are the parent's
         self._lock = threading.Lock()
         self._servers = {}
         self._epoll = None
+
+
+def _accept(server: _Server) -> None:
+    """socketserver's ``_handle_request_noblock``: one connection accepted and handed over."""
+    try:
+        request, client_address = server.get_request()
+    except OSError:  # gone before its accept (the socket does not block)
+        return
+    try:
+        server.process_request(request, client_address)
+    except Exception:
+        server.handle_error(request, client_address)
+        server.shutdown_request(request)
 
 
 _ACCEPTOR = _Acceptor()
