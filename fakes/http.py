@@ -27,10 +27,12 @@ the request is processed, so nothing is committed.  Either way the caller's own 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import secrets
+import select
 import socket
 import struct
 import sys
@@ -220,8 +222,12 @@ class FakesServer:
         model: _model.ModelFake | None = None,
         wire: Mapping[str, Any] | None = None,
         secret: str | None = None,
+        check_ledger: bool = True,
     ):
+        """``check_ledger=False``: the caller has just written ``ledger`` (a drill's case, its
+        marker), so :meth:`start` need not open it to fail early; the first request opens it."""
         self.ledger_url = os.fspath(ledger)
+        self.check_ledger = check_ledger
         self.wire = dict(wire or {})
         self.port = port
         self.secret = secret or secrets.token_urlsafe(18)
@@ -230,7 +236,6 @@ class FakesServer:
         self._initial_launch: Hashable | None = None
         self._launch_secrets: dict[Hashable, str] = {}
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
         self.url: str | None = None
 
     def start(self) -> str:
@@ -238,7 +243,8 @@ class FakesServer:
         if self._server is not None:
             assert self.url is not None
             return self.url
-        Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
+        if self.check_ledger:
+            Ledger(self.ledger_url, self._initial.thread)  # fail now, in one line, if the ledger is unusable
         server = _Server(("127.0.0.1", self.port), _FakesHandler, self.secret)
         server.bindings = {}
         server.binding = self._initial
@@ -246,11 +252,7 @@ class FakesServer:
         server.model_asked = {}
         server.wire = self.wire
         self._server = server
-        # A short poll interval: stop() (once per attempt in a drill) returns in ~20 ms, not 500.
-        self._thread = threading.Thread(
-            target=server.serve_forever, args=(0.02,), name="killdrill-fakes-http", daemon=True
-        )
-        self._thread.start()
+        _ACCEPTOR.add(server)
         self.url = f"http://127.0.0.1:{server.server_address[1]}/{self.secret}"
         return self.url
 
@@ -309,18 +311,9 @@ class FakesServer:
         if server is None:
             return
         self._launch_secrets.clear()
-        stopping = threading.Thread(target=server.shutdown, name="killdrill-fakes-stop")
-        stopping.start()
-        # wake serve_forever's select now, not at its next poll: once per attempt in every drill
-        try:
-            socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=1).close()
-        except OSError:
-            pass
-        stopping.join()
+        _ACCEPTOR.remove(server)  # no connection is accepted for it any more
         server.server_close()
         server.close_all()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
         self.url = None
 
     def __enter__(self) -> FakesServer:
@@ -329,6 +322,72 @@ class FakesServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _Acceptor:
+    """One thread of the process accepts the connections of every running server and hands each
+    to its server's handler thread.  A drill starts a server around every launch: a serving
+    thread of its own cost a thread start (a scheduler's hop: ~5 ms each at load 14) and a stop
+    that had to wake and join it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # held while a server accepts: remove() waits for it
+        self._servers: dict[int, _Server] = {}
+        self._epoll: select.epoll | None = None
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def add(self, server: _Server) -> None:
+        with self._lock:
+            if self._epoll is None:
+                self._epoll = select.epoll()
+                threading.Thread(
+                    target=self._run, args=(self._epoll,), name="killdrill-fakes-http", daemon=True
+                ).start()
+            server.socket.setblocking(False)  # a connection reset before its accept blocks nothing
+            self._servers[server.fileno()] = server
+            self._epoll.register(server.fileno(), select.EPOLLIN)
+
+    def remove(self, server: _Server) -> None:
+        """Once this returns, ``server`` accepts nothing more (its socket can be closed)."""
+        with self._lock:
+            if self._servers.pop(server.fileno(), None) is not None and self._epoll is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self._epoll.unregister(server.fileno())
+
+    def _run(self, epoll: select.epoll) -> None:
+        while True:
+            try:
+                events = epoll.poll()
+            except OSError:  # closed under us (a fork's child)
+                return
+            for fd, _ in events:
+                with self._lock:
+                    server = self._servers.get(fd)
+                    if server is not None:  # still running: accept and hand over
+                        _accept(server)
+
+    def _after_fork_in_child(self) -> None:
+        # the thread is not in a forked child; the servers are the parent's
+        self._lock = threading.Lock()
+        self._servers = {}
+        self._epoll = None
+
+
+def _accept(server: _Server) -> None:
+    """socketserver's ``_handle_request_noblock``: one connection accepted and handed over."""
+    try:
+        request, client_address = server.get_request()
+    except OSError:  # gone before its accept (the socket does not block)
+        return
+    try:
+        server.process_request(request, client_address)
+    except Exception:
+        server.handle_error(request, client_address)
+        server.shutdown_request(request)
+
+
+_ACCEPTOR = _Acceptor()
 
 
 def main(argv: list[str] | None = None) -> int:

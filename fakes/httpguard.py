@@ -87,8 +87,9 @@ class GuardedServer(ThreadingHTTPServer):
         self._live: dict[socket.socket, float | None] = {}
         self._handler_threads: set[threading.Thread] = set()
         self._stopping = threading.Event()
-        self._watchdog = threading.Thread(target=self._watch, name="killdrill-fakes-watchdog", daemon=True)
-        self._watchdog.start()
+        # started with the first connection: most attempts of a drill never connect, and a
+        # thread's start waits for it to run (a scheduler's hop on a loaded machine)
+        self._watchdog: threading.Thread | None = None
 
     # -- connections ------------------------------------------------------------------------
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -108,6 +109,14 @@ class GuardedServer(ThreadingHTTPServer):
         )
         with self._lock:
             self._handler_threads.add(thread)
+            watchdog = self._watchdog is None
+            if watchdog:
+                self._watchdog = threading.Thread(
+                    target=self._watch, name="killdrill-fakes-watchdog", daemon=True
+                )
+        if watchdog:
+            assert self._watchdog is not None
+            self._watchdog.start()
         thread.start()
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
@@ -146,7 +155,10 @@ class GuardedServer(ThreadingHTTPServer):
         deadline = time.monotonic() + join_s
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        self._watchdog.join(1.0)
+        with self._lock:
+            watchdog = self._watchdog
+        if watchdog is not None:
+            watchdog.join(1.0)
 
     @property
     def handler_threads(self) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 import time
 import uuid
@@ -180,7 +179,7 @@ class CaseRunner:
         )
         clock.mark("verdict")
         if result.ok and not self.options.keep:  # its result.json would be removed with it
-            shutil.rmtree(run.workdir, ignore_errors=True)
+            self.workdirs.discard(run.workdir)
             return replace(result, phases=clock.result())
         result = replace(result, phases=clock.result())
         (run.state / "result.json").write_text(json_text(result.to_dict()))

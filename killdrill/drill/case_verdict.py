@@ -188,16 +188,24 @@ def committed_steps(points: Iterable[str]) -> list[str]:
     """The steps one attempt (or a clean run) committed, in order: ``committed:X`` points, or for
     agents that emit none, an ``after:X`` followed by the next step's ``before:``."""
     internal = internal_steps()
-    points = [p for p in points if p.split(":", 1)[1] not in internal]  # e.g. the checkpointer's own
-    if any(p.startswith("committed:") for p in points):
-        return [p.split(":", 1)[1] for p in points if p.startswith("committed:")]
+    # one partition per point, the others (during:, a batch's thousands) skipped at once
+    steps = [
+        (kind, name)
+        for kind, _, name in (p.partition(":") for p in points)
+        if kind in _STEP_KINDS and name not in internal  # e.g. the checkpointer's own
+    ]
+    committed = [name for kind, name in steps if kind == "committed"]
+    if committed:
+        return committed
     out: list[str] = []
     pending: str | None = None
-    for p in points:
-        kind, name = p.split(":", 1)
+    for kind, name in steps:
         if kind == "after":
             pending = name
         elif kind == "before" and pending is not None:
             out.append(pending)
             pending = None
     return out
+
+
+_STEP_KINDS = frozenset({"before", "after", "committed"})

@@ -102,7 +102,7 @@ class Discoverer:
             snap = self.workdirs.snapshot(run)
             warn(unscripted_line(snap))
         if not self.options.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+            self.workdirs.discard(workdir)
         return attempt, snap
 
     def _unscripted(self, run: RunContext) -> str | None:

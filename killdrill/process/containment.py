@@ -112,6 +112,38 @@ def subtree(root: int, spare: Collection[int] = ()) -> list[int]:
     return order
 
 
+def descendants(root: int) -> list[int]:
+    """The descendants of ``root`` read from each process's ``/proc/PID/task/TID/children``
+    (parents before their children): a few reads, where :func:`subtree` scans every process of
+    the machine (2 ms for 220 processes, ~9 ms at load 14, on the kill path of every attempt).
+    The kernel keeps those lists exact only for a tree that holds still, so this is the
+    harness's fast first pass; the keeper, the subreaper that outlives the attempt's
+    processes, makes sure with full scans.  Falls back to :func:`subtree` without the files."""
+    order: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop(0)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            if pid == root and not os.path.exists(f"/proc/{pid}"):
+                return []
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    found = [int(c) for c in f.read().split()]
+            except FileNotFoundError:
+                if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                    continue  # that thread ended
+                return subtree(root)  # no children files in this kernel
+            except OSError:
+                continue
+            order.extend(found)
+            todo.extend(found)
+    return order
+
+
 def signal_all(pids: Iterable[int], sig: int) -> None:
     """Send ``sig`` to each pid that still exists (and is ours to signal)."""
     for pid in pids:
@@ -174,7 +206,7 @@ def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL, *, sca
     if sig == signal.SIGKILL:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGSTOP)
-    found = subtree(keeper if keeper is not None else pid) if scan or keeper is None else []
+    found = descendants(keeper if keeper is not None else pid) if scan or keeper is None else []
     if sig == signal.SIGKILL:
         signal_all(found, signal.SIGSTOP)
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -154,21 +154,32 @@ def summarize(
             return 1 if calls[0].landed else 0
         return sum(c.landed for c in calls)
 
-    both = [(key, landed(calls), landed(base.get(key))) for key, calls in mine.items()]
-    both += [(key, 0, landed(calls)) for key, calls in base.items() if key not in mine]
-    for key, n, b in both:
-        provider = key[0]
-        if flags.convergent(provider):
+    # one pass, counted per provider: a batch's 10^5 effects are one provider's (each effect
+    # once looked its provider's flags and counts up, and built a row of zeros it threw away)
+    counts: dict[str, list[int]] = {}  # provider -> [exactly_once, duplicated, lost, unexpected]
+    rows = [(key[0], landed(calls), landed(base.get(key))) for key, calls in mine.items()]
+    rows += [(key[0], 0, landed(calls)) for key, calls in base.items() if key not in mine]
+    convergent: dict[str, bool] = {}
+    for provider, n, b in rows:
+        conv = convergent.get(provider)
+        if conv is None:
+            conv = convergent[provider] = flags.convergent(provider)
+        if conv:
             n, b = min(n, 1), min(b, 1)
-        if n == 0 and b == 0:
-            continue
-        counts = out.setdefault(provider, dict.fromkeys(_SUMMARY_FIELDS, 0))
-        if b == 0:
-            counts["unexpected"] += 1
-        elif n == b:
-            counts["exactly_once"] += 1
+        if b == n:
+            if not n:
+                continue
+            i = 0
+        elif b == 0:
+            i = 3
         elif n > b:
-            counts["duplicated"] += 1
+            i = 1
         else:
-            counts["lost"] += 1
+            i = 2
+        row = counts.get(provider)
+        if row is None:
+            row = counts[provider] = [0, 0, 0, 0]
+        row[i] += 1
+    for provider, row in counts.items():
+        out[provider] = dict(zip(_SUMMARY_FIELDS, row, strict=True))
     return out

@@ -17,7 +17,11 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``parallel_speedup``: the same drill with 1 and 2 workers.
 - ``prefork_speedup``: a full drill of the LangGraph example, plain spawn vs the pre-forking
   launcher (``DrillOptions(launcher="fork")``), with whether the verdicts were identical;
-  without a launcher or langgraph it says so instead of giving a number.
+  without a launcher or langgraph it says so instead of giving a number.  Goal: at least 20
+  (issue 37).
+
+Every row with a goal is printed with it: ``prefork_speedup: 14.812  (goal >= 20: MISSED)``
+(:mod:`tests.benchmarks.goals`).
 - ``runtime_NAME_case_s`` / ``_case_ratio`` / ``_discovery_s``: three cases around the charging step
   of each bundled framework example (LangGraph, DBOS, Temporal, OpenAI Agents, LlamaIndex, CrewAI
   where importable), fork launcher, and the ratio to LangGraph's s/case: see
@@ -53,7 +57,7 @@ import tempfile
 import time
 import timeit
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -61,6 +65,7 @@ from typing import Any
 from killdrill.examples import SETTLEMENT
 from tests.benchmarks.effects import GOALS as EFFECT_GOALS
 from tests.benchmarks.effects import bench_effects, bench_real
+from tests.benchmarks.goals import Goal, line
 from tests.benchmarks.growth import GOALS as GROWTH_GOALS
 from tests.benchmarks.growth import bench_growth
 from tests.benchmarks.runtimes import bench_runtimes
@@ -312,17 +317,23 @@ def bench_prefork(root: Path) -> dict[str, Any]:
         return {"prefork_speedup": "n/a: no pre-forking launcher (or no langgraph)"}
     ts, rs = _drill(1, root / "lg-spawn", command=LANGGRAPH, integrations=("langgraph",))
     tf, rf = _drill(1, root / "lg-fork", command=LANGGRAPH, integrations=("langgraph",), launcher="fork")
-    same = [(c.schedule, c.kinds) for c in rs.cases] == [(c.schedule, c.kinds) for c in rf.cases]
+    # Case by case, by schedule: the catalogue's order is the first clean run's trace order, and
+    # under load two points of different threads (a node's commit, the next checkpoint) can come
+    # in either order, so the two drills may run the same cases in another order.
+    spawned = {c.schedule: c for c in rs.cases}
+    forked = {c.schedule: c for c in rf.cases}
+    same = spawned.keys() == forked.keys() and all(spawned[k].kinds == forked[k].kinds for k in spawned)
     # A difference must be explainable afterwards: which cases, and what each failing case said.
     differ = [
         {
-            "schedule": s.schedule,
-            "spawn": list(s.kinds),
-            "fork": list(f.kinds),
-            "text": (s if s.kinds else f).text(),
+            "schedule": k,
+            "spawn": list(s.kinds) if s is not None else "not run",
+            "fork": list(f.kinds) if f is not None else "not run",
+            "text": (s if s is not None and (s.kinds or f is None) else f).text(),  # type: ignore[union-attr]
         }
-        for s, f in zip(rs.cases, rf.cases, strict=False)
-        if s.kinds != f.kinds
+        for k in dict.fromkeys([*spawned, *forked])
+        for s, f in ((spawned.get(k), forked.get(k)),)
+        if s is None or f is None or s.kinds != f.kinds
     ]
     return {
         "langgraph_cases": len(rs.cases),
@@ -395,31 +406,31 @@ def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
     return out
 
 
-GOALS: dict[str, Callable[[float], bool]] = {
-    "boundary_unarmed_ns": lambda v: v < 100,
-    "boundary_armed_median_us": lambda v: v < 100,
-    "boundary_one_way_median_us": lambda v: v < 10,
-    "supervisor_overhead_ms": lambda v: v < 10,
-    "containment_cost_ratio": lambda v: v <= 1.10,
-    "harness_overhead_ratio": lambda v: v <= 1.10,
-    "parallel_speedup": lambda v: v >= 1.7,
-    "prefork_speedup": lambda v: v >= 5,
+GOALS: dict[str, Goal] = {
+    "boundary_unarmed_ns": Goal("<", 100),
+    "boundary_armed_median_us": Goal("<", 100),
+    "boundary_one_way_median_us": Goal("<", 10),
+    "supervisor_overhead_ms": Goal("<", 10),
+    "containment_cost_ratio": Goal("<=", 1.10),
+    "harness_overhead_ratio": Goal("<=", 1.10),
+    "parallel_speedup": Goal(">=", 1.7),
+    "prefork_speedup": Goal(">=", 20),  # issue 37 (was >= 5)
     **EFFECT_GOALS,
     **GROWTH_GOALS,
     # issue 23: the pytest route at most 1.25x the CLI on the same cases (tests/benchmarks/pytest_route.py)
-    "pytest_cli_ratio_serial": lambda v: v <= 1.25,
-    "pytest_cli_ratio_2_workers": lambda v: v <= 1.25,
-    "pytest_cli_ratio_spawn": lambda v: v <= 1.25,
-    "pytest_cli_ratio_2_workers_spawn": lambda v: v <= 1.25,
+    "pytest_cli_ratio_serial": Goal("<=", 1.25),
+    "pytest_cli_ratio_2_workers": Goal("<=", 1.25),
+    "pytest_cli_ratio_spawn": Goal("<=", 1.25),
+    "pytest_cli_ratio_2_workers_spawn": Goal("<=", 1.25),
     # the same without each front end's cost before any case (an empty pytest session, the CLI's help)
-    "pytest_cli_ratio_serial_net": lambda v: v <= 1.25,
-    "pytest_cli_ratio_2_workers_net": lambda v: v <= 1.25,
-    "pytest_cli_ratio_spawn_net": lambda v: v <= 1.25,
+    "pytest_cli_ratio_serial_net": Goal("<=", 1.25),
+    "pytest_cli_ratio_2_workers_net": Goal("<=", 1.25),
+    "pytest_cli_ratio_spawn_net": Goal("<=", 1.25),
     # the drill phase (first collection to last test, from hooks) over the CLI less its help
-    "pytest_cli_ratio_serial_drill": lambda v: v <= 1.25,
-    "pytest_cli_ratio_2_workers_drill": lambda v: v <= 1.25,
-    "pytest_cli_ratio_spawn_drill": lambda v: v <= 1.25,
-    "pytest_cli_ratio_2_workers_spawn_drill": lambda v: v <= 1.25,
+    "pytest_cli_ratio_serial_drill": Goal("<=", 1.25),
+    "pytest_cli_ratio_2_workers_drill": Goal("<=", 1.25),
+    "pytest_cli_ratio_spawn_drill": Goal("<=", 1.25),
+    "pytest_cli_ratio_2_workers_spawn_drill": Goal("<=", 1.25),
 }
 
 
@@ -444,14 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(value, list):  # details (e.g. which cases differed): in the JSON
             print(f"{name}: {len(value)} (see {args.json})")
             continue
-        text = f"{value:.3f}" if isinstance(value, float) else str(value)
-        goal = GOALS.get(name)
-        mark = (
-            ""
-            if goal is None or isinstance(value, str)
-            else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
-        )
-        print(f"{name}: {text}{mark}")
+        print(line(name, value, GOALS))
     Path(args.json).write_text(json.dumps(figures, indent=2))
     print(f"written: {args.json}")
     return 0

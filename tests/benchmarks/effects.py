@@ -24,7 +24,8 @@ different per run (a volatile field, so no two runs' payloads are identical).  P
 
 ``--real N``: a real ``killdrill run`` (fork launcher, one kill in the middle) of the payout batch
 with N payees, in process: ``real_N_overhead_ratio`` is a case's harness time (its wall time
-minus its attempts') over its attempts' time, the median of 5 cases.  Goal at 1,000: under 0.10.
+minus its attempts') over its attempts' time, the median of 5 cases.  Goal at 1,000: at most
+0.10 (issue 37).
 That leaves out what the harness costs inside the attempts (the agent's messages at its points):
 ``real_N_supervision_ratio`` is a clean attempt under the supervisor over the same run forked
 from the same template without a control channel, minus 1, the median of 5 pairs.  Goal at
@@ -49,6 +50,7 @@ from killdrill.records import Attempt, Call, CaseResult, LedgerSnapshot
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.verdict import EffectNaming, judge, summarize, volatile_fields
 from killdrill.verdict.index import grouping
+from tests.benchmarks.goals import Goal, line
 
 SIZES = (100, 1_000, 10_000, 100_000)
 REPO = Path(__file__).resolve().parents[2]
@@ -288,14 +290,14 @@ def _supervision(drill: Any, pairs: int) -> tuple[list[float], list[float]]:
 
 
 GOALS = {
-    "effects_100000_case_s": lambda v: v < 2.0,
-    "effects_100000_stamped_case_s": lambda v: v < 2.0,
-    "effects_100000_case_cpu_s": lambda v: v < 2.0,
-    "effects_100000_judged_s": lambda v: v < 2.0,
-    "effects_100000_stamped_judged_s": lambda v: v < 2.0,
-    "effects_100000_stamped_case_cpu_s": lambda v: v < 2.0,
-    "real_1000_overhead_ratio": lambda v: v < 0.10,
-    "real_1000_supervision_ratio": lambda v: v < 0.10,
+    "effects_100000_case_s": Goal("<", 2.0),
+    "effects_100000_stamped_case_s": Goal("<", 2.0),
+    "effects_100000_case_cpu_s": Goal("<", 2.0),
+    "effects_100000_judged_s": Goal("<", 2.0),
+    "effects_100000_stamped_judged_s": Goal("<", 2.0),
+    "effects_100000_stamped_case_cpu_s": Goal("<", 2.0),
+    "real_1000_overhead_ratio": Goal("<=", 0.10),  # issue 37: at most 0.10
+    "real_1000_supervision_ratio": Goal("<", 0.10),
 }
 
 
@@ -307,9 +309,7 @@ def main(argv: list[str]) -> None:
     else:
         figures.update(bench_effects("--quick" in argv))
     for name, value in figures.items():
-        goal = GOALS.get(name)
-        mark = "" if goal is None else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
-        print(f"{name}: {value:.3f}{mark}")
+        print(line(name, value, GOALS))
 
 
 if __name__ == "__main__":

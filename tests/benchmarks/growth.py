@@ -43,6 +43,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tests.benchmarks.goals import Goal, line
+
 REPO = Path(__file__).resolve().parents[2]
 CATALOGUE = (10, 100, 1_000)
 CHAOS = (100, 1_000, 10_000)
@@ -254,14 +256,14 @@ def bench_chaos(sizes: tuple[int, ...] = CHAOS) -> dict[str, Any]:
 
 
 GOALS = {
-    "catalogue_discovery_growth": lambda v: v < 2.0,
-    "catalogue_report_growth": lambda v: v < 2.0,
-    "catalogue_report_json_growth": lambda v: v < 2.0,
-    "catalogue_report_kb_growth": lambda v: v < 2.0,
-    **{f"catalogue_{n}_case_overhead_ratio": (lambda v: v < 0.5) for n in CATALOGUE},
-    "chaos_memory_growth": lambda v: v < 1.5,
-    "chaos_10000_report_html_mb": lambda v: v < 5.0,
-    "chaos_html_growth": lambda v: v < 3.0,
+    "catalogue_discovery_growth": Goal("<", 2.0),
+    "catalogue_report_growth": Goal("<", 2.0),
+    "catalogue_report_json_growth": Goal("<", 2.0),
+    "catalogue_report_kb_growth": Goal("<", 2.0),
+    **{f"catalogue_{n}_case_overhead_ratio": Goal("<", 0.5) for n in CATALOGUE},
+    "chaos_memory_growth": Goal("<", 1.5),
+    "chaos_10000_report_html_mb": Goal("<", 5.0),
+    "chaos_html_growth": Goal("<", 3.0),
 }
 
 
@@ -277,6 +279,4 @@ def bench_growth(quick: bool = False, which: tuple[str, ...] = ("catalogue", "ch
 if __name__ == "__main__":
     which = tuple(a for a in sys.argv[1:] if a in ("catalogue", "chaos")) or ("catalogue", "chaos")
     for name, value in bench_growth("--quick" in sys.argv, which).items():
-        goal = GOALS.get(name)
-        mark = "" if goal is None else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
-        print(f"{name}: {value:.3f}{mark}" if isinstance(value, float) else f"{name}: {value}{mark}")
+        print(line(name, value, GOALS))

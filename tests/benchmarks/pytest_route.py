@@ -261,6 +261,7 @@ def bench_pytest_route(root: Path, rounds: int) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from tests.benchmarks.bench import GOALS
+    from tests.benchmarks.goals import line
 
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.pytest_route")
     parser.add_argument("--rounds", type=int, default=3, help="pairs per row (default: %(default)s)")
@@ -272,14 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     for name, value in figures.items():
-        goal = GOALS.get(name)
-        text = f"{value:.3f}" if isinstance(value, float) else str(value)
-        mark = (
-            ""
-            if goal is None or not isinstance(value, float)
-            else ("  (goal met)" if goal(value) else "  (GOAL MISSED)")
-        )
-        print(f"{name}: {text}{mark}")
+        print(line(name, value, GOALS))
     return 0
 
 

@@ -89,3 +89,29 @@ def test_a_case_ledger_starts_as_the_blank_and_holds_only_its_own_marker(tmp_pat
 def _charge(ledger: Ledger, key: str) -> None:
     with ledger.transaction() as tx:
         tx.record("payments", "charge", key, {"amount": 1}, "created", None, 1, 1)
+
+
+def test_a_discarded_workdir_is_gone_at_once_and_deleted_before_close(tmp_path: Path) -> None:
+    """A passing case's workdir leaves the case's critical path: its path is free when
+    ``discard`` returns, its files are deleted in the background, and ``close`` waits for that."""
+    workdirs = Workdirs(None, None)
+    wd = workdirs.new("case")
+    (wd / "big").write_bytes(b"x" * 100_000)
+    workdirs.discard(wd)
+    assert not wd.exists()
+    root = workdirs.root
+    workdirs.close()
+    assert not root.exists()  # nothing was kept: the root we made is removed, the trash with it
+
+
+def test_the_interpreters_exit_waits_for_discarded_workdirs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from killdrill.drill.workdirs import Workdirs\n"
+        "w = Workdirs(sys.argv[1], None); wd = w.new('case'); (wd / 'f').write_bytes(b'x' * 10000)\n"
+        "w.discard(wd)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
+    assert list(tmp_path.iterdir()) == []
