@@ -207,6 +207,7 @@ def bench_effects(quick: bool = False, sizes: tuple[int, ...] = SIZES) -> dict[s
             out[f"{tag}_judged_s"] = read + took
             out[f"{tag}_judged_cpu_s"] = read_cpu + cpu
     out["effects_load_average_end"] = os.getloadavg()[0]
+    shutil.rmtree(root, ignore_errors=True)
     # the groupings of 10^5-call ledgers cached for the next case: no other row should run
     # beside them (a real drill holds its own baseline's, not another drill's)
     from killdrill.verdict import index

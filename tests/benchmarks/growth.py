@@ -95,6 +95,8 @@ def bench_catalogue(sizes: tuple[int, ...] = CATALOGUE) -> dict[str, Any]:
         out[f"catalogue_{n}_case_overhead_ratio"] = max(ratios)
         out[f"catalogue_{n}_case_overhead_ratio_worst_run"] = worst
         out.update(_report_rows(n, disc, cases))
+        drill.close()
+        shutil.rmtree(root, ignore_errors=True)
     first, last = sizes[0], sizes[-1]
     out["catalogue_discovery_growth"] = (
         out[f"catalogue_{last}_discovery_ms_per_point"] / out[f"catalogue_{first}_discovery_ms_per_point"]
