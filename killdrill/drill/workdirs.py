@@ -54,12 +54,15 @@ class Workdirs:
         ``--env`` values, the ledger and the agent's output.  A root we made is removed when
         the drill ends if nothing was kept in it."""
         if self._root is None:
-            if self._given_root is not None:
-                self._root = Path(self._given_root)
-                self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            else:
-                self._root = Path(tempfile.mkdtemp(prefix="killdrill-"))
-                weakref.finalize(self, rmdir_if_empty, self._root)
+            with self._lock:  # cases started at once (--killdrill-workers) ask for it together
+                if self._root is None:
+                    if self._given_root is not None:
+                        root = Path(self._given_root)
+                        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    else:
+                        root = Path(tempfile.mkdtemp(prefix="killdrill-"))
+                        weakref.finalize(self, rmdir_if_empty, root)
+                    self._root = root  # only once it exists: another thread makes a workdir in it
         return self._root
 
     def close(self) -> None:

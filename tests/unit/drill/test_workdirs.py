@@ -115,3 +115,40 @@ def test_the_interpreters_exit_waits_for_discarded_workdirs(tmp_path: Path) -> N
     )
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cases_started_at_once_find_the_root_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cases of ``--killdrill-workers`` ask a new drill's root for their workdirs together:
+    before, the first set the root and then made it, and the second made its workdir in a folder
+    that did not exist yet (FileNotFoundError, 9 items of a 34-case test at once)."""
+    import threading
+    import time
+
+    root = tmp_path / "a" / "killdrill"
+    real = Path.mkdir
+
+    def slow(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self == root:
+            time.sleep(0.3)  # the thread that makes the root loses the core here
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", slow)
+    workdirs = Workdirs(root, None)
+    made: list[Path] = []
+    errors: list[BaseException] = []
+
+    def one(label: str) -> None:
+        try:
+            made.append(workdirs.new(label))
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(f"case-{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(made) == 4
+    assert all(p.parent == root and p.is_dir() for p in made)
