@@ -51,11 +51,6 @@ __all__ = [
 ]
 
 
-def _round_ms(ms: float) -> float:
-    """Microsecond resolution: schedules stay short to read and exact to replay."""
-    return round(ms, 3)
-
-
 def _pct(x: float) -> float:
     """A fraction in [0, 1) as a percentage with two decimals, strictly below 100."""
     return min(round(x * 100.0, 2), 99.99)
