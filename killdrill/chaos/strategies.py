@@ -64,10 +64,6 @@ def aim(stratum: str, pct: float) -> Fault:
     return Fault(point=point.point, occurrence=point.occurrence, pct=pct, process=point.process)
 
 
-def _duration(discovery: Discovery) -> float:
-    return max(discovery.duration_ms, discovery.catalogue[-1].t_ms if discovery.catalogue else 0.0, 1.0)
-
-
 # ---- Hypothesis strategies ---------------------------------------------------------------
 def named_kills(discovery: Discovery) -> st.SearchStrategy[Fault]:
     """A kill exactly at a catalogue point (deterministic); shrinks towards the first point."""
