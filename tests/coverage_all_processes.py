@@ -28,7 +28,12 @@ Data, the rc file and the reports go to ``$TMPDIR/killdrill-coverage/`` (``--dir
 It prints every function or method of ``killdrill/``, ``fakes/`` and ``pytest_plugin/`` that no
 process ran (also written to ``never-run.txt``), and a summary.  A function listed is not dead
 by itself: grep for its callers, the entry points in ``pyproject.toml``, the public names
-(``killdrill/__init__.py``, ``docs/api.md``) and the protocols a framework calls.
+(``killdrill/__init__.py``, ``docs/api.md``) and the protocols a framework calls.  Runs of parts
+of the suite (each with its own ``--dir``) add up: a function is run if any ``coverage.json``
+says so.  One long xdist worker once came back without the in-process lines of its later tests
+(``tests/unit`` with ``-n 1``: nothing from ``tests/unit/process`` on); before calling a
+function never run, run the tests that should reach it alone.  It is slow: on 2 shared, loaded
+cores, 40% of the suite took 70 minutes with ``-n 2``.
 """
 
 from __future__ import annotations
