@@ -160,11 +160,6 @@ class GuardedServer(ThreadingHTTPServer):
         if watchdog is not None:
             watchdog.join(1.0)
 
-    @property
-    def handler_threads(self) -> int:
-        with self._lock:
-            return sum(1 for t in self._handler_threads if t.is_alive())
-
 
 def _hang_up(sock: socket.socket) -> None:
     try:

@@ -59,11 +59,6 @@ class LauncherPool:
             self._templates[key] = launcher
             return launcher
 
-    def pids(self) -> list[int]:
-        """The live templates' process ids."""
-        with self._lock:
-            return [la._proc.pid for la in self._templates.values() if la._proc is not None and not la.dead]
-
     def close(self) -> None:
         """Stop every template (each has its keepers clean up first)."""
         with self._lock:

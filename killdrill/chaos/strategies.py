@@ -51,11 +51,6 @@ __all__ = [
 ]
 
 
-def _round_ms(ms: float) -> float:
-    """Microsecond resolution: schedules stay short to read and exact to replay."""
-    return round(ms, 3)
-
-
 def _pct(x: float) -> float:
     """A fraction in [0, 1) as a percentage with two decimals, strictly below 100."""
     return min(round(x * 100.0, 2), 99.99)
@@ -67,10 +62,6 @@ def aim(stratum: str, pct: float) -> Fault:
         return Fault(pct=pct)
     point = parse_fault(stratum)
     return Fault(point=point.point, occurrence=point.occurrence, pct=pct, process=point.process)
-
-
-def _duration(discovery: Discovery) -> float:
-    return max(discovery.duration_ms, discovery.catalogue[-1].t_ms if discovery.catalogue else 0.0, 1.0)
 
 
 # ---- Hypothesis strategies ---------------------------------------------------------------

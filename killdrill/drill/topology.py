@@ -74,10 +74,6 @@ class Topology:
             )
         self.services = {name: resolve_command(argv) for name, argv in serve.items()}
 
-    def names(self) -> list[str]:
-        """Every process name of a case, services first, in order, the driver last."""
-        return [p for name in self.services for p in self._replica_names(name)] + [DRIVER]
-
     def _replica_names(self, name: str) -> list[str]:
         n = self.options.replicas.get(name, 1)
         return [name] if n == 1 else [f"{name}[{i}]" for i in range(n)]

@@ -159,8 +159,6 @@ class CheckContext:
         )
 
 
-PerEffect = Callable[[CheckContext, Effect], Iterable[Violation]]
-WholeCase = Callable[[CheckContext], Iterable[Violation]]
 F = TypeVar("F", bound=Callable[..., Iterable[Violation]])
 
 
