@@ -140,7 +140,7 @@ def test_cases_started_at_once_find_the_root_made(tmp_path: Path, monkeypatch: p
     def one(label: str) -> None:
         try:
             made.append(workdirs.new(label))
-        except BaseException as exc:  # noqa: BLE001 - the test reports it
+        except BaseException as exc:  # the test reports it
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(f"case-{i}",)) for i in range(4)]
