@@ -5,10 +5,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import secrets
 import shutil
 import tempfile
 import threading
-import uuid
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,7 +61,7 @@ class Workdirs:
                         root.mkdir(mode=0o700, parents=True, exist_ok=True)
                     else:
                         root = Path(tempfile.mkdtemp(prefix="killdrill-"))
-                        weakref.finalize(self, rmdir_if_empty, root)
+                        weakref.finalize(self, _remove_when_emptied, root)
                     self._root = root  # only once it exists: another thread makes a workdir in it
         return self._root
 
@@ -203,7 +203,8 @@ class _Remover:
         atexit.register(self.wait)
 
     def remove(self, path: Path) -> None:
-        trash = path.with_name(f".removing-{uuid.uuid4().hex[:12]}")
+        # not uuid4: a thread id's source (a test that picks the drill's threads replaces it)
+        trash = path.with_name(f".removing-{secrets.token_hex(6)}")
         try:
             os.rename(path, trash)
         except OSError:  # gone already, or cannot be moved: remove it here
@@ -250,6 +251,13 @@ class _Remover:
 
 
 _REMOVER = _Remover()
+
+
+def _remove_when_emptied(root: Path) -> None:
+    """A made root, at the drill's end or the interpreter's exit: once the background deletions
+    are done (``.removing-*`` folders still in it would keep it)."""
+    _REMOVER.wait()
+    rmdir_if_empty(root)
 
 
 def rmdir_if_empty(path: Path) -> None:
