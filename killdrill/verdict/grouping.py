@@ -154,32 +154,20 @@ def summarize(
             return 1 if calls[0].landed else 0
         return sum(c.landed for c in calls)
 
-    # one pass, counted per provider: a batch's 10^5 effects are one provider's (each effect
-    # once looked its provider's flags and counts up, and built a row of zeros it threw away)
-    counts: dict[str, list[int]] = {}  # provider -> [exactly_once, duplicated, lost, unexpected]
+    # the provider's flags looked up once per provider, not once per effect (a batch's 10^5)
     rows = [(key[0], landed(calls), landed(base.get(key))) for key, calls in mine.items()]
     rows += [(key[0], 0, landed(calls)) for key, calls in base.items() if key not in mine]
     convergent: dict[str, bool] = {}
     for provider, n, b in rows:
-        conv = convergent.get(provider)
-        if conv is None:
-            conv = convergent[provider] = flags.convergent(provider)
-        if conv:
+        if provider not in convergent:
+            convergent[provider] = flags.convergent(provider)
+        if convergent[provider]:
             n, b = min(n, 1), min(b, 1)
-        if b == n:
-            if not n:
-                continue
-            i = 0
-        elif b == 0:
-            i = 3
-        elif n > b:
-            i = 1
-        else:
-            i = 2
-        row = counts.get(provider)
-        if row is None:
-            row = counts[provider] = [0, 0, 0, 0]
-        row[i] += 1
-    for provider, row in counts.items():
-        out[provider] = dict(zip(_SUMMARY_FIELDS, row, strict=True))
+        if n == 0 and b == 0:
+            continue
+        field = "unexpected" if b == 0 else "exactly_once" if n == b else "duplicated" if n > b else "lost"
+        counts = out.get(provider)
+        if counts is None:
+            counts = out[provider] = dict.fromkeys(_SUMMARY_FIELDS, 0)
+        counts[field] += 1
     return out
