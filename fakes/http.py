@@ -371,6 +371,9 @@ class _Acceptor:
         # the thread is not in a forked child; the servers are the parent's
         self._lock = threading.Lock()
         self._servers = {}
+        if self._epoll is not None:  # the child's copy of the descriptor only
+            with contextlib.suppress(OSError):
+                self._epoll.close()
         self._epoll = None
 
 
