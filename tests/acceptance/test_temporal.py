@@ -142,8 +142,8 @@ def test_a_server_the_user_runs_is_never_reached(tmp_path: Path) -> None:
     """The same agent connected to a Temporal server the user runs: its client goes to the case's
     server and namespace.  On the user's server, every case and clean run shared one namespace:
     concurrent cases' workers ran each other's activities (a duplicate recorded in another case's
-    ledger, missed) and a clean run of the case's thread attached to the case's closed workflow (the
-    issue 36 verdict, ``unexpected_effect`` x2 ``unexplained``)."""
+    ledger, missed) and a clean run of the case's thread attached to the case's closed workflow (every
+    effect judged ``unexpected_effect``, cause ``unexplained``)."""
     import asyncio
 
     from temporalio.client import Client

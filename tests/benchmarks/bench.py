@@ -17,8 +17,7 @@ Figures (``name: value`` lines, and the same names in JSON):
 - ``parallel_speedup``: the same drill with 1 and 2 workers.
 - ``prefork_speedup``: a full drill of the LangGraph example, plain spawn vs the pre-forking
   launcher (``DrillOptions(launcher="fork")``), with whether the verdicts were identical;
-  without a launcher or langgraph it says so instead of giving a number.  Goal: at least 20
-  (issue 37).
+  without a launcher or langgraph it says so instead of giving a number.  Goal: at least 20.
 
 Every row with a goal is printed with it: ``prefork_speedup: 14.812  (goal >= 20: MISSED)``
 (:mod:`tests.benchmarks.goals`).
@@ -414,7 +413,7 @@ GOALS: dict[str, Goal] = {
     "containment_cost_ratio": Goal("<=", 1.10),
     "harness_overhead_ratio": Goal("<=", 1.10),
     "parallel_speedup": Goal(">=", 1.7),
-    "prefork_speedup": Goal(">=", 20),  # issue 37 (was >= 5)
+    "prefork_speedup": Goal(">=", 20),
     **EFFECT_GOALS,
     **GROWTH_GOALS,
     # issue 23: the pytest route at most 1.25x the CLI on the same cases (tests/benchmarks/pytest_route.py)

@@ -25,7 +25,7 @@ different per run (a volatile field, so no two runs' payloads are identical).  P
 ``--real N``: a real ``killdrill run`` (fork launcher, one kill in the middle) of the payout batch
 with N payees, in process: ``real_N_overhead_ratio`` is a case's harness time (its wall time
 minus its attempts') over its attempts' time, the median of 5 cases.  Goal at 1,000: at most
-0.10 (issue 37).
+0.10.
 That leaves out what the harness costs inside the attempts (the agent's messages at its points):
 ``real_N_supervision_ratio`` is a clean attempt under the supervisor over the same run forked
 from the same template without a control channel, minus 1, the median of 5 pairs.  Goal at
@@ -297,7 +297,7 @@ GOALS = {
     "effects_100000_judged_s": Goal("<", 2.0),
     "effects_100000_stamped_judged_s": Goal("<", 2.0),
     "effects_100000_stamped_case_cpu_s": Goal("<", 2.0),
-    "real_1000_overhead_ratio": Goal("<=", 0.10),  # issue 37: at most 0.10
+    "real_1000_overhead_ratio": Goal("<=", 0.10),
     "real_1000_supervision_ratio": Goal("<", 0.10),
 }
 

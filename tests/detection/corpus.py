@@ -4,8 +4,8 @@ Each defect agent has exactly one planted defect (marked ``# DEFECT`` in its fil
 names the points where the defect must show (the CI test runs the first one); the table runner
 drills every point anyway, and records where it was really caught.  ``expect`` uses the stable
 kinds of ``killdrill.records``; a defect is caught by a case reporting any of them (and, where
-``cause`` is named, carrying that root cause: the issue-36 misjudgment reported ``key_changed``
-beside two ``unexpected_effect`` of cause ``unexplained``).
+``cause`` is named, carrying that root cause: a right kind for a wrong reason, ``key_changed`` beside
+two ``unexpected_effect`` of cause ``unexplained``, is no catch).
 """
 
 from __future__ import annotations
