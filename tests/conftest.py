@@ -56,8 +56,11 @@ POSTGRES_ENV = "KILLDRILL_TEST_POSTGRES_URL"
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> str:
+def postgres_server_url() -> str:
     """A SQLAlchemy URL of a reachable PostgreSQL server, or a skip that says how to get one.
+
+    Its database is shared (other tests, other sessions): tests take ``postgres_url``, which
+    writes into a private schema instead.
 
     `.ci/run` sets KILLDRILL_TEST_POSTGRES_URL and KILLDRILL_REQUIRE_POSTGRES=1, which turns
     the skip into a failure there: CI must exercise PostgreSQL.
@@ -81,6 +84,27 @@ def postgres_url() -> str:
             pytest.fail(why)
         pytest.skip(why)
     return url  # type: ignore[return-value]
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A SQLAlchemy URL of the PostgreSQL database whose ``search_path`` is a private schema of
+    this test, ``kd_<hex>`` (libpq's ``options=-csearch_path=...``, which psycopg, SQLAlchemy and
+    LangGraph's PostgresSaver all pass on): what the test creates lands there, and the schema is
+    dropped with all of it after the test, so nothing is left in the shared database."""
+    import sqlalchemy as sa
+
+    schema = f"kd_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(postgres_server_url)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in postgres_server_url else "?"
+    try:
+        yield f"{postgres_server_url}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
 
 
 @pytest.fixture
@@ -145,23 +169,12 @@ def unique_thread() -> str:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database URL on each backend (PostgreSQL: a private schema, dropped after)."""
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database URL on each backend (PostgreSQL: ``postgres_url``, a private schema)."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'effects.sqlite'}"
-        return
-    import sqlalchemy as sa
-
-    base = request.getfixturevalue("postgres_url")
-    schema = f"kd_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in base else "?"
-    yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
+        return f"sqlite:///{tmp_path / 'effects.sqlite'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

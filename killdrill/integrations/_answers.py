@@ -21,11 +21,12 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["ANSWERS_ENV", "FILE", "answers_for", "can_answer", "configured", "decode", "given"]
+__all__ = ["ANSWERS_ENV", "FILE", "answers_for", "can_answer", "configured", "decode", "given", "none_left"]
 
 ANSWERS_ENV = "KILLDRILL_ANSWERS"
 FILE = "answers.json"
@@ -116,3 +117,10 @@ def answers_for(ids: Sequence[str]) -> list[Any] | None:
             return None
         answered.extend(new)
         return [decode(texts[answered.index(i)]) for i in ids]
+
+
+def none_left(integration: str, question: str) -> None:
+    """Say on stderr that ``question`` (which wait, in the framework's words) found the answers
+    given run out: ``killdrill: <integration>: <question> with no --answer left (N given)``."""
+    sys.stderr.write(f"killdrill: {integration}: {question} with no --answer left ({len(given())} given)\n")
+    sys.stderr.flush()

@@ -104,6 +104,12 @@ def test_a_key_that_changes_per_attempt_is_caught(tmp_path: Path, bug: str) -> N
 RECEIPT_AGENT = Path(__file__).resolve().parents[1] / "detection" / "agents" / "temporal_receipt.py"
 
 
+def receipt_command(*extra: str) -> list[str]:
+    """The receipt agent with its charge keyed by the activity's attempt (``--bug attempt_key``)."""
+    cmd = ["python", str(RECEIPT_AGENT), "--thread", "{thread}", "--workdir", "{workdir}"]
+    return [*cmd, "--bug", "attempt_key", *extra]
+
+
 @pytest.mark.slow  # ~20 s of a drill; the unit tests cover its logic per push
 def test_a_key_built_from_the_activitys_attempt_is_one_duplicate_with_its_receipt(tmp_path: Path) -> None:
     """Temporal's documented style (sync activities on a thread pool, start-to-close 3 s, the
@@ -111,16 +117,7 @@ def test_a_key_built_from_the_activitys_attempt_is_one_duplicate_with_its_receip
     charge's id: one duplicate charge, its cause read from the calls' runtime context, and the
     receipt under it.  Killed (the retry lands in a new worker) and held past the start-to-close
     timeout (the server's retry lands in the same worker process, within one attempt)."""
-    command = [
-        "python",
-        str(RECEIPT_AGENT),
-        "--thread",
-        "{thread}",
-        "--workdir",
-        "{workdir}",
-        "--bug",
-        "attempt_key",
-    ]
+    command = receipt_command()
     options = DrillOptions(root=tmp_path, integrations=("temporal",), timeout=40, discovery_runs=1)
     with Drill(command, options, launcher="fork", preload=("temporalio.client", "temporalio.worker")) as d:
         cases = [d.run_case("during:payments.charge"), d.run_case("after:charge~5s")]
@@ -159,18 +156,7 @@ def test_a_server_the_user_runs_is_never_reached(tmp_path: Path) -> None:
     user = TemporalDevServer(tmp_path / "user", ServiceHost())
     try:
         user.start()
-        command = [
-            "python",
-            str(RECEIPT_AGENT),
-            "--thread",
-            "{thread}",
-            "--workdir",
-            "{workdir}",
-            "--bug",
-            "attempt_key",
-            "--address",
-            user.address,
-        ]
+        command = receipt_command("--address", user.address)
         options = DrillOptions(root=tmp_path / "cases", integrations=("temporal",), timeout=40)
         with Drill(
             command, options, launcher="fork", preload=("temporalio.client", "temporalio.worker")

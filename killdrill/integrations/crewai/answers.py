@@ -16,7 +16,6 @@ console prompt, and the agent's stderr says which one.
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -39,11 +38,7 @@ def wrap_request(orig: Callable[..., Any]) -> Callable[..., Any]:
         key = f"crewai:{getattr(self, 'flow_id', None)}:{method}:{rank}"
         values = _answers.answers_for([key])
         if values is None:
-            sys.stderr.write(
-                f"killdrill: crewai: @human_feedback of {method} asks with no --answer left "
-                f"({len(_answers.given())} given)\n"
-            )
-            sys.stderr.flush()
+            _answers.none_left("crewai", f"@human_feedback of {method} asks")
             return orig(self, *args, **kwargs)
         value = values[0]
         return value if isinstance(value, str) else str(value)

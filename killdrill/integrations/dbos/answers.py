@@ -16,7 +16,6 @@ left waits as DBOS waits (its timeout); the agent's stderr says which one.
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -67,11 +66,7 @@ def wrap_recv_setup(orig: Callable[..., Any]) -> Callable[..., Any]:
             key = wait_key(workflow_id, function_id)
             values = _answers.answers_for([key])
             if values is None:
-                sys.stderr.write(
-                    f"killdrill: dbos: recv({topic!r}) of workflow {workflow_id} waits with no "
-                    f"--answer left ({len(_answers.given())} given)\n"
-                )
-                sys.stderr.flush()
+                _answers.none_left("dbos", f"recv({topic!r}) of workflow {workflow_id} waits")
             else:
                 _send(workflow_id, values[0], topic, key)
         return orig(self, workflow_id, function_id, timeout_function_id, topic, *rest)

@@ -70,11 +70,7 @@ def _answer(handler: Any, sent: set[str]) -> int:
         return 0
     values = _answers.answers_for([w[0] for w in waits])
     if values is None:
-        sys.stderr.write(
-            f"killdrill: llama_index: {len(waits)} wait(s) for {waits[0][1]} with no --answer left "
-            f"({len(_answers.given())} given)\n"
-        )
-        sys.stderr.flush()
+        _answers.none_left("llama_index", f"{len(waits)} wait(s) for {waits[0][1]}")
         return 0
     for (waiter_id, qualified), value in zip(waits, values, strict=True):
         sent.add(waiter_id)

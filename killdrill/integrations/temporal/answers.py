@@ -23,7 +23,6 @@ with no answer waits as Temporal waits; the agent's stderr says which one.
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import uuid
 import weakref
@@ -120,11 +119,7 @@ def _answer(workflow_id: str, run_id: str, rank: int, signals: list[str], worker
     key = wait_key(workflow_id, run_id, rank)
     values = _answers.answers_for([key])
     if values is None:
-        sys.stderr.write(
-            f"killdrill: temporal: workflow {workflow_id} waits (wait #{rank}) with no --answer "
-            f"left ({len(_answers.given())} given)\n"
-        )
-        sys.stderr.flush()
+        _answers.none_left("temporal", f"workflow {workflow_id} waits (wait #{rank})")
         return
     name, args = signal_for(values[0], signals)
     client, loop = worker

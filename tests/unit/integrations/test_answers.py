@@ -41,6 +41,32 @@ def test_no_answers_given_answers_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     assert not _answers.configured() and _answers.answers_for(["a"]) is None
 
 
+def test_a_question_with_no_answer_left_is_said_on_stderr(
+    answers: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from killdrill.integrations.crewai.answers import wrap_request
+    from killdrill.integrations.dbos.answers import wrap_recv_setup
+    from killdrill.integrations.temporal.answers import _answer
+
+    assert _answers.answers_for(["a", "b", "c"]) is not None  # the three answers given are used up
+
+    class Flow:
+        flow_id = "f1"
+
+    class SystemDatabase:
+        def check_operation_execution(self, *args: object) -> None:
+            return None
+
+    assert wrap_request(lambda self, **kw: "typed")(Flow(), method_name="review") == "typed"
+    wrap_recv_setup(lambda *args: None)(SystemDatabase(), "wf1", 3, 4, "approval")
+    _answer("wf2", "run1", 2, ["approve"], (None, None))
+    assert capsys.readouterr().err.splitlines() == [
+        "killdrill: crewai: @human_feedback of review asks with no --answer left (3 given)",
+        "killdrill: dbos: recv('approval') of workflow wf1 waits with no --answer left (3 given)",
+        "killdrill: temporal: workflow wf2 waits (wait #2) with no --answer left (3 given)",
+    ]
+
+
 def test_an_approval_answer_approves_or_rejects() -> None:
     assert decision(True) == (True, None) and decision("approve") == (True, None)
     assert decision("N") == (False, None) and decision(False) == (False, None)
