@@ -21,7 +21,9 @@ Rows (``--rows``, default all): ``boundary`` (unarmed ``boundary()`` vs an empty
 ``armed`` (an armed round trip), ``supervisor`` (per attempt beyond a bare launch), ``containment``,
 ``drill`` (the settlement example's full drill vs the hand-written one), ``prefork`` (the LangGraph
 drill spawned vs forked), ``runtime:NAME`` (``langgraph``, ``dbos``, ``temporal``, ``openai_agents``,
-``llama_index``), ``effects`` and ``growth`` (``--quick`` sizes).
+``llama_index``), ``effects`` and ``growth`` (``--quick`` sizes), ``pytest`` (the tree's own pytest
+route rows, one pair each: a row's flags are the tree's, e.g. ``2_workers`` was ``pytest -n 2`` before
+the plugin's ``--killdrill-workers``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ ROWS = (
     *(f"runtime:{n}" for n in RUNTIMES),
     "effects",
     "growth",
+    "pytest",
 )
 
 
@@ -107,6 +110,10 @@ def measure(row: str, root: Path) -> dict[str, Any]:
         from tests.benchmarks.growth import bench_growth
 
         return bench_growth(quick=True)
+    if row == "pytest":
+        from tests.benchmarks.pytest_route import bench_pytest_route
+
+        return bench_pytest_route(root, 1)
     raise ValueError(row)
 
 
