@@ -151,8 +151,10 @@ class _State:
                 drill.share_launchers(self.pool)  # the tests of this command fork from its template
                 return drill.discover()
             finally:
-                if not opts.get("keep"):
-                    _rmdir_if_empty(root)
+                if not opts.get("keep"):  # its clean runs' workdirs are deleted in the background
+                    from killdrill.drill.workdirs import remove_when_emptied
+
+                    remove_when_emptied(root)
 
         try:
             return self.cache.get_or_make(key, make)
@@ -209,13 +211,6 @@ def _session_folder(config: pytest.Config, prefix: str) -> Path:
     import tempfile
 
     return Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
-
-
-def _rmdir_if_empty(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass
 
 
 def _load_regressions(path: str) -> list[tuple[tuple[str, ...], str]]:

@@ -61,7 +61,7 @@ class Workdirs:
                         root.mkdir(mode=0o700, parents=True, exist_ok=True)
                     else:
                         root = Path(tempfile.mkdtemp(prefix="killdrill-"))
-                        weakref.finalize(self, _remove_when_emptied, root)
+                        weakref.finalize(self, remove_when_emptied, root)
                     self._root = root  # only once it exists: another thread makes a workdir in it
         return self._root
 
@@ -253,9 +253,10 @@ class _Remover:
 _REMOVER = _Remover()
 
 
-def _remove_when_emptied(root: Path) -> None:
-    """A made root, at the drill's end or the interpreter's exit: once the background deletions
-    are done (``.removing-*`` folders still in it would keep it)."""
+def remove_when_emptied(root: Path) -> None:
+    """Remove ``root`` if it is empty once the background deletions are done (the ``.removing-*``
+    folders of discarded workdirs would keep it): a made root at the drill's end or the
+    interpreter's exit, the pytest plugin's discovery folder."""
     _REMOVER.wait()
     rmdir_if_empty(root)
 

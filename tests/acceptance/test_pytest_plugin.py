@@ -84,6 +84,26 @@ def test_points_parametrize_with_schedules_as_ids_json_and_keep(inner: pytest.Py
     assert f"{os.sep}test_drill_" in case["workdir"]
 
 
+def test_the_discovery_folder_goes_with_its_clean_runs(inner: pytest.Pytester) -> None:
+    """The session's discovery folder is removed once the background remover has deleted its
+    clean runs' workdirs (it was removed before them, while their trash kept it: an empty
+    ``killdrill-discovery-*`` folder stayed in the basetemp of every session)."""
+    inner.makepyfile(
+        test_disc=f"""
+        import pytest
+        AGENT = {steps_agent()!r}
+
+        @pytest.mark.killdrill(discover=AGENT)
+        def test_every_boundary(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point).assert_exactly_once()
+        """
+    )
+    basetemp = inner.path / "basetemp"
+    res = inner.runpytest(f"--basetemp={basetemp}", "-k", "before:plan")
+    res.assert_outcomes(passed=1)
+    assert not list(basetemp.glob("killdrill-discovery-*")), sorted(p.name for p in basetemp.iterdir())
+
+
 def test_discovery_once_cached_and_rediscovered(inner: pytest.Pytester) -> None:
     log = inner.path / "agent.log"
     inner.makepyfile(
