@@ -204,8 +204,8 @@ def test_a_thread_kept_outside_the_workdir_is_not_judged_by_a_run_that_found_it_
     Temporal server the user runs): the clean run of the case's own thread, made after the case,
     finds that run closed and lands nothing.  The charge keyed by the runtime's attempt number is
     one duplicate named from the runtime context, with the receipt as its consequence, judged
-    against the shared baseline; before, against the empty run: three unexplained strangers
-    (unexpected_effect x2, key_changed "baseline 0")."""
+    against the shared baseline (against the empty run, it would read as three unexplained
+    strangers: unexpected_effect x2, key_changed "baseline 0")."""
     server = tmp_path / "server"
     server.mkdir()
     options = DrillOptions(root=tmp_path / "cases", launcher="fork")

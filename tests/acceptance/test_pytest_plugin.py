@@ -86,8 +86,8 @@ def test_points_parametrize_with_schedules_as_ids_json_and_keep(inner: pytest.Py
 
 def test_the_discovery_folder_goes_with_its_clean_runs(inner: pytest.Pytester) -> None:
     """The session's discovery folder is removed once the background remover has deleted its
-    clean runs' workdirs (it was removed before them, while their trash kept it: an empty
-    ``killdrill-discovery-*`` folder stayed in the basetemp of every session)."""
+    clean runs' workdirs (their ``.removing-*`` trash keeps it until then): no empty
+    ``killdrill-discovery-*`` folder stays in the basetemp."""
     inner.makepyfile(
         test_disc=f"""
         import pytest

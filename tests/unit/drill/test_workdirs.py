@@ -118,9 +118,9 @@ def test_the_interpreters_exit_waits_for_discarded_workdirs(tmp_path: Path) -> N
 
 
 def test_cases_started_at_once_find_the_root_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two cases of ``--killdrill-workers`` ask a new drill's root for their workdirs together:
-    before, the first set the root and then made it, and the second made its workdir in a folder
-    that did not exist yet (FileNotFoundError, 9 items of a 34-case test at once)."""
+    """Two cases of ``--killdrill-workers`` ask a new drill's root for their workdirs together: the
+    root is set only once it exists, so no case makes its workdir in a folder not made yet
+    (FileNotFoundError, were it set first)."""
     import threading
     import time
 
