@@ -28,6 +28,7 @@ class Framework:
     committed_means: str = "the framework recorded the step"
     rerun: str = "before:charge"
     next_point: str = "before:notify"
+    deliver_barrier: str = "before:deliver"
     na: dict[str, str] = field(default_factory=dict)  # property -> why it does not apply
     not_probed: dict[str, str] = field(default_factory=dict)  # property -> why no probe is bundled
     options: dict[str, Any] = field(default_factory=dict)  # extra DrillOptions fields
@@ -78,6 +79,7 @@ def _framework(i: Integration) -> Framework:
         committed_means=p.committed_means,
         rerun=p.rerun,
         next_point=p.next_point,
+        deliver_barrier=p.deliver_barrier,
         na=dict(p.na),
         options=dict(p.options),
         install_note=p.install_note,

@@ -266,7 +266,7 @@ def fork_determinism(run: ProbeRun) -> Cell:
 
 def consume_once(run: ProbeRun) -> Cell:
     fw = run.fw
-    drill = run.drill("--interrupt", resumers=2, barrier="before:deliver")
+    drill = run.drill("--interrupt", resumers=2, barrier=fw.deliver_barrier)
     case = drill.run_case("before:deliver")
     cell = Cell("consume_once", fw.name, fw.version(), HOLDS, "", case.reproduce, cases=[case.reproduce])
     why = _killed(case, "before:deliver")

@@ -125,7 +125,10 @@ class Probe:
     """The integration's probe agent for ``killdrill conform``: ``module`` runs as ``python -m
     MODULE --thread T --workdir W`` and makes the steps ``reserve``, ``charge``, ``notify`` (each
     one effect); ``committed`` is the point where the framework has recorded ``charge``, ``rerun``
-    the point a re-execution of it reaches again, ``next_point`` the point of the step after it."""
+    the point a re-execution of it reaches again, ``next_point`` the point of the step after it;
+    ``deliver_barrier`` where the interrupt form's two concurrent resumers are held together
+    (consume-once): a point each reaches with the parked state read and the approval not yet
+    consumed, so neither can finish the delivery before the other has read that state."""
 
     module: str
     distribution: str  # whose version the table shows
@@ -134,6 +137,7 @@ class Probe:
     committed_means: str = "the framework recorded the step"
     rerun: str = "before:charge"
     next_point: str = "before:notify"
+    deliver_barrier: str = "before:deliver"
     na: Mapping[str, str] = field(default_factory=dict)  # property -> why it does not apply
     options: Mapping[str, Any] = field(default_factory=dict)  # extra DrillOptions fields; "model":
     # True runs the scripted model fake from the YAML beside the probe's module

@@ -132,6 +132,10 @@ INTEGRATION = Integration(
         quick=True,
         distribution="langgraph",
         extra="langgraph",
+        # the resumers' invoke(Command(resume=...)) reads the parked checkpoint before the node
+        # runs: held at before:deliver, the one let go first could finish notify before the
+        # other read it, and find the thread done (consumed once by timing, not by LangGraph)
+        deliver_barrier="before:notify",
         options={"preload": ("langgraph.checkpoint.sqlite",)},
     ),
     examples=("killdrill.examples.settlement_langgraph",),
