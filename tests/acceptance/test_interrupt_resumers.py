@@ -1,10 +1,11 @@
 """Consume-once under concurrent delivery: N resumers deliver one approval to a parked ``interrupt()``.
 
 The drill kills the first attempt once the graph is parked at the interrupt (at
-``before:deliver_approval``, before any delivery), then starts three resumers lined up at that
-point, each delivering the same ``Command(resume="approved")``.  The agent as users write it
-resumes in every process that still finds the interrupt and emails the customer two or three
-times (caught: ``duplicate_effect`` on ``mailbox.send``); the agent that claims the interrupt with
+``before:deliver_approval``, before any delivery), then starts three resumers, each delivering the
+same ``Command(resume="approved")``, lined up inside the gated node where each has read the parked
+state (``before:refund``; with the claim, at the delivery's start, where the claims race).  The
+agent as users write it resumes in every process that finds the interrupt and emails the customer
+three times (caught: ``duplicate_effect`` on ``mailbox.send``); the agent that claims the interrupt with
 one conditional UPDATE first resumes it once (passes).  On SqliteSaver and PostgresSaver, on real
 processes (forked from a warm template).
 """
@@ -24,6 +25,7 @@ from killdrill.records import CREATED, REPLAYED
 
 AGENT = Path(__file__).parents[1] / "agents" / "basic" / "approval.py"
 POINT = "before:deliver_approval"
+GATED = "before:refund"  # the node that calls interrupt() and then refunds and emails
 RESUMERS = 3
 
 
@@ -42,7 +44,10 @@ def drill_verdicts(root: Path, saver: list[str], *, claim: bool, runs: int) -> l
         root=root,
         integrations=("langgraph",),
         resumers=RESUMERS,
-        barrier=POINT,
+        # the claim races at the delivery's start; without it, the resumers race inside refund,
+        # where each has read the parked checkpoint (held before invoke reads it, the first let
+        # go could finish refund before another read the state, and find the run done)
+        barrier=POINT if claim else GATED,
         launcher="fork",
         preload=("langgraph.graph", "langgraph.checkpoint.sqlite", "langgraph.checkpoint.postgres"),
         discovery_runs=1,
@@ -64,10 +69,8 @@ def drill_verdicts(root: Path, saver: list[str], *, claim: bool, runs: int) -> l
         if claim:
             assert len(sends) == 1 and [c.outcome for c in charges] == [CREATED]
         else:
-            # Every resumer that still found the interrupt delivers it: two at least (the barrier
-            # releases all three at once), three when none finished before another's invoke read
-            # the thread; a late one finds the run done and sends nothing.
-            assert 2 <= len(sends) <= RESUMERS and len({c.pid for c in sends}) == len(sends)
+            # Every resumer, held together inside refund with the parked state read, delivers it.
+            assert len(sends) == RESUMERS and len({c.pid for c in sends}) == len(sends)
             assert sorted(c.outcome for c in charges) == [CREATED] + [REPLAYED] * (len(charges) - 1)
             assert len(charges) == len(sends)
         verdicts.append(case.kinds)

@@ -13,7 +13,8 @@ does.  A thread with no state is started; a thread parked at an interrupt
 (``get_state(config).interrupts``) gets the approval delivered, ``--approval`` (the same value
 for every process); a finished thread is left alone.  ``before:deliver_approval`` marks where a
 delivery starts: a drill kills the first attempt there (parked, nothing delivered) and lines the
-``--resumers`` up on it (``--barrier before:deliver_approval``).
+``--resumers`` up inside ``refund`` (``--barrier before:refund``, each has read the parked state),
+or there to race the claim (``--barrier before:deliver_approval``).
 
 Default form (as users write it): every process that finds the interrupt resumes it, so N
 webhook deliveries of one approval run the node N times and email the customer N times (the
