@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from killdrill.options import Flag, Option, OptionError
+from killdrill.pytest_plugin import _signals
 from killdrill.pytest_plugin._concurrent import ConcurrentHooks
 from killdrill.pytest_plugin._flags import PLUGIN_OPTIONS
 from killdrill.pytest_plugin._options import _INI
@@ -45,6 +46,7 @@ def _flag_type(row: Option) -> Callable[[str], Any]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _signals.install()
     config.addinivalue_line(
         "markers",
         "killdrill(points=[...], discover=COMMAND, command=COMMAND, **options): parametrize kill_point "
@@ -62,10 +64,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The session's fork templates stop with it (interrupted or not); each has its keepers clean up."""
-    state = config.stash.get(_STATE, None)
-    if state is not None:
-        state.ahead.stop()
-        state.pool.close()
+    try:
+        state = config.stash.get(_STATE, None)
+        if state is not None:
+            state.ahead.stop()
+            state.pool.close()
+    finally:
+        _signals.uninstall()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -19,15 +19,8 @@ def pytest_configure(config: pytest.Config) -> None:
     ignores it (as the CLI rightly does then) would fail every Ctrl-C test."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        # SIGTERM (a CI job cancelled, `kill`) ends the session as Ctrl-C does: the controller
-        # stops and prints its summary, each xdist worker stops its test.
-        signal.signal(signal.SIGTERM, _terminated)
-
-
-def _terminated(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the whole group's TERM arrives once
-    raise KeyboardInterrupt("SIGTERM")
+    # SIGTERM (a CI job cancelled, `kill`) ends the session as Ctrl-C does: the plugin's own
+    # handler (pytest_plugin/_signals.py), as in every user's session.
 
 
 @pytest.fixture(scope="session", autouse=True)
