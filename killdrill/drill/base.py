@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from killdrill.drill.deployment import Deployed, DeploymentHook, check_faults
-from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command, withhold
+from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.topology import Process, Topology
@@ -42,6 +42,7 @@ from killdrill.integrations import (
     start_services,
 )
 from killdrill.integrations._answers import ANSWERS_ENV
+from killdrill.isolation import isolated
 from killdrill.options import (
     ANSWER_CANNOT,
     ANSWER_NEEDS_INTEGRATION,
@@ -244,10 +245,9 @@ class AttemptLauncher:
 
     def env(self, run: RunContext) -> dict[str, str]:
         """The environment of a launch in ``run``: the harness's own, never an outer drill's."""
-        env = dict(os.environ)
-        for var in [k for k in env if k.startswith("KILLDRILL_")]:
-            del env[var]  # never inherit an outer drill's channel
-        withhold(env, self.options.pass_env)  # a real model's keys stay with the harness
+        # never an outer drill's channel; no proxy, no vendor's key (killdrill.isolation)
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+        env = isolated(inherited, self.options.pass_env)
         env.update(self.options.env)
         env.update(
             KILLDRILL_THREAD=run.thread,

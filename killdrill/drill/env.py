@@ -61,28 +61,6 @@ def model_env(url: str) -> dict[str, str]:
     }
 
 
-MODEL_VENDORS = (
-    "OPENAI", "AZURE_OPENAI", "ANTHROPIC", "CLAUDE", "GEMINI", "GOOGLE", "VERTEXAI", "MISTRAL",
-    "COHERE", "CO", "GROQ", "TOGETHER", "FIREWORKS", "DEEPSEEK", "XAI", "OPENROUTER", "PERPLEXITY",
-    "PPLX", "HF", "HUGGINGFACE", "HUGGINGFACEHUB", "HUGGING_FACE_HUB", "REPLICATE", "VOYAGE", "AI21",
-    "CEREBRAS", "NVIDIA", "OLLAMA", "LITELLM", "LANGSMITH", "LANGCHAIN", "LANGFUSE",
-)  # fmt: skip
-"""Prefixes of the model vendors' (and model tracers') variables a drill withholds."""
-
-WITHHELD = re.compile(
-    rf"^(?:{'|'.join(MODEL_VENDORS)})(?:_[A-Z0-9_]+)?_(?:KEY|TOKEN|SECRET|ENDPOINT|BASE|URL|HOST)$"
-    r"|^(?:GOOGLE_APPLICATION_CREDENTIALS|AWS_BEARER_TOKEN_BEDROCK)$"
-)
-"""A model provider's credential or endpoint in the harness's environment (``OPENAI_API_KEY``,
-``ANTHROPIC_BASE_URL``, ``HF_TOKEN``, ...): not passed to attempts unless ``--pass-env NAME``."""
-
-
-def withhold(env: dict[str, str], passed: Sequence[str]) -> None:
-    """Drop the model providers' keys and endpoints from ``env``, but those the user passes."""
-    for name in [k for k in env if WITHHELD.match(k) and k not in passed]:
-        del env[name]
-
-
 _HARNESS_VAR = re.compile(r"\{(KILLDRILL_[A-Z0-9_]+)\}")
 
 

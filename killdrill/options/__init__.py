@@ -116,7 +116,7 @@ class DrillOptions:
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)
     model_variance: int | None = None  # a seed: each attempt gets other wording and $vary values
-    pass_env: tuple[str, ...] = ()  # model provider keys/endpoints passed to attempts (drill.env.WITHHELD)
+    pass_env: tuple[str, ...] = ()  # proxies, vendor keys passed on (killdrill.isolation)
     resume_with: Sequence[str] | None = None  # the upgrade: attempts 2..k run this command (faults.fleet)
     serve: Mapping[str, Sequence[str]] = field(default_factory=dict)  # service name -> its command
     ready: Mapping[str, str] = field(default_factory=dict)  # service name -> tcp:PORT|http://URL|log:TEXT
@@ -208,8 +208,9 @@ OPTIONS: tuple[Option, ...] = (
         "pass_env",
         Names(metavar="NAME"),
         (),
-        "pass this model provider variable (OPENAI_API_KEY, OPENAI_BASE_URL, ...) from the harness's "
-        "environment to the agent: withheld by default, so a drill never reaches a real model",
+        "pass this variable (a proxy, a vendor's key: OPENAI_API_KEY, STRIPE_SECRET_KEY, HTTPS_PROXY, ...) "
+        "from the harness's environment to the agent: withheld by default, so a drill reaches nothing "
+        "but the loopback",
         "--pass-env",
         discovery=True,
     ),

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from killdrill.errors import HarnessError
+from killdrill.isolation import isolated
 from killdrill.process import containment
 
 DEFAULT_PRELOAD = ("killdrill", "killdrill.fakes", "killdrill.effects")
@@ -339,7 +340,7 @@ def warden() -> Launcher:
         if _warden is None or _warden.dead or _warden.owner != os.getpid():
             import atexit
 
-            env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+            env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
             # The template must import this killdrill, even one found through a sys.path edit.
             here = os.path.dirname(os.path.dirname(os.path.abspath(containment.__file__)))
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import urllib.error
-import urllib.request
+
+from killdrill.isolation import loopback_error, open_url
 
 _PROBE_S = 0.2
 
@@ -30,7 +31,9 @@ def check(spec: str) -> str | None:
         if not port.isdigit() or not 0 < int(port) < 65536:
             return f"tcp:PORT needs a port number, got {spec!r}"
         return None
-    if spec.startswith(("http://", "https://", "log:")):
+    if spec.startswith(("http://", "https://")):
+        return loopback_error(spec)
+    if spec.startswith("log:"):
         return None
     return f"expected tcp:PORT, http://URL or log:TEXT, got {spec!r}"
 
@@ -45,7 +48,7 @@ def accepts(port: int) -> bool:
 
 def _answers(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=_PROBE_S) as resp:
+        with open_url(url, timeout=_PROBE_S) as resp:
             return 200 <= int(resp.status) < 400
     except urllib.error.HTTPError as exc:
         return 200 <= exc.code < 400

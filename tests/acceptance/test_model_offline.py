@@ -31,6 +31,18 @@ REAL_LOOKING = {
     "HF_TOKEN": "hf_AbcDefGhiJklMnoPqrStuVwxYz0123456789",
     "OPENAI_BASE_URL": "https://api.openai.com/v1",
 }
+HOSTILE = {
+    "HTTP_PROXY": "http://proxy.corp.invalid:3128",
+    "HTTPS_PROXY": "http://proxy.corp.invalid:3128",
+    "http_proxy": "http://proxy.corp.invalid:3128",
+    "https_proxy": "http://proxy.corp.invalid:3128",
+    "ALL_PROXY": "socks5://proxy.corp.invalid:1080",
+    "STRIPE_SECRET_KEY": "sk_live_51AbcDefGhiJklMnoPqrStuVwxYz0123456789",
+    "AWS_ACCESS_KEY_ID": "AKIAABCDEFGHIJKLMNOP",
+    "AWS_SECRET_ACCESS_KEY": "abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+    "GITHUB_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+}
+"""A corporate machine's or CI runner's environment: proxies off the machine, vendors' keys."""
 _INET = re.compile(
     r"sa_family=AF_INET6?, sin6?_port=htons\((\d+)\), "
     r"(?:.*?inet_addr\(\"([^\"]+)\"\)|.*?inet_pton\(AF_INET6, \"([^\"]+)\")"
@@ -57,7 +69,7 @@ def _offline_drill(
     trace = tmp_path / "net.trace"
     sends = "connect,sendto,sendmsg,sendmmsg"
     script = f'ip link set lo up && exec strace -f -qq -e trace={sends} -e signal=none -o "$0" "$@"'
-    env = {**os.environ, **REAL_LOOKING, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, **REAL_LOOKING, **HOSTILE, "TMPDIR": str(tmp_path)}
     proc = subprocess.run(
         ["unshare", "-rn", "sh", "-c", script, str(trace), sys.executable, "-m", "killdrill", *args],
         capture_output=True,
@@ -112,6 +124,49 @@ def test_an_agents_sdk_agent_with_no_script_stays_on_the_loopback_traces_include
     assert "no --model-script: model.responses (model " in proc.stderr.splitlines()[0]
     assert tried and {host for host, _ in tried} <= _LOOPBACK, tried
     assert "Tracing" not in proc.stderr
+
+
+SEES = """
+import json, os, sys, urllib.request
+import killdrill
+killdrill.boundary("before:fetch")
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=10) as r:
+    assert r.status == 200
+open(sys.argv[2], "w").write(json.dumps({k: os.environ.get(k) for k in sys.argv[3:]}))
+"""
+
+
+def test_a_deployment_with_proxies_and_vendor_keys_set_stays_on_the_loopback(tmp_path: Path) -> None:
+    """Service, driver and the harness's own http readiness probe: no connect past the loopback
+    (the proxies are not followed, no name is looked up), and no vendor's key reaches the driver."""
+    driver, seen = tmp_path / "driver.py", tmp_path / "seen.json"
+    driver.write_text(SEES)
+    proc, tried = _offline_drill(
+        tmp_path,
+        *("points", "--discovery-runs", "1", "--pass-env", "GITHUB_TOKEN"),
+        *("--serve", "app=python -m http.server {port} --bind 127.0.0.1"),
+        *("--ready", "app=http://127.0.0.1:{port}/", "--"),
+        *("python", str(driver), "{port:app}", str(seen), *HOSTILE),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert tried and {host for host, _ in tried} <= _LOOPBACK, tried
+    assert not [port for _, port in tried if port == 53], tried
+    got = json.loads(seen.read_text())
+    assert got == {name: (HOSTILE[name] if name == "GITHUB_TOKEN" else None) for name in HOSTILE}, got
+
+
+def test_a_readiness_url_off_the_machine_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "killdrill", "points", "--serve", "app=python -m http.server {port}"]
+        + ["--ready", "app=http://example.com/", "--", "python", "-c", "pass"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "'http://example.com/' is not on this machine" in line and "--ready" in line, line
 
 
 def _seen_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **options: object) -> dict[str, str | None]:

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from killdrill.errors import HarnessError, install_hint
 from killdrill.integrations import ServiceHost, ServiceProcess
 from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV
+from killdrill.isolation import isolated
 
 __all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
 
@@ -162,7 +163,8 @@ class TemporalDevServer:
             self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
             "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
         ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+        env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
+        env["TEMPORAL_VERSION_CHECK_DISABLED"] = "1"  # no lookup of version-info.temporal.io
         self._proc = self.host.spawn(
             argv,
             env=env,
