@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from killdrill import audit
 from killdrill.cli import chaos as chaos_cli
+from killdrill.cli import clean as clean_cli
 from killdrill.cli import conform as conform_cli
 from killdrill.cli import report as report_cli
 from killdrill.cli.chaos import DrillFlags
@@ -244,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     from killdrill import __version__
 
     parser.add_argument("--version", action="version", version=f"killdrill {__version__}")
-    sub = parser.add_subparsers(dest="subcommand", metavar="{points,run,drill,chaos,report,audit,conform}")
+    sub = parser.add_subparsers(
+        dest="subcommand", metavar="{points,run,drill,chaos,report,audit,conform,clean}"
+    )
     sub.required = True
 
     p = sub.add_parser("points", help="print the kill-point catalogue a clean run reaches")
@@ -287,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.add_parser(sub)
     conform_cli.add_parser(sub)
     audit.add_parser(sub)
+    clean_cli.add_parser(sub)
     for name in TAKES_COMMAND:
         sub.choices[name].usage = f"killdrill {name} [options] -- COMMAND..."
     return parser

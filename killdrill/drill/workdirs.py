@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from killdrill import ownership
 from killdrill.drill.env import slug
 from killdrill.drill.errors import STATE_DIR
+from killdrill.drill.sweep import sweep_in_background, wait_for_sweep
 from killdrill.ledger import Ledger
 from killdrill.records import LedgerSnapshot
 from killdrill.verdict.baselines import LEDGER_MARKER
@@ -43,6 +45,7 @@ class Workdirs:
         self._given_root = root
         self._shared = shared_ledger_url
         self._root: Path | None = None
+        self._claim: str | None = None  # the made root's (killdrill.ownership)
         self._counter = 0
         self._lock = threading.Lock()
         self._private: set[str] = set()  # workdirs whose ledger stays their own SQLite file
@@ -52,16 +55,19 @@ class Workdirs:
     def root(self) -> Path:
         """Where workdirs go.  Every workdir is private (0700): it holds plan.json with the
         ``--env`` values, the ledger and the agent's output.  A root we made is removed when
-        the drill ends if nothing was kept in it."""
+        the drill ends if nothing was kept in it; until then its harness owns it (a harness killed
+        mid-drill leaves it to the next run's sweep, ``drill.sweep``)."""
         if self._root is None:
             with self._lock:  # cases started at once (--killdrill-workers) ask for it together
                 if self._root is None:
+                    sweep_in_background()
                     if self._given_root is not None:
                         root = Path(self._given_root)
                         root.mkdir(mode=0o700, parents=True, exist_ok=True)
                     else:
                         root = Path(tempfile.mkdtemp(prefix="killdrill-"))
-                        weakref.finalize(self, remove_when_emptied, root)
+                        self._claim = ownership.claim(ownership.FOLDER, path=str(root))
+                        weakref.finalize(self, finish_made_root, root, self._claim)
                     self._root = root  # only once it exists: another thread makes a workdir in it
         return self._root
 
@@ -69,8 +75,9 @@ class Workdirs:
         """Remove the root we made if nothing was kept in it (once the workdirs given to
         :meth:`discard` are gone)."""
         _REMOVER.wait()
-        if self._root is not None and self._given_root is None:
-            rmdir_if_empty(self._root)
+        if self._root is not None and self._claim is not None:
+            finish_made_root(self._root, self._claim)
+        wait_for_sweep()
 
     @staticmethod
     def discard(workdir: Path) -> None:
@@ -251,6 +258,15 @@ class _Remover:
 
 
 _REMOVER = _Remover()
+
+
+def finish_made_root(root: Path, claim: str) -> None:
+    """A made root at the drill's end (or the interpreter's exit): removed if nothing was kept
+    in it, else handed from its owner to the kept list (bounded: ``ownership.KEEP_LIMIT``)."""
+    remove_when_emptied(root)
+    if root.exists():
+        ownership.keep(root)
+    ownership.release(claim)
 
 
 def remove_when_emptied(root: Path) -> None:

@@ -157,8 +157,10 @@ def test_a_deployment_with_proxies_and_vendor_keys_set_stays_on_the_loopback(tmp
 
 def test_a_readiness_url_off_the_machine_is_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "killdrill", "points", "--serve", "app=python -m http.server {port}"]
-        + ["--ready", "app=http://example.com/", "--", "python", "-c", "pass"],
+        [
+            *(sys.executable, "-m", "killdrill", "points", "--serve", "app=python -m http.server {port}"),
+            *("--ready", "app=http://example.com/", "--", "python", "-c", "pass"),
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+from killdrill import ownership
 from killdrill.errors import HarnessError, UsageError
 from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, VISIBILITY_ENV
 from killdrill.records import Attempt
@@ -85,6 +86,7 @@ class _Run:
     env: dict[str, str]
     keyprefix: str = ""
     vhost: str = ""
+    claim: str = ""  # killdrill.ownership: swept by the next run if this harness dies
 
 
 class CeleryBroker:
@@ -153,17 +155,27 @@ class CeleryBroker:
                 KEYPREFIX_ENV: prefix,
                 VISIBILITY_ENV: f"{self.visibility_s:g}",
             }
-            return _Run(env, keyprefix=prefix)
+            claim = ownership.claim(ownership.REDIS_KEYS, url=self.url, prefix=prefix)
+            return _Run(env, keyprefix=prefix, claim=claim)
         vhost = vhost_for(workdir)
         parts = urlsplit(self.url)
         user = unquote(parts.username or "guest")
+        claim = ownership.claim(ownership.RABBITMQ_VHOST, vhost=vhost)
         self._rabbitmqctl("add_vhost", vhost)
-        self._rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        try:
+            self._rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        except HarnessError:  # the vhost goes with the run that could not use it
+            with contextlib.suppress(HarnessError):
+                self._rabbitmqctl("delete_vhost", vhost)
+            ownership.release(claim)
+            raise
         broker = urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
         results = workdir / ".killdrill" / "celery-results.sqlite"
         results.parent.mkdir(parents=True, exist_ok=True)
         return _Run(
-            {"CELERY_BROKER_URL": broker, "CELERY_RESULT_BACKEND": f"db+sqlite:///{results}"}, vhost=vhost
+            {"CELERY_BROKER_URL": broker, "CELERY_RESULT_BACKEND": f"db+sqlite:///{results}"},
+            vhost=vhost,
+            claim=claim,
         )
 
     def env(self, workdir: Path, thread: str) -> dict[str, str]:
@@ -244,6 +256,7 @@ class CeleryBroker:
                 client.delete(*batch)
         if run.vhost:
             self._rabbitmqctl("delete_vhost", run.vhost)
+        ownership.release(run.claim)
 
     def explain_hang(self, workdir: Path, thread: str) -> tuple[str, dict[str, Any]] | None:
         """What the broker still holds for ``workdir``'s run when an attempt hung (Redis: the

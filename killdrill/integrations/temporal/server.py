@@ -35,6 +35,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from killdrill import ownership
 from killdrill.errors import HarnessError, install_hint
 from killdrill.integrations import ServiceHost, ServiceProcess
 from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV
@@ -140,6 +141,7 @@ class TemporalDevServer:
         self.binary = find_binary()
         self.address = ""
         self._dir: Path | None = None
+        self._claim = ""
         self._proc: ServiceProcess | None = None
         self._namespaces: set[str] = set()
         self._lock = threading.Lock()
@@ -156,7 +158,8 @@ class TemporalDevServer:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        self._dir = Path(tempfile.mkdtemp(prefix=".temporal-", dir=self.root))
+        self._dir = Path(tempfile.mkdtemp(prefix=".temporal-", dir=self.root)).absolute()
+        self._claim = ownership.claim(ownership.FOLDER, path=str(self._dir))  # swept if we die
         port = _free_port()
         self.address = f"127.0.0.1:{port}"
         argv = [
@@ -365,6 +368,7 @@ class TemporalDevServer:
                     loop.close()
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
+                ownership.release(self._claim)
                 self._dir = None
 
 
