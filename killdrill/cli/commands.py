@@ -401,15 +401,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(rest, file=sys.stderr)
         return ExitCode.ERROR
     except KeyboardInterrupt:  # SIGINT while someone else's handler was installed
-        print("killdrill: interrupted (SIGINT); every agent process was killed", file=sys.stderr)
+        print(f"killdrill: interrupted (SIGINT); every agent process was killed{_kept()}", file=sys.stderr)
         return _interrupted(128 + signal.SIGINT, as_program=argv is None)
     except Interrupted as stop:
         if not stop.reported:
             how = "interrupted" if stop.signum == signal.SIGINT else "terminated"
-            print(f"killdrill: {how} ({stop.name}); every agent process was killed", file=sys.stderr)
+            print(f"killdrill: {how} ({stop.name}); every agent process was killed{_kept()}", file=sys.stderr)
         # a chaos job (it reports its own stop) stopped every worker and attempt itself; its fork
         # templates exit when their socket closes, so it skips the exit handlers' graceful wait
         return _interrupted(stop.code, as_program=argv is None, exit_handlers=not stop.reported)
+
+
+def _kept() -> str:
+    """Where an interrupted drill's workdirs stay (every kept folder is named)."""
+    from killdrill.drill import unfinished_roots
+
+    roots = ", ".join(map(str, unfinished_roots()))
+    return f"; its workdirs are kept at {roots} (killdrill clean removes them)" if roots else ""
 
 
 def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> int:

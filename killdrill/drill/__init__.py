@@ -31,7 +31,7 @@ from killdrill.drill.case import CaseRunner
 from killdrill.drill.case_verdict import CaseJudge
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
-from killdrill.drill.workdirs import Workdirs
+from killdrill.drill.workdirs import Workdirs, unfinished_roots
 from killdrill.errors import HarnessError
 from killdrill.options import override
 from killdrill.options.reproduce import reproduce_line
@@ -51,6 +51,7 @@ __all__ = [
     "UnknownPointError",
     "discover",
     "run",
+    "unfinished_roots",
 ]
 
 

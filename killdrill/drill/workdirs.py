@@ -67,6 +67,7 @@ class Workdirs:
                     else:
                         root = Path(tempfile.mkdtemp(prefix="killdrill-"))
                         self._claim = ownership.claim(ownership.FOLDER, path=str(root))
+                        _MADE.add(self)
                         weakref.finalize(self, finish_made_root, root, self._claim)
                     self._root = root  # only once it exists: another thread makes a workdir in it
         return self._root
@@ -258,6 +259,17 @@ class _Remover:
 
 
 _REMOVER = _Remover()
+
+
+_MADE: weakref.WeakSet[Workdirs] = weakref.WeakSet()
+
+
+def unfinished_roots() -> list[Path]:
+    """The roots this process made that hold workdirs now (an interrupted drill names them:
+    every folder kept is named)."""
+    _REMOVER.wait()
+    roots = [w._root for w in list(_MADE) if w._root is not None]
+    return [r for r in roots if r.is_dir() and any(r.iterdir())]
 
 
 def finish_made_root(root: Path, claim: str) -> None:

@@ -166,6 +166,31 @@ def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
     assert "killdrill: terminated (SIGTERM); every agent process was killed" in err
 
 
+def test_an_interrupted_drill_names_the_folder_it_leaves(tmp_path: Path) -> None:
+    """Without --root the drill makes its root in the temp dir: an interrupted drill says where its
+    unfinished workdirs stay, and ``killdrill clean`` removes them."""
+    pids, tmp = tmp_path / "pids", tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}, "TMPDIR": str(tmp)}
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "killdrill", "points", "--", "python", str(AGENTS / "sleeper.py"), str(pids)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    harness.send_signal(signal.SIGTERM)
+    _, err = harness.communicate(timeout=60)
+    [root] = [p for p in tmp.iterdir() if p.name.startswith("killdrill-") and "owners" not in p.name]
+    assert f"; its workdirs are kept at {root} (killdrill clean removes them)" in err, err
+    clean = subprocess.run(
+        [sys.executable, "-m", "killdrill", "clean"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert f"removed kept folder {root}" in clean.stdout and not root.exists(), clean.stdout
+
+
 def test_setup_warnings_reach_pytests_warnings_summary(pytester: pytest.Pytester, tmp_path: Path) -> None:
     fixed = ["python", str(AGENTS / "steps.py"), "--thread", "same", "--ckpt", str(tmp_path / "c.json")]
     pytester.makeini("[pytest]\nkilldrill_timeout = 30\nkilldrill_discovery_runs = 1\n")
