@@ -11,7 +11,8 @@ route sees it:
   otherwise), request line and headers as ``http.server`` bounds them (414 / 431).
 - time: the request line, headers and body must arrive within ``REQUEST_DEADLINE_S``, an idle
   keep-alive connection is closed after the same time (a watchdog shuts the socket, so a
-  drip-feeding client cannot hold a thread), and at most ``MAX_CONNECTIONS`` are served at once.
+  drip-feeding client cannot hold a thread), and at most ``MAX_CONNECTIONS`` are served at once;
+  at the cap, another user's connections are hung up on (the kernel says whose they are).
 - quiet: garbage gets a 4xx, a fault of ours one 500 line to the caller; nothing is printed.
 
 ``stop()`` closes every connection and joins every handler thread.  Every route of the fakes
@@ -22,6 +23,7 @@ route sees it:
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import socket
@@ -31,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from killdrill.fakes.peer import client_uids
 
 __all__ = ["MAX_BODY", "ROUTES", "GuardedHandler", "GuardedServer", "Request", "Route", "route"]
 
@@ -85,6 +89,7 @@ class GuardedServer(ThreadingHTTPServer):
         self.errors = 0  # exceptions that escaped a handler (counted, never printed)
         self._lock = threading.Lock()
         self._live: dict[socket.socket, float | None] = {}
+        self._peers: dict[socket.socket, Any] = {}  # each live connection's client address
         self._handler_threads: set[threading.Thread] = set()
         self._stopping = threading.Event()
         # started with the first connection: most attempts of a drill never connect, and a
@@ -95,8 +100,14 @@ class GuardedServer(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:
             full = len(self._live) >= MAX_CONNECTIONS or self._stopping.is_set()
+        if full and not self._stopping.is_set() and self._foreign_evicted(client_address):
+            self.shutdown_request(request)  # another user's: never a place
+            return
+        with self._lock:
+            full = len(self._live) >= MAX_CONNECTIONS or self._stopping.is_set()
             if not full:
                 self._live[request] = time.monotonic() + REQUEST_DEADLINE_S
+                self._peers[request] = client_address
         if full:
             try:
                 request.sendall(_BUSY)
@@ -119,12 +130,32 @@ class GuardedServer(ThreadingHTTPServer):
             self._watchdog.start()
         thread.start()
 
+    def _foreign_evicted(self, client_address: Any) -> bool:
+        """At the cap: hang up on every connection of another user (every process of a drill is
+        ours; another local user has no secret and could otherwise hold every place), waiting a
+        moment for their places to free; is the new client another user's?  One read of
+        ``/proc/net/tcp``, only when the cap is reached: nothing in the ordinary case."""
+        uids = client_uids(self.server_address)
+        me = os.getuid()
+        with self._lock:
+            foreign = [s for s, peer in self._peers.items() if uids.get(tuple(peer[:2]), me) != me]
+        for sock in foreign:
+            _hang_up(sock)
+        deadline = time.monotonic() + 1.0
+        while foreign and time.monotonic() < deadline:
+            with self._lock:
+                if len(self._live) < MAX_CONNECTIONS:
+                    break
+            time.sleep(0.005)
+        return uids.get(tuple(client_address[:2]), me) != me
+
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
             with self._lock:
                 self._live.pop(request, None)
+                self._peers.pop(request, None)
                 self._handler_threads.discard(threading.current_thread())
 
     def set_deadline(self, sock: socket.socket, seconds: float | None) -> None:

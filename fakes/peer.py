@@ -15,7 +15,7 @@ import os
 import socket
 import struct
 
-__all__ = ["peer_pid"]
+__all__ = ["client_uids", "peer_pid"]
 
 _TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 
@@ -44,6 +44,26 @@ def _client_inode(client: tuple[str, int], server: tuple[str, int]) -> str | Non
         except OSError:
             continue
     return None
+
+
+def client_uids(server: tuple[str, int]) -> dict[tuple[str, int], int]:
+    """The uid owning each client end connected to ``server`` (IPv4 loopback clients), read
+    from ``/proc/net/tcp`` in one pass: the kernel writes it, a client cannot forge it."""
+    remote = _hex_address(str(server[0]), int(server[1]))
+    out: dict[tuple[str, int], int] = {}
+    for table in _TABLES:
+        try:
+            with open(table) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[2] in remote:
+                        host, port = fields[1].rsplit(":", 1)
+                        packed = struct.pack("<I", int(host[-8:], 16))
+                        out[(socket.inet_ntoa(packed), int(port, 16))] = int(fields[7])
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def peer_pid(client: tuple[str, int], server: tuple[str, int]) -> int:

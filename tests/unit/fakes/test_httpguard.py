@@ -243,3 +243,48 @@ def test_malformed_requests_get_a_4xx_quietly(
     assert Ledger(ledger_file, "t").calls() == []  # nothing of it was recorded
     assert status_of(raw(server, post(p + "/fakes/kv/set", b'{"key": "a", "value": 1}'))) == 200
     assert "Traceback" not in capfd.readouterr().err
+
+
+HOLDER = """
+import socket, sys, time
+held = []
+for _ in range(int(sys.argv[3])):
+    try:
+        held.append(socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5))
+    except OSError:
+        pass
+print(len(held), flush=True)
+time.sleep(30)
+"""
+
+
+def test_another_user_cannot_use_up_the_connections(server: FakesServer) -> None:
+    """Another local user (no secret) holding more than every place: the drill's own request is
+    still served (before: 503 until the holder let go)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a client as another user")
+    host, port = _address(server)
+    holder = subprocess.Popen(
+        [
+            *("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", HOLDER),
+            *(host, str(port), str(httpguard.MAX_CONNECTIONS + 8)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )
+    try:
+        assert holder.stdout is not None
+        held = int(holder.stdout.readline())
+        assert held >= httpguard.MAX_CONNECTIONS, held  # the places were all taken
+        body = json.dumps({"key": "a", "value": 1}).encode()
+        assert status_of(raw(server, post(_secret_path(server) + "/fakes/kv/set", body))) == 200
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
