@@ -155,6 +155,20 @@ def test_a_deployment_with_proxies_and_vendor_keys_set_stays_on_the_loopback(tmp
     assert got == {name: (HOSTILE[name] if name == "GITHUB_TOKEN" else None) for name in HOSTILE}, got
 
 
+@pytest.mark.skipif(importlib.util.find_spec("temporalio") is None, reason="needs temporalio")
+def test_a_temporal_drill_with_proxies_and_vendor_keys_set_stays_on_the_loopback(tmp_path: Path) -> None:
+    """The dev server the drill starts looks nothing up (its version check is off) and the worker
+    and client follow no proxy."""
+    proc, tried = _offline_drill(
+        tmp_path,
+        *("points", "--integration", "temporal", "--discovery-runs", "1", "--timeout", "300", "--"),
+        *("python", "-m", "killdrill.examples.payout_temporal", "--thread", "{thread}"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert tried and {host for host, _ in tried} <= _LOOPBACK, tried
+    assert not [port for _, port in tried if port == 53], tried
+
+
 def test_a_readiness_url_off_the_machine_is_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
