@@ -8,6 +8,12 @@ name is not among those already known, or the whole registry is read (an agent t
 built-ins does not pay the ~40 ms scan); and a stage counts as loaded only once every import of
 it is done, so another thread never reads a registry without its built-ins.
 
+A plugin (an entry point of another distribution) is loaded in isolation, as pytest and pluggy
+load theirs: one that raises on load (anything, not only ``ImportError``) or declares a name
+already declared differently is reported in one line (a :class:`PluginWarning` naming it) and
+skipped, and every other plugin and command works.  ``KILLDRILL_DISABLE_PLUGINS=1`` (as pytest's
+``PYTEST_DISABLE_PLUGIN_AUTOLOAD``) loads no entry point at all.
+
 Standard library and ``errors`` only: the agent reads the provider registry at start.
 """
 
@@ -16,16 +22,35 @@ from __future__ import annotations
 import difflib
 import importlib
 import operator
+import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from killdrill.errors import UsageError
 
-__all__ = ["Registry"]
+__all__ = ["DISABLE_PLUGINS_ENV", "PluginWarning", "Registry", "plugins_disabled"]
 
 T = TypeVar("T")
 
+DISABLE_PLUGINS_ENV = "KILLDRILL_DISABLE_PLUGINS"
+
+
+class PluginWarning(UserWarning):
+    """A plugin was skipped: it failed to load, or clashed with what is declared already."""
+
+
+def plugins_disabled() -> bool:
+    """``KILLDRILL_DISABLE_PLUGINS`` set (not empty, not ``0``): no entry point is loaded."""
+    return os.environ.get(DISABLE_PLUGINS_ENV, "") not in ("", "0")
+
+
+def plugin_failed(what: str, name: str, where: str, exc: BaseException) -> str:
+    """The one line that says a plugin was skipped, and why."""
+    said = str(exc).strip().splitlines()
+    why = f"{type(exc).__name__}: {said[0]}" if said else type(exc).__name__
+    return f"the {what} plugin {name!r} ({where}) is broken and was skipped: {why}"
 
 
 def _fold(name: str) -> str:
@@ -66,6 +91,7 @@ class Registry(Generic[T]):
         self._lock = threading.RLock()
         self._loaded: set[str] = set()  # the stages done: "builtins", "entry points"
         self._loading: set[str] = set()  # the stages this thread is importing now
+        self.broken: dict[str, str] = {}  # plugins skipped: name -> the line that said why
 
     def register(self, name: str, item: T) -> T:
         """Declare ``item`` as ``name``; the same declaration again is a no-op."""
@@ -87,14 +113,25 @@ class Registry(Generic[T]):
                 if stage == "builtins":
                     for module in self.builtins:
                         importlib.import_module(module)
-                else:
+                elif not plugins_disabled():
                     from importlib.metadata import entry_points
 
                     for ep in entry_points(group=self.group):
-                        ep.load()
+                        self._load_plugin(ep)
                 self._loaded.add(stage)
             finally:
                 self._loading.discard(stage)
+
+    def _load_plugin(self, ep: Any) -> None:
+        """Load one entry point; a plugin that fails is said once and skipped (what it registered
+        before it failed stays out too)."""
+        before = dict(self._items)
+        try:
+            ep.load()
+        except Exception as exc:  # any failure of a plugin: said and skipped
+            self._items = before
+            self.broken[ep.name] = plugin_failed(self.what, ep.name, ep.value, exc)
+            warnings.warn(PluginWarning(self.broken[ep.name]), stacklevel=2)
 
     def load_entry_points(self) -> None:
         """Load the built-ins and every entry point of the group (once a process)."""

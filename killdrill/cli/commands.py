@@ -366,6 +366,7 @@ def _bare_word_before_unknown_flag(own: Sequence[str], parser: argparse.Argument
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    warnings.showwarning = _print_warning  # from the first: a broken plugin is said while parsing
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
     try:
         command, upgrade = split_upgrade(command)

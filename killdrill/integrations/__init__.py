@@ -60,6 +60,7 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -69,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from killdrill.errors import UsageError
 from killdrill.integrations._imports import PatchOnImport
-from killdrill.registry import Registry, nearest
+from killdrill.registry import PluginWarning, Registry, nearest, plugin_failed, plugins_disabled
 
 if TYPE_CHECKING:
     from killdrill.options.kinds import Option
@@ -211,6 +212,10 @@ class IntegrationNotFound(UsageError, ImportError):
     """No integration of that name or alias (module, entry point, or registered record)."""
 
 
+class BrokenPlugin(IntegrationNotFound):
+    """An integration's entry point failed to load: skipped by every listing, one line when asked for."""
+
+
 def register(integration: Integration) -> Integration:
     """Make an integration known in this process (a module or entry point is found by :func:`find`)."""
     return _INTEGRATIONS.register(integration.name, integration)
@@ -235,11 +240,14 @@ def _module_for(name: str) -> ModuleType | None:
         except ModuleNotFoundError as exc:
             if exc.name != f"{__name__}.{name}":
                 raise  # the integration exists but needs something missing: say that
+    if plugins_disabled():
+        return None
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
-        loaded = ep.load()
-        if isinstance(loaded, ModuleType):
-            return loaded
-        return importlib.import_module(ep.module)
+        try:
+            loaded = ep.load()
+            return loaded if isinstance(loaded, ModuleType) else importlib.import_module(ep.module)
+        except Exception as exc:  # a broken plugin is one line naming it, never a traceback
+            raise BrokenPlugin(plugin_failed("integration", name, ep.value, exc)) from exc
     return None
 
 
@@ -287,6 +295,8 @@ def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
 def _installed_names() -> tuple[str, ...]:
     """This package's integration folders and the entry points' names (scanned once a process)."""
     names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    if plugins_disabled():
+        return tuple(names)
     return tuple(names + [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)])
 
 
@@ -298,8 +308,13 @@ def known() -> dict[str, Integration]:
     for name in dict.fromkeys(names):
         try:
             found = _INTEGRATIONS.get(name)
+        except BrokenPlugin as exc:  # one broken plugin must not hide the others: said once
+            if name not in _INTEGRATIONS.broken:
+                _INTEGRATIONS.broken[name] = str(exc)
+                warnings.warn(PluginWarning(str(exc)), stacklevel=2)
+            continue
         except ImportError:
-            continue  # one broken plugin must not hide the others
+            continue
         if found is not None:
             out[name] = found
     return out
@@ -356,12 +371,19 @@ def _option_owners() -> dict[str, tuple[Integration, Option]]:
     taken = {r.field: "the drill's" for r in OPTIONS} | {r.flag: "the drill's" for r in OPTIONS if r.flag}
     owners: dict[str, tuple[Integration, Option]] = {}
     for integration in known().values():
+        names = [n for row in integration.options for n in filter(None, (row.field, row.flag))]
+        clash = next((n for n in names if n in taken), None)
+        if clash is not None:  # that plugin's options are refused, the others' and the drill's work
+            said = (
+                f"the integration plugin {integration.name!r} declares the option {clash}, already "
+                f"{taken[clash]}: its options were skipped"
+            )
+            if f"{integration.name} options" not in _INTEGRATIONS.broken:
+                _INTEGRATIONS.broken[f"{integration.name} options"] = said
+                warnings.warn(PluginWarning(said), stacklevel=2)
+            continue
         for row in integration.options:
             for name in filter(None, (row.field, row.flag)):
-                if name in taken:
-                    raise UsageError(
-                        f"integration {integration.name!r} declares the option {name}, already {taken[name]}"
-                    )
                 taken[name] = f"the {integration.name} integration's"
             owners[row.field] = (integration, row)
     return owners

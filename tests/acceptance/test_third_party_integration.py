@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -270,3 +272,69 @@ def test_its_own_option(site: Path, tmp_path: Path) -> None:
         assert "committed:charge" in drill.points()
     with Drill(agent, options) as drill, pytest.raises(Exception, match=r"exit(ed)? 3"):
         drill.discover()  # the default region (eu) is what the service gave the agent
+
+
+BOOM = 'raise RuntimeError("acme-2 is not installed here")\n'
+CLASH = '''
+from killdrill.integrations import Integration
+from killdrill.options.kinds import Option, Text
+
+INTEGRATION = Integration(
+    "clash", title="Clash", distributions=("clash",), modules=("clash",),
+    options=(Option("broker", Text(metavar="URL"), None, "a broker of its own"),),
+)
+
+
+def activate():
+    pass
+'''
+
+
+@pytest.fixture
+def broken(site: Path) -> Path:
+    """Beside acme: a plugin that raises at import, and one whose option is Celery's ``--broker``."""
+    (site / "kd_boom.py").write_text(BOOM)
+    (site / "kd_clash.py").write_text(textwrap.dedent(CLASH))
+    _dist_info(site, "kd-boom", ["kd_boom.py"], "[killdrill.integrations]\nboom = kd_boom\n")
+    _dist_info(site, "kd-clash", ["kd_clash.py"], "[killdrill.integrations]\nclash = kd_clash\n")
+    integrations._installed_names.cache_clear()
+    return site
+
+
+def test_broken_plugins_are_one_line_each_and_the_rest_works(broken: Path, tmp_path: Path) -> None:
+    """Before: the plugin that raises crashed every command with its traceback, and the clash of
+    option names was a UsageError of every command (``declares the option broker``)."""
+    done = run_cli(
+        tmp_path, "run", "--integration", "acme", "--acme-region", "us", "-s", "after:charge",
+        "--discovery-runs", "1", "--", *_agent(tmp_path, "--region", "us"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    said = [line for line in done.stderr.splitlines() if "plugin" in line]
+    assert any(
+        "the integration plugin 'boom' (kd_boom) is broken and was skipped: RuntimeError: acme-2 is not"
+        in line
+        for line in said
+    ), done.stderr
+    assert any(
+        "the integration plugin 'clash' declares the option broker, already the celery integration's" in line
+        for line in said
+    ), done.stderr
+    asked = run_cli(tmp_path, "points", "--integration", "boom", "--", "python", "-c", "pass")
+    assert asked.returncode == 2 and "Traceback" not in asked.stderr, asked.stderr
+    last = asked.stderr.splitlines()[-1]
+    assert "the integration plugin 'boom' (kd_boom) is broken and was skipped" in last, asked.stderr
+
+
+def test_the_off_switch_loads_no_plugin(broken: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "KILLDRILL_DISABLE_PLUGINS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "killdrill", "points", "--integration", "acme", "--", "python", "-c", "pass"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "skipped" not in done.stderr, done.stderr
+    assert "unknown integration 'acme'" in done.stderr, done.stderr
