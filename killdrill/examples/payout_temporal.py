@@ -29,9 +29,9 @@ which are the same on every attempt of that activity, plus the line for the batc
     server until that timeout expires: the resume waits for it and the drill reports ``hang``.
 
 Drill settings (see the README): short activity timeouts (start-to-close 2 s; heartbeat 1 s for
-the long activity), a retry's first interval of 100 ms, a workflow task timeout of 2 s, and
-``max_cached_workflows=0``, so that a new worker gets the workflow task
-at once instead of after the dead worker's sticky queue times out.  The process ends as any
+the long activity) and a retry's first interval of 100 ms.  Temporal's own defaults otherwise:
+the drill resets a dead worker's sticky queue and its dev server hands on a workflow task a
+killed worker had started after 3 s.  The process ends as any
 does: when the SDK aborts at interpreter exit after the workflow closed (sdk-python#300, exit
 134), the drill's Temporal integration knows it (the last point was ``after:workflow.TYPE``)
 and counts a clean exit with a note.
@@ -164,7 +164,6 @@ async def run(thread: str, bug: str) -> dict[str, Any]:
             workflows=[PayoutWorkflow],
             activities=[reserve_funds, charge_customer, settle_batch, send_receipt],
             activity_executor=executor,
-            max_cached_workflows=0,  # no sticky queue: a resumed worker gets the workflow task at once
         ):
             payout = Payout(account="acct_42", amount=4200, email="ada@example.com", bug=bug)
             handle: WorkflowHandle[Any, Any]
@@ -175,7 +174,6 @@ async def run(thread: str, bug: str) -> dict[str, Any]:
                     id=thread,
                     task_queue=TASK_QUEUE,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    task_timeout=timedelta(seconds=2),  # a workflow task sent to a killed worker
                 )
             except WorkflowAlreadyStartedError:
                 handle = client.get_workflow_handle(thread)  # a resume: attach to it
