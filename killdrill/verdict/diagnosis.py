@@ -129,11 +129,12 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
     provider, op = v.provider or "", v.op or ""
     if is_row(calls[0]):  # the agent's own table: a second row for one identity
         n = len([c for c in calls if c.landed])
+        known = all(c.attempt for c in calls)  # 0: a deployment's, whose processes run at once
+        by = f" (written by {_attempts_phrase(c.attempt for c in calls)})" if known else ""
         return (
             Cause.ROW_NOT_UNIQUE,
-            f"{provider} has {n} rows for {format_identity(v.identity)} (written by "
-            f"{_attempts_phrase(c.attempt for c in calls)}): a later attempt inserted the row again"
-            " instead of finding the one an earlier attempt wrote",
+            f"{provider} has {n} rows for {format_identity(v.identity)}{by}: a later attempt inserted"
+            " the row again instead of finding the one an earlier attempt wrote",
         )
     operation = spec(provider).operation(op)
     keyed = bool(operation and operation.keyed)

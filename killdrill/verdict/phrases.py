@@ -52,7 +52,7 @@ def call_phrase(call: Call, unknown: Mapping[int, str], shared: bool = False) ->
     attempt number at once, e.g. concurrent resumers), its key and outcome; a row: the attempt
     after which it was first seen (``?``: a deployment, whose processes run at once)."""
     if is_row(call):
-        return f"a row by attempt {call.attempt or '?'}"
+        return f"a row by attempt {call.attempt}" if call.attempt else "a row"
     key = call.key if call.key is not None else "(no key)"
     who = f"attempt {call.attempt} process {call.pid}" if shared else f"attempt {call.attempt}"
     text = f"{who} key {key} {call.outcome}"

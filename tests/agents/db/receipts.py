@@ -4,6 +4,8 @@ own database, as users write one with SQLAlchemy: ``DATABASE_URL`` names the dat
 Correct: ``order_id`` is unique and the row is written with ``INSERT ... ON CONFLICT DO NOTHING``,
 so a re-run after a kill finds the first row.  ``--bug plain``: a plain ``INSERT`` into a table
 without the unique constraint, so a re-run after the row landed writes a second one.
+``--bug row-first``: the receipt is written before the charge, and a re-run that finds it takes
+the order as done: killed between the two, the order has its receipt and no charge.
 """
 
 import argparse
@@ -17,7 +19,7 @@ from killdrill.fakes import connect
 
 p = argparse.ArgumentParser()
 p.add_argument("--order", required=True)
-p.add_argument("--bug", choices=("plain",), default=None)
+p.add_argument("--bug", choices=("plain", "row-first"), default=None)
 args = p.parse_args()
 
 meta = sa.MetaData()
@@ -33,8 +35,18 @@ receipts = sa.Table(
 engine = sa.create_engine(os.environ["DATABASE_URL"])
 meta.create_all(engine)
 
+if args.bug == "row-first":
+    with engine.begin() as conn:
+        done = conn.execute(sa.select(receipts.c.id).where(receipts.c.order_id == args.order)).first()
+    if done is None:
+        with killdrill.node("receipt"), engine.begin() as conn:
+            conn.execute(receipts.insert().values(order_id=args.order, amount=4200, charge_id="pending"))
+        with killdrill.node("charge"):
+            connect().payments.charge(idempotency_key=f"order-{args.order}", amount=4200, customer=args.order)
+    raise SystemExit(0)
 with killdrill.node("charge"):
-    charge = connect().payments.charge(idempotency_key=f"order-{args.order}", amount=4200, customer=args.order)
+    key = f"order-{args.order}"
+    charge = connect().payments.charge(idempotency_key=key, amount=4200, customer=args.order)
 with killdrill.node("receipt"), engine.begin() as conn:
     row = {"order_id": args.order, "amount": 4200, "charge_id": charge["id"]}
     if args.bug == "plain":
