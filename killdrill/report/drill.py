@@ -99,7 +99,8 @@ def _call_line(call: Call, lost: Mapping[int, str], prev: Call | None, who: Mapp
     key = call.key if call.key is not None else "(no key)"
     made_by = f" ({who[call.attempt]})" if call.attempt in who else ""  # a deployment's process
     if is_row(call):  # a row of the agent's own database: what it holds, no key
-        return f"attempt {call.attempt or '?'}{made_by}  row {format_identity(call.payload)}"
+        row = f"row {format_identity(call.payload)}"
+        return f"attempt {call.attempt}{made_by}  {row}" if call.attempt else row
     parts = [f"attempt {call.attempt}{made_by}", f"key {key}", call.outcome]
     if call.replayed:
         parts.append("replayed")
