@@ -111,3 +111,25 @@ def test_a_table_the_clean_run_never_made_is_one_line(tmp_path: Path) -> None:
 def test_a_sqlite_database_outside_the_workdir_is_refused(tmp_path: Path) -> None:
     with pytest.raises(KilldrillError, match=r"\{workdir\}"):
         Drill(["python", str(AGENT)], effect_table=["receipts(order_id)"], effect_db=f"sqlite:///{tmp_path}/x.db")
+
+
+def test_the_pytest_route_spells_the_options_as_marker_keywords(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_effect_db = " + SQLITE + "\n")
+    agent = ["python", str(AGENT), "--order", "{thread}", "--bug", "plain"]
+    pytester.makepyfile(
+        test_receipts=f"""
+        import pytest
+        AGENT = {agent!r}
+
+        @pytest.mark.killdrill(points=["before:receipt", "after:receipt"],
+                               effect_table=["receipts(order_id)"],
+                               env={{"DATABASE_URL": "{{KILLDRILL_EFFECT_DB}}"}})
+        def test_receipt(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point).assert_exactly_once()
+        """
+    )
+    res = pytester.runpytest_subprocess("-rf")
+    res.assert_outcomes(passed=1, failed=1)
+    out = res.stdout.str()
+    assert "duplicate_effect: db:receipts.insert" in out, out
+    assert "--effect-table 'receipts(order_id)' --effect-db 'sqlite:///{workdir}/app.db'" in out, out
