@@ -258,7 +258,7 @@ class AttemptLauncher:
         env.update(
             KILLDRILL_THREAD=run.thread,
             KILLDRILL_WORKDIR=str(run.workdir),
-            KILLDRILL_LEDGER=self.workdirs.ledger_url(run.workdir),
+            KILLDRILL_LEDGER=self.effect_rows.ledger_url(self.workdirs.ledger_url(run.workdir)),
         )
         if self.options.answer:
             env[ANSWERS_ENV] = json.dumps(list(self.options.answer))

@@ -107,6 +107,14 @@ class EffectRows:
             env.update(KILLDRILL_EFFECT_SCHEMA=schema, PGOPTIONS=f"-c search_path={schema}")
         return env
 
+    def ledger_url(self, url: str) -> str:
+        """The ledger's ``url`` as the agent gets it: a PostgreSQL ledger whose URL names no
+        ``options`` keeps the server's default ``search_path`` (where the harness reads it), not
+        the run's schema that ``PGOPTIONS`` gives every other connection of the agent."""
+        if not (self.active and self.postgres) or not url.startswith("postgres") or "options=" in url:
+            return url
+        return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D%22%24user%22%2Cpublic"
+
     def prepare(self, run: RunContext) -> None:
         """Before a launch in ``run``: its schema exists (PostgreSQL), stale ones swept once."""
         if not (self.active and self.postgres):

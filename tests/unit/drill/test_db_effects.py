@@ -52,6 +52,20 @@ def test_the_options_forms() -> None:
         EffectRows({"receipts": (("order_id",), None)}, "sqlite:////tmp/shared.db")
 
 
+def test_postgresql_runs_get_a_schema_and_the_ledger_keeps_its_own(run: RunContext) -> None:
+    rows = EffectRows({"receipts": (("order_id",), None)}, "postgresql+psycopg://app@db/shop")
+    env = rows.env(run)
+    schema = env["KILLDRILL_EFFECT_SCHEMA"]
+    assert schema.startswith("kd_fx_") and env["PGOPTIONS"] == f"-c search_path={schema}"
+    assert env["KILLDRILL_EFFECT_DB"] == f"postgresql+psycopg://app@db/shop?options=-csearch_path%3D{schema}"
+    assert rows.schema(RunContext(run.workdir, "kd-t2")) != schema  # a clean run of another thread
+    # a shared PostgreSQL ledger is not moved into the run's schema by PGOPTIONS
+    pinned = rows.ledger_url("postgresql://h/ledger")
+    assert pinned == "postgresql://h/ledger?options=-csearch_path%3D%22%24user%22%2Cpublic"
+    assert rows.ledger_url("postgresql://h/l?options=-csearch_path%3Dx") == "postgresql://h/l?options=-csearch_path%3Dx"
+    assert rows.ledger_url("/w/.killdrill/ledger.sqlite") == "/w/.killdrill/ledger.sqlite"
+
+
 def test_rows_are_calls_without_the_databases_own_columns(run: RunContext) -> None:
     rows = EffectRows({"receipts": (("order_id",), None)}, URL)
     conn = database(run)
