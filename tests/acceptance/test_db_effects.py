@@ -133,3 +133,16 @@ def test_the_pytest_route_spells_the_options_as_marker_keywords(pytester: pytest
     out = res.stdout.str()
     assert "duplicate_effect: db:receipts.insert" in out, out
     assert "--effect-table 'receipts(order_id)' --effect-db 'sqlite:///{workdir}/app.db'" in out, out
+
+
+def test_a_schema_a_killed_drill_left_is_swept_by_the_next(tmp_path: Path, postgres_server_url: str) -> None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(postgres_server_url)
+    with engine.begin() as conn:  # pid 2**22 + 1 is above Linux's pid_max: its drill is gone
+        conn.execute(sa.text('CREATE SCHEMA "kd_fx_4194305_0123456789"'))
+        conn.execute(sa.text('CREATE TABLE "kd_fx_4194305_0123456789".receipts (order_id text)'))
+    engine.dispose()
+    with drill(tmp_path, postgres_server_url) as d:
+        assert d.run_case("after:receipt").ok
+    assert left_schemas(postgres_server_url) == []
