@@ -26,6 +26,7 @@ from killdrill.registry import Registry
 __all__ = [
     "BUILTIN_MODULES",
     "ENTRY_POINT_GROUP",
+    "ROWS",
     "Operation",
     "ProviderSpec",
     "load_entry_points",
@@ -38,6 +39,9 @@ __all__ = [
 ENTRY_POINT_GROUP = "killdrill.providers"
 BUILTIN_MODULES = ("killdrill.fakes", "killdrill.fakes.model")
 """Modules whose import registers the built-in providers."""
+ROWS = "db:"
+"""The prefix of a provider that is a table of the agent's own database (``db:receipts``: its rows,
+``--effect-table``): an undeclared provider, judged as a plain effect, whose calls are rows."""
 
 
 @dataclass(frozen=True)

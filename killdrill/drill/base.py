@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill.drill.db_effects import EffectRows
 from killdrill.drill.deployment import Deployed, DeploymentHook, check_faults
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
@@ -80,6 +81,7 @@ class AttemptLauncher:
         self.argv = resolve_command(self.command)
         self._resume_argv = resolve_command(self.options.resume_with) if self.options.resume_with else None
         self.workdirs = Workdirs(self.options.root, self.options.ledger_url)
+        self.effect_rows = EffectRows(self.options.effect_table, self.options.effect_db)  # --effect-table
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._launchers: LauncherSource | None = None  # set: templates someone else keeps
@@ -219,7 +221,9 @@ class AttemptLauncher:
         return found
 
     def release(self, run: RunContext) -> None:
-        """``run`` is over: each service removes what the run left in it (a broker's keys)."""
+        """``run`` is over: each service removes what the run left in it (a broker's keys), and
+        its effect rows' schema is dropped."""
+        self.effect_rows.release(run)
         with self._lock:
             services = list(self._services or ())
         for service in services:
@@ -233,6 +237,7 @@ class AttemptLauncher:
         for service in self._services or ():
             service.close()
         self._services = None
+        self.effect_rows.close()
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
@@ -248,11 +253,12 @@ class AttemptLauncher:
         # never an outer drill's channel; no proxy, no vendor's key (killdrill.isolation)
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
         env = isolated(inherited, self.options.pass_env)
+        env.update(self.effect_rows.env(run))  # the run's own database (the user's --env wins)
         env.update(self.options.env)
         env.update(
             KILLDRILL_THREAD=run.thread,
             KILLDRILL_WORKDIR=str(run.workdir),
-            KILLDRILL_LEDGER=self.workdirs.ledger_url(run.workdir),
+            KILLDRILL_LEDGER=self.effect_rows.ledger_url(self.workdirs.ledger_url(run.workdir)),
         )
         if self.options.answer:
             env[ANSWERS_ENV] = json.dumps(list(self.options.answer))
@@ -341,6 +347,7 @@ class AttemptLauncher:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them: always for
         the model (every attempt's model SDKs point at the model fake, scripted or not), and the
         effects' routes' URL given to the agent when asked."""
+        self.effect_rows.prepare(run)  # the run's own schema exists before anything writes to it
         servers: list[FakesServer | SmtpFake] = []
         wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
         url = self.workdirs.ledger_url(run.workdir)

@@ -14,6 +14,7 @@ from typing import Any
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
+from killdrill.drill.db_effects import with_rows
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
 from killdrill.drill.intervals import resolve_schedule
@@ -21,6 +22,7 @@ from killdrill.drill.phases import PhaseClock, clean_attempt, clip_waits
 from killdrill.drill.thread_view import with_thread_view
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
+from killdrill.errors import HarnessError
 from killdrill.faults import fleet
 from killdrill.faults.resumers import Barrier
 from killdrill.ledger import LedgerError
@@ -35,6 +37,7 @@ from killdrill.records import (
     SHARED_BASELINE,
     Attempt,
     AttemptOutcome,
+    Call,
     CaseResult,
     CleanRun,
     Discovery,
@@ -116,8 +119,10 @@ class CaseRunner:
         self._write_plan(run, text, seed, reproduce)
         clock.mark("setup")
         waits: list[dict[str, Any]] = []
+        rows: list[Call] = []
         try:
             ran = self._attempts(run, sched, offsets_may_miss, clock)
+            rows = self._rows(run, ran)  # before the release drops the run's schema
             clock.mark("verdict")
             if clock.kills and len(ran.attempts) > 1:  # what the runtime held after a kill
                 fresh = clean_attempt(discovery)
@@ -134,7 +139,7 @@ class CaseRunner:
         summary: dict[str, dict[str, int]] = {}
         model: dict[str, Any] = {}
         try:
-            ledger = ran.ledger if ran.ledger is not None else self.workdirs.snapshot(run)
+            ledger = with_rows(ran.ledger if ran.ledger is not None else self.workdirs.snapshot(run), rows)
         except (LedgerError, OSError, ValueError) as exc:  # unreadable or corrupt (JSON) ledger: one line
             violations.append(Violation(HARNESS_ERROR, f"cannot read the ledger: {exc}"))
         if ledger is not None and not any(v.kind == HARNESS_ERROR for v in violations):
@@ -218,6 +223,14 @@ class CaseRunner:
                 ran.notes.append(f"not applicable: this thread's clean run never reaches {sched.faults[0]}")
         return yard, violations, self.judge.effects(baseline, ledger, ran.attempts, violations, True)
 
+    def _rows(self, run: RunContext, ran: CaseAttempts) -> list[Call]:
+        """The run's effect rows (``--effect-table``); unreadable: a harness error of the case."""
+        try:
+            return self.launcher.effect_rows.read(run)
+        except HarnessError as exc:
+            ran.violations.append(Violation(HARNESS_ERROR, str(exc)))
+            return []
+
     def _write_plan(self, run: RunContext, schedule: str, seed: int | None, reproduce: str) -> None:
         """``plan.json``: what this case is, written before attempt 1 (a killed harness leaves it)."""
         plan = {
@@ -268,6 +281,7 @@ class CaseRunner:
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)
+            self.launcher.effect_rows.observe(run, number)  # the rows this attempt wrote
             now, broken = self._check_ledger(run, mark, seen, number)
             seen = now if now is not None else seen
             out.ledger = now

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
+from killdrill.drill.db_effects import with_rows
 from killdrill.drill.deployment import catalogue_has, merged
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
@@ -76,6 +77,9 @@ class Discoverer:
                         attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
                 else:
                     attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+                # the agent's own rows, read before the release drops its schema
+                ok = attempt.outcome == EXITED and attempt.returncode == 0
+                rows = self.launcher.effect_rows.read(run, clean=True) if ok else []
             except (LaunchError, HarnessError):
                 # the agent never started, or the harness could not run it (a broker that does not
                 # answer, a service never ready: said in the error): no folder left behind unprinted
@@ -99,7 +103,7 @@ class Discoverer:
                     f"the clean run of {shlex.join(self.command)} {how}{f': {model}' if model else ''}; "
                     f"workdir kept at {workdir}\n--- stderr (tail) ---\n{err}"
                 )
-            snap = self.workdirs.snapshot(run)
+            snap = with_rows(self.workdirs.snapshot(run), rows)
             warn(unscripted_line(snap))
         if not self.options.keep:
             self.workdirs.discard(workdir)

@@ -68,6 +68,7 @@ _SERVED_BY = {
     "KILLDRILL_FAKES_URL": ("HTTP fakes", "--http-fakes"),
     "KILLDRILL_FAKES_SECRET": ("HTTP fakes", "--http-fakes"),
     "KILLDRILL_SMTP": ("SMTP fake", "--smtp-fake"),
+    "KILLDRILL_EFFECT_DB": ("effect database", "--effect-db"),
 }
 """Harness variables set only when a served fake runs: the flag that starts it."""
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from killdrill.options.db_effects import DB_EFFECT_ROWS
 from killdrill.options.kinds import (
     Answers,
     Choice,
@@ -57,32 +58,9 @@ from killdrill.options.kinds import (
 from killdrill.options.services import SERVICE_ROWS
 
 __all__ = [
-    "OPTIONS",
-    "Answers",
-    "Choice",
-    "Command",
-    "DrillOptions",
-    "Duration",
-    "Flag",
-    "Kind",
-    "Names",
-    "Number",
-    "Option",
-    "OptionError",
-    "Pair",
-    "Pairs",
-    "Repeated",
-    "Rule",
-    "Some",
-    "Spelled",
-    "Spelling",
-    "Text",
-    "by_field",
-    "check_values",
-    "convert",
-    "from_fields",
-    "override",
-    "spelled_fields",
+    "OPTIONS", "Answers", "Choice", "Command", "DrillOptions", "Duration", "Flag", "Kind", "Names",
+    "Number", "Option", "OptionError", "Pair", "Pairs", "Repeated", "Rule", "Some", "Spelled", "Spelling",
+    "Text", "by_field", "check_values", "convert", "from_fields", "override", "spelled_fields",
 ]
 
 
@@ -123,6 +101,8 @@ class DrillOptions:
     replicas: Mapping[str, int] = field(default_factory=dict)  # service name -> copies
     restart_delay: float = 0.0  # seconds before a killed service is started again
     answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
+    effect_table: Mapping[str, Any] = field(default_factory=dict)  # name -> (columns, query): db rows
+    effect_db: str | None = None  # the URL of the agent's own database (killdrill.drill.db_effects)
     # The enabled integrations' own options by field (their records' rows, checked by the drill).
     integration_options: Mapping[str, Any] = field(default_factory=dict)
     # How the caller named the fields (for messages only: not an option, not compared).
@@ -204,6 +184,7 @@ OPTIONS: tuple[Option, ...] = (
         "--resume-with",
     ),
     *SERVICE_ROWS,
+    *DB_EFFECT_ROWS,
     Option(
         "pass_env",
         Names(metavar="NAME"),
@@ -403,6 +384,10 @@ DRILL_RULES: tuple[Rule, ...] = (
         "{env} names {{KILLDRILL_SMTP}}, set for the agent only with {smtp_fake}",
         lambda o: o["smtp_fake"] or not _names(o["env"], "KILLDRILL_SMTP"),
     ),
+    Rule("{effect_table} needs {effect_db} (the URL of the database the agent writes)", lambda o: (
+        not o["effect_table"] or o["effect_db"] is not None)),
+    Rule("{effect_db} needs {effect_table} (the tables whose rows are effects)", lambda o: (
+        o["effect_db"] is None or bool(o["effect_table"]))),
 )
 """The rules tying two drill options, checked with every DrillOptions."""
 

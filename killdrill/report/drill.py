@@ -34,6 +34,7 @@ from killdrill.report.outputs import atomic_write_text
 from killdrill.report.waits import WaitTally, waits_line
 from killdrill.verdict import format_identity, unknown_calls
 from killdrill.verdict.model_work import model_work, render_model_work, sum_model_work
+from killdrill.verdict.phrases import is_row
 
 __all__ = [
     "drill_json",
@@ -97,6 +98,9 @@ def _gloss(note: str) -> str:
 def _call_line(call: Call, lost: Mapping[int, str], prev: Call | None, who: Mapping[int, str]) -> str:
     key = call.key if call.key is not None else "(no key)"
     made_by = f" ({who[call.attempt]})" if call.attempt in who else ""  # a deployment's process
+    if is_row(call):  # a row of the agent's own database: what it holds, no key
+        row = f"row {format_identity(call.payload)}"
+        return f"attempt {call.attempt}{made_by}  {row}" if call.attempt else row
     parts = [f"attempt {call.attempt}{made_by}", f"key {key}", call.outcome]
     if call.replayed:
         parts.append("replayed")

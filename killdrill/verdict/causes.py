@@ -18,6 +18,7 @@ class Cause(StableName):
     MODEL_ID_KEY = "model_id_key"
     IRREVERSIBLE_RESENT = "irreversible_resent"
     UNKEYED_RESENT = "unkeyed_resent"
+    ROW_NOT_UNIQUE = "row_not_unique"
     PROVIDER_NOT_DEDUPING = "provider_not_deduping"
     KEY_SHARED_BY_EFFECTS = "key_shared_by_effects"
     PAYLOAD_RECOMPUTED = "payload_recomputed"
@@ -61,6 +62,10 @@ FIXES: dict[Cause, str] = {
     Cause.UNKEYED_RESENT: "the provider takes no key: record the call durably with a client reference and "
     "reconcile with the provider's read (get/lookup by ref) before calling again "
     "(killdrill.effects.durable_effect / gate)",
+    Cause.ROW_NOT_UNIQUE: "make the row's identity unique in the database (a unique constraint on the "
+    "columns named in --effect-table) and write it with INSERT ... ON CONFLICT DO NOTHING (or an upsert, "
+    "or get-or-create on that constraint), so a re-run finds the row an earlier attempt wrote; or write "
+    "it in the same transaction as the step's checkpoint",
     Cause.PROVIDER_NOT_DEDUPING: "the provider did not replay a repeated key: check that the operation "
     "honours keys (keyed=True in its ProviderSpec) and that the key reaches it (the Idempotency-Key "
     "header, the idempotency_key field); otherwise reconcile by a lookup before repeating",

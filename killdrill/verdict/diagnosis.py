@@ -44,6 +44,7 @@ from killdrill.records import (
 from killdrill.verdict.causes import FIXES, Cause
 from killdrill.verdict.consequences import roots_and_consequences
 from killdrill.verdict.model_ids import issued_ids, model_id_story
+from killdrill.verdict.phrases import format_identity, is_row
 from killdrill.verdict.resubmission import resubmitted_story
 from killdrill.verdict.runtime_keys import runtime_attempt_in_key
 
@@ -126,6 +127,15 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
     if not calls:
         return None
     provider, op = v.provider or "", v.op or ""
+    if is_row(calls[0]):  # the agent's own table: a second row for one identity
+        n = len([c for c in calls if c.landed])
+        known = all(c.attempt for c in calls)  # 0: a deployment's, whose processes run at once
+        by = f" (written by {_attempts_phrase(c.attempt for c in calls)})" if known else ""
+        return (
+            Cause.ROW_NOT_UNIQUE,
+            f"{provider} has {n} rows for {format_identity(v.identity)}{by}: a later attempt inserted"
+            " the row again instead of finding the one an earlier attempt wrote",
+        )
     operation = spec(provider).operation(op)
     keyed = bool(operation and operation.keyed)
     origin = key_origin(calls)

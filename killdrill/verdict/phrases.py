@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from killdrill.providers import ROWS
 from killdrill.records import Call
 from killdrill.verdict.matching import canonical, differing
 
@@ -15,6 +16,7 @@ __all__ = [
     "calls_phrase",
     "distinct_keys",
     "format_identity",
+    "is_row",
     "key_changes",
     "nearest_baseline",
     "runtime_attempts",
@@ -40,9 +42,17 @@ def times(n: int) -> str:
     return "1 time" if n == 1 else f"{n} times"
 
 
+def is_row(call: Call) -> bool:
+    """A row of the agent's own database (``--effect-table``), not a call to a provider."""
+    return call.provider.startswith(ROWS)
+
+
 def call_phrase(call: Call, unknown: Mapping[int, str], shared: bool = False) -> str:
     """One call: its attempt (and process, when ``shared``: several processes ran under that
-    attempt number at once, e.g. concurrent resumers), its key and outcome."""
+    attempt number at once, e.g. concurrent resumers), its key and outcome; a row: the attempt
+    after which it was first seen (``?``: a deployment, whose processes run at once)."""
+    if is_row(call):
+        return f"a row by attempt {call.attempt}" if call.attempt else "a row"
     key = call.key if call.key is not None else "(no key)"
     who = f"attempt {call.attempt} process {call.pid}" if shared else f"attempt {call.attempt}"
     text = f"{who} key {key} {call.outcome}"
@@ -100,6 +110,8 @@ def key_change_scope(calls: Sequence[Call]) -> str:
 
 
 def why_duplicated(landed: Sequence[Call]) -> str:
+    if landed and is_row(landed[0]):
+        return "a later attempt wrote the row again instead of finding the first"
     keys = [c.key for c in landed]
     if all(k is None for k in keys):
         return "sent without an idempotency key"

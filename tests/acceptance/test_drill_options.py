@@ -74,6 +74,8 @@ def test_a_single_barrier_point_still_catches_the_racy_claim(tmp_path: Path) -> 
 # ---- the one option table (killdrill.options): every front end derived from it ----------------
 
 
+PAID = "SELECT order_id, amount FROM receipts"
+
 # Every reproduced field away from its default, as a user types it (odd whitespace included).
 NON_DEFAULT_FLAGS = [
     "--timeout", "2.5",
@@ -106,6 +108,9 @@ NON_DEFAULT_FLAGS = [
     "--replicas", "api=2",
     "--restart-delay", "0.5",
     "--answer", '{"action": "continue"}', "--answer", "no",
+    "--effect-table", "receipts(order_id)",
+    "--effect-table", f"paid(order_id, amount)={PAID}",
+    "--effect-db", "sqlite:///{workdir}/app.db",
 ]  # fmt: skip
 
 
@@ -186,15 +191,19 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "replicas": ["api=2"],
         "restart_delay": "0.5",
         "answer": ['{"action": "continue"}', "no"],
+        "effect_table": ["receipts (order_id)", f"paid(order_id,amount) = {PAID}"],
+        "effect_db": "sqlite:///{workdir}/app.db",
     }
     from_ini = from_fields({k: convert(ROWS[k], v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)
     # A marker's Python values land on the same options too.
     marker = {"identity": {"payments.charge": ["account", "cycle"]}, "env": {"A": "x y "}, "timeout": 2.5}
+    marker["effect_table"] = {"receipts": "order_id", "paid": (("order_id", "amount"), PAID)}
     assert {k: convert(k, v, "marker") for k, v in marker.items()} == {
         "identity": from_ini.identity,
         "env": from_ini.env,
         "timeout": 2.5,
+        "effect_table": from_ini.effect_table,
     }
 
 
@@ -211,6 +220,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         ("launcher", "thread", "expected one of spawn, fork, got 'thread'"),
         ("between", "python 'unclosed", "No closing quotation"),
         ("http_fakes", "perhaps", "expected true or false, got 'perhaps'"),
+        ("effect_table", ["receipts(order id)"], "expected TABLE(COLUMN,...) or NAME(COLUMN,...)=SELECT"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_where(name: str, value: object, message: str) -> None:
