@@ -123,6 +123,7 @@ class DrillOptions:
     replicas: Mapping[str, int] = field(default_factory=dict)  # service name -> copies
     restart_delay: float = 0.0  # seconds before a killed service is started again
     answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
+    existing: str | None = None  # objects every run's fakes hold before it starts (fakes/existing.py)
     # The enabled integrations' own options by field (their records' rows, checked by the drill).
     integration_options: Mapping[str, Any] = field(default_factory=dict)
     # How the caller named the fields (for messages only: not an option, not compared).
@@ -328,6 +329,15 @@ OPTIONS: tuple[Option, ...] = (
         "the scripted human: answer the run's next pending interrupt/approval with VALUE (JSON when "
         "it parses, else text), through the integration; repeat it for the next ones, in order",
         "--answer",
+        discovery=True,
+    ),
+    Option(
+        "existing",
+        Text(metavar="FILE", paths=True),
+        None,
+        "objects the agent expects to find, in every run's fakes before it starts (a charge or "
+        "PaymentIntent to refund, a customer, mail already sent): a JSON or .toml file; never effects",
+        "--existing",
         discovery=True,
     ),
 )
