@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from killdrill.options.fakes import FAKE_ROWS
 from killdrill.options.kinds import (
     Answers,
     Choice,
@@ -51,7 +52,6 @@ from killdrill.options.kinds import (
     _join_identity,
     _join_pair,
     _split_env,
-    _split_hook,
     _split_identity,
 )
 from killdrill.options.services import SERVICE_ROWS
@@ -156,38 +156,7 @@ OPTIONS: tuple[Option, ...] = (
         "attempts per case (default: kills in the schedule + 3)",
         "--max-attempts",
     ),
-    Option(
-        "http_fakes",
-        Flag(),
-        False,
-        "serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)",
-        "--http-fakes",
-        discovery=True,
-    ),
-    Option(
-        "smtp_fake",
-        Flag(),
-        False,
-        "an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): mailbox.send",
-        "--smtp-fake",
-        discovery=True,
-    ),
-    Option(
-        "hooks",
-        Pairs(_split_hook, _join_pair, "PATTERN=keyed|naive"),
-        {},
-        "semantics of /hooks routes matching PATTERN (default: keyed iff the request has a key)",
-        "--hook",
-        discovery=True,
-    ),
-    Option(
-        "hook_key_header",
-        Text(),
-        "Idempotency-Key",
-        "header the /hooks sink reads a key from",
-        "--hook-key-header",
-        discovery=True,
-    ),
+    *FAKE_ROWS,
     Option(
         "identity",
         Pairs(_split_identity, _join_identity, "PROVIDER.OP=F1,F2"),
@@ -329,15 +298,6 @@ OPTIONS: tuple[Option, ...] = (
         "the scripted human: answer the run's next pending interrupt/approval with VALUE (JSON when "
         "it parses, else text), through the integration; repeat it for the next ones, in order",
         "--answer",
-        discovery=True,
-    ),
-    Option(
-        "existing",
-        Text(metavar="FILE", paths=True),
-        None,
-        "objects the agent expects to find, in every run's fakes before it starts (a charge or "
-        "PaymentIntent to refund, a customer, mail already sent): a JSON or .toml file; never effects",
-        "--existing",
         discovery=True,
     ),
 )
