@@ -106,6 +106,7 @@ NON_DEFAULT_FLAGS = [
     "--replicas", "api=2",
     "--restart-delay", "0.5",
     "--answer", '{"action": "continue"}', "--answer", "no",
+    "--existing", "existing.toml",
 ]  # fmt: skip
 
 
@@ -186,6 +187,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "replicas": ["api=2"],
         "restart_delay": "0.5",
         "answer": ['{"action": "continue"}', "no"],
+        "existing": "existing.toml",
     }
     from_ini = from_fields({k: convert(ROWS[k], v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)
