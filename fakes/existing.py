@@ -38,17 +38,26 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from killdrill.errors import UsageError
 from killdrill.ledger import Ledger
 
 __all__ = ["Existing", "load_existing"]
+
+
+def _toml() -> Callable[[str], Any] | None:
+    """The standard library's TOML reader (Python 3.11+); on 3.10, JSON only."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib.loads
+    return None
+
 
 _ID = re.compile(r"[A-Za-z0-9_]{1,200}")
 _STRIPE = {"payment_intents": "pi_", "charges": "ch_", "customers": "cus_"}
@@ -76,9 +85,12 @@ class Existing:
 def load_existing(path: str) -> Existing:
     """Read and check a existing-objects file; a mistake is one UsageError line naming the file and entry."""
     where = f"existing-objects file {path}"
+    toml = _toml() if path.endswith(".toml") else None
+    if path.endswith(".toml") and toml is None:
+        raise UsageError(f"{where}: reading TOML needs Python 3.11 or later: write the file as JSON")
     try:
         text = Path(path).read_text(encoding="utf-8")
-        raw = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
+        raw = toml(text) if toml is not None else json.loads(text)
     except OSError as exc:
         raise UsageError(f"{where}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib's and json's errors are ValueErrors
