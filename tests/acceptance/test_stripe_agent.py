@@ -121,3 +121,19 @@ def test_the_refund_service_as_deployed_with_the_existing_payment(tmp_path: Path
     )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "duplicate_effect: payments.refund" in out.stdout, out.stdout
+
+
+def test_the_pytest_marker_reads_the_same_existing_objects(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 60\n")
+    agent = ["python", RETURNS, "--return-id", "ret-{thread}", "--payment-intent", "pi_refundable_1"]
+    pytester.makepyfile(
+        test_returns=f"""
+        import pytest
+        AGENT = {agent!r}
+
+        @pytest.mark.killdrill(discover=AGENT, http_fakes=True, existing={existing(tmp_path)!r})
+        def test_refunds(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point).assert_exactly_once()
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=2)  # both refunds, the existing payment in every run
