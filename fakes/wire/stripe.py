@@ -72,8 +72,8 @@ def decode_form(body: str) -> dict[str, Any]:
         node = out
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
-            if part == "":  # "expand[]": append
-                part = str(sum(1 for k in node if k.isdigit()))
+            if part == "":  # "expand[]": append (its siblings are numbered too)
+                part = str(len(node))
             if last:
                 node[part] = _integer(name, value) if i == 0 and part in _INT_FIELDS else value
             else:
