@@ -104,6 +104,7 @@ def test_a_fresh_key_per_run_refunds_the_existing_payment_twice(tmp_path: Path) 
         assert [c.outcome for c in refunds(result)].count("created") == 4, result.text()
 
 
+@pytest.mark.slow
 def test_the_refund_service_as_deployed_with_the_existing_payment(tmp_path: Path) -> None:
     pytest.importorskip("dbos")
     from tests.cli_support import run_cli
