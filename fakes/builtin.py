@@ -20,6 +20,10 @@ class Payments(Provider):
     operations = (
         Operation("charge", keyed=True),
         Operation("refund", keyed=True, undoes="charge", target="charge_id"),
+        Operation("confirm", keyed=True),
+        Operation("capture", keyed=True),
+        Operation("cancel", keyed=True),
+        Operation("create_customer", keyed=True),
         Operation("lookup", read=True),
         Operation("get", read=True),
     )
@@ -30,17 +34,23 @@ class Payments(Provider):
         """``fence``: a fencing token for the idempotency key (not part of the payload)."""
         if fence is not None and idempotency_key is None:
             raise TypeError("payments.charge(fence=...) fences an idempotency key: pass one")
-        data = {**payload, "object": "charge", "status": "succeeded", "refunded": False}
+        data = {**payload, "object": "charge", "status": "succeeded", "refunded": False, "amount_refunded": 0}
         fenced = (idempotency_key, fence) if fence is not None and idempotency_key is not None else None
         return self._invoke(
             "charge", idempotency_key, payload, self._create("ch", data, ref=idempotency_key), fenced
         )
 
     def refund(
-        self, charge_id: str, idempotency_key: str | None = None, amount: int | None = None
+        self,
+        charge_id: str,
+        idempotency_key: str | None = None,
+        amount: int | None = None,
+        **details: Any,
     ) -> dict[str, Any]:
-        """Refund a charge once; a second refund of the same charge is refused as Stripe does."""
-        payload: dict[str, Any] = {"charge_id": charge_id}
+        """Refund part or all of a charge, as Stripe does: several refunds per charge until its
+        amount is used up (``amount`` None: what is left), then ``charge_already_refunded``; more
+        than is left, ``amount_too_large``.  ``details`` (``reason``, ``metadata``, ...) are kept."""
+        payload: dict[str, Any] = {"charge_id": charge_id, **details}
         if amount is not None:
             payload["amount"] = amount
 
@@ -50,23 +60,117 @@ class Payments(Provider):
                 raise FakeProviderError(
                     f"No such charge: {charge_id!r}", code="resource_missing", param="charge"
                 )
-            if charge.get("refunded"):
+            left = refundable(charge)
+            if left <= 0:
                 raise FakeProviderError(
                     f"Charge {charge_id} has already been refunded.", code="charge_already_refunded"
                 )
+            if charge.get("captured") is False:
+                raise FakeProviderError(
+                    f"Charge {charge_id} has not been captured: cancel its PaymentIntent instead.",
+                    code="charge_not_refundable",
+                )
+            if amount is not None and amount > left:
+                raise FakeProviderError(
+                    f"Refund amount ({_money(amount)}) is greater than unrefunded amount on charge "
+                    f"({_money(left)})",
+                    code="amount_too_large",
+                    param="amount",
+                )
+            given = left if amount is None else amount
             refund_id = tx.next_id("re")
             refund = {
+                **details,
                 "id": refund_id,
                 "object": "refund",
                 "charge": charge_id,
-                "amount": amount if amount is not None else charge.get("amount"),
+                "amount": given,
+                "currency": charge.get("currency"),
                 "status": "succeeded",
             }
-            tx.update_effect(self.name, charge_id, {**charge, "refunded": True, "refund": refund_id})
+            done = int(charge.get("amount_refunded") or 0) + given
+            total = int(charge.get("amount") or 0)
+            tx.update_effect(
+                self.name, charge_id, {**charge, "amount_refunded": done, "refunded": done >= total}
+            )
             tx.put_effect(self.name, refund_id, refund, ref=idempotency_key)
             return refund_id, refund
 
         return self._invoke("refund", idempotency_key, payload, perform)
+
+    def confirm(self, charge_id: str, idempotency_key: str | None = None, **details: Any) -> dict[str, Any]:
+        """Confirm a PaymentIntent made with ``confirm=false``: it succeeds (or waits for a capture)."""
+
+        def move(charge: dict[str, Any]) -> dict[str, Any]:
+            manual = charge.get("capture_method") == "manual"
+            return {
+                **charge,
+                "intent_status": "requires_capture" if manual else "succeeded",
+                "captured": not manual,
+            }
+
+        return self._move("confirm", charge_id, idempotency_key, details, ("requires_confirmation",), move)
+
+    def capture(
+        self, charge_id: str, idempotency_key: str | None = None, amount_to_capture: int | None = None
+    ) -> dict[str, Any]:
+        """Capture an authorized PaymentIntent, all of it or ``amount_to_capture`` (the rest released)."""
+        details = {} if amount_to_capture is None else {"amount_to_capture": amount_to_capture}
+
+        def move(charge: dict[str, Any]) -> dict[str, Any]:
+            taken = int(charge.get("amount") or 0) if amount_to_capture is None else amount_to_capture
+            if taken > int(charge.get("amount") or 0):
+                raise FakeProviderError(
+                    "The amount to capture is greater than the amount capturable on this PaymentIntent.",
+                    code="amount_too_large",
+                    param="amount_to_capture",
+                )
+            return {**charge, "intent_status": "succeeded", "captured": True, "amount_captured": taken}
+
+        return self._move("capture", charge_id, idempotency_key, details, ("requires_capture",), move)
+
+    def cancel(self, charge_id: str, idempotency_key: str | None = None, **details: Any) -> dict[str, Any]:
+        """Cancel a PaymentIntent not yet succeeded (an authorization is released, nothing refunded)."""
+
+        def move(charge: dict[str, Any]) -> dict[str, Any]:
+            reason = details.get("cancellation_reason")
+            return {**charge, "intent_status": "canceled", "cancellation_reason": reason}
+
+        return self._move("cancel", charge_id, idempotency_key, details, CANCELABLE, move)
+
+    def _move(
+        self,
+        op: str,
+        charge_id: str,
+        idempotency_key: str | None,
+        details: dict[str, Any],
+        allowed: tuple[str, ...],
+        move: Any,
+    ) -> dict[str, Any]:
+        """One step of a PaymentIntent's state machine (Stripe's ``payment_intent_unexpected_state``
+        for a step its status does not allow)."""
+
+        def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
+            charge = tx.get_effect(self.name, charge_id)
+            if charge is None or charge.get("object") != "charge":
+                raise FakeProviderError(f"No such payment_intent: {charge_id!r}", code="resource_missing")
+            status = str(charge.get("intent_status") or "succeeded")
+            if status not in allowed:
+                raise FakeProviderError(
+                    f"You cannot {op} this PaymentIntent because it has a status of {status}. Only a "
+                    f"PaymentIntent with one of the following statuses may be {op}ed: {', '.join(allowed)}.",
+                    code="payment_intent_unexpected_state",
+                )
+            moved = move(charge)
+            tx.update_effect(self.name, charge_id, moved)
+            return charge_id, moved
+
+        return self._invoke(op, idempotency_key, {"charge_id": charge_id, **details}, perform)
+
+    def create_customer(self, idempotency_key: str | None = None, **payload: Any) -> dict[str, Any]:
+        """A new customer (``cus_N``) each call, unless the key repeats."""
+        data = {**payload, "object": "customer"}
+        return self._invoke("create_customer", idempotency_key, payload, self._create("cus", data))
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         """The charge made under ``key``, or None if none landed (never sent, refused, in flight)."""
@@ -77,6 +181,25 @@ class Payments(Provider):
 
     def get(self, charge_id: str) -> dict[str, Any] | None:
         return self.ledger.effect(self.name, charge_id)
+
+
+CANCELABLE = (
+    "requires_payment_method",
+    "requires_capture",
+    "requires_confirmation",
+    "requires_action",
+    "processing",
+)
+
+
+def refundable(charge: dict[str, Any]) -> int:
+    """What is left to refund of a charge: what it captured less what its refunds took."""
+    captured = charge.get("amount_captured", charge.get("amount"))
+    return int(captured or 0) - int(charge.get("amount_refunded") or 0)
+
+
+def _money(cents: int) -> str:
+    return f"${cents / 100:,.2f}"
 
 
 class Tickets(Provider):

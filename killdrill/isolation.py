@@ -1,7 +1,7 @@
 """What a drill's processes may inherit: nothing that leads off the machine.
 
 A drill reaches nothing but the loopback, whatever the user's environment holds.  Every process
-it starts (attempts, services, the harness's own servers such as Temporal's dev server) gets
+it starts (attempts, services, the servers the harness starts for a runtime) gets
 the harness's environment less:
 
 - the proxy variables (``HTTP_PROXY``, ``https_proxy``, ``ALL_PROXY``, ...): a corporate proxy

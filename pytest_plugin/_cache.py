@@ -102,6 +102,8 @@ def discovery_key(command: Sequence[str], options: Mapping[str, Any]) -> Key:
         files += agent_files(service, options.get("cwd"))
     if options.get("model_script"):  # editing the model's script changes what a clean run does
         files += _stat_files(iter([Path(options.get("cwd") or os.getcwd(), options["model_script"])]))
+    if options.get("existing"):  # so does editing the objects the runs start with
+        files += _stat_files(iter([Path(os.getcwd(), options["existing"])]))
     data = {
         "command": list(command),
         "options": {k: options.get(k) for k in _DISCOVERY_OPTIONS},

@@ -15,6 +15,8 @@ is keyed when it carries the key header and naive otherwise.  A created resource
 
 ``GET`` is safe, not an effect: ``GET /hooks/.../{id}`` answers the resource that id names (a
 ticket API's status check), unrecorded, so a resumed agent that polls again is not a duplicate.
+
+A key longer than ``MAX_KEY_LENGTH`` (255, Stripe's bound) is refused with a 400, nothing recorded.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from typing import Any
 from killdrill.fakes import KeyRules
 from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, record_effect, route
 
-__all__ = ["DEFAULT_KEY_HEADER", "KEYED", "NAIVE", "route_mode"]
+__all__ = ["DEFAULT_KEY_HEADER", "KEYED", "MAX_KEY_LENGTH", "NAIVE", "route_mode"]
 
 DEFAULT_KEY_HEADER = "Idempotency-Key"
+MAX_KEY_LENGTH = 255
 KEYED, NAIVE = "keyed", "naive"
 _RULES = KeyRules()
 
@@ -70,7 +73,12 @@ def read(ex: Exchange, m: re.Match[str]) -> None:
 def sink(ex: Exchange, m: re.Match[str]) -> None:
     config = ex.config.get("hooks") or {}
     path = m.group("path") or "/"
-    key = ex.header(str(config.get("key_header") or DEFAULT_KEY_HEADER))
+    header = str(config.get("key_header") or DEFAULT_KEY_HEADER)
+    key = ex.header(header)
+    if key is not None and len(key) > MAX_KEY_LENGTH:
+        message = f"{header} must be at most {MAX_KEY_LENGTH} characters long."
+        ex.reply(400, {"error": {"type": "invalid_request_error", "message": message, "param": header}})
+        return
     payload: dict[str, Any] = {"path": path, "body": _body(ex)}
     if ex.query:
         payload["query"] = ex.query

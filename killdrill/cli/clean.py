@@ -43,7 +43,7 @@ def add_parser(sub: Any) -> None:
         help="remove what drills left on this machine (dead harnesses' folders, broker namespaces, "
         "schemas; kept evidence of failed cases)",
         description="Remove what harnesses that are gone left behind (their workdir roots, Redis key "
-        "prefixes, RabbitMQ vhosts, PostgreSQL schemas, Temporal databases), and the folders kept as "
+        "prefixes, RabbitMQ vhosts, PostgreSQL schemas, runtime servers' databases), and the folders kept as "
         "evidence of failed cases (every run keeps the newest "
         f"{ownership.KEEP_LIMIT} of those anyway). What a running drill owns is never touched.",
     )

@@ -26,6 +26,7 @@ from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.topology import Process, Topology
 from killdrill.drill.workdirs import RunContext, Workdirs
 from killdrill.errors import HarnessError, one_line
+from killdrill.fakes.existing import load_existing
 from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
@@ -80,7 +81,8 @@ class AttemptLauncher:
         self.option_rows = option_rows(options.integrations) if options.integration_options else ()
         self.argv = resolve_command(self.command)
         self._resume_argv = resolve_command(self.options.resume_with) if self.options.resume_with else None
-        self.workdirs = Workdirs(self.options.root, self.options.ledger_url)
+        existing = load_existing(os.path.abspath(self.options.existing)) if self.options.existing else None
+        self.workdirs = Workdirs(self.options.root, self.options.ledger_url, existing)
         self.effect_rows = EffectRows(self.options.effect_table, self.options.effect_db)  # --effect-table
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None

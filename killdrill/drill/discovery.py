@@ -68,6 +68,7 @@ class Discoverer:
         workdir = self.workdirs.new(label)
         run = RunContext(workdir, thread)
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
+            self.workdirs.plant(run)  # --existing: the objects the agent expects to find
             try:
                 if self.launcher.topology is not None:  # every process's points, the services' named
                     deployed = self.launcher.deploy(run, Schedule(()), 1, detect=True)

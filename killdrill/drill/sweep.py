@@ -3,7 +3,7 @@
 Run once per process in the background when its first drill makes a root (every route: the
 CLI, pytest, chaos), and in the foreground by ``killdrill clean``.  Each kind has one remover;
 a claim whose remover fails (a broker down) stays for the next sweep.  A remover touches only
-what killdrill names (folders ``killdrill-*``, ``.removing-*``, ``.temporal-*``; keys and
+what killdrill names (folders ``killdrill-*``, ``.removing-*``, ``.killdrill-*``; keys and
 vhosts ``killdrill-*``; schemas ``kd_*``): a record is the user's own file, but a sweeper
 never deletes by a name it did not make.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from killdrill import ownership
 
-_FOLDER_PREFIXES = ("killdrill-", ".removing-", ".temporal-")
+_FOLDER_PREFIXES = ("killdrill-", ".removing-", ".killdrill-")
 
 
 def _folder(claim: dict[str, Any]) -> None:
@@ -37,7 +37,7 @@ def _redis_keys(claim: dict[str, Any]) -> None:
     prefix = str(claim["prefix"])
     if not prefix.startswith("killdrill-"):
         return
-    import redis  # the celery extra: a claim of this kind was made where it is installed
+    import redis  # a claim of this kind was made where it is installed
 
     client = redis.Redis.from_url(claim["url"], socket_connect_timeout=3, socket_timeout=10)
     try:

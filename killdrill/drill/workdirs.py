@@ -18,6 +18,7 @@ from killdrill import ownership
 from killdrill.drill.env import slug
 from killdrill.drill.errors import STATE_DIR
 from killdrill.drill.sweep import sweep_in_background, wait_for_sweep
+from killdrill.fakes.existing import Existing
 from killdrill.ledger import Ledger
 from killdrill.records import LedgerSnapshot
 from killdrill.verdict.baselines import LEDGER_MARKER
@@ -41,8 +42,14 @@ class Workdirs:
     """The drill's root folder and one private workdir per run, each with its ledger: a SQLite
     file of its own, or the shared ``ledger_url`` (except for workdirs made private)."""
 
-    def __init__(self, root: str | os.PathLike[str] | None, shared_ledger_url: str | None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None,
+        shared_ledger_url: str | None,
+        existing: Existing | None = None,
+    ) -> None:
         self._given_root = root
+        self._existing = existing  # --existing: objects planted in every run's ledger before it starts
         self._shared = shared_ledger_url
         self._root: Path | None = None
         self._claim: str | None = None  # the made root's (killdrill.ownership)
@@ -174,6 +181,18 @@ class Workdirs:
             self._from_blank(Path(url), run.thread)
         with self.ledger(run, durable=not own) as ledger:
             ledger.configure(LEDGER_MARKER, mark=mark)
+            if self._existing is not None:
+                self._existing.plant(ledger)
+
+    def plant(self, run: RunContext) -> None:
+        """Put the drill's existing objects (``--existing``) into a clean run's new ledger."""
+        if self._existing is None:
+            return
+        url = self.ledger_url(run.workdir)
+        if url != self._shared and not os.path.isfile(url):
+            self._from_blank(Path(url), run.thread)
+        with self.ledger(run) as ledger:
+            self._existing.plant(ledger)
 
     def _from_blank(self, path: Path, thread: str) -> None:
         """A new ledger at ``path``: the blank copied, or made here and kept as the blank."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from killdrill.options.db_effects import DB_EFFECT_ROWS
+from killdrill.options.fakes import FAKE_ROWS
 from killdrill.options.kinds import (
     Answers,
     Choice,
@@ -52,7 +53,6 @@ from killdrill.options.kinds import (
     _join_identity,
     _join_pair,
     _split_env,
-    _split_hook,
     _split_identity,
 )
 from killdrill.options.services import SERVICE_ROWS
@@ -103,6 +103,7 @@ class DrillOptions:
     answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
     effect_table: Mapping[str, Any] = field(default_factory=dict)  # name -> (columns, query): db rows
     effect_db: str | None = None  # the URL of the agent's own database (killdrill.drill.db_effects)
+    existing: str | None = None  # objects every run's fakes hold before it starts (fakes/existing.py)
     # The enabled integrations' own options by field (their records' rows, checked by the drill).
     integration_options: Mapping[str, Any] = field(default_factory=dict)
     # How the caller named the fields (for messages only: not an option, not compared).
@@ -135,38 +136,7 @@ OPTIONS: tuple[Option, ...] = (
         "attempts per case (default: kills in the schedule + 3)",
         "--max-attempts",
     ),
-    Option(
-        "http_fakes",
-        Flag(),
-        False,
-        "serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)",
-        "--http-fakes",
-        discovery=True,
-    ),
-    Option(
-        "smtp_fake",
-        Flag(),
-        False,
-        "an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): mailbox.send",
-        "--smtp-fake",
-        discovery=True,
-    ),
-    Option(
-        "hooks",
-        Pairs(_split_hook, _join_pair, "PATTERN=keyed|naive"),
-        {},
-        "semantics of /hooks routes matching PATTERN (default: keyed iff the request has a key)",
-        "--hook",
-        discovery=True,
-    ),
-    Option(
-        "hook_key_header",
-        Text(),
-        "Idempotency-Key",
-        "header the /hooks sink reads a key from",
-        "--hook-key-header",
-        discovery=True,
-    ),
+    *FAKE_ROWS,
     Option(
         "identity",
         Pairs(_split_identity, _join_identity, "PROVIDER.OP=F1,F2"),

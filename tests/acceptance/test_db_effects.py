@@ -157,7 +157,8 @@ def test_a_schema_a_killed_drill_left_is_swept_by_the_next(tmp_path: Path, postg
         [
             *(sys.executable, "-m", "killdrill", "run", "-s", "before:receipt~60s", "--discovery-runs", "1"),
             *("--effect-table", "receipts(order_id)", "--effect-db", postgres_server_url),
-            *("--env", "DATABASE_URL={KILLDRILL_EFFECT_DB}", "--", "python", str(AGENT), "--order", "{thread}"),
+            *("--env", "DATABASE_URL={KILLDRILL_EFFECT_DB}"),
+            *("--", "python", str(AGENT), "--order", "{thread}"),
         ],
         env=env,
         stdout=subprocess.DEVNULL,

@@ -111,6 +111,7 @@ NON_DEFAULT_FLAGS = [
     "--effect-table", "receipts(order_id)",
     "--effect-table", f"paid(order_id, amount)={PAID}",
     "--effect-db", "sqlite:///{workdir}/app.db",
+    "--existing", "existing.toml",
 ]  # fmt: skip
 
 
@@ -193,6 +194,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "answer": ['{"action": "continue"}', "no"],
         "effect_table": ["receipts (order_id)", f"paid(order_id,amount) = {PAID}"],
         "effect_db": "sqlite:///{workdir}/app.db",
+        "existing": "existing.toml",
     }
     from_ini = from_fields({k: convert(ROWS[k], v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)

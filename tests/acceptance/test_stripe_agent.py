@@ -53,3 +53,88 @@ def test_explicit_stable_key_replays_after_a_kill(tmp_path: Path) -> None:
             result = d.run_case(point)
             assert result.ok, result.text()
             assert [c.outcome for c in charges(result)] == ["created", "replayed"], result.text()
+
+
+# ---- refunds of a payment made before the drill (--existing) --------------------------------------
+
+EXISTING = '[[stripe.payment_intents]]\nid = "pi_refundable_1"\namount = 10000\ncurrency = "usd"\n'
+RETURNS = str(Path(__file__).parents[1] / "agents" / "wire" / "partial_refunds.py")
+
+
+def existing(tmp_path: Path) -> str:
+    path = tmp_path / "existing.toml"
+    path.write_text(EXISTING)
+    return str(path)
+
+
+def returns_drill(tmp_path: Path, *extra: str, launcher: str = "spawn") -> Drill:
+    options = DrillOptions(
+        root=tmp_path / "runs",
+        http_fakes=True,
+        timeout=60,
+        discovery_runs=1,
+        launcher=launcher,
+        preload=("stripe",) if launcher == "fork" else (),
+        existing=existing(tmp_path),
+    )
+    command = ["python", RETURNS, "--return-id", "ret-{thread}", "--payment-intent", "pi_refundable_1"]
+    return Drill([*command, *extra], options)
+
+
+def refunds(result: CaseResult) -> list[Call]:
+    assert result.ledger is not None, result.text()
+    return [c for c in result.ledger.calls if (c.provider, c.op) == ("payments", "refund")]
+
+
+def test_partial_refunds_of_an_existing_payment_pass_every_point(tmp_path: Path) -> None:
+    with returns_drill(tmp_path, launcher="fork") as d:
+        assert d.points() == ["during:payments.refund", "during:payments.refund#2"]
+        result = d.run_all()
+        assert result.ok, result.text()
+        for case in result.cases:  # the existing payment is state, never an effect of the agent
+            assert {c.op for c in case.ledger.calls} == {"refund"}, case.text()  # type: ignore[union-attr]
+            assert [c.payload["amount"] for c in refunds(case) if c.outcome == "created"] == [2500, 500]
+
+
+def test_a_fresh_key_per_run_refunds_the_existing_payment_twice(tmp_path: Path) -> None:
+    with returns_drill(tmp_path, "--bug", "key-per-run") as d:
+        result = d.run_case("during:payments.refund#2")
+        assert "duplicate_effect" in result.kinds, result.text()
+        # the resumed process refunds both lines again: 6,000 of the 10,000, all accepted
+        assert [c.outcome for c in refunds(result)].count("created") == 4, result.text()
+
+
+@pytest.mark.slow
+def test_the_refund_service_as_deployed_with_the_existing_payment(tmp_path: Path) -> None:
+    pytest.importorskip("dbos")
+    from tests.cli_support import run_cli
+
+    app = "app=python -m killdrill.examples.refund_dbos --port {port} --workdir {workdir}"
+    client = ["python", "-m", "killdrill.examples.refund_client", "--url", "http://127.0.0.1:{port}"]
+    client += ["--refund", "{thread}", "--payment-intent", "pi_refundable_1", "--amount", "2500"]
+    common = ["--integration", "dbos", "--http-fakes", "--existing", existing(tmp_path), "--timeout", "120"]
+    out = run_cli(tmp_path, "drill", "--root", str(tmp_path / "ok"), *common, "--serve", app, "--", *client)
+    assert out.returncode == 0, out.stdout + out.stderr  # a correct single refund: exactly-once everywhere
+    assert "app:during:payments.refund" in out.stdout, out.stdout
+    buggy = [*common, "--serve", app + " --bug new_workflow", "--", *client]
+    out = run_cli(
+        tmp_path, "run", "--root", str(tmp_path / "bug"), "-s", "app:during:payments.refund", *buggy
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "duplicate_effect: payments.refund" in out.stdout, out.stdout
+
+
+def test_the_pytest_marker_reads_the_same_existing_objects(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 60\n")
+    agent = ["python", RETURNS, "--return-id", "ret-{thread}", "--payment-intent", "pi_refundable_1"]
+    pytester.makepyfile(
+        test_returns=f"""
+        import pytest
+        AGENT = {agent!r}
+
+        @pytest.mark.killdrill(discover=AGENT, http_fakes=True, existing={existing(tmp_path)!r})
+        def test_refunds(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point).assert_exactly_once()
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=2)  # both refunds, the existing payment in every run

@@ -55,7 +55,7 @@ def test_points_name_every_activity_and_the_workflow(tmp_path: Path) -> None:
         assert {f"before:{name}", f"after:{name}", f"committed:{name}"} <= catalogue
     wf = "workflow.PayoutWorkflow"
     assert {f"before:{wf}", f"committed:{wf}", f"after:{wf}"} <= catalogue
-    assert not list(tmp_path.glob(".temporal-*")), "the dev server's folder outlived the drill"
+    assert not list(tmp_path.glob(".killdrill-temporal-*")), "the dev server's folder outlived the drill"
 
 
 def test_correct_form_passes_where_a_kill_hurts(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
         assert server.env(tmp_path / "001-a", "t") == a
     finally:
         server.close()
-    assert not list(tmp_path.glob(".temporal-*"))
+    assert not list(tmp_path.glob(".killdrill-temporal-*"))
 
 
 @pytest.mark.slow

@@ -163,7 +163,7 @@ class TemporalDevServer:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        self._dir = Path(tempfile.mkdtemp(prefix=".temporal-", dir=self.root)).absolute()
+        self._dir = Path(tempfile.mkdtemp(prefix=".killdrill-temporal-", dir=self.root)).absolute()
         self._claim = ownership.claim(ownership.FOLDER, path=str(self._dir))  # swept if we die
         port = _free_port()
         self.address = f"127.0.0.1:{port}"

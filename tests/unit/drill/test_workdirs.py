@@ -152,3 +152,33 @@ def test_cases_started_at_once_find_the_root_made(tmp_path: Path, monkeypatch: p
     assert errors == []
     assert len(made) == 4
     assert all(p.parent == root and p.is_dir() for p in made)
+
+
+def _existing(tmp_path: Path) -> Any:
+    from killdrill.fakes.existing import load_existing
+
+    path = tmp_path / "existing.json"
+    path.write_text('{"stripe": {"customers": [{"id": "cus_ana", "email": "ana@example.com"}]}}')
+    return load_existing(str(path))
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["sqlite-per-case", "shared-postgres"])
+def test_existing_objects_are_in_every_run_and_no_call(tmp_path: Path, shared: bool, request: Any) -> None:
+    url = request.getfixturevalue("postgres_url") if shared else None
+    workdirs = Workdirs(tmp_path / "r", url, _existing(tmp_path))
+    case = RunContext(workdirs.new("case"), "kd-case")
+    workdirs.mark(case, "m")  # a case: before its first attempt
+    clean = RunContext(workdirs.new("clean"), "kd-discovery-1")
+    with workdirs.private_ledger(clean.workdir):  # a clean run (its own SQLite ledger)
+        workdirs.plant(clean)
+        with workdirs.ledger(clean) as ledger:
+            assert ledger.effect("payments", "cus_ana") == {
+                "email": "ana@example.com",
+                "id": "cus_ana",
+                "object": "customer",
+            }
+    with workdirs.ledger(case) as ledger:
+        assert ledger.effect("payments", "cus_ana") is not None and ledger.calls() == []
+    for run in (case, clean):
+        workdirs.discard(run.workdir)
+    workdirs.close()

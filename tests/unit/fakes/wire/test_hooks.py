@@ -112,3 +112,15 @@ def test_get_is_not_an_effect_and_reads_a_created_resource(base: str, ledger_fil
         assert r.status_code == 200 and r.json()["body"] == {"title": "refund"}
     assert httpx.get(f"{base}/tickets/hk_9999").status_code == 404
     assert [c.op for c in Ledger(ledger_file, THREAD).calls("hooks")] == ["post"]
+
+
+def test_a_key_longer_than_255_characters_is_refused_and_nothing_recorded(
+    base: str, ledger_file: str
+) -> None:
+    r = httpx.post(f"{base}/tickets", json={"title": "x"}, headers={"Idempotency-Key": "k" * 60_000})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert (
+        httpx.post(f"{base}/tickets", json={"title": "x"}, headers={"Idempotency-Key": "k" * 255}).status_code
+        == 200
+    )
+    assert outcomes(ledger_file, "hooks") == ["created"]

@@ -1,0 +1,51 @@
+"""Stripe's PaymentIntent steps and customers, on the Payments fake (one idempotency namespace
+with charges and refunds, as Stripe's keys are one per account).
+
+- ``POST /v1/payment_intents/{id}/confirm``, ``/capture`` (``amount_to_capture``), ``/cancel``
+  (``cancellation_reason``): ``payments.confirm|capture|cancel``; a step the PaymentIntent's
+  status does not allow is Stripe's 400 ``payment_intent_unexpected_state`` (a second capture, a
+  cancel after success, a confirm of a succeeded one);
+- ``POST /v1/customers`` (``payments.create_customer``; ``cus_N``, a new one per call unless the
+  key repeats) and ``GET /v1/customers/{id}``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from killdrill.fakes.wire import Exchange, route, stripe_error
+from killdrill.fakes.wire.stripe import call, charge_id, form, idempotency_key, payment_intent
+
+__all__: list[str] = []
+
+
+@route(r"/v1/payment_intents/(?P<id>[A-Za-z0-9_]+)/(?P<step>confirm|capture|cancel)", "POST")
+def step(ex: Exchange, m: re.Match[str]) -> None:
+    params = form(ex)
+    if params is None:
+        return
+    payments = ex.fakes().payments
+    target = charge_id(m.group("id"))
+    if (payments.get(target) or {}).get("object") != "charge":
+        ex.reply(*stripe_error(404, f"No such payment_intent: '{m.group('id')}'", code="resource_missing"))
+        return
+    method = getattr(payments, m.group("step"))
+    key = idempotency_key(ex)
+    call(ex, payment_intent, lambda: method(target, idempotency_key=key, **params))
+
+
+@route(r"/v1/customers", "POST")
+def create_customer(ex: Exchange, _m: re.Match[str]) -> None:
+    params = form(ex)
+    if params is not None:
+        payments = ex.fakes().payments
+        call(ex, dict, lambda: payments.create_customer(idempotency_key=idempotency_key(ex), **params))
+
+
+@route(r"/v1/customers/(?P<id>[A-Za-z0-9_]+)", "GET")
+def retrieve_customer(ex: Exchange, m: re.Match[str]) -> None:
+    customer = ex.fakes().payments.get(m.group("id"))
+    if customer is None or customer.get("object") != "customer":
+        ex.reply(*stripe_error(404, f"No such customer: '{m.group('id')}'", code="resource_missing"))
+        return
+    ex.reply(200, customer)
