@@ -135,7 +135,8 @@ class GuardedServer(ThreadingHTTPServer):
         ours; another local user has no secret and could otherwise hold every place), waiting a
         moment for their places to free; is the new client another user's?  One read of
         ``/proc/net/tcp``, only when the cap is reached: nothing in the ordinary case."""
-        uids = client_uids(self.server_address)
+        host, port = self.server_address[:2]
+        uids = client_uids((str(host), int(port)))
         me = os.getuid()
         with self._lock:
             foreign = [s for s, peer in self._peers.items() if uids.get(tuple(peer[:2]), me) != me]
