@@ -75,3 +75,29 @@ def test_a_receipt_sent_from_the_workflow_body_is_effect_outside_step(
     assert "workflow refund_workflow" in (v.observed or ""), case.text()
     ctx = {"runtime": "dbos", "unit": "workflow", "name": "refund_workflow", "run": "o-{thread}"}
     assert [c.context for c in v.calls] == [ctx, ctx], case.text()
+
+
+BOOK = str(Path(__file__).parents[1] / "agents" / "wire" / "book_dbos_mcp.py")
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http", "proxy"])
+def test_an_mcp_tool_call_records_its_steps_context(tmp_path: Path, transport: str) -> None:
+    """Over stdio the call's ``_meta`` carries the context (to the counting server and to the
+    proxy, which records the user's server's tool); over HTTP the request's header does."""
+    pytest.importorskip("mcp")
+    options = DrillOptions(
+        root=tmp_path,
+        integrations=("dbos",),
+        http_fakes=True,
+        timeout=60,
+        discovery_runs=1,
+        launcher="fork",
+        preload=("dbos", "mcp"),
+    )
+    command = ["python", BOOK, "--order", "o-{thread}", "--workdir", "{workdir}", "--transport", transport]
+    with Drill(command, options) as d:
+        case = d.run_case("after:book")
+    provider = "hotel" if transport == "proxy" else "tickets"
+    calls = [c for c in (case.ledger.calls if case.ledger else []) if c.provider == provider]
+    ctx = {**_step("book"), "run": "o-{thread}"}
+    assert len(calls) == 2 and all(c.context == ctx for c in calls), case.text()

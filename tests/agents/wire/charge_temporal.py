@@ -65,7 +65,9 @@ def notify(charge_id: str) -> str:
 class ChargeWorkflow:
     @workflow.run
     async def run(self, amount: int) -> str:
-        retry = RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=1))
+        retry = RetryPolicy(
+            initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=1)
+        )
         quick = {"start_to_close_timeout": timedelta(seconds=2), "retry_policy": retry}
         charged = await workflow.execute_activity(charge, amount, **quick)  # type: ignore[arg-type]
         return await workflow.execute_activity(notify, charged, **quick)  # type: ignore[arg-type]
