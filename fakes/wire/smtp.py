@@ -11,10 +11,10 @@ contains ``Idempotency`` (``Idempotency-Key``, ``X-Idempotency-Key``), else its 
 The ``Message-ID`` is also the message's reference: ``fakes.mailbox.lookup(message_id)`` finds it,
 the reconciliation a gated sender needs after a kill.
 
-The sender's runtime context (a DBOS workflow's body, a Temporal activity) arrives as an
-``X-Killdrill-Context`` header the agent's bootstrap adds to a message sent to this server
-(``killdrill.integrations._wire``): it is recorded with the call and removed from the message
-before anything else reads it, so the payload is the one the agent sent.  It is as trusted as
+The sender's runtime context (a workflow's body, an activity: ``killdrill.agent.in_runtime``)
+arrives as an ``X-Killdrill-Context`` header the agent's bootstrap adds to a message sent to this
+server (``killdrill.integrations._wire``): it is recorded with the call and removed from the
+message before anything else reads it, so the payload is the one the agent sent.  It is as trusted as
 the message itself: whoever can send mail here can say who sent it.
 
 Order, as for every fake: the message and its record are committed, then ``during:mailbox.send``
