@@ -16,6 +16,7 @@ if _missing:
 
 from killdrill.drill import Drill, DrillOptions  # noqa: E402
 from killdrill.integrations.dbos import OUTSIDE_STEP_CAUSE  # noqa: E402
+from tests.cli_support import run_cli  # noqa: E402
 
 REFUND = str(Path(__file__).parents[1] / "agents" / "wire" / "refund_dbos.py")
 
@@ -101,3 +102,27 @@ def test_an_mcp_tool_call_records_its_steps_context(tmp_path: Path, transport: s
     calls = [c for c in (case.ledger.calls if case.ledger else []) if c.provider == provider]
     ctx = {**_step("book"), "run": "o-{thread}"}
     assert len(calls) == 2 and all(c.context == ctx for c in calls), case.text()
+
+
+APP = str(Path(__file__).parents[1] / "agents" / "wire" / "refund_app.py")
+
+
+@pytest.mark.parametrize("bug", [[], ["--bug", "new_id"]], ids=["correct", "new_id"])
+def test_a_fastapi_refund_service_as_deployed(tmp_path: Path, bug: list[str]) -> None:
+    """The issue's service: a client's re-sent POST starts a second refund workflow (its id new
+    per request), the refund sent with the stripe SDK: ``work_resubmitted``, never
+    ``key_new_per_call``; the correct app attaches the re-sent POST to the recovered workflow."""
+    pytest.importorskip("fastapi")
+    app = f"app=python {APP} --port {{port}} --workdir {{workdir}} {' '.join(bug)}".strip()
+    client = ["python", "-m", "killdrill.examples.outbox_client", "--url", "http://127.0.0.1:{port}"]
+    out = run_cli(
+        tmp_path, "run", "--schedule", "app:during:payments.charge", "--discovery-runs", "1",
+        "--root", str(tmp_path / "w"), "--integration", "dbos", "--http-fakes", "--timeout", "120",
+        "--serve", app, "--", *client, "--order", "{thread}",
+    )  # fmt: skip
+    text = out.stdout + out.stderr
+    assert out.returncode == (1 if bug else 0), text
+    if bug:
+        assert "payments.charge" in text and "cause: work_resubmitted" in text, text
+        assert "key_new_per_call" not in text and "key_new_per_attempt" not in text, text
+        assert "made by dbos step refund" in text, text
