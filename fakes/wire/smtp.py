@@ -14,8 +14,8 @@ the reconciliation a gated sender needs after a kill.
 The sender's runtime context (a workflow's body, an activity: ``killdrill.agent.in_runtime``)
 arrives as an ``X-Killdrill-Context`` header the agent's bootstrap adds to a message sent to this
 server (``killdrill.integrations._wire``): it is recorded with the call and removed from the
-message before anything else reads it, so the payload is the one the agent sent.  It is as trusted as
-the message itself: whoever can send mail here can say who sent it.
+message before anything else reads it, so the payload is the one the agent sent.  It is as
+trusted as the message itself: whoever can send mail here can say who sent it.
 
 Order, as for every fake: the message and its record are committed, then ``during:mailbox.send``
 is announced, then the server answers ``250``.  When the supervisor kills the sender at that
