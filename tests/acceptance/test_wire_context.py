@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
-_missing = [m for m in ("aiosmtpd", "requests", "stripe", "dbos") if importlib.util.find_spec(m) is None]
+from killdrill.drill import Drill, DrillOptions
+from killdrill.integrations.dbos import OUTSIDE_STEP_CAUSE
+from tests.cli_support import run_cli
+from tests.frameworks import need
+
+need("dbos", "dbos")
+_missing = [m for m in ("aiosmtpd", "requests", "stripe") if importlib.util.find_spec(m) is None]
 if _missing:
     pytest.skip(f"needs {', '.join(_missing)}", allow_module_level=True)
-
-from killdrill.drill import Drill, DrillOptions  # noqa: E402
-from killdrill.integrations.dbos import OUTSIDE_STEP_CAUSE  # noqa: E402
-from tests.cli_support import run_cli  # noqa: E402
 
 REFUND = str(Path(__file__).parents[1] / "agents" / "wire" / "refund_dbos.py")
 
