@@ -42,6 +42,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from killdrill.agent import CONTEXT_HEADER, wire_context_of
 from killdrill.errors import install_hint
 from killdrill.fakes import FakeProviderError, fake_classes, wire
 from killdrill.fakes import model as _model
@@ -61,12 +62,21 @@ class _FakesHandler(GuardedHandler):
     """The fakes' routes share this: Stripe-shaped errors and headers, the attempt's binding."""
 
     server: _Server
+    context: dict[str, Any] | None = None  # the runtime context the current request carried
 
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         super().send_json(status, body, {"Request-Id": f"req_{uuid.uuid4().hex[:14]}", **(headers or {})})
 
     def dispatch(self, handler: Route, request: Request) -> None:
-        """Every route of the fakes runs here: what escapes it is one Stripe-shaped 500 line."""
+        """Every route of the fakes runs here: what escapes it is one Stripe-shaped 500 line.
+
+        The request's runtime context (``X-Killdrill-Context``) is read here, after the guard: a
+        caller that can send it is one given the drill's secret, as for the effect itself."""
+        try:
+            self.context = wire_context_of(self.headers.get(CONTEXT_HEADER))
+        except ValueError as exc:
+            self.stripe_error(400, str(exc))
+            return
         try:
             handler(self, request)
         except Reset:
@@ -94,7 +104,8 @@ class _FakesHandler(GuardedHandler):
     def fakes(self) -> tuple[ServerFakes, Binding]:
         """The fakes as bound now.  The attempt comes from the binding only, never from the caller."""
         binding = self.server.bindings.get(self.secret) or self.server.binding
-        return ServerFakes(binding.ledger, binding.attempt, self.caller_pid, binding.faults), binding
+        fakes = ServerFakes(binding.ledger, binding.attempt, self.caller_pid, binding.faults, self.context)
+        return fakes, binding
 
     def caller_pid(self) -> int:
         """The pid of the process that sent this request (the kernel's answer, see

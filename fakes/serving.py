@@ -88,11 +88,19 @@ class ServerFakes(Fakes):
     """The fakes as the server runs them: claim, hold, execute; the route renders the answer."""
 
     def __init__(
-        self, ledger: Ledger, attempt: int, pid: int | Callable[[], int], faults: FaultPlan | None = None
+        self,
+        ledger: Ledger,
+        attempt: int,
+        pid: int | Callable[[], int],
+        faults: FaultPlan | None = None,
+        context: dict[str, Any] | None = None,
     ) -> None:
+        """``context``: the runtime context the request carried (``killdrill.agent.CONTEXT_HEADER``),
+        recorded with its call as an in-process call records the caller's."""
         super().__init__(ledger, attempt)
         self._pid = pid
         self.faults = faults
+        self.context = context
         self._answers: list[Answer] = []  # the request a served provider method made (serve)
 
     @functools.cached_property
@@ -106,6 +114,8 @@ class ServerFakes(Fakes):
         fault = self.faults.take(request.provider, request.op) if self.faults is not None else None
         if fault == "reset":
             raise Reset(f"{request.provider}.{request.op}")
+        if self.context is not None and request.context is None:
+            request = replace(request, context=self.context)
         answer = process(self.ledger, request, attempt=self.attempt, pid=self.pid, split=True)
         if fault == "drop":
             assert self.faults is not None

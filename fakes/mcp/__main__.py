@@ -61,14 +61,18 @@ def main(argv: list[str] | None = None) -> int:
 def _serve_stdio(ledger: str | None) -> int:
     import anyio
 
+    from killdrill.agent import in_runtime
     from killdrill.fakes import connect
     from killdrill.fakes.mcp.server import run_stdio
     from killdrill.fakes.mcp.tools import call_tool
 
     fakes = connect(ledger)
 
-    def invoke(tool, arguments):  # type: ignore[no-untyped-def]
-        return call_tool(fakes.provider(tool.provider), tool, arguments)
+    def invoke(tool, arguments, context):  # type: ignore[no-untyped-def]
+        if context is None:
+            return call_tool(fakes.provider(tool.provider), tool, arguments)
+        with in_runtime(**context):  # the caller's runtime context, recorded with the call
+            return call_tool(fakes.provider(tool.provider), tool, arguments)
 
     anyio.run(run_stdio, invoke)
     return 0

@@ -44,11 +44,16 @@ class _Exchange:
 _current: contextvars.ContextVar[_Exchange] = contextvars.ContextVar("killdrill_mcp_exchange")
 
 
-def _invoke(tool: ToolSpec, arguments: Mapping[str, Any] | None) -> tuple[bool, dict[str, Any]]:
-    """One tool call under the request's binding: recorded, ``during:`` announced, then answered."""
+def _invoke(
+    tool: ToolSpec, arguments: Mapping[str, Any] | None, context: dict[str, Any] | None
+) -> tuple[bool, dict[str, Any]]:
+    """One tool call under the request's binding: recorded (with the runtime context of the
+    request's header, else of its ``_meta``), ``during:`` announced, then answered."""
     exchange = _current.get()
     fakes, binding = exchange.handler.fakes()
     assert isinstance(fakes, ServerFakes)
+    if fakes.context is None:
+        fakes.context = context
     provider = fakes.provider(tool.provider)
     try:
         answer, outcome = fakes.serve(lambda: call_tool(provider, tool, arguments))

@@ -19,6 +19,9 @@ see is the answer:
   new effect: the server did it again;
 - otherwise every answered call landed (``created``).
 
+A call's runtime context (``_meta``'s ``killdrill/context``, added by the agent's bootstrap) is
+recorded with it, as an in-process call records its caller's.
+
 Standard library only: the proxy needs no ``mcp`` package.
 """
 
@@ -33,7 +36,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
-from killdrill.agent import boundary
+from killdrill.agent import CONTEXT_META, boundary
 from killdrill.canonical import canonical_json
 from killdrill.fakes.handle import Fakes, connect
 from killdrill.providers import registered
@@ -69,6 +72,7 @@ class CountingProxy:
     def __init__(self, name: str, keys: Mapping[str, str], fakes: Fakes, caller_pid: int) -> None:
         self.name, self.keys, self.fakes, self.caller_pid = name, dict(keys), fakes, caller_pid
         self._pending: dict[str, tuple[str, Any]] = {}
+        self._contexts: dict[str, dict[str, Any]] = {}  # a pending call's runtime context (its _meta)
         self._lock = threading.Lock()
 
     def client_message(self, line: bytes) -> None:
@@ -77,8 +81,12 @@ class CountingProxy:
             if msg.get("method") == "tools/call" and "id" in msg:
                 params = msg.get("params")
                 params = params if isinstance(params, dict) else {}
+                meta = params.get("_meta")
+                context = meta.get(CONTEXT_META) if isinstance(meta, dict) else None
                 with self._lock:
                     self._pending[_id(msg["id"])] = (str(params.get("name")), params.get("arguments"))
+                    if isinstance(context, dict) and context:
+                        self._contexts[_id(msg["id"])] = context
 
     def server_message(self, line: bytes) -> None:
         """Record the ``tools/call`` this line answers, then announce ``during:`` (before it is forwarded)."""
@@ -87,11 +95,14 @@ class CountingProxy:
                 continue
             with self._lock:
                 call = self._pending.pop(_id(msg["id"]), None)
+                context = self._contexts.pop(_id(msg["id"]), None)
             if call is not None:
-                self.record(call[0], call[1], msg)
+                self.record(call[0], call[1], msg, context)
                 boundary(f"during:{self.name}.{call[0]}")
 
-    def record(self, tool: str, arguments: Any, answer: Mapping[str, Any]) -> None:
+    def record(
+        self, tool: str, arguments: Any, answer: Mapping[str, Any], context: dict[str, Any] | None = None
+    ) -> None:
         payload = dict(arguments) if isinstance(arguments, dict) else {"arguments": arguments}
         key_arg = self.keys.get(tool)
         key = None
@@ -101,6 +112,7 @@ class CountingProxy:
         result = answer.get("result")
         failed = "error" in answer or not isinstance(result, dict) or bool(result.get("isError"))
         with self.fakes.ledger.transaction() as tx:
+            tx.context = context
             if failed:
                 tx.record(self.name, tool, key, payload, FAILED, None, self.fakes.attempt, self.caller_pid)
                 return

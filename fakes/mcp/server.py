@@ -24,15 +24,24 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from killdrill.agent import CONTEXT_META
 from killdrill.fakes.mcp.tools import ToolCallError, ToolSpec, check_arguments, tool_specs
 
-__all__ = ["MAX_LINE", "Invoke", "build_server", "run_stdio"]
+__all__ = ["MAX_LINE", "Invoke", "build_server", "call_context", "run_stdio"]
 
 MAX_LINE = 4 << 20
 """Longest stdio message (4 MiB): a longer line is skipped unread and answered with an error."""
 
-Invoke = Callable[[ToolSpec, Mapping[str, Any] | None], tuple[bool, dict[str, Any]]]
-"""Run one tool call: ``(ok, body)`` (see :func:`killdrill.fakes.mcp.tools.call_tool`)."""
+Invoke = Callable[[ToolSpec, Mapping[str, Any] | None, dict[str, Any] | None], tuple[bool, dict[str, Any]]]
+"""Run one tool call (its tool, arguments and the caller's runtime context): ``(ok, body)`` (see
+:func:`killdrill.fakes.mcp.tools.call_tool`)."""
+
+
+def call_context(meta: Any) -> dict[str, Any] | None:
+    """The runtime context a ``tools/call`` carried in its ``_meta`` (``killdrill.agent.CONTEXT_META``,
+    added by the agent's bootstrap), None when it carried none or not an object."""
+    context = meta.get(CONTEXT_META) if isinstance(meta, Mapping) else None
+    return dict(context) if isinstance(context, Mapping) and context else None
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -64,7 +73,8 @@ def build_server(invoke: Invoke) -> Server[Any]:
             tool = check_arguments(params.name, params.arguments, tools)
         except ToolCallError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-        ok, body = await anyio.to_thread.run_sync(invoke, tool, params.arguments)
+        context = call_context(params.meta)
+        ok, body = await anyio.to_thread.run_sync(invoke, tool, params.arguments, context)
         text = json.dumps(body, sort_keys=True, default=str)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],

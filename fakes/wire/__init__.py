@@ -213,10 +213,12 @@ def record_effect(
     ref: str | None = None,
     attempt: int,
     pid: int,
+    context: dict[str, Any] | None = None,
 ) -> Answer:
     """An effect from a receiver that dedupes nothing: it happens and is recorded (with the key the
-    caller sent, for the verdict) in one transaction."""
+    caller sent, for the verdict, and the runtime context the call carried) in one transaction."""
     with ledger.transaction() as tx:
+        tx.context = context
         effect_id = tx.next_id(prefix)
         body = {**result, "id": effect_id}
         tx.put_effect(provider, effect_id, body, ref=ref)

@@ -87,7 +87,16 @@ def sink(ex: Exchange, m: re.Match[str]) -> None:
     if key is None or route_mode(config, path, True) == NAIVE:
         fakes = ex.fakes()
         answer = record_effect(
-            fakes.ledger, "hooks", op, key, payload, result, prefix="hk", attempt=fakes.attempt, pid=fakes.pid
+            fakes.ledger,
+            "hooks",
+            op,
+            key,
+            payload,
+            result,
+            prefix="hk",
+            attempt=fakes.attempt,
+            pid=fakes.pid,
+            context=fakes.context,
         )
     else:
         answer = ex.execute(FakeRequest("hooks", op, key, payload, creates("hooks", "hk", result), _RULES))

@@ -11,6 +11,12 @@ contains ``Idempotency`` (``Idempotency-Key``, ``X-Idempotency-Key``), else its 
 The ``Message-ID`` is also the message's reference: ``fakes.mailbox.lookup(message_id)`` finds it,
 the reconciliation a gated sender needs after a kill.
 
+The sender's runtime context (a workflow's body, an activity: ``killdrill.agent.in_runtime``)
+arrives as an ``X-Killdrill-Context`` header the agent's bootstrap adds to a message sent to this
+server (``killdrill.integrations._wire``): it is recorded with the call and removed from the
+message before anything else reads it, so the payload is the one the agent sent.  It is as
+trusted as the message itself: whoever can send mail here can say who sent it.
+
 Order, as for every fake: the message and its record are committed, then ``during:mailbox.send``
 is announced, then the server answers ``250``.  When the supervisor kills the sender at that
 point the server closes the connection unanswered: the mail went out, the sender never heard.
@@ -32,7 +38,7 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
 
-from killdrill.agent import ControlChannelError
+from killdrill.agent import CONTEXT_HEADER, ControlChannelError, wire_context_of
 from killdrill.fakes.httpguard import MAX_BODY, REQUEST_DEADLINE_S
 from killdrill.fakes.peer import peer_pid
 from killdrill.fakes.serving import Binding
@@ -42,6 +48,27 @@ from killdrill.ledger import Ledger
 __all__ = ["SmtpFake", "message_record"]
 
 _KEY_HEADER = re.compile(r"idempotency", re.IGNORECASE)
+_CONTEXT_LINE = re.compile(
+    rb"^" + re.escape(CONTEXT_HEADER.encode()) + rb":[ \t]*((?:[^\r\n]*)(?:\r?\n[ \t][^\r\n]*)*)\r?\n",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def split_context(raw: bytes) -> tuple[bytes, dict[str, Any] | None]:
+    """The message without its ``X-Killdrill-Context`` header, and the context it carried (None:
+    none, or one that is not a JSON object).  Only the header block is read; a folded value is
+    unfolded (the agent folds a long one at 800 characters)."""
+    head_end = re.search(rb"\r?\n\r?\n", raw)
+    head = raw[: head_end.end()] if head_end else raw
+    found = _CONTEXT_LINE.search(head)
+    if found is None:
+        return raw, None
+    value = re.sub(rb"\r?\n[ \t]", b"", found.group(1)).strip()
+    try:
+        context = wire_context_of(value)
+    except ValueError:
+        context = None
+    return raw[: found.start()] + raw[found.end() :], context
 
 
 def message_record(
@@ -92,7 +119,7 @@ class _SmtpHandler:
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         loop = asyncio.get_running_loop()
-        raw = envelope.original_content or b""
+        raw, context = split_context(envelope.original_content or b"")
         transport = server.transport
         here: Any = transport.get_extra_info("sockname") if transport is not None else None
         peer: Any = session.peer  # (host, port) on a TCP socket
@@ -104,6 +131,7 @@ class _SmtpHandler:
                 envelope.mail_from or "",
                 list(envelope.rcpt_tos),
                 launch=self.launch,
+                context=context,
                 pid=peer_pid(tuple(peer), tuple(here)) if isinstance(peer, tuple) and here else 0,
             ),
         )
@@ -199,10 +227,17 @@ class SmtpFake:
             self._bindings[launch] = self.binding
 
     def deliver(
-        self, raw: bytes, mail_from: str, rcpt_tos: list[str], *, launch: Hashable | None = None, pid: int = 0
+        self,
+        raw: bytes,
+        mail_from: str,
+        rcpt_tos: list[str],
+        *,
+        launch: Hashable | None = None,
+        pid: int = 0,
+        context: dict[str, Any] | None = None,
     ) -> bool:
-        """Commit the message (sent by ``pid``, to ``launch``'s address), announce
-        ``during:mailbox.send``; False: nobody is left to answer."""
+        """Commit the message (sent by ``pid`` in runtime ``context``, to ``launch``'s address),
+        announce ``during:mailbox.send``; False: nobody is left to answer."""
         binding = self._bindings.get(launch, self.binding) if launch is not None else self.binding
         payload, key, message_id = message_record(raw, mail_from, rcpt_tos, binding.thread)
         result = {**payload, "message_id": message_id, "delivered": True}
@@ -217,6 +252,7 @@ class SmtpFake:
             ref=message_id,
             attempt=binding.attempt,
             pid=pid,
+            context=context,
         )
         if binding.control is not None:
             try:

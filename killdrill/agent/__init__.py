@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
 __all__ = [
+    "CONTEXT_HEADER",
+    "CONTEXT_META",
     "ControlChannelError",
     "ControlClient",
     "armed",
@@ -47,6 +49,8 @@ __all__ = [
     "in_runtime",
     "node",
     "runtime_context",
+    "wire_context",
+    "wire_context_of",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -300,6 +304,43 @@ def in_runtime(**context: Any) -> Iterator[None]:
         yield
     finally:
         _runtime.reset(token)
+
+
+CONTEXT_HEADER = "X-Killdrill-Context"
+"""The header (HTTP, and the SMTP message's) that carries the caller's runtime context to the
+served fakes: added by the bootstrap's patches (``killdrill.integrations._wire``) only on requests
+to the fakes' own address, read by the fakes only on a request that passed their guard."""
+CONTEXT_META = "killdrill/context"
+"""The key of a ``tools/call``'s ``_meta`` that carries the caller's runtime context to the
+counting MCP server and proxy over stdio (a pipe only the agent holds)."""
+MAX_WIRE_CONTEXT = 4096
+"""Longest encoded context on the wire (a workflow id, an activity, a few numbers: ~200 bytes)."""
+
+
+def wire_context() -> str | None:
+    """The runtime context of the code running now as one ASCII JSON line (a header's value),
+    or None outside one or when it is longer than :data:`MAX_WIRE_CONTEXT`."""
+    context = _runtime.get()
+    if not context:
+        return None
+    text = json.dumps(context, sort_keys=True, separators=(",", ":"), default=str)
+    return text if len(text) <= MAX_WIRE_CONTEXT else None
+
+
+def wire_context_of(text: str | bytes | None) -> dict[str, Any] | None:
+    """The context a wire call carried (:func:`wire_context`'s form), None when it carried none;
+    ValueError when it is not a JSON object of at most :data:`MAX_WIRE_CONTEXT` bytes."""
+    if text is None or not text.strip():
+        return None
+    if len(text) > MAX_WIRE_CONTEXT:
+        raise ValueError(f"{CONTEXT_HEADER} is longer than {MAX_WIRE_CONTEXT} bytes")
+    try:
+        context = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ValueError(f"{CONTEXT_HEADER} is not JSON") from None
+    if not isinstance(context, dict):
+        raise ValueError(f"{CONTEXT_HEADER} is not a JSON object")
+    return context or None
 
 
 class node:

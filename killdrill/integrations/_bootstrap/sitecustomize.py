@@ -6,7 +6,9 @@ first ``sitecustomize`` on ``sys.path`` at startup, so this one then loads the n
 ``sitecustomize`` further down ``sys.path`` (the user's or the distribution's): it never
 shadows one.  Without ``KILLDRILL_INTEGRATIONS`` it imports nothing beyond what the
 lookup of that next module needs.  Integrations stay lazy themselves: LangGraph is
-patched by an import hook when the agent imports it, never imported here.
+patched by an import hook when the agent imports it, never imported here.  With integrations
+on, the HTTP, SMTP and MCP clients are patched the same way so the runtime context an
+integration sets reaches the served fakes (``killdrill.integrations._wire``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import sys
 
 
 def _activate_integrations(names: str) -> None:
-    from killdrill.integrations import find  # by module name or entry point
+    from killdrill.integrations import _wire, find  # by module name or entry point
+
+    _wire.activate()  # the runtime context the integrations set travels with wire calls too
 
     for name in filter(None, (n.strip() for n in names.split(","))):
         try:
