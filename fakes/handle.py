@@ -137,7 +137,8 @@ def connect(
     thread: str | None = None,
     attempt: int | None = None,
 ) -> Fakes:
-    """The fakes of this run: ledger, thread and attempt default to the supervisor's environment."""
+    """The fakes of this run: ledger, thread and attempt default to the supervisor's environment
+    (or the agent's, when a launcher stripped this one: :mod:`killdrill.fakes.locate`)."""
     if isinstance(ledger, Ledger):
         if thread is not None and thread != ledger.thread:
             ledger = Ledger(ledger.url, thread)

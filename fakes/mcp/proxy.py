@@ -65,7 +65,8 @@ def parse_keys(items: Sequence[str], option: str = "--key") -> dict[str, str]:
     for item in items:
         tool, sep, arg = item.partition("=")
         if not sep or not tool or not arg:
-            raise ValueError(f"{option} {item!r}: expected TOOL={'ARG' if option == '--key' else 'FIELD'} ({what})")
+            shape = "TOOL=ARG" if option == "--key" else "TOOL=FIELD"
+            raise ValueError(f"{option} {item!r}: expected {shape} ({what})")
         keys[tool] = arg
     return keys
 
@@ -140,7 +141,6 @@ class CountingProxy:
             if outcome == CREATED:
                 tx.put_effect(self.name, effect_id, {"tool": tool, "result": result}, ref=key)
             tx.record(self.name, tool, key, payload, outcome, effect_id, self.fakes.attempt, self.caller_pid)
-
 
     def identity(self, tool: str, key: str | None, result: Mapping[str, Any]) -> str | None:
         """What the answer says was done, the same for a replay as for the first answer; None: a

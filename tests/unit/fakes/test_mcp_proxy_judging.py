@@ -61,7 +61,7 @@ def test_a_second_booking_under_the_same_key_is_a_new_effect(tmp_path: Path) -> 
 def test_the_result_field_names_what_was_done_key_or_not(tmp_path: Path) -> None:
     same = [
         {"result": {"structuredContent": {"booking": {"id": "bk_1"}, "note": "booked"}}},
-        {"result": {"structuredContent": {"booking": {"id": "bk_1"}, "note": "already booked, nothing done"}}},
+        {"result": {"structuredContent": {"booking": {"id": "bk_1"}, "note": "already booked"}}},
         {"result": {"structuredContent": {"booking": {"id": "bk_2"}, "note": "booked"}}},
     ]
     results = parse_keys(["book_room=booking.id"], "--result")
@@ -82,10 +82,11 @@ def _stripped(tmp_path: Path) -> dict[str, str]:
     return {**env, "TMPDIR": str(tmp_path)}
 
 
-def test_under_a_launcher_without_the_drills_variables_the_proxy_refuses_in_one_line(tmp_path: Path) -> None:
+def test_under_a_launcher_without_drill_variables_the_proxy_refuses_in_one_line(tmp_path: Path) -> None:
     """An ancestor started by killdrill's launcher (a forked attempt: /proc shows the template's
     environment) and no drill variables anywhere: exit 2, one line, no ledger made."""
-    inner = f"import subprocess, sys; sys.exit(subprocess.run({PROXY!r}, env={_stripped(tmp_path)!r}).returncode)"
+    env = _stripped(tmp_path)
+    inner = f"import subprocess, sys; sys.exit(subprocess.run({PROXY!r}, env={env!r}).returncode)"
     out = _run([sys.executable, "-c", inner], {**_stripped(tmp_path), "KILLDRILL_LAUNCHER": "1"})
     assert out.returncode == 2, out
     assert out.stderr.count("\n") == 1 and "runs under a drill but cannot find its ledger" in out.stderr
@@ -137,7 +138,8 @@ def test_the_agents_drill_variables_are_found_in_its_environment(tmp_path: Path)
 def test_by_hand_a_placeholder_refuses_and_a_killed_proxys_ledger_is_swept(tmp_path: Path) -> None:
     env = _stripped(tmp_path)
     out = _run([*PROXY[:3], "--ledger", "{KILLDRILL_LEDGER}", *PROXY[3:]], env)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "names the drill's KILLDRILL_LEDGER" in out.stderr
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out
+    assert "names the drill's KILLDRILL_LEDGER" in out.stderr
     # not under a drill: a temporary ledger, removed at exit, swept by the next one when killed
     hung = [*PROXY[:-2], "-c", "import time; time.sleep(60)"]
     proc = subprocess.Popen(hung, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
