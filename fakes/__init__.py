@@ -1,7 +1,9 @@
 """Counting fake providers: one per effect class, every call recorded in the durable ledger.
 
 ``connect()`` reads ``KILLDRILL_LEDGER``, ``KILLDRILL_THREAD`` and ``KILLDRILL_ATTEMPT`` (set by
-the supervisor); outside a drill it records to a temporary ledger, so an agent runs by hand.
+the supervisor; from the agent's environment when a launcher stripped them, ``locate``); outside a
+drill it records to a temporary ledger, so an agent runs by hand; under a drill it cannot find,
+it refuses (``locate.DrillNotFound``), never recording into a ledger of its own.
 
 Order of every call: the provider's decision, its effect and the call's record are committed in
 ONE transaction, THEN the fake announces ``during:PROVIDER.OP`` (where the supervisor may kill
@@ -46,7 +48,8 @@ How a repeated key is answered is a :class:`KeyRules` per provider; the default 
 
 Modules: ``errors`` (Stripe-shaped errors), ``rules`` (key rules, harness clock), ``processing``
 (one request: decide, perform, record), ``provider`` (the base class, which registers each fake),
-``builtin`` (the seven fakes), ``handle`` (``Fakes``, ``connect``).  A new fake is one module
+``builtin`` (the seven fakes), ``handle`` (``Fakes``, ``connect``), ``locate`` (the drill of a
+process whose environment was stripped).  A new fake is one module
 defining a :class:`Provider` subclass: see :mod:`killdrill.fakes.provider`.
 
 Layer (as ``killdrill.fakes``): beside verdict and process; may import ``ledger``, ``agent``,

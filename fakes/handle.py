@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import await_decisions, boundary, runtime_context
 from killdrill.fakes.errors import IndeterminateError
+from killdrill.fakes.locate import adopt, fill
 from killdrill.fakes.processing import Answer, FakeRequest, process
 from killdrill.fakes.provider import Provider, fake_classes
 from killdrill.ledger import Ledger
@@ -97,16 +98,37 @@ def result_of(answer: Answer) -> dict[str, Any]:
 
 _temp_dir: str | None = None
 _temp_lock = threading.Lock()
+_TEMP_PREFIX = "killdrill-fakes-"
 
 
 def _temporary_ledger() -> str:
-    """A ledger for a run by hand (no drill): one per process, removed when the process exits."""
+    """A ledger for a run by hand (no drill): one per process, removed when the process exits;
+    a folder whose process died before (killed, no exit handlers) is removed by the next one."""
     global _temp_dir
     with _temp_lock:
         if _temp_dir is None:
-            _temp_dir = tempfile.mkdtemp(prefix="killdrill-fakes-")
+            _sweep(tempfile.gettempdir())
+            _temp_dir = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-")
             atexit.register(shutil.rmtree, _temp_dir, True)
         return os.path.join(_temp_dir, "ledger.sqlite")
+
+
+def _sweep(tmp: str) -> None:
+    """Remove this user's temporary ledgers whose process is gone (named ``PREFIX-PID-...``)."""
+    try:
+        names = [n for n in os.listdir(tmp) if n.startswith(_TEMP_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_TEMP_PREFIX) :].partition("-")[0]
+        path = os.path.join(tmp, name)
+        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        try:
+            if os.stat(path).st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def connect(
@@ -115,11 +137,15 @@ def connect(
     thread: str | None = None,
     attempt: int | None = None,
 ) -> Fakes:
-    """The fakes of this run: ledger, thread and attempt default to the supervisor's environment."""
+    """The fakes of this run: ledger, thread and attempt default to the supervisor's environment
+    (or the agent's, when a launcher stripped this one: :mod:`killdrill.fakes.locate`)."""
     if isinstance(ledger, Ledger):
         if thread is not None and thread != ledger.thread:
             ledger = Ledger(ledger.url, thread)
     else:
+        adopt()  # a launcher stripped the drill's variables: the nearest ancestor that has them
+        if ledger is not None:
+            ledger = fill(os.fspath(ledger))  # --ledger {KILLDRILL_LEDGER}
         where = ledger if ledger is not None else os.environ.get("KILLDRILL_LEDGER") or _temporary_ledger()
         ledger = Ledger(where, thread or os.environ.get("KILLDRILL_THREAD") or "default")
     if attempt is None:

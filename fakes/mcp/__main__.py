@@ -1,10 +1,12 @@
 """``python -m killdrill.fakes.mcp``: the counting MCP server over stdio, or the counting proxy.
 
     python -m killdrill.fakes.mcp [--ledger PATH]
-    python -m killdrill.fakes.mcp --proxy NAME [--key TOOL=ARG ...] -- CMD [ARG ...]
+    python -m killdrill.fakes.mcp --proxy NAME [--key TOOL=ARG ...] [--result TOOL=FIELD ...] -- CMD [ARG ...]
 
 In a drill the ledger, thread and attempt come from the supervisor's environment (as for every
-fake); ``--ledger`` is for a run by hand.  A mistake is one line on stderr and exit 2.
+fake), or from the agent's when its MCP client stripped the server's (killdrill.fakes.locate);
+``--ledger`` is for a run by hand (``{KILLDRILL_LEDGER}`` in it is the drill's).  A mistake, or a
+drill whose ledger cannot be found, is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import sys
 
 from killdrill.errors import install_hint
+from killdrill.fakes.locate import DrillNotFound
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +33,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="TOOL=ARG",
         help="with --proxy: TOOL's argument ARG is the call's idempotency key (repeatable)",
     )
+    parser.add_argument(
+        "--result",
+        action="append",
+        default=[],
+        metavar="TOOL=FIELD",
+        help="with --proxy: TOOL's answer field FIELD (booking_id, booking.id) names what the call did:"
+        " an answer naming a recorded one is a replay (repeatable)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="with --proxy: -- CMD [ARG ...]")
     return parser
 
@@ -41,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.proxy is not None:
             from killdrill.fakes.mcp.proxy import parse_keys, run_proxy
 
-            return run_proxy(args.proxy, parse_keys(args.key), command, ledger=args.ledger)
-        if command or args.key:
-            raise ValueError("a command and --key go with --proxy NAME")
+            results = parse_keys(args.result, "--result")
+            return run_proxy(args.proxy, parse_keys(args.key), command, ledger=args.ledger, results=results)
+        if command or args.key or args.result:
+            raise ValueError("a command, --key and --result go with --proxy NAME")
         return _serve_stdio(args.ledger)
     except ImportError as exc:
         if not (exc.name or "").startswith(("mcp", "anyio")):
@@ -55,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ValueError as exc:
         print(f"killdrill: {exc}", file=sys.stderr)
+        return 2
+    except DrillNotFound as exc:
+        print(exc, file=sys.stderr)
         return 2
 
 

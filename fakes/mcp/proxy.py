@@ -14,9 +14,14 @@ see is the answer:
 
 - a JSON-RPC error or a result with ``isError``: recorded ``failed`` (did not land);
 - with ``--key TOOL=ARG``, a call carrying ``ARG``: that value is the call's key (not part of
-  the payload, as a Stripe key is not), and an answer equal to the first answer under the key is
-  the server replaying it: recorded ``replayed``.  A different answer under the same key is a
-  new effect: the server did it again;
+  the payload, as a Stripe key is not);
+- a replay is judged by what was done, never by the answer's bytes: with ``--result
+  TOOL=FIELD`` the answer's ``FIELD`` (``booking_id``, ``booking.id``) names the effect, and an
+  answer naming one already recorded is the server replaying it (``replayed``), one naming a new
+  one is a new effect, key or not.  Without it, under a key, an answer that says what the first
+  answer under the key said is a replay, read without what a replay adds by habit
+  (:data:`REPLAY_NOISE`: ``replayed``, ``idempotent_replayed``, the time it was served, ...);
+  a different one is a new effect: the server did it again;
 - otherwise every answered call landed (``created``).
 
 A call's runtime context (``_meta``'s ``killdrill/context``, added by the agent's bootstrap) is
@@ -42,16 +47,29 @@ from killdrill.fakes.handle import Fakes, connect
 from killdrill.providers import registered
 from killdrill.records import CREATED, FAILED, REPLAYED
 
-__all__ = ["CountingProxy", "parse_keys", "run_proxy"]
+__all__ = ["REPLAY_NOISE", "CountingProxy", "parse_keys", "run_proxy"]
+
+REPLAY_NOISE = frozenset(
+    {
+        "replayed", "idempotent_replayed", "idempotency_replayed", "is_replay", "replay",
+        "was_replayed", "deduplicated", "deduped", "duplicate", "cached", "from_cache",
+        "timestamp", "served_at", "responded_at", "answered_at", "server_time", "request_time",
+        "now", "_meta",
+    }
+)  # fmt: skip
+"""Fields a server's replayed answer adds or changes by habit, not by doing anything: left out
+(at any depth) when the proxy compares an answer with the first one under its key."""
 
 
-def parse_keys(items: Sequence[str]) -> dict[str, str]:
+def parse_keys(items: Sequence[str], option: str = "--key") -> dict[str, str]:
     """``["book=request_id"]`` -> ``{"book": "request_id"}``; ValueError names a malformed item."""
     keys: dict[str, str] = {}
+    what = "its key" if option == "--key" else "the field of its answer naming what it did"
     for item in items:
         tool, sep, arg = item.partition("=")
         if not sep or not tool or not arg:
-            raise ValueError(f"--key {item!r}: expected TOOL=ARG (the tool's argument that is its key)")
+            shape = "TOOL=ARG" if option == "--key" else "TOOL=FIELD"
+            raise ValueError(f"{option} {item!r}: expected {shape} ({what})")
         keys[tool] = arg
     return keys
 
@@ -69,8 +87,16 @@ def check_name(name: str) -> None:
 class CountingProxy:
     """Records the answered ``tools/call`` requests of one connection (see the module docstring)."""
 
-    def __init__(self, name: str, keys: Mapping[str, str], fakes: Fakes, caller_pid: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        keys: Mapping[str, str],
+        fakes: Fakes,
+        caller_pid: int,
+        results: Mapping[str, str] | None = None,
+    ) -> None:
         self.name, self.keys, self.fakes, self.caller_pid = name, dict(keys), fakes, caller_pid
+        self.results = dict(results or {})
         self._pending: dict[str, tuple[str, Any]] = {}
         self._contexts: dict[str, dict[str, Any]] = {}  # a pending call's runtime context (its _meta)
         self._lock = threading.Lock()
@@ -117,9 +143,9 @@ class CountingProxy:
                 tx.record(self.name, tool, key, payload, FAILED, None, self.fakes.attempt, self.caller_pid)
                 return
             assert isinstance(result, dict)
-            body = canonical_json(result)
-            if key is not None:
-                digest = hashlib.sha256(f"{tool}\0{key}\0{body}".encode()).hexdigest()[:20]
+            identity = self.identity(tool, key, result)
+            if identity is not None:
+                digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
                 effect_id = f"{self.name}_{digest}"
                 outcome = REPLAYED if tx.get_effect(self.name, effect_id) is not None else CREATED
             else:
@@ -127,6 +153,52 @@ class CountingProxy:
             if outcome == CREATED:
                 tx.put_effect(self.name, effect_id, {"tool": tool, "result": result}, ref=key)
             tx.record(self.name, tool, key, payload, outcome, effect_id, self.fakes.attempt, self.caller_pid)
+
+    def identity(self, tool: str, key: str | None, result: Mapping[str, Any]) -> str | None:
+        """What the answer says was done, the same for a replay as for the first answer; None: a
+        new effect whatever it says (no key and no ``--result`` field in the answer)."""
+        answer = _answer(result)
+        field = self.results.get(tool)
+        if field is not None:
+            value = _field(answer, field)
+            if value is not None:
+                return f"{tool}\0result\0{canonical_json(value)}"
+        if key is None:
+            return None
+        return f"{tool}\0{key}\0{canonical_json(_without_noise(answer))}"
+
+
+def _answer(result: Mapping[str, Any]) -> Any:
+    """The answer's value: its structured content, else its text content read as JSON."""
+    if isinstance(result.get("structuredContent"), dict):
+        return result["structuredContent"]
+    content = result.get("content")
+    if isinstance(content, list):
+        texts = [c.get("text") for c in content if isinstance(c, dict) and c.get("type") == "text"]
+        if len(texts) == 1 and isinstance(texts[0], str):
+            try:
+                return json.loads(texts[0])
+            except (ValueError, RecursionError):
+                return texts[0]
+        return content
+    return {k: v for k, v in result.items() if k != "_meta"}
+
+
+def _field(answer: Any, path: str) -> Any:
+    """``answer``'s field ``path`` (``booking_id``, ``booking.id``); None when it has none."""
+    for part in path.split("."):
+        if not isinstance(answer, dict):
+            return None
+        answer = answer.get(part)
+    return answer
+
+
+def _without_noise(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_noise(v) for k, v in value.items() if k not in REPLAY_NOISE}
+    if isinstance(value, list):
+        return [_without_noise(v) for v in value]
+    return value
 
 
 def _id(value: Any) -> str:
@@ -160,13 +232,18 @@ def _pump(source: IO[bytes], sink: IO[bytes], note: Any) -> None:
 
 
 def run_proxy(
-    name: str, keys: Mapping[str, str], command: Sequence[str], *, ledger: str | None = None
+    name: str,
+    keys: Mapping[str, str],
+    command: Sequence[str],
+    *,
+    ledger: str | None = None,
+    results: Mapping[str, str] | None = None,
 ) -> int:
     """Run ``command`` behind the proxy on this process's stdin/stdout; its exit status."""
     if not command:
         raise ValueError("--proxy NAME needs the server's command after --: --proxy NAME -- CMD [ARG ...]")
     check_name(name)
-    proxy = CountingProxy(name, keys, connect(ledger), os.getppid())
+    proxy = CountingProxy(name, keys, connect(ledger), os.getppid(), results)
     try:
         server = subprocess.Popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     except OSError as exc:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -72,7 +71,9 @@ async def main(thread: str, db: str, request: str, bug: str | None) -> str:
     if done is not None:
         return done
     server = MCPServerStdio(
-        {"command": sys.executable, "args": ["-m", "killdrill.fakes.mcp"], "env": dict(os.environ)},
+        # no "env": the SDK starts the server with its minimal default environment, and the
+        # counting server finds the drill in this process's (killdrill.fakes.locate)
+        {"command": sys.executable, "args": ["-m", "killdrill.fakes.mcp"]},
         name="billing-providers",
         cache_tools_list=True,
         client_session_timeout_seconds=30,

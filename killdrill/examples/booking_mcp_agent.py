@@ -50,7 +50,7 @@ async def run(workdir: str, command: Sequence[str], *, keyed: bool) -> None:
     progress_path = os.path.join(workdir, "progress.json")
     progress = _load(progress_path)
     thread = os.environ.get("KILLDRILL_THREAD", "by-hand")
-    params = StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ))
+    params = StdioServerParameters(command=command[0], args=list(command[1:]))  # the SDK's default env
     async with Client(params) as client:
         for night in NIGHTS:
             if night in progress:

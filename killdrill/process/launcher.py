@@ -110,6 +110,9 @@ class Launcher:
         self.python = python
         self.preload = list(dict.fromkeys(preload))
         self.env = dict(env if env is not None else os.environ)
+        # A process under this template whose environment was stripped learns from it that it
+        # runs under a drill (killdrill.fakes.locate, which names this variable LAUNCHER_MARK).
+        self.env["KILLDRILL_LAUNCHER"] = "1"
         self.cwd = cwd
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None

@@ -27,6 +27,7 @@ def _run_python(spec: dict[str, Any]) -> NoReturn:
     try:
         os.environ.clear()
         os.environ.update(spec["env"])
+        _show_drill_env(spec)
         import random
 
         random.seed()
@@ -64,6 +65,20 @@ def _run_python(spec: dict[str, Any]) -> NoReturn:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _show_drill_env(spec: dict[str, Any]) -> None:
+    """A forked agent's ``/proc/PID/environ`` shows the template's environment, not its own: a
+    process it starts with a stripped environment (an MCP server) finds the drill's variables in
+    ``killdrill-env-PID.json`` beside the attempt's stderr instead, through the descriptor held
+    open here for the agent's life (killdrill.fakes.locate reads ``/proc/PID/fd``)."""
+    drill = {k: v for k, v in spec["env"].items() if k.startswith("KILLDRILL_")}
+    path = os.path.join(os.path.dirname(os.path.abspath(spec["stderr"])), f"killdrill-env-{os.getpid()}.json")
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(drill, f)
+        os.open(path, os.O_RDONLY)  # kept open (not inherited): the agent's fd table names the file
 
 
 def _run_forked(spec: dict[str, Any], report_fd: int, err_fd: int) -> NoReturn:

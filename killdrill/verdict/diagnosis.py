@@ -136,14 +136,18 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
             f"{provider} has {n} rows for {format_identity(v.identity)}{by}: a later attempt inserted"
             " the row again instead of finding the one an earlier attempt wrote",
         )
-    operation = spec(provider).operation(op)
-    keyed = bool(operation and operation.keyed)
+    declared = spec(provider)
+    operation = declared.operation(op)
+    # An undeclared provider (the MCP proxy's NAME) takes a key when its calls carry one (--key
+    # TOOL=ARG); killdrill knows nothing else of it, so no cause says it takes none.
+    unknown = not declared.operations
+    keyed = bool(operation and operation.keyed) or (unknown and any(c.key is not None for c in calls))
     origin = key_origin(calls)
     lost = _lost_phrase(v)
     resent = f"; {lost}, and the effect was sent again" if lost else ""
     name = f"{provider}.{op}"
     if origin == "none":
-        if keyed:
+        if keyed or unknown:  # an undeclared provider may well take a key: never say it takes none
             return (
                 Cause.NO_KEY,
                 f"{name} was sent without an idempotency key in "

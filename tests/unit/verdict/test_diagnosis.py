@@ -203,6 +203,8 @@ def test_a_run_cut_by_the_attempt_limit_says_the_drill_stopped_it() -> None:
     crashed = Attempt(2, None, EXITED, 1, 1.0)
     [other] = diagnose([never_completed([KILLED_DURING, crashed], 2)], baseline=LedgerSnapshot(), attempts=[])
     assert other.cause == "resume_crashed", other
+
+
 def _model_answer(ids: list[str], attempt: int) -> Call:
     return Call(next(_seq), "model", "responses", None, {"ids": ids}, "answered", None, attempt, 1, 0.0)
 
@@ -221,3 +223,18 @@ def test_a_key_holding_the_tool_call_id_the_model_issued_is_named_so() -> None:
     assert f"{keys[0]} in attempt 1, {keys[1]} in attempt 2" in root.observed
     plain = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts, ledger=case)
     assert next(v for v in plain if v.kind == DUPLICATE_EFFECT).cause == Cause.KEY_NEW_PER_ATTEMPT
+
+
+def test_an_undeclared_providers_cause_never_says_it_takes_no_key() -> None:
+    """The MCP proxy's ``NAME``: killdrill knows only what ``--key`` told the proxy.  One key
+    landed twice is the server not deduping it; no key sent is ``no_key``, not "takes none"."""
+    book = {"guest": "Ana", "room": "12"}
+    attempts = [Attempt(1, "during:hotel.book", KILLED, -9, 1.0, killed_at="during:hotel.book"), RESUMED]
+    for key, cause in (("r1", Cause.PROVIDER_NOT_DEDUPING), (None, Cause.NO_KEY)):
+        base = LedgerSnapshot((call("hotel", "book", key, book, 1, "hotel_1"),))
+        case = LedgerSnapshot(
+            (call("hotel", "book", key, book, 1, "hotel_1"), call("hotel", "book", key, book, 2, "hotel_2"))
+        )
+        (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+        assert v.kind == DUPLICATE_EFFECT and v.cause == cause, v
+        assert "takes no" not in v.observed and "takes no" not in v.fix
