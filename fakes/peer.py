@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Iterator
 
 __all__ = ["client_uids", "peer_pid"]
 
@@ -31,26 +32,10 @@ def _hex_address(host: str, port: int) -> set[str]:
     return {f"{v4}:{port:04X}", f"{v6}:{port:04X}"}
 
 
-def _client_inode(client: tuple[str, int], server: tuple[str, int]) -> str | None:
-    local, remote = _hex_address(*client), _hex_address(*server)
-    for table in _TABLES:
-        try:
-            with open(table) as f:
-                next(f, None)
-                for line in f:
-                    fields = line.split()
-                    if len(fields) > 9 and fields[1] in local and fields[2] in remote:
-                        return fields[9] if fields[9] != "0" else None
-        except OSError:
-            continue
-    return None
-
-
-def client_uids(server: tuple[str, int]) -> dict[tuple[str, int], int]:
-    """The uid owning each client end connected to ``server`` (IPv4 loopback clients), read
-    from ``/proc/net/tcp`` in one pass: the kernel writes it, a client cannot forge it."""
+def _rows(server: tuple[str, int]) -> Iterator[list[str]]:
+    """The rows of ``/proc/net/tcp{,6}`` whose remote end is ``server`` (local address in field 1,
+    uid in field 7, inode in field 9)."""
     remote = _hex_address(str(server[0]), int(server[1]))
-    out: dict[tuple[str, int], int] = {}
     for table in _TABLES:
         try:
             with open(table) as f:
@@ -58,10 +43,27 @@ def client_uids(server: tuple[str, int]) -> dict[tuple[str, int], int]:
                 for line in f:
                     fields = line.split()
                     if len(fields) > 9 and fields[2] in remote:
-                        host, port = fields[1].rsplit(":", 1)
-                        packed = struct.pack("<I", int(host[-8:], 16))
-                        out[(socket.inet_ntoa(packed), int(port, 16))] = int(fields[7])
-        except (OSError, ValueError):
+                        yield fields
+        except OSError:
+            continue
+
+
+def _client_inode(client: tuple[str, int], server: tuple[str, int]) -> str | None:
+    local = _hex_address(*client)
+    row = next((r for r in _rows(server) if r[1] in local), None)
+    return row[9] if row is not None and row[9] != "0" else None
+
+
+def client_uids(server: tuple[str, int]) -> dict[tuple[str, int], int]:
+    """The uid owning each client end connected to ``server`` (IPv4 loopback clients), read in one
+    pass: the kernel writes it, a client cannot forge it."""
+    out: dict[tuple[str, int], int] = {}
+    for fields in _rows(server):
+        try:
+            host, port = fields[1].rsplit(":", 1)
+            packed = struct.pack("<I", int(host[-8:], 16))
+            out[(socket.inet_ntoa(packed), int(port, 16))] = int(fields[7])
+        except ValueError:
             continue
     return out
 

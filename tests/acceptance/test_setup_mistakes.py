@@ -146,13 +146,13 @@ def test_no_langgraph_warning_for_an_agent_without_it(tmp_path: Path) -> None:
     assert [str(w.message) for w in caught if issubclass(w.category, SetupWarning)] == []
 
 
-def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
-    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence."""
+def _terminated_drill(tmp_path: Path, *args: str, **env: str) -> str:
+    """``killdrill points ARGS -- sleeper`` SIGTERMed once its agent runs: its stderr (exit 143 asserted)."""
     pids = tmp_path / "pids"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}, **env}
     agent = ["python", str(AGENTS / "sleeper.py"), str(pids)]
     harness = subprocess.Popen(
-        [sys.executable, "-m", "killdrill", "points", "--root", str(tmp_path / "r"), "--", *agent],
+        [sys.executable, "-m", "killdrill", "points", *args, "--", *agent],
         env=env,
         stderr=subprocess.PIPE,
         text=True,
@@ -162,29 +162,25 @@ def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
         time.sleep(0.05)
     harness.send_signal(signal.SIGTERM)
     _, err = harness.communicate(timeout=60)
-    assert harness.returncode == 128 + signal.SIGTERM
+    assert harness.returncode == 128 + signal.SIGTERM, err
+    return err
+
+
+def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
+    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence."""
+    err = _terminated_drill(tmp_path, "--root", str(tmp_path / "r"))
     assert "killdrill: terminated (SIGTERM); every agent process was killed" in err
 
 
 def test_an_interrupted_drill_names_the_folder_it_leaves(tmp_path: Path) -> None:
     """Without --root the drill makes its root in the temp dir: an interrupted drill says where its
     unfinished workdirs stay, and ``killdrill clean`` removes them."""
-    pids, tmp = tmp_path / "pids", tmp_path / "tmp"
+    tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}, "TMPDIR": str(tmp)}
-    harness = subprocess.Popen(
-        [sys.executable, "-m", "killdrill", "points", "--", "python", str(AGENTS / "sleeper.py"), str(pids)],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    harness.send_signal(signal.SIGTERM)
-    _, err = harness.communicate(timeout=60)
+    err = _terminated_drill(tmp_path, TMPDIR=str(tmp))
     [root] = [p for p in tmp.iterdir() if p.name.startswith("killdrill-") and "owners" not in p.name]
     assert f"; its workdirs are kept at {root} (killdrill clean removes them)" in err, err
+    env = {**os.environ, "TMPDIR": str(tmp)}
     clean = subprocess.run(
         [sys.executable, "-m", "killdrill", "clean"], env=env, capture_output=True, text=True, timeout=60
     )
