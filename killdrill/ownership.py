@@ -132,17 +132,19 @@ class _Record:
         self.write({"op": "release", "id": cid})
 
     def _close(self) -> None:
+        """At exit: a record whose claims were all released goes; one with claims left stays
+        open and locked until the process is gone (an exit handler that runs after this one, a
+        drill's finalizer handing its root to the kept list, still writes to it)."""
         with self._lock:
-            f, self._file = self._file, None
-            if f is None or self._pid != os.getpid():
+            f = self._file
+            if f is None or self._pid != os.getpid() or self._open_claims or self._path is None:
                 return
-            if not self._open_claims and self._path is not None:  # all released: nothing to sweep
-                with contextlib.suppress(OSError):
-                    os.unlink(self._path)
-                with contextlib.suppress(OSError):  # nothing of killdrill's left in the temp dir
-                    self._path.parent.rmdir()
+            self._file = None  # a claim after this (none is expected) opens a record of its own
+            with contextlib.suppress(OSError):
+                os.unlink(self._path)
+            with contextlib.suppress(OSError):  # nothing of killdrill's left in the temp dir
+                self._path.parent.rmdir()
             f.close()
-
 
 _RECORD = _Record()
 
