@@ -76,6 +76,7 @@ class _Record:
         self._file: Any = None
         self._path: Path | None = None
         self._pid = 0
+        self._exiting = False  # the exit handler ran with claims left
         self._open_claims: set[str] = set()
         self._n = 0
         if hasattr(os, "register_at_fork"):
@@ -130,6 +131,8 @@ class _Record:
                 return
             self._open_claims.discard(cid)
         self.write({"op": "release", "id": cid})
+        if self._exiting:
+            self._close()
 
     def _close(self) -> None:
         """At exit: a record whose claims were all released goes; one with claims left stays
@@ -137,7 +140,10 @@ class _Record:
         drill's finalizer handing its root to the kept list, still writes to it)."""
         with self._lock:
             f = self._file
-            if f is None or self._pid != os.getpid() or self._open_claims or self._path is None:
+            if f is None or self._pid != os.getpid() or self._path is None:
+                return
+            if self._open_claims:
+                self._exiting = True  # the last release removes it
                 return
             self._file = None  # a claim after this (none is expected) opens a record of its own
             with contextlib.suppress(OSError):
