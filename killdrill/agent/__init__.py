@@ -256,9 +256,9 @@ _replaying: list[Callable[[], bool]] = []
 
 def replays(check: Callable[[], bool], *, on: bool = True) -> None:
     """Register (``on=False``: remove) a runtime's check that the code running now is a replay:
-    code re-run to rebuild state, not executed (Temporal's workflow replay).  A point reached
-    in a replay is not emitted, so an integration stacked inside the runtime (the Agents SDK in
-    a Temporal workflow) counts occurrences of real executions only."""
+    code re-run to rebuild state, not executed (a durable workflow rebuilt from its history).  A
+    point reached in a replay is not emitted, so an integration stacked inside the runtime (an
+    agent framework in a durable workflow) counts occurrences of real executions only."""
     if on and check not in _replaying:
         _replaying.append(check)
     elif not on and check in _replaying:

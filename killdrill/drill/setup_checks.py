@@ -5,8 +5,8 @@
   distributions it must come from, read from the integrations' records) and the bootstrap on
   ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the agent
   imports such a module *from one of those distributions* (an agent's own ``workflows.py`` is
-  not the framework's).  A framework run inside an active integration's runtime (the Agents SDK
-  through Temporal's plugin: ``Integration.covers``) is drilled by that integration: its
+  not the framework's).  A framework run inside an active integration's runtime (an agent
+  framework through a durable runtime's plugin: ``Integration.covers``) is drilled by it: its
   covering module is watched too, and when the agent imports it no warning is said.
 - The command has neither ``{workdir}`` nor ``{thread}``: unless the agent reads
   ``KILLDRILL_WORKDIR``/``KILLDRILL_THREAD``, every case shares one checkpoint and resumes the
