@@ -44,17 +44,19 @@ SERVE_DRIVER = Rule(
     f"{{serve}} {DRIVER}=...: {DRIVER!r} names the command after --; name the service otherwise"
 )
 SERVE_COMMAND = Rule("{serve} {name}: {why}")
+SERVE_AS = Rule("{serve}")  # the option as the caller spells it, for a message of our own
 
 
-def _placeholder_mistake(text: str, options: DrillOptions) -> str | None:
-    """Why a placeholder in ``text`` cannot be filled (None: every one can)."""
+def _placeholder_mistake(text: str, options: DrillOptions, flag: str = "--serve") -> str | None:
+    """Why a placeholder in ``text`` cannot be filled (None: every one can); ``flag``: ``--serve``
+    as the caller spells it."""
     serve = options.serve
     for m in _PLACEHOLDER.finditer(text):
         word, name = m.group(1), m.group(2)
         if word == "replica" and not serve:
-            return "{replica} is a service's copy number: it needs --serve (and --replicas)"
+            return f"{{replica}} is a service's copy number: it needs {flag}"
         if word == "port" and not serve:
-            return "{port} is the first service's port: it needs a --serve service"
+            return f"{{port}} is the first service's port: it needs a {flag} service"
         if name is None:
             continue
         parsed = _PORT_NAME.match(name.strip())
@@ -63,7 +65,7 @@ def _placeholder_mistake(text: str, options: DrillOptions) -> str | None:
         target, index = parsed.group(1), parsed.group(2)
         if target not in serve:
             known = ", ".join(serve) or "none"
-            return f"{m.group(0)}: no --serve service named {target!r} (services: {known})"
+            return f"{m.group(0)}: no {flag} service named {target!r} (services: {known})"
         copies = options.replicas.get(target, 1)
         if index is not None and (len(index) > 4 or int(index) >= copies):
             last = f"{{port:{target}[{copies - 1}]}}"
@@ -77,20 +79,21 @@ def check_placeholders(options: DrillOptions, command: Sequence[str]) -> None:
     mistake is a one-line UsageError naming the option as the caller spelled it (never a port
     picked for a name no service has, never a placeholder left raw)."""
     spelled = options.spelled
+    flag = str(SERVE_AS.error(options, spelled))
     for arg in command:
-        if why := _placeholder_mistake(arg, options):
+        if why := _placeholder_mistake(arg, options, flag):
             raise UsageError(f"the command: {why}")
     for field in ("between", "resume_with"):
         for arg in getattr(options, field) or ():
-            if why := _placeholder_mistake(arg, options):
+            if why := _placeholder_mistake(arg, options, flag):
                 raise _IN[field].error(options, spelled, why=why)
     for name, value in options.env.items():
-        if why := _placeholder_mistake(value, options):
+        if why := _placeholder_mistake(value, options, flag):
             raise _IN["env"].error(options, spelled, name=name, why=why)
     for field, texts in (("serve", options.serve), ("ready", options.ready)):
         for name, given in texts.items():
             for arg in [given] if isinstance(given, str) else given:
-                if why := _placeholder_mistake(arg, options):
+                if why := _placeholder_mistake(arg, options, flag):
                     raise _IN[field].error(options, spelled, name=name, why=why)
 
 

@@ -127,7 +127,7 @@ def test_a_mistake_is_one_usage_line_before_anything_runs(
 def test_a_command_placeholder_without_services_is_refused(tmp_path: Path) -> None:
     out = run_cli(tmp_path, "drill", "--", "python", "agent.py", "--port", "{port}")
     assert out.returncode == 2 and "the command: {port} is the first service's port" in out.stderr
-    with pytest.raises(UsageError, match=r"^env= X: \{port:db\}: no --serve service named 'db'"):
+    with pytest.raises(UsageError, match=r"^env= X: \{port:db\}: no serve= service named 'db'"):
         Drill(STEPS, serve={"api": SHOP.split("=", 1)[1]}, env={"X": "{port:db}"})
 
 
@@ -136,3 +136,40 @@ def test_empty_points_are_refused(tmp_path: Path, points: str) -> None:
     out = run_cli(tmp_path, "drill", "--points", points, "--", *STEPS)
     assert out.returncode == 2 and "an empty schedule between ';'" in out.stderr, out.stderr
     assert "case(s)" not in out.stderr  # refused before discovery
+
+
+def test_the_marker_route_fills_env_and_names_mistakes_as_keywords(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 30\n")
+    agent = pytester.path / "echo.py"
+    agent.write_text(ECHO + "open(os.path.join(os.environ['KILLDRILL_WORKDIR'], 'seen'), 'w').write('1')\n")
+    pytester.makepyfile(
+        test_inner=f"""
+        import os, pytest
+        AGENT = ["python", {str(agent)!r}, "{{workdir}}"]
+
+        @pytest.mark.killdrill(points=["before:x"], env={{"DB": "{{workdir}}/db"}}, keep=True)
+        def test_filled(killdrill, kill_point):
+            result = killdrill.run(AGENT, kill_point)
+            result.assert_exactly_once()
+            assert open(os.path.join(result.workdir, "env.txt")).read() == str(result.workdir) + "/db"
+
+        @pytest.mark.killdrill(points=["before:x"], replicas={{"api": 2}})
+        def test_replicas_alone(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point)
+
+        @pytest.mark.killdrill(points=["before:x"], env={{"X": "{{port}}"}})
+        def test_port_alone(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point)
+
+        @pytest.mark.killdrill(points=[""])
+        def test_empty_point(killdrill, kill_point):
+            killdrill.run(AGENT, kill_point)
+        """
+    )
+    res = pytester.runpytest("-rfE")
+    out = res.stdout.str()
+    assert "test_filled[before:x] PASSED" in pytester.runpytest("-v", "-k", "filled").stdout.str()
+    assert "replicas= copies services: it needs serve=" in out, out
+    assert "env= X: {port} is the first service's port: it needs a serve= service" in out, out
+    assert "an empty schedule (write 'none' for a case without a kill)" in out, out
+    assert "Traceback" not in out
