@@ -16,14 +16,17 @@ from killdrill.drill import Drill, DrillOptions
 from killdrill.drill.setup_checks import SetupWarning
 from tests.frameworks import need
 
-need("temporal", "temporalio", "agents", "temporalio.openai_agents")
+need("temporal", "temporalio", "agents", "temporalio.openai_agents", "temporalio.langgraph")
 
 AGENT = Path(__file__).parent.parent / "agents" / "stacked" / "billing_agents_temporal.py"
 SCRIPT = str(AGENT.with_suffix(".yaml"))
 
 
-def drill(tmp_path: Path, *integrations: str, bug: str = "") -> Drill:
-    command = [sys.executable, str(AGENT), "--thread", "{thread}", *(["--bug", bug] if bug else [])]
+GRAPH = AGENT.with_name("billing_langgraph_temporal.py")
+
+
+def drill(tmp_path: Path, *integrations: str, bug: str = "", agent: Path = AGENT) -> Drill:
+    command = [sys.executable, str(agent), "--thread", "{thread}", *(["--bug", bug] if bug else [])]
     options = DrillOptions(
         root=tmp_path, integrations=integrations, model_script=SCRIPT, timeout=60, discovery_runs=1
     )
@@ -58,3 +61,20 @@ def test_a_charge_lost_with_its_worker_is_judged_by_its_key(
     with drill(tmp_path, "temporal", "openai_agents", bug=bug) as d:
         case = d.run_case("after:charge_card")  # the activity charged; its completion never sent
     assert case.kinds == kinds, case.text()
+
+
+def test_a_langgraph_graph_inside_temporals_plugin_is_drilled_once_per_node(tmp_path: Path) -> None:
+    with warnings.catch_warnings(record=True) as said, drill(tmp_path / "a", "temporal", agent=GRAPH) as d:
+        warnings.simplefilter("always")
+        alone = d.points()
+    assert not [w for w in said if issubclass(w.category, SetupWarning)], [str(w.message) for w in said]
+    assert "before:billing.charge" in alone  # the node's activity
+    with drill(tmp_path / "b", "temporal", "langgraph", agent=GRAPH) as d:
+        both = d.points()
+    # LangGraph's node points in the workflow, once each, however many workflow tasks replayed it
+    assert [p for p in both if p.split(":")[1].split("#")[0] in ("charge", "receipt")] == [
+        "before:charge",
+        "after:charge",
+        "before:receipt",
+        "after:receipt",
+    ]
