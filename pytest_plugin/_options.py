@@ -30,6 +30,8 @@ class _Usage(Exception):
 def _check_schedule(text: str, where: str) -> str:
     from killdrill.points import ScheduleError, parse_schedule
 
+    if isinstance(text, str) and not text.strip():
+        raise pytest.UsageError(f"{where}: an empty schedule (write 'none' for a case without a kill)")
     try:
         return str(parse_schedule(text))
     except ScheduleError as exc:

@@ -48,6 +48,7 @@ __all__ = [
     "boundary",
     "in_runtime",
     "node",
+    "replays",
     "runtime_context",
     "wire_context",
     "wire_context_of",
@@ -254,12 +255,28 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_replaying: list[Callable[[], bool]] = []
+
+
+def replays(check: Callable[[], bool], *, on: bool = True) -> None:
+    """Register (``on=False``: remove) a runtime's check that the code running now is a replay:
+    code re-run to rebuild state, not executed (a durable workflow rebuilt from its history).  A
+    point reached in a replay is not emitted, so an integration stacked inside the runtime (an
+    agent framework in a durable workflow) counts occurrences of real executions only."""
+    if on and check not in _replaying:
+        _replaying.append(check)
+    elif not on and check in _replaying:
+        _replaying.remove(check)
+
+
 def boundary(point: str) -> None:
     """Announce that the agent reached ``point`` (``before:charge_customer``).
 
     Blocks while the supervisor decides: continue, hold, or kill the whole process tree.
-    A no-op outside a drill.
+    A no-op outside a drill, and in a replay (:func:`replays`).
     """
+    if _replaying and any(check() for check in _replaying):
+        return
     client = _client
     if client is False:
         return

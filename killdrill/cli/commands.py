@@ -202,17 +202,29 @@ def _summary(cases: Sequence[Any]) -> dict[str, Any]:
     return summarize_cases(cases)
 
 
+def _points(text: str | None) -> list[str] | None:
+    """``--points S1;S2``: each schedule named (an empty one would run a clean case called none)."""
+    if text is None:
+        return None
+    schedules = [s.strip() for s in text.split(";")]
+    if not any(schedules) or not all(schedules):
+        raise UsageError(
+            f"--points {text!r}: an empty schedule between ';': expected S1;S2 (before:charge;after:charge)"
+        )
+    return schedules
+
+
 def cmd_drill(args: argparse.Namespace) -> int:
     from killdrill.drill import Drill
 
     command = _need_command(args)
     options = drill_options(args)
     check_drill_inputs(args)
+    schedules = _points(args.points)
     if args.report:
         check_output_dir(args.report, f"--report {args.report}")
     drill = Drill(command, options)
     discovery = drill.discover()
-    schedules = [s.strip() for s in args.points.split(";")] if args.points else None
     total = len(schedules) if schedules is not None else len(discovery.catalogue)
     done = 0
     print(f"killdrill: {total} case(s) over {len(discovery.catalogue)} kill point(s)", file=sys.stderr)

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill.drill.db_effects import EffectRows
 from killdrill.drill.deployment import Deployed, DeploymentHook, check_faults
-from killdrill.drill.env import bootstrap_dir, expand_env, fill, model_env, resolve_command
+from killdrill.drill.env import bootstrap_dir, expand_env, fill, fill_env, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
-from killdrill.drill.topology import Process, Topology
+from killdrill.drill.topology import Process, Topology, check_placeholders
 from killdrill.drill.workdirs import RunContext, Workdirs
 from killdrill.errors import HarnessError, one_line
 from killdrill.fakes.existing import load_existing
@@ -90,6 +90,8 @@ class AttemptLauncher:
         self._services: list[Service] | None = None  # integrations' services (a runtime's server)
         # --serve: the case is a deployment (services and this command as their driver)
         self.topology = Topology(self.options, self.argv) if self.options.serve else None
+        if self.topology is None:
+            check_placeholders(self.options, self.command)  # a deployment's are checked by its topology
         # The options were checked when built; these rules need the command or the check
         # registry (killdrill.options words them, naming each option as the caller did).
         spelled = self.options.spelled
@@ -256,7 +258,7 @@ class AttemptLauncher:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
         env = isolated(inherited, self.options.pass_env)
         env.update(self.effect_rows.env(run))  # the run's own database (the user's --env wins)
-        env.update(self.options.env)
+        env.update(fill_env(self.options.env, run.thread, str(run.workdir)))
         env.update(
             KILLDRILL_THREAD=run.thread,
             KILLDRILL_WORKDIR=str(run.workdir),

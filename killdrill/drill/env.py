@@ -21,6 +21,12 @@ def fill(argv: Sequence[str], thread: str, workdir: str) -> list[str]:
     return [a.replace("{thread}", thread).replace("{workdir}", workdir) for a in argv]
 
 
+def fill_env(env: Mapping[str, str], thread: str, workdir: str) -> dict[str, str]:
+    """The ``--env`` values with ``{thread}`` and ``{workdir}`` filled (a deployment's processes
+    fill their ports too: killdrill.drill.topology)."""
+    return dict(zip(env, fill(list(env.values()), thread, workdir), strict=True))
+
+
 def resolve_command(argv: Sequence[str]) -> list[str]:
     """Check the command exists; ``python``/``python3`` mean the interpreter running killdrill."""
     if not argv:

@@ -5,7 +5,9 @@
   distributions it must come from, read from the integrations' records) and the bootstrap on
   ``PYTHONPATH``; the bootstrap's import watch leaves a marker file in the workdir when the agent
   imports such a module *from one of those distributions* (an agent's own ``workflows.py`` is
-  not the framework's).
+  not the framework's).  A framework run inside an active integration's runtime (an agent
+  framework through a durable runtime's plugin: ``Integration.covers``) is drilled by it: its
+  covering module is watched too, and when the agent imports it no warning is said.
 - The command has neither ``{workdir}`` nor ``{thread}``: unless the agent reads
   ``KILLDRILL_WORKDIR``/``KILLDRILL_THREAD``, every case shares one checkpoint and resumes the
   previous case's finished run (every case then reads ``point_not_reached``).
@@ -34,6 +36,7 @@ from killdrill.integrations import Integration, find, known
 __all__ = [
     "DETECT_ENV",
     "SetupWarning",
+    "covering",
     "detection_env",
     "diverged_hint",
     "fixed_thread_hint",
@@ -79,17 +82,41 @@ def watched(active: Iterable[str]) -> dict[str, tuple[str, Integration]]:
     return out
 
 
+def covering(active: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Each module of an active integration that runs another framework inside its runtime, with
+    the distributions it must come from and the inner integration's name (``Integration.covers``)."""
+    out: dict[str, tuple[str, str]] = {}
+    for name in active:
+        try:
+            outer = find(name)
+        except ImportError:
+            continue
+        for inner, module in outer.covers:
+            out.setdefault(module, ("|".join(outer.distributions), _canonical(inner)))
+    return out
+
+
+def _canonical(name: str) -> str:
+    try:
+        return find(name).name
+    except ImportError:
+        return name
+
+
 class SetupWarning(UserWarning):
     """A likely setup mistake: the drill runs, but may test less than the user thinks."""
 
 
 def detection_env(env: Mapping[str, str], integrations: Iterable[str], bootstrap: str) -> dict[str, str]:
     """``env`` plus the import watch for every framework whose integration is off."""
-    watch = watched(integrations)
+    integrations = list(integrations)
+    watch = {m: dists for m, (dists, _) in watched(integrations).items()}
+    if watch:  # the covering modules matter only where something is watched
+        watch.update({m: dists for m, (dists, _) in covering(integrations).items() if dists})
     out = dict(env)
     if not watch:
         return out
-    out[DETECT_ENV] = ",".join(f"{module}={dists}" for module, (dists, _) in watch.items())
+    out[DETECT_ENV] = ",".join(f"{module}={dists}" for module, dists in watch.items())
     path = out.get("PYTHONPATH", "")
     if bootstrap not in path.split(os.pathsep):
         out["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap, path]))
@@ -106,8 +133,10 @@ def imported_modules(state_dir: str | os.PathLike[str]) -> set[str]:
 
 
 def integration_hint(imported: Iterable[str], integrations: Iterable[str]) -> str | None:
+    integrations, imported = list(integrations), set(imported)
     watch = watched(integrations)
-    missing = sorted(m for m in set(imported) if m in watch)
+    covered = {inner for module, (_, inner) in covering(integrations).items() if module in imported}
+    missing = sorted(m for m in imported if m in watch and watch[m][1].name not in covered)
     if not missing:
         return None
     module = missing[0]

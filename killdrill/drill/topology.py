@@ -4,25 +4,97 @@ their ports and readiness, and the placeholders filled in every command, ``--env
 
 Ports are picked once per case (free when picked) and kept across restarts.  ``{port}`` in a
 service's own command and probe is that process's port (each replica its own); elsewhere it is
-the first service's.  ``{port:NAME}`` is service NAME's (``{port:NAME[i]}`` replica i's; any
-other NAME gets a free port of its own, the same everywhere in the case)."""
+the first service's.  ``{port:NAME}`` is service NAME's (``{port:NAME[i]}`` replica i's).
+
+:func:`check_placeholders` checks every placeholder of a drill once, with or without services:
+``{port:NAME}`` naming no service, a replica index out of range, ``{port}``/``{replica}`` with no
+service to give them are one-line UsageErrors naming the option as the caller spelled it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from killdrill.drill.env import resolve_command
-from killdrill.errors import UsageError
-from killdrill.options import DrillOptions
+from killdrill.errors import HarnessError, UsageError
+from killdrill.options import DrillOptions, Rule
 from killdrill.process.readiness import check, free_port
 
 DRIVER = "driver"
 """The process name of the command after ``--`` (``driver:POINT`` aims at it)."""
 
-_PLACEHOLDER = re.compile(r"\{(thread|workdir|replica|port(?::([^{}]+))?)\}")
+_PLACEHOLDER = re.compile(r"\{(thread|workdir|replica|port(?::([^{}]*))?)\}")
 _OWN_PORT = re.compile(r"\{port(?::([^{}]+))?\}")
+_PORT_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-]*)(?:\[(\d+)\])?$")
+
+_IN = {
+    "serve": Rule("{serve} {name}: {why}"),
+    "ready": Rule("{ready} {name}: {why}"),
+    "env": Rule("{env} {name}: {why}"),
+    "between": Rule("{between}: {why}"),
+    "resume_with": Rule("{resume_with}: {why}"),
+}
+NO_SERVICE = {
+    "ready": Rule("{ready} {name}: no {serve} service of that name (services: {known})"),
+    "replicas": Rule("{replicas} {name}: no {serve} service of that name (services: {known})"),
+}
+SERVE_ALONE = Rule("{serve} does not go with {what}: a deployment's processes are spawned and SIGKILLed")
+SERVE_DRIVER = Rule(
+    f"{{serve}} {DRIVER}=...: {DRIVER!r} names the command after --; name the service otherwise"
+)
+SERVE_COMMAND = Rule("{serve} {name}: {why}")
+SERVE_AS = Rule("{serve}")  # the option as the caller spells it, for a message of our own
+
+
+def _placeholder_mistake(text: str, options: DrillOptions, flag: str = "--serve") -> str | None:
+    """Why a placeholder in ``text`` cannot be filled (None: every one can); ``flag``: ``--serve``
+    as the caller spells it."""
+    serve = options.serve
+    for m in _PLACEHOLDER.finditer(text):
+        word, name = m.group(1), m.group(2)
+        if word == "replica" and not serve:
+            return f"{{replica}} is a service's copy number: it needs {flag}"
+        if word == "port" and not serve:
+            return f"{{port}} is the first service's port: it needs a {flag} service"
+        if name is None:
+            continue
+        parsed = _PORT_NAME.match(name.strip())
+        if parsed is None:
+            return f"{m.group(0)}: expected {{port:NAME}} or {{port:NAME[i]}} (i = 0, 1, ...)"
+        target, index = parsed.group(1), parsed.group(2)
+        if target not in serve:
+            known = ", ".join(serve) or "none"
+            return f"{m.group(0)}: no {flag} service named {target!r} (services: {known})"
+        copies = options.replicas.get(target, 1)
+        if index is not None and (len(index) > 4 or int(index) >= copies):
+            last = f"{{port:{target}[{copies - 1}]}}"
+            runs = f"{copies} cop{'y' if copies == 1 else 'ies'}"
+            return f"{m.group(0)}: service {target} runs {runs} (the last is {last})"
+    return None
+
+
+def check_placeholders(options: DrillOptions, command: Sequence[str]) -> None:
+    """Every placeholder of the drill's commands, ``--env`` values and probes can be filled: a
+    mistake is a one-line UsageError naming the option as the caller spelled it (never a port
+    picked for a name no service has, never a placeholder left raw)."""
+    spelled = options.spelled
+    flag = str(SERVE_AS.error(options, spelled))
+    for arg in command:
+        if why := _placeholder_mistake(arg, options, flag):
+            raise UsageError(f"the command: {why}")
+    for field in ("between", "resume_with"):
+        for arg in getattr(options, field) or ():
+            if why := _placeholder_mistake(arg, options, flag):
+                raise _IN[field].error(options, spelled, why=why)
+    for name, value in options.env.items():
+        if why := _placeholder_mistake(value, options, flag):
+            raise _IN["env"].error(options, spelled, name=name, why=why)
+    for field, texts in (("serve", options.serve), ("ready", options.ready)):
+        for name, given in texts.items():
+            for arg in [given] if isinstance(given, str) else given:
+                if why := _placeholder_mistake(arg, options, flag):
+                    raise _IN[field].error(options, spelled, name=name, why=why)
 
 
 @dataclass(frozen=True)
@@ -43,20 +115,21 @@ class Topology:
     def __init__(self, options: DrillOptions, driver: Sequence[str]) -> None:
         self.options = options
         self.driver = tuple(driver)
-        serve = options.serve
-        for what, names in (("--ready", options.ready), ("--replicas", options.replicas)):
+        serve, spelled = options.serve, options.spelled
+        for field, names in (("ready", options.ready), ("replicas", options.replicas)):
             for name in names:
                 if name not in serve:
-                    known = ", ".join(serve) or "none"
-                    raise UsageError(f"{what} {name}: no --serve service of that name (services: {known})")
-        for name, spec in options.ready.items():
-            why = check(spec)
-            if why:
-                raise UsageError(f"--ready {name}: {why}")
+                    raise NO_SERVICE[field].error(options, spelled, name=name, known=", ".join(serve))
         if DRIVER in serve:
-            raise UsageError(
-                f"--serve {DRIVER}=...: {DRIVER!r} names the command after --; name the service otherwise"
-            )
+            raise SERVE_DRIVER.error(options, spelled)
+        check_placeholders(options, driver)
+        for name, spec in options.ready.items():
+            # its placeholders stand for what a case fills in (a port, a path): checked filled
+            sample = _Filler("t", "/w", {}, own=name, replica=0, service=name, default=name, pick=lambda: 1)
+            why = check(sample.fill(spec))
+            if why:
+                why = why.replace(sample.fill(spec), spec)
+                raise _IN["ready"].error(options, spelled, name=name, why=why)
         alone = [
             flag
             for flag, on in (
@@ -69,10 +142,16 @@ class Topology:
             if on
         ]
         if alone:
-            raise UsageError(
-                f"--serve does not go with {alone[0]}: a deployment's processes are spawned and SIGKILLed"
-            )
-        self.services = {name: resolve_command(argv) for name, argv in serve.items()}
+            raise SERVE_ALONE.error(options, spelled, what=alone[0])
+        self.services: dict[str, list[str]] = {}
+        for name, argv in serve.items():
+            try:
+                self.services[name] = resolve_command(argv)
+            except HarnessError as exc:  # a mistyped NAME= reads as a command: say which was meant
+                named = any("=" in a for a in argv[:2])
+                hint = " (a service is NAME=CMD, NAME ASCII letters, digits, _ and -)" if named else ""
+                shown = " ".join(argv) if named else name
+                raise SERVE_COMMAND.error(options, spelled, name=shown, why=f"{exc}{hint}") from None
 
     def _replica_names(self, name: str) -> list[str]:
         n = self.options.replicas.get(name, 1)
@@ -136,19 +215,22 @@ class _Filler:
         replica: int,
         service: str | None,
         default: str | None,
+        pick: Callable[[], int] = free_port,
     ) -> None:
         self.values = {"thread": thread, "workdir": workdir, "replica": str(replica)}
         self.ports = ports
         self.own, self.service, self.default = own, service, default
+        self.pick = pick
 
     def port(self, name: str | None) -> str:
+        name = None if name is None else name.strip()
         key = self.default if name is None else (self.own if name == self.service else name)
-        if key is None:
+        if key is None:  # check_placeholders refused it before any case
             raise UsageError("{port} in the driver's command needs a --serve service (or use {port:NAME})")
         if key.endswith("[0]"):
             key = key[:-3]
         if key not in self.ports:
-            self.ports[key] = free_port()
+            self.ports[key] = self.pick()
         return str(self.ports[key])
 
     def fill(self, text: str) -> str:

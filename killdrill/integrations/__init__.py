@@ -19,6 +19,11 @@ The record's fields (all but ``name`` optional):
   its file belongs to one of the distributions (the agent's own ``workflows.py`` never does);
 - ``hint``: what the integration kills at, ending the one-line setup warning ("... to kill it at
   every node and checkpoint");
+- ``covers``: frameworks this one runs inside its own runtime, each as (the inner integration's
+  name, a module of this one's whose import shows it): Temporal's plugin for the Agents SDK
+  (``("openai_agents", "temporalio.contrib.openai_agents")``) turns the SDK's model calls and
+  tools into activities, so the SDK imported there is drilled, and no setup warning says its
+  integration is off;
 - ``preload``: modules a fork template imports once (``--launcher fork``);
 - ``internal_steps``: step names that are the integration's own machinery rather than the
   agent's steps (LangGraph's ``checkpoint``);
@@ -191,6 +196,7 @@ class Integration:
     distributions: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     hint: str = "node and checkpoint"
+    covers: tuple[tuple[str, str], ...] = ()  # (inner integration, module of ours that runs it)
     causes: Callable[[Violation, Sequence[Attempt]], Cause | None] | None = None
     probe: Probe | None = None
     examples: tuple[str, ...] = ()

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import string
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +54,8 @@ from killdrill.options.kinds import (
     _split_env,
     _split_identity,
 )
-from killdrill.options.services import SERVICE_ROWS
+from killdrill.options.rules import Rule, _spelling
+from killdrill.options.services import SERVICE_ROWS, SERVICE_RULES
 
 __all__ = [
     "OPTIONS", "Answers", "Choice", "Command", "DrillOptions", "Duration", "Flag", "Kind", "Names",
@@ -289,50 +289,6 @@ _BY_FIELD = {o.field: o for o in OPTIONS}
 # ---- rules: options that go together -------------------------------------------------------------
 
 
-class _Named:
-    """One option in a rule's message: ``{field}`` is its name, ``{field:v}`` its name and value."""
-
-    def __init__(self, row: Option, how: Spelling, value: Any) -> None:
-        self.row, self.how, self.value = row, how, value
-
-    def __format__(self, spec: str) -> str:
-        return self.row.spell(self.how, self.value, with_value=spec == "v")
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Options that go together.  ``holds(values)`` false is an OptionError with ``message``, its
-    ``{field}`` placeholders named as the caller spelled them (the first option of the message
-    in its caller's spelling; an option the caller did not give, in that same spelling).
-    ``holds`` None: the check needs more than the options (the command), its caller checks it."""
-
-    message: str
-    holds: Callable[[Mapping[str, Any]], bool] | None = None
-
-    def check(self, values: Mapping[str, Any], spelled: Spelled, rows: Iterable[Option] = ()) -> None:
-        """Raise this rule's error unless it holds for ``values``."""
-        if self.holds is not None and not self.holds(values):
-            raise self.error(values, spelled, rows)
-
-    def error(self, values: Any, spelled: Spelled, rows: Iterable[Option] = (), **extra: Any) -> OptionError:
-        """The error of this rule for ``values`` (an options object or a mapping of fields)."""
-        table = {r.field: r for r in (*OPTIONS, *rows)}  # ``rows`` (another table's) win a shared name
-
-        def get(name: str) -> Any:
-            return values.get(name) if isinstance(values, Mapping) else getattr(values, name, None)
-
-        names = [f for _, f, _, _ in string.Formatter().parse(self.message) if f in table]
-        first = _spelling(spelled, names[0], None) if names else _spelling(spelled, "", None)
-        args = {f: _Named(table[f], _spelling(spelled, f, first), get(f)) for f in names}
-        return OptionError(self.message.format(**args, **extra))
-
-
-def _spelling(spelled: Spelled, name: str, fallback: Spelling | None) -> Spelling:
-    if isinstance(spelled, Spelling):
-        return spelled
-    return spelled.get(name) or fallback or Spelling.KEYWORD
-
-
 def _names(env: Mapping[str, str], *variables: str) -> bool:
     return any("{" + v + "}" in value for value in env.values() for v in variables)
 
@@ -358,6 +314,7 @@ DRILL_RULES: tuple[Rule, ...] = (
         not o["effect_table"] or o["effect_db"] is not None)),
     Rule("{effect_db} needs {effect_table} (the tables whose rows are effects)", lambda o: (
         o["effect_db"] is None or bool(o["effect_table"]))),
+    *SERVICE_RULES,
 )
 """The rules tying two drill options, checked with every DrillOptions."""
 

@@ -245,12 +245,18 @@ class Pairs(Repeated[dict[str, Any]]):
     join: Callable[[str, Any], str]
     metavar: str = "KEY=VALUE"
     ini_type: IniType = "linelist"
+    once: str | None = None  # a key given twice is a mistake: what a key names ("service")
 
     def item(self, text: str) -> tuple[str, Any]:
         return self.split(text)
 
     def combine(self, items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-        return dict(items)
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if self.once is not None and key in out:
+                raise OptionError(f"{self.once} {key!r} is given twice (the second would replace the first)")
+            out[key] = value
+        return out
 
     def from_value(self, value: Any) -> dict[str, Any]:
         if isinstance(value, str):

@@ -6,14 +6,27 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from killdrill.options.kinds import Command, Number, Option, OptionError, Pairs, _join_pair
+from killdrill.options.rules import Rule
 
-__all__ = ["SERVICE_ROWS", "join_serve", "split_ready", "split_replicas", "split_serve"]
+__all__ = [
+    "MAX_REPLICAS",
+    "SERVICE_ROWS",
+    "SERVICE_RULES",
+    "join_serve",
+    "split_ready",
+    "split_replicas",
+    "split_serve",
+]
 
 _SERVICE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_NAME_RULE = "a service name is ASCII letters, digits, _ and -, first a letter or _"
+
+MAX_REPLICAS = 64
+"""The most copies of one service: each is a process of every case (and of its clean runs)."""
 
 
 def _service_name(argv: Sequence[str]) -> str:
@@ -27,8 +40,12 @@ def _service_name(argv: Sequence[str]) -> str:
 
 
 def split_serve(text: str) -> tuple[str, list[str]]:
+    """``NAME=CMD`` or ``CMD``: a first word holding ``=`` names the service (and must be a name:
+    ``サービス=python app.py`` is a mistake, not a command named ``サービス=python``)."""
     name, sep, rest = text.partition("=")
     named = bool(sep) and _SERVICE_NAME.match(name.strip()) is not None and " " not in name.strip()
+    if sep and not named and name.strip() and not any(c.isspace() for c in name.strip()):
+        raise OptionError(f"{name.strip()!r} is not a service name ({_NAME_RULE}): expected [NAME=]CMD")
     argv = Command().from_text(rest if named else text)
     return (name.strip() if named else _service_name(argv)), argv
 
@@ -48,15 +65,20 @@ def split_ready(text: str) -> tuple[str, str]:
 
 def split_replicas(text: str) -> tuple[str, int]:
     name, sep, count = text.partition("=")
-    if not sep or not _SERVICE_NAME.match(name.strip()) or not count.strip().isdigit() or int(count) < 1:
+    count = count.strip()
+    if not sep or not _SERVICE_NAME.match(name.strip()) or not count.isdigit() or int(count) < 1:
         raise OptionError(f"{text!r}: expected NAME=N with N >= 1")
+    if len(count) > 4 or int(count) > MAX_REPLICAS:
+        raise OptionError(
+            f"{text!r}: at most {MAX_REPLICAS} copies of a service (each is a process of every case)"
+        )
     return name.strip(), int(count)
 
 
 SERVICE_ROWS: tuple[Option, ...] = (
     Option(
         "serve",
-        Pairs(split_serve, join_serve, "[NAME=]CMD"),
+        Pairs(split_serve, join_serve, "[NAME=]CMD", once="service"),
         {},
         "a service run for the whole case beside the driver (the command after --)",
         "--serve",
@@ -64,7 +86,7 @@ SERVICE_ROWS: tuple[Option, ...] = (
     ),
     Option(
         "ready",
-        Pairs(split_ready, _join_pair, "NAME=tcp:PORT|http://URL|log:TEXT"),
+        Pairs(split_ready, _join_pair, "NAME=tcp:PORT|http://URL|log:TEXT", once="the probe of service"),
         {},
         "when a service is ready (default: its {port} accepts, or at once)",
         "--ready",
@@ -72,7 +94,7 @@ SERVICE_ROWS: tuple[Option, ...] = (
     ),
     Option(
         "replicas",
-        Pairs(split_replicas, _join_pair, "NAME=N"),
+        Pairs(split_replicas, _join_pair, "NAME=N", once="the count of service"),
         {},
         "run N copies of a service ({replica} in its command)",
         "--replicas",
@@ -87,3 +109,23 @@ SERVICE_ROWS: tuple[Option, ...] = (
     ),
 )
 """The drill table's deployment rows (``--serve``, ``--ready``, ``--replicas``, ``--restart-delay``)."""
+
+
+def _with_serve(name: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda values: bool(values["serve"]) or not values[name]
+
+
+SERVICE_RULES: tuple[Rule, ...] = tuple(
+    Rule(
+        f"{{{name}}} {what}: it needs {{serve}}; without a service it does nothing",
+        _with_serve(name),
+        ini_default=True,
+    )
+    for name, what in (
+        ("replicas", "copies services"),
+        ("ready", "says when a service is ready"),
+        ("restart_delay", "delays a killed service's restart"),
+    )
+)
+"""Deployment options that mean nothing without ``--serve`` (an ini value is a session's default
+for the tests that serve: not checked)."""

@@ -95,18 +95,18 @@ def _from_distribution(name: str, dists: list[str]) -> bool:
 class _ImportWatch:
     """Leaves ``imported-NAME`` in the workdir's state dir when the agent imports a watched
     module from its distribution (``KILLDRILL_DETECT``: ``NAME=DIST|DIST,...``, discovery runs
-    only): how a drill notices a framework in an agent drilled without its integration.  Read
-    at lookup time: forked attempts bring their own env."""
+    only): how a drill notices a framework in an agent drilled without its integration.  A
+    dotted NAME (an integration's module that runs another framework: ``Integration.covers``)
+    counts when its top-level package comes from the distribution.  Read at lookup time:
+    forked attempts bring their own env."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if "." in name:
-            return None
         for entry in os.environ.get("KILLDRILL_DETECT", "").split(","):
             module, _, dists = entry.partition("=")
             if module != name:
                 continue
             workdir = os.environ.get("KILLDRILL_WORKDIR")
-            if workdir and _from_distribution(name, dists.split("|")):
+            if workdir and _from_distribution(name.partition(".")[0], dists.split("|")):
                 try:
                     open(os.path.join(workdir, ".killdrill", "imported-" + name), "a").close()
                 except OSError:

@@ -53,7 +53,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from killdrill.agent import armed, boundary, in_runtime
+from killdrill.agent import armed, boundary, in_runtime, replays
 from killdrill.integrations import ExitAbort, Integration, Probe, Service, ServiceHost, _answers
 from killdrill.integrations._imports import PatchOnImport
 
@@ -114,6 +114,13 @@ INTEGRATION = Integration(
         "not a verdict",
     ),
     answers=True,
+    # its plugins run these frameworks inside workflows: their model calls and tools are activities
+    covers=(
+        ("openai_agents", "temporalio.contrib.openai_agents"),
+        ("openai_agents", "temporalio.openai_agents"),
+        ("langgraph", "temporalio.contrib.langgraph"),
+        ("langgraph", "temporalio.langgraph"),
+    ),
 )
 
 _ACTIVITY = "temporalio.worker._activity"
@@ -321,10 +328,25 @@ _replace = _hook.replace
 _originals = _hook.originals  # (owner, attribute) -> what was there before the patch
 
 
+def _replaying() -> bool:
+    """In a workflow being replayed from its history (a worker rebuilding its state: every
+    workflow task without a cached workflow, every resume): a point an integration stacked in
+    the workflow reaches there (the Agents SDK's ``before:TOOL``) was reached by the execution
+    the history records, not now, so it is not emitted (:func:`killdrill.agent.replays`)."""
+    workflow = sys.modules.get(_WORKFLOW)
+    if workflow is None:
+        return False
+    try:
+        return bool(workflow.in_workflow() and workflow.unsafe.is_replaying())
+    except Exception:
+        return False
+
+
 def activate() -> None:
     """Emit kill points for every Temporal worker and client in this process (idempotent)."""
     with _lock:
         _hook.install()
+        replays(_replaying)
 
 
 def active() -> bool:
@@ -336,5 +358,6 @@ def deactivate() -> None:
     """Undo :func:`activate` (for in-process tests)."""
     with _lock:
         _hook.undo()
+        replays(_replaying, on=False)
         _finished.clear()
         _types.clear()

@@ -6,12 +6,14 @@ import pytest
 
 from killdrill.drill.topology import Topology
 from killdrill.errors import UsageError
-from killdrill.options import DrillOptions, OptionError
+from killdrill.options import DrillOptions, OptionError, Spelling
 from killdrill.points import ScheduleError, parse_fault
 
+DRIVER = ["python", "client.py", "--url", "http://127.0.0.1:{port}/{thread}"]
 
-def topo(**kw: object) -> Topology:
-    return Topology(DrillOptions(**kw), ["python", "client.py", "--url", "http://127.0.0.1:{port}/{thread}"])  # type: ignore[arg-type]
+
+def topo(spelled: Spelling = Spelling.FLAG, **kw: object) -> Topology:
+    return Topology(DrillOptions(**kw, spelled=spelled), DRIVER)  # type: ignore[arg-type]
 
 
 def test_ports_placeholders_and_replicas_are_filled_per_process() -> None:
@@ -69,3 +71,61 @@ def test_name_point_aims_at_one_process_and_prints_back() -> None:
     assert parse_fault("before:charge").process is None
     with pytest.raises(ScheduleError, match="after api: unknown kind 'bogus'"):
         parse_fault("api:bogus:x")
+
+
+def test_placeholders_fill_every_probe_and_env_value() -> None:
+    t = topo(
+        serve=["app=python app.py --port {port}", "python w.py --name w{replica}"],
+        replicas={"w": 2},
+        ready={"app": "tcp:{port}", "w": "log:{thread} up"},
+        env={"DB": "sqlite:///{workdir}/db", "W1": "{port:w[1]}", "R": "{replica}"},
+    )
+    app, w0, w1, driver = t.processes("kd-7", "/wd")
+    assert w0.env["R"] == "0" and app.ready == f"tcp:{app.argv[-1]}" and w1.ready == "log:kd-7 up"
+    assert driver.env["DB"] == "sqlite:////wd/db" and "{" not in driver.env["W1"]
+    assert w1.env["R"] == "1" and driver.env["R"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (
+            {"env": {"X": "{port:missing}"}},
+            "--env X: {port:missing}: no --serve service named 'missing' (services: api)",
+        ),
+        (
+            {"env": {"X": "{port:api[5]}"}},
+            "--env X: {port:api[5]}: service api runs 1 copy (the last is {port:api[0]})",
+        ),
+        ({"env": {"X": "{port:api[-1]}"}}, "--env X: {port:api[-1]}: expected {port:NAME} or {port:NAME[i]}"),
+        ({"env": {"X": "{port:api[99999999999]}"}}, "service api runs 1 copy"),
+        (
+            {"replicas": {"api": 2}, "ready": {"api": "http://127.0.0.1:{port:api[2]}/"}},
+            "--ready api: {port:api[2]}: service api runs 2 copies",
+        ),
+        (
+            {"between": ["python", "fix.py", "{port:nope}"]},
+            "--between: {port:nope}: no --serve service named 'nope'",
+        ),
+        (
+            {"serve": ["api=python a.py", "web=python w.py --api {port:db}"]},
+            "--serve web: {port:db}: no --serve service",
+        ),
+        (
+            {"serve": ["$(touch x)=python a.py"]},
+            "--serve $(touch x)=python a.py: command not found: $(touch (a service is NAME=CMD",
+        ),
+    ],
+)
+def test_a_placeholder_that_names_nothing_is_a_one_line_error(kw: dict[str, object], message: str) -> None:
+    kw = {"serve": ["api=python a.py --port {port}"], **kw}
+    with pytest.raises(UsageError) as err:
+        topo(**kw)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_placeholder_mistake_names_the_option_as_the_caller_spelled_it() -> None:
+    with pytest.raises(UsageError, match=r"^killdrill_env X: \{port:x\}"):
+        topo(Spelling.INI, serve=["api=python a.py"], env={"X": "{port:x}"})
+    with pytest.raises(UsageError, match=r"^env= X: \{port:x\}"):
+        topo(Spelling.KEYWORD, serve=["api=python a.py"], env={"X": "{port:x}"})
