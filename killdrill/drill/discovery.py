@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
-from killdrill.drill.deployment import catalogue_has, merged
+from killdrill.drill.deployment import catalogue_has, clean_failure, merged
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
     diverged_hint,
@@ -71,11 +71,12 @@ class Discoverer:
                 if self.launcher.topology is not None:  # every process's points, the services' named
                     deployed = self.launcher.deploy(run, Schedule(()), 1, detect=True)
                     attempt = merged(deployed.attempts, deployed.started)
+                    failed = clean_failure(deployed)  # said of the process that failed
                     if deployed.violations:
-                        why = deployed.violations[0].message
-                        attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
+                        attempt = replace(attempt, returncode=attempt.returncode or 1)
                 else:
                     attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+                    failed = None
             except (LaunchError, HarnessError):
                 # the agent never started, or the harness could not run it (a broker that does not
                 # answer, a service never ready: said in the error): no folder left behind unprinted
@@ -93,11 +94,15 @@ class Discoverer:
                     else f"exited {attempt.returncode}"
                 )
                 err = attempt.stderr_tail.strip() or "(no stderr)"
+                heading = "--- stderr (tail) ---\n"
+                if failed is not None:  # a deployment: the process that failed, its stderr
+                    how = f"failed: {failed[0]}" if failed[0] else how
+                    heading, err = "", failed[1]
                 warn(integration_hint(self._imported, self.options.integrations))
                 model = self._unscripted(run)
                 raise DiscoveryError(
                     f"the clean run of {shlex.join(self.command)} {how}{f': {model}' if model else ''}; "
-                    f"workdir kept at {workdir}\n--- stderr (tail) ---\n{err}"
+                    f"workdir kept at {workdir}\n{heading}{err}"
                 )
             snap = self.workdirs.snapshot(run)
             warn(unscripted_line(snap))
