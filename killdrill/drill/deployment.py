@@ -458,7 +458,8 @@ def clean_failure(deployed: Deployed) -> tuple[str, str] | None:
     for a in deployed.attempts:
         if a.process not in (None, DRIVER) and "Traceback (most recent call last)" in a.stderr_tail:
             crashed.append(f"service {a.process}")
-            shown.append(f"--- service {a.process} (attempt {a.number}) stderr (tail) ---\n{a.stderr_tail.strip()}")
+            heading = f"--- service {a.process} (attempt {a.number}) stderr (tail) ---"
+            shown.append(f"{heading}\n{a.stderr_tail.strip()}")
     if not crashed:
         return None
     quiet = "" if driver.stderr_tail.strip() else " (it wrote no stderr)"

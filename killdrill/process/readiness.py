@@ -92,7 +92,8 @@ def listening(pid: int) -> set[int]:
         return ports
     for proc in procs:
         try:
-            conns = proc.net_connections(kind="tcp") if hasattr(proc, "net_connections") else proc.connections()
+            read = proc.net_connections if hasattr(proc, "net_connections") else proc.connections
+            conns = read(kind="tcp")
         except psutil.Error:
             continue
         ports |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}

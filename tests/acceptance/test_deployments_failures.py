@@ -45,7 +45,9 @@ def drill(tmp_path: Path, *args: str) -> tuple[int, str, float]:
     return out.returncode, out.stdout + out.stderr, took
 
 
-def test_a_service_that_crashed_a_request_in_the_clean_run_is_named_with_its_traceback(tmp_path: Path) -> None:
+def test_a_service_that_crashed_a_request_in_the_clean_run_is_named_with_its_traceback(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "svc.py").write_text(CRASHING)
     (tmp_path / "client.py").write_text(CLIENT)
     rc, text, _ = drill(
@@ -54,7 +56,9 @@ def test_a_service_that_crashed_a_request_in_the_clean_run_is_named_with_its_tra
     )  # fmt: skip
     assert rc == 2, text
     assert "(no stderr)" not in text, text
-    assert "service api" in text and "RuntimeError: refunds table is missing: run the migrations" in text, text
+    assert "service api" in text and "RuntimeError: refunds table is missing: run the migrations" in text, (
+        text
+    )
 
 
 def test_a_service_that_exits_at_once_is_named_not_the_driver(tmp_path: Path) -> None:
@@ -84,7 +88,9 @@ def test_a_probe_on_a_port_the_service_does_not_listen_on_fails_fast_naming_both
 
 
 def test_a_service_that_exits_before_it_is_ready_fails_at_once(tmp_path: Path) -> None:
-    (tmp_path / "svc.py").write_text("import sys, time\ntime.sleep(0.3)\nsys.exit('no such table: refunds')\n")
+    (tmp_path / "svc.py").write_text(
+        "import sys, time\ntime.sleep(0.3)\nsys.exit('no such table: refunds')\n"
+    )
     (tmp_path / "driver.py").write_text(WAITS)
     rc, text, took = drill(
         tmp_path, "--serve", f"api=python {tmp_path / 'svc.py'} {{port}}", "--", "python",

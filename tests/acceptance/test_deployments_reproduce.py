@@ -40,16 +40,16 @@ def _args(bug: bool) -> list[str]:
 
 def reproduction(text: str) -> list[str]:
     """The case's ``Reproduce:`` line, as arguments of ``killdrill``."""
-    m = re.search(r"^Reproduce:\n\s+(killdrill .+)$", text, re.MULTILINE)
+    m = re.search(r"Reproduce:\s*\n(?:E)?\s+(killdrill .+?)\s*$", text, re.MULTILINE)  # E: pytest's
     assert m, text
     return shlex.split(m.group(1))[1:]
 
 
-def rerun(tmp_path: Path, line: list[str], n: int) -> list[int]:
+def rerun(tmp_path: Path, line: list[str], n: int, tag: str = "again") -> list[int]:
     """Run the reproduction line ``n`` times (each in its own root): the exit statuses."""
     out = []
     for i in range(n):
-        root = tmp_path / f"again{i}"
+        root = tmp_path / f"{tag}{i}"
         res = run_cli(tmp_path, *line[:1], "--root", str(root), *line[1:], timeout=300)
         out.append(res.returncode)
         assert res.returncode in (0, 1), res.stdout + res.stderr
@@ -59,11 +59,15 @@ def rerun(tmp_path: Path, line: list[str], n: int) -> list[int]:
 
 def first(tmp_path: Path, bug: bool) -> tuple[int, str]:
     pytest.importorskip("dbos")
-    out = run_cli(tmp_path, "run", "--schedule", POINT, "--root", str(tmp_path / "w"), *_args(bug), timeout=300)
+    out = run_cli(
+        tmp_path, "run", "--schedule", POINT, "--root", str(tmp_path / "w"), *_args(bug), timeout=300
+    )
     return out.returncode, out.stdout + out.stderr
 
 
-def test_the_recovered_refund_is_judged_and_the_reproduction_line_carries_every_option(tmp_path: Path) -> None:
+def test_the_recovered_refund_is_judged_and_the_reproduction_line_carries_every_option(
+    tmp_path: Path,
+) -> None:
     rc, text = first(tmp_path, bug=True)
     assert rc == 1 and "VIOLATED [app:before:refund_workflow]" in text, text
     assert "once this process finished refund_workflow" in text, text  # the case waited for it
@@ -85,7 +89,37 @@ def test_the_reproduction_line_gives_the_same_verdict_ten_times_and_beside_a_cpu
     assert rerun(tmp_path, line, 10) == [rc] * 10
     hog = subprocess.Popen([sys.executable, "-c", "while 1: pass"], env={**os.environ})
     try:
-        assert rerun(tmp_path, line, 10) == [rc] * 10
+        assert rerun(tmp_path, line, 10, "hogged") == [rc] * 10
     finally:
         hog.kill()
         hog.wait()
+
+
+@pytest.mark.slow  # an inner pytest session of a DBOS deployment
+def test_the_pytest_route_judges_the_recovered_refund_and_its_line_reproduces_it(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytest.importorskip("dbos")
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\n")
+    env = {
+        "DBOS_SYSTEM_DATABASE_URL": "sqlite:///{workdir}/dbos.sqlite",
+        "STRIPE_API_BASE": "{KILLDRILL_FAKES_URL}",
+        "REFUND_BUG": "new_id",
+    }
+    pytester.makepyfile(
+        test_inner=f"""
+        import pytest
+
+        @pytest.mark.killdrill(points=[{POINT!r}], serve={{"app": {APP.partition("=")[2]!r}}},
+                               env={env!r}, integrations=["dbos"], http_fakes=True)
+        def test_refund(killdrill, kill_point):
+            killdrill.run({list(CLIENT)!r}, kill_point).assert_exactly_once()
+        """
+    )
+    res = pytester.runpytest("-v")
+    res.assert_outcomes(failed=1)
+    text = res.stdout.str()
+    assert "once this process finished refund_workflow" in text, text
+    line = reproduction(text)
+    assert "REFUND_BUG=new_id" in line and "--serve" in line and "dbos" in line, line
+    assert rerun(tmp_path, line, 1) == [1]

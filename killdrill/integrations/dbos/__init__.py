@@ -60,7 +60,7 @@ from killdrill.agent import armed, boundary, in_runtime
 from killdrill.integrations import Cause, Integration, Probe, _answers
 from killdrill.integrations._findings import finding_line
 from killdrill.integrations._imports import PatchOnImport
-from killdrill.integrations.dbos.work import wrap_launch, working
+from killdrill.integrations.dbos.work import working, wrap_launch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
