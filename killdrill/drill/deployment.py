@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from killdrill.drill.env import how_ended, last_line
 from killdrill.drill.topology import DRIVER, Process
 from killdrill.errors import HarnessError, UsageError
-from killdrill.integrations._work import unfinished
+from killdrill.integrations._work import unfinished, without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
@@ -173,7 +173,7 @@ class DeploymentHook:
         if time.monotonic() > self.deadline:
             run = self.waiting[0]
             self._end()
-            err = last_line(tail(run.spec.stderr_path)) or "(no stderr)"
+            err = _last(run) or "(no stderr)"
             raise HarnessError(
                 f"service {self._name(run)} never became ready ({self.names[id(run.spec)].ready}) within"
                 f" {self.ready_timeout:g}s; its stderr ends with: {err}"
@@ -253,7 +253,7 @@ class DeploymentHook:
             return
         if any(r is run for r in self.waiting) or self.driver_runs == 0:
             self._end()
-            err = "; ".join(run.errors) or last_line(tail(run.spec.stderr_path)) or "(no stderr)"
+            err = "; ".join(run.errors) or _last(run) or "(no stderr)"
             raise HarnessError(
                 f"service {process.name} {_ended(rc)} before it was ready; its stderr ends with: {err}"
             )
@@ -261,12 +261,7 @@ class DeploymentHook:
             Violation(
                 RESUME_FAILED,
                 f"service {process.name} (attempt {run.spec.number}) {_ended(rc)} while the driver was"
-                f" still running"
-                + (
-                    f"; its stderr ends with: {last_line(tail(run.spec.stderr_path))}"
-                    if last_line(tail(run.spec.stderr_path))
-                    else ""
-                ),
+                f" still running" + (f"; its stderr ends with: {_last(run)}" if _last(run) else ""),
                 detail={"process": process.name, "attempt": run.spec.number, "returncode": rc},
             )
         )
@@ -400,6 +395,11 @@ class DeploymentHook:
         out.attempts.sort(key=lambda a: a.number)
         out.unreached = self.current
         return out
+
+
+def _last(run: Running) -> str:
+    """The last line of ``run``'s stderr, its own (not the harness's work lines)."""
+    return last_line(without_work(tail(run.spec.stderr_path)))
 
 
 def _text(path: str) -> str:

@@ -14,13 +14,26 @@ Imported by the agent (through integrations) and by the harness: standard librar
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
-__all__ = ["PREFIX", "unfinished", "work_line"]
+__all__ = ["PREFIX", "said", "unfinished", "without_work", "work_line"]
 
 PREFIX = "killdrill: work "
+_WHOLE = re.compile(r"^killdrill: work (?:pending|done) [^\n]*(?:\n|$)", re.MULTILINE)
 _LINE = re.compile(r"^killdrill: work (?P<what>pending|done) (?P<run>\S+)(?: (?P<name>\S+))?$", re.MULTILINE)
+
+
+def said() -> bool:
+    """Does this process say its work?  A deployment's services do (``KILLDRILL_PROCESS`` names
+    one); a driver's end is the case's end anyway, and a single command's drill waits for nothing."""
+    return os.environ.get("KILLDRILL_PROCESS", "driver") != "driver"
+
+
+def without_work(text: str) -> str:
+    """``text`` (a stderr tail) without the work lines: what a person reads is the process's own."""
+    return _WHOLE.sub("", text) if PREFIX in text else text
 
 
 def work_line(what: str, run: str, name: str = "") -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from killdrill.agent import armed
+from killdrill.integrations._work import said as services_say
 from killdrill.integrations._work import work_line
 
 __all__ = ["working", "wrap_launch"]
@@ -21,7 +22,7 @@ __all__ = ["working", "wrap_launch"]
 def working(wid: str | None, name: str) -> Iterator[None]:
     """A workflow's body, said pending and then done (either way) on stderr under a drill: a
     deployment's case does not end while a service still runs one (``integrations._work``)."""
-    said = wid is not None and armed()
+    said = wid is not None and armed() and services_say()
     if said:
         work_line("pending", str(wid), name)
     try:
@@ -38,7 +39,7 @@ def wrap_launch(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     def launch(dbos: Any, *rest: Any, **kw: Any) -> Any:
         out = orig(dbos, *rest, **kw)
-        if armed():
+        if armed() and services_say():
             try:
                 held = _unfinished(dbos)
             except Exception as exc:  # never break the agent's launch for the drill's bookkeeping
