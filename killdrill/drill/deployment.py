@@ -241,7 +241,7 @@ class DeploymentHook:
             elif (killed or (run.outcome is None and rc != 0)) and self.driver_runs < self.max_attempts:
                 self._start(self._spec(process))  # the client's resume
             else:
-                self._settle()
+                self._end()  # the driver failed for good: the verdict fails without the services' work
             return
         if self.settling is not None and not killed:
             self._end()  # a service gone while finishing its work: its end is the case's
