@@ -1,13 +1,20 @@
 """The workflows a DBOS service still has to run, said on its stderr under a drill
 (:mod:`killdrill.integrations._work`): a deployment's case then ends only once a restarted
 service finished the workflows it recovered, whenever DBOS's queue gets to them (its next poll,
-up to a second after launch), not whenever the driver happens to finish first."""
+up to a second after launch), not whenever the driver happens to finish first.
+
+Under a drill, a service's launch also waits (up to ``RECOVERY_WAIT_S``) until the workflows it
+recovers have run, before the app can answer a request: which of a recovered workflow and a
+client's re-sent request runs first is then always the same (the recovered one, an order
+production has whenever recovery is quick), so a case's violations do not depend on that race."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,7 +22,12 @@ from killdrill.agent import armed
 from killdrill.integrations._work import said as services_say
 from killdrill.integrations._work import work_line
 
-__all__ = ["working", "wrap_launch"]
+__all__ = ["RECOVERY_WAIT_S", "working", "wrap_launch"]
+
+RECOVERY_WAIT_S = 5.0
+"""How long a launch waits for the workflows it recovers (one may wait on a request to the app)."""
+_finished: set[str] = set()  # workflows whose body ended in this process
+_changed = threading.Condition()
 
 
 @contextlib.contextmanager
@@ -30,6 +42,9 @@ def working(wid: str | None, name: str) -> Iterator[None]:
     finally:
         if said:
             work_line("done", str(wid))
+            with _changed:
+                _finished.add(str(wid))
+                _changed.notify_all()
 
 
 def wrap_launch(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,6 +63,10 @@ def wrap_launch(orig: Callable[..., Any]) -> Callable[..., Any]:
                 held = []
             for wid, name in held:
                 work_line("pending", wid, name)
+            deadline = time.monotonic() + RECOVERY_WAIT_S
+            with _changed:
+                while not {wid for wid, _ in held} <= _finished and time.monotonic() < deadline:
+                    _changed.wait(max(0.0, deadline - time.monotonic()))
         return out
 
     return launch

@@ -1,6 +1,6 @@
 """The refund service's client (the driver): makes the charge to refund (keyed, through the stripe
-SDK), then ``POST /refunds`` and retries the POST on a connection error, as clients do, until
-it is answered."""
+SDK), then ``POST /refunds`` of part of it and retries the POST on a connection error, as
+clients do, until it is answered."""
 
 import argparse
 import json
@@ -21,7 +21,7 @@ client = stripe.StripeClient("sk_test_x", base_addresses={"api": os.environ["KIL
 intent = client.v1.payment_intents.create(
     params={"amount": 4200, "currency": "usd"}, options={"idempotency_key": f"{args.request}-charge"}
 )
-body = json.dumps({"request_id": args.request, "payment_intent": intent.id, "amount": 4200}).encode()
+body = json.dumps({"request_id": args.request, "payment_intent": intent.id, "amount": 1500}).encode()
 deadline = time.monotonic() + 60
 while True:
     req = urllib.request.Request(args.url, data=body, headers={"Content-Type": "application/json"})
