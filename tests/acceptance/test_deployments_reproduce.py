@@ -47,14 +47,20 @@ def reproduction(text: str) -> list[str]:
     return shlex.split(m.group(1))[1:]
 
 
-def rerun(tmp_path: Path, line: list[str], n: int, tag: str = "again") -> list[int]:
-    """Run the reproduction line ``n`` times (each in its own root): the exit statuses."""
+def verdict(rc: int, text: str) -> tuple[int, str]:
+    """The exit status and the case's headline (its verdict and violation kinds)."""
+    head = next((ln for ln in text.splitlines() if ln.startswith(("VIOLATED", "EXACTLY-ONCE"))), "")
+    return rc, re.sub(r"\] .*: ", "]: ", head) if head.startswith("VIOLATED") else head.split(" ")[0]
+
+
+def rerun(tmp_path: Path, line: list[str], n: int, tag: str = "again") -> list[tuple[int, str]]:
+    """Run the reproduction line ``n`` times (each in its own root): each run's verdict."""
     out = []
     for i in range(n):
         root = tmp_path / f"{tag}{i}"
         res = run_cli(tmp_path, *line[:1], "--root", str(root), *line[1:], timeout=300)
-        out.append(res.returncode)
         assert res.returncode in (0, 1), res.stdout + res.stderr
+        out.append(verdict(res.returncode, res.stdout + res.stderr))
         assert not survivors(str(root), seconds=0.3)
     return out
 
@@ -77,7 +83,7 @@ def test_the_recovered_refund_is_judged_and_the_reproduction_line_carries_every_
     for flag in ("--serve", "--integration", "--http-fakes", "--discovery-runs"):
         assert flag in line, line
     assert "REFUND_BUG=new_id" in line and "STRIPE_API_BASE={KILLDRILL_FAKES_URL}" in line, line
-    assert rerun(tmp_path, line, 1) == [1]
+    assert rerun(tmp_path, line, 1) == [verdict(rc, text)]
 
 
 @pytest.mark.slow
@@ -88,10 +94,10 @@ def test_the_reproduction_line_gives_the_same_verdict_ten_times_and_beside_a_cpu
     rc, text = first(tmp_path, bug)
     assert rc == (1 if bug else 0), text
     line = reproduction(text)
-    assert rerun(tmp_path, line, 10) == [rc] * 10
+    assert rerun(tmp_path, line, 10) == [verdict(rc, text)] * 10
     hog = subprocess.Popen([sys.executable, "-c", "while 1: pass"], env={**os.environ})
     try:
-        assert rerun(tmp_path, line, 10, "hogged") == [rc] * 10
+        assert rerun(tmp_path, line, 10, "hogged") == [verdict(rc, text)] * 10
     finally:
         hog.kill()
         hog.wait()
@@ -124,4 +130,4 @@ def test_the_pytest_route_judges_the_recovered_refund_and_its_line_reproduces_it
     assert "payments.refund" in text and "(app)  key" in text, text  # the recovered refund, judged
     line = reproduction(text)
     assert "REFUND_BUG=new_id" in line and "--serve" in line and "dbos" in line, line
-    assert rerun(tmp_path, line, 1) == [1]
+    assert [v[0] for v in rerun(tmp_path, line, 1)] == [1]
