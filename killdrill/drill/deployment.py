@@ -20,10 +20,11 @@ from dataclasses import dataclass, field, replace
 from killdrill.drill.env import how_ended, last_line
 from killdrill.drill.topology import DRIVER, Process
 from killdrill.errors import HarnessError, UsageError
+from killdrill.integrations._work import unfinished, without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
-from killdrill.process.readiness import ready
+from killdrill.process.readiness import listening, probed_port, ready
 from killdrill.process.reaping import kill_tree, tail
 from killdrill.process.supervisor import Supervisor
 from killdrill.records import (
@@ -41,6 +42,7 @@ SpecFactory = Callable[[Process, int], LaunchSpec]
 """Builds the launch spec of ``process`` as attempt ``number`` (its env, log files, channel)."""
 
 _POLL_S = 0.05
+_ELSEWHERE_S = 1.0  # how long a service may listen only on other ports than its probe's
 
 
 @dataclass
@@ -116,6 +118,9 @@ class DeploymentHook:
         self.driver: LaunchSpec | None = None
         # occurrences of a point in a service (all its replicas and restarts), since the last fault
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.elsewhere: dict[int, float] = {}  # id(spec) -> since when it listens off its probe's port
+        self.settling: float | None = None  # when the driver finished, while services finish their work
+        self.settled: dict[int, tuple[Running, list[str]]] = {}  # id(spec) -> the work waited for
 
     # ---- set up ------------------------------------------------------------------------------
     def specs(self) -> list[LaunchSpec]:
@@ -158,6 +163,8 @@ class DeploymentHook:
         if not self.waiting and self.driver_runs == 0:
             self.waiting = [r for r in sup.running if self.names[id(r.spec)].ready is not None]
         self.waiting = [r for r in self.waiting if not self._ready(r)]
+        for run in self.waiting:
+            self._listens_elsewhere(run)
         if not self.waiting:
             first = min((r.started for r in sup.running), default=time.monotonic())
             self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
@@ -166,12 +173,31 @@ class DeploymentHook:
         if time.monotonic() > self.deadline:
             run = self.waiting[0]
             self._end()
-            err = last_line(tail(run.spec.stderr_path)) or "(no stderr)"
+            err = _last(run) or "(no stderr)"
             raise HarnessError(
                 f"service {self._name(run)} never became ready ({self.names[id(run.spec)].ready}) within"
                 f" {self.ready_timeout:g}s; its stderr ends with: {err}"
             )
         sup.at(_POLL_S, self._poll_ready)
+
+    def _listens_elsewhere(self, run: Running) -> None:
+        """A service up and listening, but not on the port its probe knocks on (for
+        ``_ELSEWHERE_S``: a server may open another port first) fails now, naming both ports."""
+        probe = self.names[id(run.spec)].ready
+        port = probed_port(probe) if probe is not None else None
+        ports = listening(run.popen.pid) if port is not None and run.alive else set()
+        if not ports or port in ports:
+            self.elsewhere.pop(id(run.spec), None)
+            return
+        since = self.elsewhere.setdefault(id(run.spec), time.monotonic())
+        if time.monotonic() - since < _ELSEWHERE_S:
+            return
+        self._end()
+        where = ", ".join(map(str, sorted(ports)))
+        raise HarnessError(
+            f"service {self._name(run)} listens on port {where}, not on the probed port {port} ({probe}):"
+            " start it on {port} (the case's port for it) or probe the port it listens on"
+        )
 
     def _ready(self, run: Running) -> bool:
         probe = self.names[id(run.spec)].ready
@@ -211,11 +237,14 @@ class DeploymentHook:
         if process.name == DRIVER:
             if run.outcome is None and (rc == 0 or self.known_abort(run)):
                 self.result.completed = True
-                self._end()
+                self._settle()
             elif (killed or (run.outcome is None and rc != 0)) and self.driver_runs < self.max_attempts:
                 self._start(self._spec(process))  # the client's resume
             else:
-                self._end()
+                self._end()  # the driver failed for good: the verdict fails without the services' work
+            return
+        if self.settling is not None and not killed:
+            self._end()  # a service gone while finishing its work: its end is the case's
             return
         if killed:
             sup = self.supervisor
@@ -224,7 +253,7 @@ class DeploymentHook:
             return
         if any(r is run for r in self.waiting) or self.driver_runs == 0:
             self._end()
-            err = "; ".join(run.errors) or last_line(tail(run.spec.stderr_path)) or "(no stderr)"
+            err = "; ".join(run.errors) or _last(run) or "(no stderr)"
             raise HarnessError(
                 f"service {process.name} {_ended(rc)} before it was ready; its stderr ends with: {err}"
             )
@@ -232,16 +261,57 @@ class DeploymentHook:
             Violation(
                 RESUME_FAILED,
                 f"service {process.name} (attempt {run.spec.number}) {_ended(rc)} while the driver was"
-                f" still running"
-                + (
-                    f"; its stderr ends with: {last_line(tail(run.spec.stderr_path))}"
-                    if last_line(tail(run.spec.stderr_path))
-                    else ""
-                ),
+                f" still running" + (f"; its stderr ends with: {_last(run)}" if _last(run) else ""),
                 detail={"process": process.name, "attempt": run.spec.number, "returncode": rc},
             )
         )
         self._end()
+
+    # ---- the case's end ------------------------------------------------------------------------
+    def _settle(self) -> None:
+        """The driver is done: the services finish the work they said they hold (a workflow a
+        restarted service recovered, ``integrations._work``) before the case ends, so the verdict
+        never depends on whether the runtime got to it before the driver finished."""
+        sup = self.supervisor
+        assert sup is not None
+        if self.ending:
+            return
+        now = time.monotonic()
+        if self.settling is None:
+            self.settling = now
+        held = self._held()
+        waited = now - self.settling
+        if held and waited < self.ready_timeout:
+            sup.at(_POLL_S, self._settle)
+            return
+        for run, works in held:
+            run.notes.append(
+                f"the case ended {waited:.0f}s after the driver finished while this process still"
+                f" held {', '.join(works)}: the effects of that work are not in the verdict"
+            )
+        if waited >= _POLL_S and not held:
+            for run, works in self.settled.values():
+                run.notes.append(
+                    f"the case ended {waited * 1000.0:.0f} ms after the driver finished, once this"
+                    f" process finished {', '.join(works)} it held"
+                )
+        self._end()
+
+    def _held(self) -> list[tuple[Running, list[str]]]:
+        """The live services' unfinished work, per process (done in any process of the case)."""
+        sup = self.supervisor
+        assert sup is not None
+        services = [r for r in sup.running if self.names[id(r.spec)].name != DRIVER]
+        texts = {id(r.spec): _text(r.spec.stderr_path) for r in services}
+        everywhere = "".join(texts.values())
+        out: list[tuple[Running, list[str]]] = []
+        for r in services:
+            left = unfinished(texts[id(r.spec)], everywhere) if r.alive else {}
+            works = [f"{name or 'work'} {run}" for run, name in left.items()]
+            if works:
+                out.append((r, works))
+                self.settled.setdefault(id(r.spec), (r, works))
+        return out
 
     # ---- internals -----------------------------------------------------------------------------
     def _restart(self, process: Process) -> None:
@@ -327,6 +397,19 @@ class DeploymentHook:
         return out
 
 
+def _last(run: Running) -> str:
+    """The last line of ``run``'s stderr, its own (not the harness's work lines)."""
+    return last_line(without_work(tail(run.spec.stderr_path)))
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def _ended(rc: int | None) -> str:
     return how_ended(Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0))
 
@@ -351,6 +434,37 @@ def merged(attempts: Sequence[Attempt], started: dict[int, float]) -> Attempt:
     last = drivers[-1]
     span = last.duration_ms + (started.get(last.number, zero) - zero) * 1000.0  # from the first start
     return replace(last, trace=tuple(events), duration_ms=round(span, 3))
+
+
+def clean_failure(deployed: Deployed) -> tuple[str, str] | None:
+    """Why a deployment's clean run failed, said of the process that failed: ``(what happened,
+    the stderr to show)``.  A service that ended on its own is named with its exit and stderr,
+    not the driver stopped after it; a driver that failed with a service's traceback in the
+    service's log shows that log's tail beside the driver's."""
+    for v in deployed.violations:
+        name, number = v.detail.get("process"), v.detail.get("attempt")
+        if name is None:
+            continue
+        own = next((a for a in deployed.attempts if a.number == number), None)
+        text = own.stderr_tail.strip() if own is not None else ""
+        how = f"service {name} {_ended(v.detail.get('returncode'))} while the driver was still running"
+        return how, f"--- service {name} (attempt {number}) stderr (tail) ---\n{text or '(no stderr)'}"
+    drivers = [a for a in deployed.attempts if a.process == DRIVER]
+    if not drivers:
+        return None
+    driver, shown, crashed = drivers[-1], [], []
+    if driver.stderr_tail.strip():
+        shown.append(f"--- driver stderr (tail) ---\n{driver.stderr_tail.strip()}")
+    for a in deployed.attempts:
+        if a.process not in (None, DRIVER) and "Traceback (most recent call last)" in a.stderr_tail:
+            crashed.append(f"service {a.process}")
+            heading = f"--- service {a.process} (attempt {a.number}) stderr (tail) ---"
+            shown.append(f"{heading}\n{a.stderr_tail.strip()}")
+    if not crashed:
+        return None
+    quiet = "" if driver.stderr_tail.strip() else " (it wrote no stderr)"
+    how = f"driver {how_ended(driver)}{quiet}; {' and '.join(crashed)} logged a traceback"
+    return how, "\n".join(shown)
 
 
 def service_of(name: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.db_effects import with_rows
-from killdrill.drill.deployment import catalogue_has, merged
+from killdrill.drill.deployment import catalogue_has, clean_failure, merged
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
     diverged_hint,
@@ -73,11 +73,12 @@ class Discoverer:
                 if self.launcher.topology is not None:  # every process's points, the services' named
                     deployed = self.launcher.deploy(run, Schedule(()), 1, detect=True)
                     attempt = merged(deployed.attempts, deployed.started)
+                    failed = clean_failure(deployed)  # said of the process that failed
                     if deployed.violations:
-                        why = deployed.violations[0].message
-                        attempt = replace(attempt, returncode=attempt.returncode or 1, stderr_tail=why)
+                        attempt = replace(attempt, returncode=attempt.returncode or 1)
                 else:
                     attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+                    failed = None
                 # the agent's own rows, read before the release drops its schema
                 ok = attempt.outcome == EXITED and attempt.returncode == 0
                 rows = self.launcher.effect_rows.read(run, clean=True) if ok else []
@@ -98,11 +99,15 @@ class Discoverer:
                     else f"exited {attempt.returncode}"
                 )
                 err = attempt.stderr_tail.strip() or "(no stderr)"
+                heading = "--- stderr (tail) ---\n"
+                if failed is not None:  # a deployment: the process that failed, its stderr
+                    how = f"failed: {failed[0]}" if failed[0] else how
+                    heading, err = "", failed[1]
                 warn(integration_hint(self._imported, self.options.integrations))
                 model = self._unscripted(run)
                 raise DiscoveryError(
                     f"the clean run of {shlex.join(self.command)} {how}{f': {model}' if model else ''}; "
-                    f"workdir kept at {workdir}\n--- stderr (tail) ---\n{err}"
+                    f"workdir kept at {workdir}\n{heading}{err}"
                 )
             snap = with_rows(self.workdirs.snapshot(run), rows)
             warn(unscripted_line(snap))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import urllib.error
+import urllib.parse
 
 from killdrill.isolation import loopback_error, open_url
 
@@ -67,3 +68,36 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def probed_port(spec: str) -> int | None:
+    """The local port a ``tcp:`` or loopback ``http://`` probe knocks on, or None."""
+    if spec.startswith("tcp:"):
+        return int(spec[4:]) if spec[4:].isdigit() else None
+    if spec.startswith(("http://", "https://")):
+        url = urllib.parse.urlsplit(spec)
+        if url.hostname in ("127.0.0.1", "localhost", "0.0.0.0", "::1"):
+            with contextlib.suppress(ValueError):
+                return url.port or (443 if url.scheme == "https" else 80)
+    return None
+
+
+def listening(pid: int) -> set[int]:
+    """The TCP ports the process ``pid`` and its descendants listen on (empty when unknown): a
+    service that is up on another port than its probe's is told at once, not after a timeout."""
+    import psutil  # a dependency; imported only while a service is being waited for
+
+    ports: set[int] = set()
+    try:
+        top = psutil.Process(pid)
+        procs = [top, *top.children(recursive=True)]
+    except psutil.Error:
+        return ports
+    for proc in procs:
+        try:
+            read = proc.net_connections if hasattr(proc, "net_connections") else proc.connections
+            conns = read(kind="tcp")
+        except psutil.Error:
+            continue
+        ports |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}
+    return ports

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from killdrill.errors import HarnessError
+from killdrill.integrations._work import without_work
 from killdrill.process import containment
 from killdrill.process.attempts import BoundaryHook as BoundaryHook
 from killdrill.process.attempts import LaunchSpec as LaunchSpec
@@ -452,7 +453,7 @@ class Supervisor:
             killed_at=run.killed_at,
             signal=run.sent_signal,
             stdout_tail=tail(spec.stdout_path),
-            stderr_tail=tail(spec.stderr_path),
+            stderr_tail=without_work(tail(spec.stderr_path)),
             notes=tuple(notes + run.errors),
         )
 

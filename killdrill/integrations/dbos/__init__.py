@@ -60,6 +60,7 @@ from killdrill.agent import armed, boundary, in_runtime
 from killdrill.integrations import Cause, Integration, Probe, _answers
 from killdrill.integrations._findings import finding_line
 from killdrill.integrations._imports import PatchOnImport
+from killdrill.integrations.dbos.work import working, wrap_launch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -311,7 +312,8 @@ def _wrap_dropping(orig: Callable[..., Any]) -> Callable[..., Any]:
 
             @functools.wraps(run)
             async def run_async() -> Any:
-                with in_runtime(runtime="dbos", unit="workflow", name=name, run=_workflow_id()):
+                wid = _workflow_id()
+                with in_runtime(runtime="dbos", unit="workflow", name=name, run=wid), working(wid, name):
                     boundary(before)
                     result = await run()
                     boundary(after)
@@ -321,7 +323,8 @@ def _wrap_dropping(orig: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(run)
         def run_sync() -> Any:
-            with in_runtime(runtime="dbos", unit="workflow", name=name, run=_workflow_id()):
+            wid = _workflow_id()
+            with in_runtime(runtime="dbos", unit="workflow", name=name, run=wid), working(wid, name):
                 boundary(before)
                 result = run()
                 boundary(after)
@@ -428,6 +431,7 @@ def _patch(module: ModuleType) -> None:
             _replace(
                 module, "startup_recovery_thread", _wrap_startup_recovery(module.startup_recovery_thread)
             )
+            _replace(module.DBOS, "_launch", wrap_launch(module.DBOS._launch))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)
