@@ -112,3 +112,35 @@ def test_the_pop_window_is_refused_on_rabbitmq(tmp_path: Path, receipts: tuple[s
     text = drill(tmp_path, AMQP, receipts, *args)
     assert text.startswith("rc=2\n"), text
     assert "--pop-window drills the Redis transport's BRPOP window" in text, text
+
+
+@pytest.mark.slow  # an inner pytest session: discovery and two cases, ~50 s on a loaded machine
+def test_the_pytest_route_gives_the_same_verdicts(
+    pytester: pytest.Pytester, receipts: tuple[str, str]
+) -> None:
+    db, table = receipts
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 20\n")
+    env = {"STRIPE_API_BASE": "{KILLDRILL_FAKES_URL}", "ORDERS_DATABASE_URL": db, "ORDERS_TABLE": table}
+    common = (
+        f"integrations=['celery'], broker={broker(REDIS)!r}, http_fakes=True, env={env!r}, "
+        f"serve={{'worker': {WORKER.split('=', 1)[1]!r}}}"
+    )
+    pytester.makepyfile(
+        test_inner=f"""
+        import pytest
+        SUBMIT = {SUBMIT!r}
+
+        @pytest.mark.killdrill(points=["worker:committed:charge_order#2"], {common})
+        def test_commit(killdrill, kill_point):
+            killdrill.run(SUBMIT, kill_point).assert_exactly_once()
+
+        @pytest.mark.killdrill(points=["worker:during:redis.brpop#3"], pop_window=True, {common})
+        def test_window(killdrill, kill_point):
+            killdrill.run(SUBMIT, kill_point).assert_exactly_once()
+        """
+    )
+    res = pytester.runpytest("-v")
+    out = res.stdout.str()
+    res.assert_outcomes(passed=1, failed=1)
+    assert "test_commit[worker:committed:charge_order#2] PASSED" in out, out
+    assert "redis_pop_window" in out, out

@@ -13,7 +13,7 @@ from killdrill.integrations import Cause
 from killdrill.integrations.celery.acks import POP_POINT
 from killdrill.records import HANG, RESUME_FAILED, Attempt, Violation
 
-__all__ = ["POP_WINDOW_CAUSE", "POP_WINDOW_FIX", "causes"]
+__all__ = ["NOT_TAKEN_CAUSE", "NOT_TAKEN_FIX", "POP_WINDOW_CAUSE", "POP_WINDOW_FIX", "causes"]
 
 POP_WINDOW_CAUSE = "redis_pop_window"
 POP_WINDOW_FIX = (
@@ -23,6 +23,13 @@ POP_WINDOW_FIX = (
     "ack; quorum queues also survive a broker restart), or have the submitter send an order again "
     "under the same task id when its result does not come (the task's effects keyed by the order "
     "make the second delivery replay them)"
+)
+
+NOT_TAKEN_CAUSE = "task_not_taken"
+NOT_TAKEN_FIX = (
+    "keep a worker consuming the task's queue after a kill (the killed service restarted, or a second "
+    "replica, its -Q including the queue), and give the case longer than the visibility timeout "
+    "(--timeout above KILLDRILL_CELERY_VISIBILITY_TIMEOUT, 3 s by default) for the task to come back"
 )
 
 
@@ -59,5 +66,15 @@ def causes(v: Violation, attempts: Sequence[Attempt]) -> Cause | None:
             "worker and never recorded, which on Redis is the moment between BRPOP and the unacked "
             f"hash ({POP_POINT})",
             POP_WINDOW_FIX,
+        )
+    if v.kind == HANG and held.get("unacked") is not None and not nothing_held:
+        waiting = sum((held.get("waiting") or {}).values())
+        return Cause(
+            NOT_TAKEN_CAUSE,
+            f"the broker still holds {held.get('unacked')} unacknowledged and {waiting} waiting task(s) of "
+            "the run when the attempt was stopped: no live worker took them (Redis hands an "
+            f"unacknowledged task on after its visibility timeout, {held.get('visibility_timeout_s', 0):g} s "
+            "here, and only to a worker consuming its queue)",
+            NOT_TAKEN_FIX,
         )
     return None

@@ -9,7 +9,7 @@ import pytest
 
 from killdrill.integrations import Cause
 from killdrill.integrations.celery import acks
-from killdrill.integrations.celery.causes import POP_WINDOW_CAUSE, causes
+from killdrill.integrations.celery.causes import NOT_TAKEN_CAUSE, POP_WINDOW_CAUSE, causes
 from killdrill.records import HANG, Attempt, Violation
 
 
@@ -153,7 +153,11 @@ def test_a_hang_whose_broker_holds_nothing_after_a_worker_kill_names_the_window(
     assert "offset:2000ms" in found.observed
 
 
-def test_a_hang_whose_broker_still_holds_the_task_is_not_the_window() -> None:
+def test_a_hang_whose_broker_still_holds_the_task_says_no_worker_took_it() -> None:
     attempts = [_attempt(1, "driver", None), _attempt(2, "worker", "before:charge_order")]
-    assert causes(_hang({"unacked": 1, "waiting": {}}), attempts) is None
+    held = {"unacked": 1, "waiting": {"celery": 2}, "visibility_timeout_s": 3.0}
+    found = causes(_hang(held), attempts)
+    assert found is not None and found.name == NOT_TAKEN_CAUSE
+    assert "1 unacknowledged and 2 waiting" in found.observed and "--timeout" in found.fix
     assert causes(_hang({"unacked": 0, "waiting": {}}), [_attempt(1, "driver", None)]) is None
+    assert causes(_hang(), [_attempt(1, "driver", None)]) is None
