@@ -90,6 +90,7 @@ def test_the_same_verdict_at_the_second_commit_every_run(
     tmp_path: Path, url: str, receipts: tuple[str, str]
 ) -> None:
     for n in range(REPEATS):
+        (tmp_path / str(n)).mkdir()
         exactly_once_at_the_second_commit(tmp_path / str(n), url, receipts)
 
 
