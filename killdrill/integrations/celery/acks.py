@@ -8,18 +8,20 @@ next turn, so a point there came before the commit it names.
 
 On Redis a worker's main process asks for work with a ``BRPOP`` sent ahead of time: Redis pops
 the next message into the reply at once, and kombu records it in ``unacked`` only when the loop
-reads that reply.  The point is never held while such a reply is pending (a state production
-passes through in microseconds: frozen there, a kill loses the popped message): it waits until
-the loop read the reply (the message is then in ``unacked``, or there was none) or the channel
-closes.  The window itself is a point of its own, ``during:redis.brpop`` (the message popped,
-not yet recorded), emitted when the drill asks for it (:data:`POP_WINDOW_ENV`): a kill there
-loses the message whatever the task's code does.
+reads that reply.  The point is never held while such a reply may hold a message (a state
+production passes through in microseconds: frozen there, a kill loses the popped message): it
+waits until the loop read the reply (the message is then in ``unacked``, or there was none) or
+the channel closes.  A BRPOP blocked on empty queues is no such state (an idle worker).  The
+window itself is a point of its own, ``during:redis.brpop`` (the message popped, not yet
+recorded), emitted when the drill asks for it (:data:`POP_WINDOW_ENV`): a kill there loses the
+message whatever the task's code does.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import select
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +45,7 @@ POP_POINT = "during:redis.brpop"
 in ``unacked``: the one moment a kill loses a message that ``acks_late`` was to keep."""
 _MARK = "_killdrill_committed"  # on a kombu Message: the task's point name, set by acknowledge
 _PENDING = "_killdrill_pending"  # on a Redis channel: committed points waiting for the BRPOP reply
+_REPLY_WAIT_MS = 20  # a reply Redis flushed with the queues' answer is in the socket by then
 _reading = threading.local()
 
 
@@ -60,9 +63,26 @@ def wrap_acknowledge(orig: Callable[..., Any], point_name: Callable[[Any], str])
     return acknowledge
 
 
+def _may_pop(channel: Any) -> bool:
+    """A BRPOP is pending on ``channel``: may its reply hold a message?  No when every queue it
+    waits on is empty and no reply has come: Redis then blocks it (an idle worker, a state
+    production holds), and only a message published from now on could be popped into it.  The
+    queues are read first: a reply Redis sent before it answered that is in the socket after."""
+    try:
+        keys = [channel._q_for_pri(q, pri) for pri in channel.priority_steps for q in channel.active_queues]
+        with channel.conn_or_acquire() as client:
+            if any(client.llen(key) for key in keys):
+                return True
+        poller = select.poll()
+        poller.register(channel._in_poll._sock, select.POLLIN)
+        return bool(poller.poll(_REPLY_WAIT_MS))
+    except Exception:  # anything unknown: the safe side (the point waits for the reply)
+        return True
+
+
 def _committed(channel: Any, name: str) -> None:
     """``committed:NAME`` now, or once the channel's pending BRPOP reply has been read."""
-    if getattr(channel, "_in_poll", None):
+    if getattr(channel, "_in_poll", None) and _may_pop(channel):
         channel.__dict__.setdefault(_PENDING, []).append(name)
     else:
         boundary(f"committed:{name}")

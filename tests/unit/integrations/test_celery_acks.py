@@ -3,6 +3,9 @@ Redis pop window's point, and the cause a hang after it gets."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -87,6 +90,49 @@ def test_committed_waits_for_a_pending_brpop_reply_to_be_read(events: list[str])
         "read reply: message 3 recorded in unacked",
         "point committed:charge_order",
     ]
+
+
+class Idle(Channel):
+    """A channel whose BRPOP is blocked on empty queues: nothing is in its socket."""
+
+    priority_steps = (0,)
+    active_queues = ("celery",)
+
+    def __init__(self, events: list[str], waiting: int) -> None:
+        super().__init__(events)
+        self.mine, self.theirs = socket.socketpair()
+        self._in_poll = type("Connection", (), {"_sock": self.mine})()
+        self.waiting = waiting
+
+    def _q_for_pri(self, queue: str, pri: int) -> str:
+        return queue
+
+    @contextlib.contextmanager
+    def conn_or_acquire(self) -> Iterator[Any]:
+        yield type("Client", (), {"llen": lambda _, key: self.waiting})()
+
+
+def test_a_brpop_blocked_on_empty_queues_is_no_reason_to_wait(events: list[str]) -> None:
+    acknowledge, ack, _, _ = _wired()
+    channel = Idle(events, waiting=0)
+    message = Message(channel)
+    acknowledge(Request(message))
+    ack(message)
+    assert events == ["ack executed", "point committed:charge_order"]
+
+
+def test_a_queue_with_a_message_or_a_reply_in_the_socket_makes_the_point_wait(events: list[str]) -> None:
+    acknowledge, ack, read, _ = _wired()
+    for channel in (Idle(events, waiting=1), Idle(events, waiting=0)):
+        if not channel.waiting:
+            channel.theirs.send(b"*2\r\n")  # Redis answered: the reply is unread
+        message = Message(channel)
+        acknowledge(Request(message))
+        ack(message)
+        assert events == ["ack executed"]
+        read(channel)
+        assert events[-1] == "point committed:charge_order"
+        events.clear()
 
 
 def test_a_closing_channel_reaches_its_waiting_points_first(events: list[str]) -> None:
