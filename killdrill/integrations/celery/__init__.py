@@ -18,8 +18,8 @@ given to ``@app.task``; characters outside the kill-point grammar become ``_``):
     removes the delivery from the ``unacked`` hash executed; AMQP: the ``basic.ack`` written to
     the connection, which AMQP 0-9-1 never confirms), not when Celery's ``Request.acknowledge``
     schedules it for the event loop's next turn.  On Redis the point also waits until the
-    worker has read a ``BRPOP`` reply it was waiting for (:mod:`.acks`: held with one pending,
-    the message Redis popped into it would be in no key).  With ``acks_late=True`` that is after
+    worker has read a pending ``BRPOP`` reply that may hold a message (:mod:`.acks`: held with
+    one unread, the message Redis popped into it would be in no key).  With ``acks_late=True`` that is after
     the body returned; without it Celery acknowledges on receipt, so ``committed:TASK`` comes
     *before* ``before:TASK`` and a kill during the body loses the task (at-most-once).
 ``during:redis.brpop`` (``--pop-window``, Redis only)
