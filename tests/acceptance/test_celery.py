@@ -254,3 +254,4 @@ def test_a_hang_names_the_unacknowledged_task_and_the_visibility_timeout(
     assert "hang" in result.kinds, result.text()
     hang = next(v for v in result.violations if v.kind == "hang")
     assert "1 unacknowledged task(s)" in hang.message and "(3600s here)" in hang.message, hang.message
+    assert hang.cause == "task_not_taken" and "3600 s here" in hang.observed, hang

@@ -14,12 +14,17 @@ given to ``@app.task``; characters outside the kill-point grammar become ``_``):
 ``after:TASK``
     the body returned; the result is not stored and the message not acknowledged yet.
 ``committed:TASK``
-    the worker acknowledged the message to the broker: the broker will not deliver it again.
-    With ``acks_late=True`` that is after the body returned; without it Celery acknowledges on
-    receipt, so ``committed:TASK`` comes *before* ``before:TASK`` and a kill during the body
-    loses the task (at-most-once).  On Redis the ack is the removal of the message from the
-    unacked set (a Redis command that returned); on AMQP it is the ``basic.ack`` written to the
-    connection (AMQP 0-9-1 never confirms an ack).
+    the broker has the worker's ack: kombu's ``Message.ack`` returned (Redis: the pipeline that
+    removes the delivery from the ``unacked`` hash executed; AMQP: the ``basic.ack`` written to
+    the connection, which AMQP 0-9-1 never confirms), not when Celery's ``Request.acknowledge``
+    schedules it for the event loop's next turn.  On Redis the point also waits until the
+    worker has read a pending ``BRPOP`` reply that may hold a message (:mod:`.acks`: held with
+    one unread, the message Redis popped into it would be in no key).  With ``acks_late=True`` that is after
+    the body returned; without it Celery acknowledges on receipt, so ``committed:TASK`` comes
+    *before* ``before:TASK`` and a kill during the body loses the task (at-most-once).
+``during:redis.brpop`` (``--pop-window``, Redis only)
+    Redis popped a message for the worker and kombu has not yet written it to ``unacked``: a kill
+    there loses the message whatever the task does (cause ``redis_pop_window``).
 
 Every fake call of a task's body is recorded with the task's name, id, Celery's retry count,
 the broker's redelivered flag and the worker's hostname (:func:`killdrill.agent.in_runtime`),
@@ -51,7 +56,9 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill.agent import boundary, in_runtime
 from killdrill.integrations import Integration, Service, ServiceHost
-from killdrill.options.kinds import Option, Text
+from killdrill.integrations.celery import acks
+from killdrill.integrations.celery.causes import causes
+from killdrill.options.kinds import Flag, Option, Text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,6 +67,7 @@ from killdrill.integrations._imports import PatchOnImport
 __all__ = [
     "INTEGRATION",
     "KEYPREFIX_ENV",
+    "POP_WINDOW_ENV",
     "VISIBILITY_ENV",
     "activate",
     "active",
@@ -70,6 +78,8 @@ __all__ = [
 
 KEYPREFIX_ENV = "KILLDRILL_CELERY_KEYPREFIX"
 """The case's Redis key prefix (set by the harness for a Redis broker only)."""
+POP_WINDOW_ENV = acks.POP_WINDOW_ENV
+"""``1``: Redis workers emit ``during:redis.brpop`` (set by the harness for ``--pop-window``)."""
 VISIBILITY_ENV = "KILLDRILL_CELERY_VISIBILITY_TIMEOUT"
 """Seconds before Redis redelivers an unacknowledged task (set by the harness for Redis)."""
 
@@ -100,14 +110,25 @@ INTEGRATION = Integration(
             "--broker",
             discovery=True,
         ),
+        Option(
+            "pop_window",
+            Flag(),
+            False,
+            "on Redis, also kill at during:redis.brpop: Redis popped a task's message for the worker "
+            "and kombu has not yet recorded it as unacknowledged (a kill there loses the message)",
+            "--pop-window",
+            discovery=True,
+        ),
     ),
+    causes=causes,
 )
 
 _TRACE = "celery.app.trace"
 _REQUEST = "celery.worker.request"
 _BACKEND = "celery.backends.base"
 _REDIS = "kombu.transport.redis"
-_TARGETS = (_TRACE, _REQUEST, _BACKEND, _REDIS)
+_MESSAGE = "kombu.message"
+_TARGETS = (_TRACE, _REQUEST, _BACKEND, _REDIS, _MESSAGE)
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/\[\]]")
 _WRAPPED = "_killdrill_wrapped"
 _lock = threading.RLock()
@@ -180,18 +201,6 @@ def _wrap_build_tracer(orig: Callable[..., Any]) -> Callable[..., Any]:
         return orig(name, task, *args, **kwargs)
 
     return build_tracer
-
-
-def _wrap_acknowledge(orig: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(orig)
-    def acknowledge(self: Any) -> Any:
-        first = not self.acknowledged
-        out = orig(self)
-        if first and self.acknowledged:
-            boundary(f"committed:{task_point_name(self.task)}")
-        return out
-
-    return acknowledge
 
 
 def _wrap_keyprefix(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -290,7 +299,10 @@ def _patch(module: ModuleType) -> None:
         elif module.__name__ == _REQUEST:
             owner: Any = module.Request
             if (owner, "acknowledge") not in _originals:
-                _replace(owner, "acknowledge", _wrap_acknowledge(owner.acknowledge))
+                _replace(owner, "acknowledge", acks.wrap_acknowledge(owner.acknowledge, task_point_name))
+        elif module.__name__ == _MESSAGE:
+            if (module.Message, "ack") not in _originals:
+                _replace(module.Message, "ack", acks.wrap_ack(module.Message.ack))
         elif module.__name__ == _BACKEND:
             owner = module.BaseKeyValueStoreBackend
             if (owner, "_add_global_keyprefix") not in _originals:
@@ -298,6 +310,9 @@ def _patch(module: ModuleType) -> None:
         elif module.__name__ == _REDIS and (module.Channel, "global_keyprefix") not in _originals:
             _patch_redis_channel(module.Channel)
             _replace(module.QoS, "append", _wrap_append(module.QoS.append))
+            _replace(module.Channel, "_brpop_read", acks.wrap_brpop_read(module.Channel._brpop_read))
+            _replace(module.Channel, "close", acks.wrap_close(module.Channel.close))
+            _replace(module.Transport, "_deliver", acks.wrap_deliver(module.Transport._deliver))
 
 
 _hook = PatchOnImport(_TARGETS, _patch)

@@ -40,7 +40,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill import ownership
 from killdrill.errors import HarnessError, UsageError
-from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, VISIBILITY_ENV
+from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, POP_WINDOW_ENV, VISIBILITY_ENV
 from killdrill.records import Attempt
 
 __all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
@@ -99,6 +99,12 @@ class CeleryBroker:
         self.scheme = urlsplit(self.url).scheme
         if self.scheme not in (*_REDIS, *_AMQP):
             raise UsageError(f"--broker {self.url}: expected a redis:// or amqp:// URL")
+        self.pop_window = bool(INTEGRATION.option(options, "pop_window"))
+        if self.pop_window and self.scheme not in _REDIS:
+            raise UsageError(
+                f"--pop-window drills the Redis transport's BRPOP window; --broker {_redacted(self.url)} "
+                "is AMQP, where a delivery stays on the broker until its ack (there is no such window)"
+            )
         self.visibility_s = float(os.environ.get(VISIBILITY_ENV) or VISIBILITY_TIMEOUT_S)
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
@@ -155,6 +161,8 @@ class CeleryBroker:
                 KEYPREFIX_ENV: prefix,
                 VISIBILITY_ENV: f"{self.visibility_s:g}",
             }
+            if self.pop_window:
+                env[POP_WINDOW_ENV] = "1"
             claim = ownership.claim(ownership.REDIS_KEYS, url=self.url, prefix=prefix)
             return _Run(env, keyprefix=prefix, claim=claim)
         vhost = vhost_for(workdir)
@@ -271,7 +279,11 @@ class CeleryBroker:
             if not name.startswith(("unacked", "_kombu", "celery-task-meta")) and client.type(key) == b"list":
                 waiting[name] = int(client.llen(key))
         if not unacked and not any(waiting.values()):
-            return None
+            return (
+                f"the Celery broker ({_redacted(self.url)}) holds none of the run's tasks: none waiting, "
+                "none unacknowledged",
+                {"unacked": 0, "waiting": waiting, "visibility_timeout_s": self.visibility_s},
+            )
         text = (
             f"the Celery broker ({_redacted(self.url)}) still holds {unacked} unacknowledged task(s) "
             f"and {sum(waiting.values())} waiting"
