@@ -6,7 +6,6 @@ emitted by real executions only, never once more per workflow replay."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import warnings
 from pathlib import Path
@@ -19,13 +18,9 @@ from tests.frameworks import need
 
 need("temporal", "temporalio")
 need("langgraph", "langgraph")
-for _plugin, _dist in (
-    ("temporalio.openai_agents", "temporalio-openai-agents"),
-    ("temporalio.langgraph", "temporalio-langgraph"),
-):
-    # Temporal's plugins are distributions of their own (temporalio.contrib.* forwards to them)
-    if importlib.util.find_spec(_plugin) is None:
-        pytest.skip(f"needs Temporal's plugin: pip install {_dist}", allow_module_level=True)
+# Temporal's plugins are distributions of their own (temporalio.contrib.* forwards to them); CI runs
+# this file in a venv of its own with the extra (.ci/run), where it is required
+need("temporal-plugins", "temporalio.openai_agents", "temporalio.langgraph")
 
 AGENT = Path(__file__).parent.parent / "agents" / "stacked" / "billing_agents_temporal.py"
 SCRIPT = str(AGENT.with_suffix(".yaml"))
