@@ -12,8 +12,8 @@ The next harness on the machine :func:`dead_claims` what no living owner holds (
 dead record's lock first: two sweepers never sweep one record) and removes it with the removers
 of the kinds (``drill.sweep``); a record whose claims are all removed is deleted.  A made root
 that a drill keeps on purpose (the evidence of a failure it printed) is handed from the owner to
-the *kept* list, which has a bound (:data:`KEEP_LIMIT`, oldest removed first) and
-``killdrill clean`` to clear it.
+the *kept* roots (marked with :data:`KEPT_MARK`), which have a bound (:data:`KEEP_LIMIT`, oldest
+removed first) and ``killdrill clean`` to clear them.
 
 Bottom layer: standard library only.
 """
@@ -54,9 +54,6 @@ POSTGRES_SCHEMA = "postgres-schema"  # {"url", "schema"}: dropped with CASCADE
 
 KEEP_LIMIT = 20
 """Made roots kept as a failure's evidence; past it the oldest are removed by the next run."""
-
-_KEPT_FILE = "kept.jsonl"
-
 
 def registry_dir(create: bool = False) -> Path:
     """The per-user folder of records (``$TMPDIR/killdrill-owners-UID``, private; made by the
@@ -192,7 +189,7 @@ def dead_records() -> Iterator[list[DeadRecord]]:
     found: list[DeadRecord] = []
     try:
         for path in sorted(registry_dir().glob("*.jsonl")):
-            if path.name == _KEPT_FILE or path.name == _RECORD.name():
+            if path.name == _RECORD.name():
                 continue
             try:
                 f = open(path, encoding="utf-8")  # noqa: SIM115 (closed by done() or below)
@@ -225,33 +222,23 @@ def _open_claims(text: str) -> list[dict[str, Any]]:
     return list(claims.values())
 
 
+KEPT_MARK = ".killdrill-kept"
+"""The file a kept root holds: when it was kept (the kept list is the made roots that hold one)."""
+
+
 def keep(path: Path) -> None:
-    """``path`` (a made root) stays as evidence: listed in the kept list, bounded by :data:`KEEP_LIMIT`."""
-    with _kept_list() as entries:
-        entries.append({"path": str(path), "at": time.time()})
+    """``path`` (a made root) stays as evidence: marked, and bounded by :data:`KEEP_LIMIT`."""
+    with contextlib.suppress(OSError):
+        (path / KEPT_MARK).write_text(json.dumps({"at": time.time()}), encoding="utf-8")
 
 
 def kept() -> list[dict[str, Any]]:
-    """The kept roots still on disk, oldest first."""
-    if not (registry_dir() / _KEPT_FILE).exists():
-        return []
-    with _kept_list() as entries:
-        return list(entries)
-
-
-@contextlib.contextmanager
-def _kept_list() -> Iterator[list[dict[str, Any]]]:
-    """The kept list, locked and rewritten on exit (entries whose folder is gone dropped)."""
-    path = registry_dir(create=True) / _KEPT_FILE
-    with open(path, "a+", encoding="utf-8") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        f.seek(0)
-        entries = []
-        for line in f.read().splitlines():
-            with contextlib.suppress(ValueError):
-                entries.append(json.loads(line))
-        entries[:] = [e for e in entries if os.path.isdir(e.get("path", ""))]  # removed by hand too
-        yield entries
-        f.seek(0)
-        f.truncate()
-        f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in entries)
+    """The kept roots in the temp dir (``path``, ``at``), oldest first."""
+    out = []
+    for mark in Path(tempfile.gettempdir()).glob(f"killdrill-*/{KEPT_MARK}"):
+        try:
+            at = float(json.loads(mark.read_text(encoding="utf-8"))["at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out.append({"path": str(mark.parent), "at": at})
+    return sorted(out, key=lambda e: e["at"])
