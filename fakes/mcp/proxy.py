@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -44,6 +45,7 @@ from typing import IO, Any
 from killdrill.agent import CONTEXT_META, boundary
 from killdrill.canonical import canonical_json
 from killdrill.fakes.handle import Fakes, connect
+from killdrill.fakes.mcp.tools import MAX_LINE
 from killdrill.providers import registered
 from killdrill.records import CREATED, FAILED, REPLAYED
 
@@ -113,6 +115,28 @@ class CountingProxy:
                     self._pending[_id(msg["id"])] = (str(params.get("name")), params.get("arguments"))
                     if isinstance(context, dict) and context:
                         self._contexts[_id(msg["id"])] = context
+
+    def client_oversized(self, head: bytes) -> None:
+        """A client message too large to read whole: passed on uncounted, and said (never silently)."""
+        print(
+            f"killdrill: MCP proxy {self.name}: a client message of more than {MAX_LINE} bytes passed"
+            " through unread; a tools/call in it is not counted",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def server_oversized(self, head: bytes) -> None:
+        """An answer too large to read whole: the call it answers (its id read from its first
+        bytes) is recorded as done, its answer unread."""
+        found = _HEAD_ID.search(head)
+        if found is None:
+            return
+        with self._lock:
+            call = self._pending.pop(_id(json.loads(found.group(1))), None)
+            context = self._contexts.pop(_id(json.loads(found.group(1))), None)
+        if call is not None:
+            self.record(call[0], call[1], {"result": {"unread": f"more than {MAX_LINE} bytes"}}, context)
+            boundary(f"during:{self.name}.{call[0]}")
 
     def server_message(self, line: bytes) -> None:
         """Record the ``tools/call`` this line answers, then announce ``during:`` (before it is forwarded)."""
@@ -215,12 +239,31 @@ def _messages(line: bytes) -> list[dict[str, Any]]:
     return [m for m in items if isinstance(m, dict)]
 
 
-def _pump(source: IO[bytes], sink: IO[bytes], note: Any) -> None:
-    """Copy ``source`` to ``sink`` line by line, unchanged; ``note(line)`` first; close ``sink`` at EOF."""
+_HEAD_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+def _pump(source: IO[bytes], sink: IO[bytes], note: Any, oversized: Any = None) -> None:
+    """Copy ``source`` to ``sink`` line by line, unchanged; ``note(line)`` first; close ``sink`` at
+    EOF.  A line over :data:`MAX_LINE` bytes is passed on in chunks, never held whole (a 50 MB
+    line was read into memory whole): ``oversized(head)`` is told its first chunk instead."""
     try:
-        for line in iter(source.readline, b""):
-            note(line)
+        while True:
+            line = source.readline(MAX_LINE + 1)
+            if not line:
+                return
+            if len(line) <= MAX_LINE or line.endswith(b"\n"):
+                note(line)
+                sink.write(line)
+                sink.flush()
+                continue
+            if oversized is not None:
+                oversized(line[:4096])
             sink.write(line)
+            while not line.endswith(b"\n"):
+                line = source.readline(1 << 16)
+                if not line:
+                    break
+                sink.write(line)
             sink.flush()
     except (BrokenPipeError, OSError, ValueError):
         pass
@@ -250,8 +293,10 @@ def run_proxy(
         raise ValueError(f"--proxy {name}: cannot start {command[0]!r}: {exc.strerror or exc}") from None
     assert server.stdin is not None and server.stdout is not None
     upstream = threading.Thread(
-        target=_pump, args=(sys.stdin.buffer, server.stdin, proxy.client_message), daemon=True
+        target=_pump,
+        args=(sys.stdin.buffer, server.stdin, proxy.client_message, proxy.client_oversized),
+        daemon=True,
     )
     upstream.start()
-    _pump(server.stdout, sys.stdout.buffer, proxy.server_message)
+    _pump(server.stdout, sys.stdout.buffer, proxy.server_message, proxy.server_oversized)
     return server.wait()

@@ -25,12 +25,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from killdrill.agent import CONTEXT_META
-from killdrill.fakes.mcp.tools import ToolCallError, ToolSpec, check_arguments, tool_specs
+from killdrill.fakes.mcp.tools import MAX_LINE, ToolCallError, ToolSpec, check_arguments, tool_specs
 
 __all__ = ["MAX_LINE", "Invoke", "build_server", "call_context", "run_stdio"]
-
-MAX_LINE = 4 << 20
-"""Longest stdio message (4 MiB): a longer line is skipped unread and answered with an error."""
 
 Invoke = Callable[[ToolSpec, Mapping[str, Any] | None, dict[str, Any] | None], tuple[bool, dict[str, Any]]]
 """Run one tool call (its tool, arguments and the caller's runtime context): ``(ok, body)`` (see

@@ -23,7 +23,11 @@ from killdrill.fakes.errors import FakeProviderError
 from killdrill.fakes.provider import Provider, fake_classes
 from killdrill.providers import Operation, spec
 
-__all__ = ["MAX_ARGUMENTS", "ToolCallError", "ToolSpec", "call_tool", "tool_specs"]
+__all__ = ["MAX_ARGUMENTS", "MAX_LINE", "ToolCallError", "ToolSpec", "call_tool", "tool_specs"]
+
+MAX_LINE = 4 << 20
+"""Largest JSON-RPC line the counting server reads and the proxy parses (4 MiB); longer: refused
+by the server, passed on in chunks by the proxy, never held whole."""
 
 MAX_ARGUMENTS = 1 << 20
 """Largest tool arguments (1 MiB of canonical JSON), the HTTP fakes' body limit: refused unread."""

@@ -153,3 +153,55 @@ def test_by_hand_a_placeholder_refuses_and_a_killed_proxys_ledger_is_swept(tmp_p
     code = "from killdrill.fakes import connect; connect().tickets.create(title='x')"
     assert _run([sys.executable, "-c", code], env).returncode == 0
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("killdrill-fakes-")] == []
+
+
+ECHO = (
+    "import sys\nfor line in sys.stdin.buffer:\n    sys.stdout.buffer.write(line)\n"
+    "    sys.stdout.buffer.flush()\n"
+)
+
+
+def test_a_huge_line_passes_the_proxy_in_chunks_never_held_whole(tmp_path: Path) -> None:
+    """A 50 MB line through the proxy (to an echoing server and back): the proxy's peak memory
+    stays far below the line (before: the line was read whole, 172 MB), the bytes arrive
+    unchanged, and the proxy says it passed a message it did not read."""
+    import subprocess
+    import sys
+
+    size = 50 << 20
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "killdrill.fakes.mcp", "--proxy", "echo", "--", sys.executable, "-c", ECHO],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+        | {"TMPDIR": str(tmp_path)},
+    )
+    assert proxy.stdin is not None and proxy.stdout is not None
+    line = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"x": "' + b"a" * size + b'"}}\n'
+    got = bytearray()
+
+    def read() -> None:
+        assert proxy.stdout is not None
+        while len(got) < len(line):
+            chunk = proxy.stdout.read1(1 << 20)
+            if not chunk:
+                return
+            got.extend(chunk)
+
+    import threading
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    proxy.stdin.write(line)
+    proxy.stdin.flush()
+    reader.join(120)
+    status = Path(f"/proc/{proxy.pid}/status").read_text().splitlines()
+    peak_kb = int(next(x for x in status if x.startswith("VmHWM")).split()[1])
+    proxy.stdin.close()
+    proxy.wait(30)
+    err = proxy.stderr.read().decode() if proxy.stderr else ""
+    assert bytes(got) == line
+    assert peak_kb < 40_000, f"the proxy peaked at {peak_kb} kB for a {size >> 20} MB line"
+    assert "a client message of more than 4194304 bytes passed through unread" in err, err
