@@ -33,7 +33,7 @@ POINTS = (
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def effect_db(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
         return SQLITE

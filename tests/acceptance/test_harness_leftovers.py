@@ -54,7 +54,9 @@ def _in_broker(url: str, claims: list[dict[str, object]]) -> list[str]:
     return [str(c["vhost"]) for c in claims if c["kind"] == ownership.RABBITMQ_VHOST and c["vhost"] in names]
 
 
-@pytest.mark.parametrize("url", [pytest.param(REDIS, id="redis"), pytest.param(AMQP, id="rabbitmq")])
+@pytest.mark.parametrize(
+    "url", [pytest.param(REDIS, id="redis"), pytest.param(AMQP, id="rabbitmq", marks=pytest.mark.slow)]
+)
 def test_the_next_run_sweeps_what_a_killed_harness_left(tmp_path: Path, url: str) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()

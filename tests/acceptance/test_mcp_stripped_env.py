@@ -63,6 +63,7 @@ def test_the_result_field_judges_replays_and_the_ledger_placeholder_is_the_drill
     assert bug.kinds == ("duplicate_effect",), bug.text()
 
 
+@pytest.mark.slow  # the fork launcher's path; the spawned agent's runs per push
 def test_an_agent_forked_from_the_template_is_found_too(tmp_path: Path) -> None:
     """``--launcher fork``: /proc shows the template's environment for the agent, not its own."""
     keyed = ["--key", "book_room=request_id"]

@@ -65,7 +65,9 @@ def test_a_second_workflow_started_by_a_re_run_is_work_resubmitted(tmp_path: Pat
     assert len(runs) == 2, case.text()
 
 
-@pytest.mark.parametrize(("mail", "provider"), [("smtp", "mailbox"), ("http", "hooks")])
+@pytest.mark.parametrize(
+    ("mail", "provider"), [("smtp", "mailbox"), pytest.param("http", "hooks", marks=pytest.mark.slow)]
+)
 def test_a_receipt_sent_from_the_workflow_body_is_effect_outside_step(
     tmp_path: Path, mail: str, provider: str
 ) -> None:
@@ -83,7 +85,10 @@ def test_a_receipt_sent_from_the_workflow_body_is_effect_outside_step(
 BOOK = str(Path(__file__).parents[1] / "agents" / "wire" / "book_dbos_mcp.py")
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http", "proxy"])
+@pytest.mark.parametrize(
+    "transport",
+    ["stdio", pytest.param("http", marks=pytest.mark.slow), pytest.param("proxy", marks=pytest.mark.slow)],
+)
 def test_an_mcp_tool_call_records_its_steps_context(tmp_path: Path, transport: str) -> None:
     """Over stdio the call's ``_meta`` carries the context (to the counting server and to the
     proxy, which records the user's server's tool); over HTTP the request's header does."""
@@ -109,7 +114,10 @@ def test_an_mcp_tool_call_records_its_steps_context(tmp_path: Path, transport: s
 APP = str(Path(__file__).parents[1] / "agents" / "wire" / "refund_app.py")
 
 
-@pytest.mark.parametrize("bug", [[], ["--bug", "new_id"]], ids=["correct", "new_id"])
+@pytest.mark.parametrize(
+    "bug",
+    [pytest.param([], id="correct", marks=pytest.mark.slow), pytest.param(["--bug", "new_id"], id="new_id")],
+)
 def test_a_fastapi_refund_service_as_deployed(tmp_path: Path, bug: list[str]) -> None:
     """The issue's service: a client's re-sent POST starts a second refund workflow (its id new
     per request), the refund sent with the stripe SDK: ``work_resubmitted``, never

@@ -33,7 +33,7 @@ def drill(tmp_path: Path, *extra: str) -> Drill:
 
 @pytest.mark.parametrize(("point", "provider", "activity"), [
     ("after:charge", "payments", "charge"),  # async, httpx
-    ("after:notify", "hooks", "notify"),  # thread pool, requests
+    pytest.param("after:notify", "hooks", "notify", marks=pytest.mark.slow),  # thread pool, requests
 ])  # fmt: skip
 def test_a_retried_activity_over_http_is_landed_by_its_attempts(
     tmp_path: Path, point: str, provider: str, activity: str
