@@ -6,7 +6,7 @@ The correct agent (a unique ``order_id``, ``INSERT ... ON CONFLICT DO NOTHING``)
 at every point; the buggy one (a plain ``INSERT``, no constraint) writes a second receipt when a
 kill lands after its row: ``duplicate_effect`` on ``db:receipts.insert``, cause ``row_not_unique``.
 A receipt written before its charge, the charge then skipped on resume, is a ``missing_effect``
-of the charge.  Before this, only calls through the fakes counted: every case here passed.
+of the charge.
 Nothing is left behind in PostgreSQL.
 """
 

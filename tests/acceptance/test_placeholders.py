@@ -13,19 +13,9 @@ import pytest
 
 from killdrill.drill import Drill
 from killdrill.errors import UsageError
+from tests.acceptance.test_deployments import CLIENT, SHOP
 from tests.cli_support import STEPS, run_cli
 from tests.leftovers import survivors
-
-DEPLOY = Path(__file__).parent.parent / "agents" / "deploy"
-SHOP = f"api=python {DEPLOY / 'shop.py'} --port {{port}} --state {{workdir}}/orders"
-CLIENT = [
-    "python",
-    str(DEPLOY / "client.py"),
-    "--url",
-    "http://127.0.0.1:{port}/orders",
-    "--order",
-    "{thread}",
-]
 
 ECHO = (
     "import os, killdrill\n"

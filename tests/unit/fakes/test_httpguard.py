@@ -260,7 +260,7 @@ time.sleep(30)
 
 def test_another_user_cannot_use_up_the_connections(server: FakesServer) -> None:
     """Another local user (no secret) holding more than every place: the drill's own request is
-    still served (before: 503 until the holder let go)."""
+    still served, not answered 503."""
     import shutil
     import subprocess
     import sys

@@ -163,7 +163,7 @@ ECHO = (
 
 def test_a_huge_line_passes_the_proxy_in_chunks_never_held_whole(tmp_path: Path) -> None:
     """A 50 MB line through the proxy (to an echoing server and back): the proxy's peak memory
-    stays far below the line (before: the line was read whole, 172 MB), the bytes arrive
+    stays far below the line's size, the bytes arrive
     unchanged, and the proxy says it passed a message it did not read."""
     import subprocess
     import sys
