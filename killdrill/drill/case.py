@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from killdrill import envvars
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.db_effects import with_rows
@@ -377,7 +378,7 @@ class CaseRunner:
         """The between-attempts command (reconciliation), run before attempt ``number``."""
         argv = fill(resolve_command(self.options.between or ()), run.thread, str(run.workdir))
         env = self.launcher.env(run)
-        env["KILLDRILL_ATTEMPT"] = str(number)
+        env[envvars.ATTEMPT] = str(number)
         try:
             proc = subprocess.run(
                 argv,

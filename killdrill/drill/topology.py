@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from killdrill import envvars
 from killdrill.drill.env import resolve_command
 from killdrill.errors import HarnessError, UsageError
 from killdrill.options import DrillOptions, Rule
@@ -198,7 +199,7 @@ class Topology:
 
     def _env(self, filler: _Filler, name: str, replica: int) -> dict[str, str]:
         env = {k: filler.fill(v) for k, v in self.options.env.items()}
-        env.update(KILLDRILL_PROCESS=name, KILLDRILL_REPLICA=str(replica))
+        env.update({envvars.PROCESS: name, envvars.REPLICA: str(replica)})
         return env
 
 

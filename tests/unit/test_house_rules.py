@@ -3,6 +3,8 @@ folder of modules a package the contract sees, and no framework named outside it
 
 from __future__ import annotations
 
+import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -78,3 +80,94 @@ def test_nothing_outside_an_integration_names_its_framework() -> None:
             if m := words.search(line):
                 hits.append(f"{rel}:{n}: {m[0]}")
     assert not hits, "a framework named outside its integration's folder:\n" + "\n".join(hits)
+
+
+ENV_MODULE = "killdrill/envvars.py"
+# Agents (users' code) read the variables by name, as users' agents do; the bootstrap runs in
+# every agent at start and imports no part of killdrill until an integration is on.
+ENV_NAMES_ALLOWED = ("killdrill/examples/", "killdrill/conform/probes/")
+ENV_NAMES_ALLOWED_FILES = {
+    "killdrill/integrations/_bootstrap/sitecustomize.py": "reads its variables before killdrill is imported",
+}
+ENV_NAME = re.compile(r"KILLDRILL_[A-Z0-9_]*")
+
+
+def _env_literals(path: Path) -> list[tuple[int, str]]:
+    """The ``KILLDRILL_*`` names in ``path``'s string literals and keyword names (docstrings not)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    docstrings |= {  # an attribute's docstring: a string expression after an assignment
+        id(b.value)
+        for node in ast.walk(tree)
+        for a, b in itertools.pairwise(node.body if isinstance(getattr(node, "body", None), list) else [])
+        if isinstance(a, ast.Assign | ast.AnnAssign)
+        and isinstance(b, ast.Expr)
+        and isinstance(b.value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str | bytes)
+            and id(node) not in docstrings
+        ):
+            text = node.value if isinstance(node.value, str) else node.value.decode(errors="replace")
+            found += [(node.lineno, m) for m in ENV_NAME.findall(text)]
+        elif isinstance(node, ast.keyword) and node.arg and node.arg.startswith("KILLDRILL_"):
+            found.append((node.value.lineno, node.arg))
+    return found
+
+
+def _declared_names() -> set[str]:
+    from killdrill import envvars
+
+    return {v for k, v in vars(envvars).items() if k.isupper() and isinstance(v, str)}
+
+
+def test_the_agent_environment_is_named_only_in_its_module() -> None:
+    """A ``KILLDRILL_*`` variable in code is a constant of ``killdrill.envvars`` (who sets it, who
+    reads it, its format), or an integration's own ``KILLDRILL_<NAME>_*`` declared in its folder."""
+    hits = []
+    for p in _modules(*TREES):
+        rel = str(p.relative_to(ROOT))
+        if rel == ENV_MODULE or rel.startswith(ENV_NAMES_ALLOWED) or rel in ENV_NAMES_ALLOWED_FILES:
+            continue
+        parts = p.relative_to(ROOT).parts
+        own = (
+            f"KILLDRILL_{parts[2].upper()}_"
+            if parts[:2] == ("killdrill", "integrations") and len(parts) > 3
+            else None
+        )
+        hits += [f"{rel}:{n}: {name}" for n, name in _env_literals(p) if not (own and name.startswith(own))]
+    assert not hits, "name the constant of killdrill.envvars instead:\n" + "\n".join(hits)
+
+
+def test_agents_read_only_declared_variables() -> None:
+    """The agents and the bootstrap name variables as users do: each is one the harness declares."""
+    declared = _declared_names()
+    prefixes = tuple(f"KILLDRILL_{name.upper()}_" for name in integrations.known())
+    hits = []
+    for p in _modules(*TREES):
+        rel = str(p.relative_to(ROOT))
+        if rel.startswith(ENV_NAMES_ALLOWED) or rel in ENV_NAMES_ALLOWED_FILES:
+            hits += [
+                f"{rel}:{n}: {name}"
+                for n, name in _env_literals(p)
+                if name != "KILLDRILL_" and name not in declared and not name.startswith(prefixes)
+            ]
+    assert not hits, "a variable killdrill.envvars does not declare:\n" + "\n".join(hits)
+
+
+def test_a_new_literal_is_caught(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""KILLDRILL_DOC is prose."""\nX = "KILLDRILL_X"\n"""KILLDRILL_ATTR"""\nf(KILLDRILL_Y=1)\n'
+    )
+    assert [name for _, name in _env_literals(module)] == ["KILLDRILL_X", "KILLDRILL_Y"]

@@ -9,8 +9,9 @@ otherwise find the previous run's result.
   number is all a URL can choose, and there are 16; so each run gets a key prefix instead
   (``KILLDRILL_CELERY_KEYPREFIX``), which the agent side puts in front of every key kombu and the
   Redis result backend write, and a visibility timeout of a few seconds
-  (``KILLDRILL_CELERY_VISIBILITY_TIMEOUT``: Redis hands a killed worker's unacknowledged task
-  on after it, where kombu's default waits 3600 s).  Released: every key under the prefix deleted.
+  (``--visibility-timeout``, 3 s by default, passed to the workers as
+  ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT``: Redis hands a killed worker's unacknowledged task on
+  after it, where kombu's default waits 3600 s).  Released: every key under the prefix deleted.
 - RabbitMQ (``--broker amqp://USER:PASS@HOST:PORT/``): a virtual host per run, made and deleted
   with ``rabbitmqctl`` (AMQP cannot make one; every queue, exchange and binding of the run lives
   in it and goes with it).  The result backend is a SQLite database in the run's workdir
@@ -40,16 +41,18 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill import ownership
 from killdrill.errors import HarnessError, UsageError
-from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, POP_WINDOW_ENV, VISIBILITY_ENV
+from killdrill.integrations.celery import (
+    INTEGRATION,
+    KEYPREFIX_ENV,
+    POP_WINDOW_ENV,
+    VISIBILITY_ENV,
+    VISIBILITY_TIMEOUT_S,
+)
 from killdrill.records import Attempt
 
 __all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
-VISIBILITY_TIMEOUT_S = 3.0
-"""How long Redis keeps a killed worker's task before the next worker gets it.  A task whose
-body runs longer than this is handed to a second worker while the first still runs: a drill of
-such tasks sets ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT`` higher in the harness's environment."""
 _REDIS = ("redis", "rediss")
 _AMQP = ("amqp", "pyamqp", "amqps")
 _CONNECT_TIMEOUT_S = 3.0
@@ -105,7 +108,7 @@ class CeleryBroker:
                 f"--pop-window drills the Redis transport's BRPOP window; --broker {_redacted(self.url)} "
                 "is AMQP, where a delivery stays on the broker until its ack (there is no such window)"
             )
-        self.visibility_s = float(os.environ.get(VISIBILITY_ENV) or VISIBILITY_TIMEOUT_S)
+        self.visibility_s = float(INTEGRATION.option(options, "visibility_timeout"))
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
         self._checked = False
@@ -236,8 +239,8 @@ class CeleryBroker:
                 out.append(
                     {
                         "label": f"Redis's visibility timeout ({self.visibility_s:g} s,"
-                        f" {VISIBILITY_ENV}, swept every second) of Celery task {task}",
-                        "setting": VISIBILITY_ENV,
+                        f" --visibility-timeout, swept every second) of Celery task {task}",
+                        "setting": "--visibility-timeout",
                         "setting_s": self.visibility_s,
                         "unit": f"task {task}",
                         "from": began + again - waited,

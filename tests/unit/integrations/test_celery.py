@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,18 @@ def test_a_resume_that_got_the_task_later_than_a_fresh_worker_did_waited_on_the_
     # a kill after the ack left nothing for the broker to hold
     acked = _attempt(1, [("before:checkout", 2000.0), ("committed:checkout", 2100.0)], killed=True)
     assert broker.waits(tmp_path, "t", [(100.0, acked), (110.0, resumed)]) == []
+
+
+def test_the_visibility_timeout_is_the_drills_option_and_reaches_the_workers(tmp_path: Path) -> None:
+    from killdrill.integrations.celery.broker import CeleryBroker
+    from killdrill.integrations import check_options
+    from killdrill.options import DrillOptions
+
+    assert CeleryBroker(tmp_path, None).visibility_s == integration.VISIBILITY_TIMEOUT_S
+    given = DrillOptions(integrations=("celery",), integration_options={"visibility_timeout": "20s"})
+    broker = CeleryBroker(tmp_path, replace(given, integration_options=check_options(given)))
+    assert broker.visibility_s == 20.0
+    acks = _attempt(1, [("before:checkout", 2000.0), ("during:payments.charge", 2010.0)], killed=True)
+    again = _attempt(2, [("before:checkout", 3500.0)], killed=False)
+    (wait,) = broker.waits(tmp_path, "t", [(100.0, acks), (110.0, again)])
+    assert wait["setting"] == "--visibility-timeout" and wait["setting_s"] == 20.0
