@@ -10,8 +10,7 @@ from collections.abc import Iterable, Sequence
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import how_ended, last_line, slug
 from killdrill.errors import HarnessError
-from killdrill.integrations import internal_steps
-from killdrill.integrations._findings import findings_in
+from killdrill.integrations import findings_in, internal_steps
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     HANG,

@@ -74,7 +74,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from killdrill.errors import UsageError
+from killdrill.integrations._findings import findings_in
 from killdrill.integrations._imports import PatchOnImport
+from killdrill.integrations._work import unfinished, without_work
 from killdrill.registry import PluginWarning, Registry, nearest, plugin_failed, plugins_disabled
 
 if TYPE_CHECKING:
@@ -96,12 +98,15 @@ __all__ = [
     "check_options",
     "exit_aborts",
     "find",
+    "findings_in",
     "internal_steps",
     "known",
     "option_rows",
     "preload_modules",
     "register",
     "start_services",
+    "unfinished",
+    "without_work",
 ]
 
 ENTRY_POINT_GROUP = "killdrill.integrations"
