@@ -254,7 +254,7 @@ class CaseRunner:
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
         if self.launcher.topology is not None:
-            deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
+            deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss, clock)
             clock.mark("deployment")
             return deployed
         out = CaseAttempts()
@@ -314,11 +314,18 @@ class CaseRunner:
         return out
 
     def _deployed(
-        self, run: RunContext, sched: Schedule, mark: str, max_attempts: int, offsets_may_miss: bool
+        self,
+        run: RunContext,
+        sched: Schedule,
+        mark: str,
+        max_attempts: int,
+        offsets_may_miss: bool,
+        clock: PhaseClock,
     ) -> CaseAttempts:
         """A deployment's case: services and driver under one supervisor (killdrill.drill.deployment).
         ``offsets_may_miss`` (chaos): a timed kill the driver finished before is a miss, a note."""
         deployed = self.launcher.deploy(run, sched, max_attempts)
+        clock.deployed(deployed.attempts, deployed.started)  # what the runtimes' waits read
         out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations))
         out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
         if broken is not None:

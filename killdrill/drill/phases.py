@@ -74,6 +74,20 @@ class PhaseClock:
         if killed:
             self.kills.append(time.time())  # the launch just returned: at or after the kill
 
+    def deployed(self, attempts: Sequence[Attempt], started: Mapping[int, float]) -> None:
+        """A deployment's launches (``started``: each one's monotonic start, by number) on the
+        timeline with their wall-clock starts, and each killed one's end as a kill: what a
+        runtime's ``waits`` read, as they read an ordinary case's attempts."""
+        shift = time.time() - time.monotonic()
+        for a in sorted(attempts, key=lambda a: started.get(a.number, 0.0)):
+            if a.number not in started:
+                continue
+            began = started[a.number] + shift
+            self.timeline.append((began, a))
+            if a.killed_at is not None and a.signal is not None:
+                self.kills.append(began + a.duration_ms / 1000.0)
+        self.kills.sort()
+
     def result(self) -> dict[str, float]:
         self.mark("release")
         return {k: round(v, 4) for k, v in self.phases.items()}

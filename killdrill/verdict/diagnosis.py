@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from killdrill.integrations import find
+from killdrill.integrations import framework_cause
 from killdrill.providers import spec
 from killdrill.records import (
     COMPENSATION_ORDER,
@@ -317,15 +317,8 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
 def _framework_cause(v: Violation, attempts: Sequence[Attempt], integrations: Sequence[str]) -> Violation:
     """``v`` as the case's integrations explain it (their record's ``causes`` hook, first one that
     answers), or as it is."""
-    for name in integrations:
-        try:
-            hook = find(name).causes
-        except ImportError:
-            continue
-        found = hook(v, attempts) if hook is not None else None
-        if found is not None:
-            return replace(v, cause=found.name, observed=found.observed, fix=found.fix)
-    return v
+    found = framework_cause(integrations, v, attempts)
+    return v if found is None else replace(v, cause=found.name, observed=found.observed, fix=found.fix)
 
 
 def diagnose(

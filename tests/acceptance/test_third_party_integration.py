@@ -145,7 +145,7 @@ run.task("notify", lambda: fakes.webhooks.post(
 sys.exit(0)
 '''
 
-AGENT = '''
+AGENT = """
 import argparse, os, uuid
 
 import acme
@@ -163,7 +163,7 @@ fakes = connect()
 run = acme.Run(os.path.join(a.workdir, "run.json"))
 key = str(uuid.uuid4()) if a.bug else f"{a.thread}:charge"
 run.task("charge", lambda: fakes.payments.charge(idempotency_key=key, amount=100, currency="usd")["id"])
-'''
+"""
 
 
 def _dist_info(site: Path, name: str, files: list[str], entry_points: str = "") -> None:
@@ -203,6 +203,7 @@ def _agent(tmp_path: Path, *extra: str) -> list[str]:
 
 def test_its_points_and_its_cause(site: Path, tmp_path: Path) -> None:
     assert integrations.find("Acme-Flows").name == "acme"  # its alias, in any case
+    assert integrations.find("acme").plugin == "kd-acme"  # the distribution its install hints name
     options = DrillOptions(root=tmp_path / "r", integrations=("acme",), timeout=60, discovery_runs=1)
     with Drill(_agent(tmp_path, "--bug"), options) as drill:
         assert {"before:charge", "after:charge", "committed:charge"} <= set(drill.points())
@@ -275,7 +276,7 @@ def test_its_own_option(site: Path, tmp_path: Path) -> None:
 
 
 BOOM = 'raise RuntimeError("acme-2 is not installed here")\n'
-CLASH = '''
+CLASH = """
 from killdrill.integrations import Integration
 from killdrill.options.kinds import Option, Text
 
@@ -287,14 +288,26 @@ INTEGRATION = Integration(
 
 def activate():
     pass
-'''
+"""
+BENT = """
+from killdrill.integrations import Integration
+
+INTEGRATION = Integration("bent", title="Bent", distributions=("bent",), causes=lambda violation: None)
+
+
+def activate():
+    pass
+"""
 
 
 @pytest.fixture
 def broken(site: Path) -> Path:
-    """Beside acme: a plugin that raises at import, and one whose option is Celery's ``--broker``."""
+    """Beside acme: a plugin that raises at import, one whose option is Celery's ``--broker``, and
+    one whose causes hook takes one argument where the contract passes two."""
     (site / "kd_boom.py").write_text(BOOM)
     (site / "kd_clash.py").write_text(textwrap.dedent(CLASH))
+    (site / "kd_bent.py").write_text(textwrap.dedent(BENT))
+    _dist_info(site, "kd-bent", ["kd_bent.py"], "[killdrill.integrations]\nbent = kd_bent\n")
     _dist_info(site, "kd-boom", ["kd_boom.py"], "[killdrill.integrations]\nboom = kd_boom\n")
     _dist_info(site, "kd-clash", ["kd_clash.py"], "[killdrill.integrations]\nclash = kd_clash\n")
     integrations._installed_names.cache_clear()
@@ -302,8 +315,9 @@ def broken(site: Path) -> Path:
 
 
 def test_broken_plugins_are_one_line_each_and_the_rest_works(broken: Path, tmp_path: Path) -> None:
-    """A plugin that raises at import and one whose option name is Celery's: each is one warning
-    line naming it, and acme's drill runs; asking for the broken one is that line as an error."""
+    """A plugin that raises at import, one whose option name is Celery's and one whose hook breaks
+    the contract: each is one warning line naming it, and acme's drill runs; asking for the broken
+    one is that line as an error."""
     done = run_cli(
         tmp_path, "run", "--integration", "acme", "--acme-region", "us", "-s", "after:charge",
         "--discovery-runs", "1", "--", *_agent(tmp_path, "--region", "us"),
@@ -319,6 +333,10 @@ def test_broken_plugins_are_one_line_each_and_the_rest_works(broken: Path, tmp_p
     assert any(
         "the integration plugin 'clash' declares the option broker, already the celery integration's" in line
         for line in said
+    ), done.stderr
+    assert (
+        "killdrill: warning: the integration plugin 'bent' (kd_bent) was refused: its causes hook takes 1"
+        " argument(s), the contract calls causes(violation, attempts)" in said
     ), done.stderr
     asked = run_cli(tmp_path, "points", "--integration", "boom", "--", "python", "-c", "pass")
     assert asked.returncode == 2 and "Traceback" not in asked.stderr, asked.stderr

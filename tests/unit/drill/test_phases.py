@@ -54,3 +54,19 @@ def test_a_wait_counts_from_the_first_kill_to_when_the_runtime_handed_the_work_o
     waits = [{"label": "x", "from": None, "to": 105.0}, {"label": "y", "from": 90.0, "to": 95.0}]
     assert clip_waits(waits, [100.0], 200.0) == [{"label": "x", "seconds": 5.0}]
     assert clip_waits(waits, [], 200.0) == []
+
+
+def test_a_deployments_launches_are_on_the_timeline_with_their_kills() -> None:
+    """Under ``--serve`` the runtimes' waits read the same timeline an ordinary case gives them."""
+    clock = PhaseClock()
+    now = time.monotonic()
+    worker, driver, again = (
+        attempt(1, 400.0, [50.0, 150.0], killed=True),
+        attempt(2, 900.0, [10.0], killed=False),
+        attempt(3, 300.0, [20.0], killed=False),
+    )
+    clock.deployed([again, driver, worker], {1: now - 2.0, 2: now - 1.8, 3: now - 1.0})
+    assert [a.number for _, a in clock.timeline] == [1, 2, 3]
+    starts = [began for began, _ in clock.timeline]
+    assert starts[1] - starts[0] == pytest.approx(0.2) and starts[2] - starts[0] == pytest.approx(1.0)
+    assert clock.kills == [pytest.approx(starts[0] + 0.4)]

@@ -86,8 +86,8 @@ def test_a_resume_that_got_the_task_later_than_a_fresh_worker_did_waited_on_the_
 
 
 def test_the_visibility_timeout_is_the_drills_option_and_reaches_the_workers(tmp_path: Path) -> None:
-    from killdrill.integrations.celery.broker import CeleryBroker
     from killdrill.integrations import check_options
+    from killdrill.integrations.celery.broker import CeleryBroker
     from killdrill.options import DrillOptions
 
     assert CeleryBroker(tmp_path, None).visibility_s == integration.VISIBILITY_TIMEOUT_S
