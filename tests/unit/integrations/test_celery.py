@@ -98,3 +98,20 @@ def test_the_visibility_timeout_is_the_drills_option_and_reaches_the_workers(tmp
     again = _attempt(2, [("before:checkout", 3500.0)], killed=False)
     (wait,) = broker.waits(tmp_path, "t", [(100.0, acks), (110.0, again)])
     assert wait["setting"] == "--visibility-timeout" and wait["setting_s"] == 20.0
+
+
+def test_a_deployments_surviving_replica_got_the_killed_workers_task_after_the_visibility(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace as with_
+
+    from killdrill.integrations.celery.broker import CeleryBroker
+
+    broker = CeleryBroker(tmp_path, None)
+    killed = with_(_attempt(1, [("before:checkout", 1000.0), ("after:checkout", 1500.0)], killed=True),
+                   process="worker[0]", duration_ms=1600.0)  # fmt: skip
+    survivor = with_(_attempt(2, [("before:checkout", 4700.0)], killed=False), process="worker[1]")
+    driver = with_(_attempt(3, [("x", 1.0)], killed=False), process="driver")
+    (wait,) = broker.waits(tmp_path, "t", [(100.0, killed), (100.1, survivor), (100.5, driver)])
+    assert (wait["from"], wait["to"]) == pytest.approx((101.6, 104.8))
+    assert wait["unit"] == "task checkout" and wait["setting"] == "--visibility-timeout"
