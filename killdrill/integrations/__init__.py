@@ -26,12 +26,13 @@ Layer: beside ledger and effects; may import ``agent``, ``records`` and ``errors
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
 import pkgutil
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -90,6 +91,8 @@ __all__ = [
     "option_rows",
     "preload_modules",
     "register",
+    "rescan",
+    "scope",
     "start_services",
     "unfinished",
     "without_work",
@@ -232,6 +235,27 @@ def _find_module(name: str) -> Integration | None:
 
 
 _INTEGRATIONS: Registry[Integration] = Registry("integration", ENTRY_POINT_GROUP, find=_find_module)
+
+
+def rescan() -> None:
+    """Scan the installed integrations again at the next lookup (a distribution installed since)."""
+    _installed_names.cache_clear()
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """Inside, integrations are found afresh (the entry points rescanned: a distribution installed
+    just now is seen) and a :func:`register` lasts until the end; after, the process knows what it
+    knew before.  What a test of an integration wraps itself in (``killdrill_plugins``)."""
+    global _INTEGRATIONS
+    saved = _INTEGRATIONS
+    _INTEGRATIONS = Registry("integration", ENTRY_POINT_GROUP, find=_find_module)
+    _installed_names.cache_clear()
+    try:
+        yield
+    finally:
+        _INTEGRATIONS = saved
+        _installed_names.cache_clear()
 
 
 def _spelling(name: str) -> str:
