@@ -1,9 +1,10 @@
 """A third party's integration, installed from a tmp distribution by the ``killdrill_plugins``
 fixture (a dist-info folder on ``PYTHONPATH``, as pip lays one out) and found through the
-entry-point group ``killdrill.integrations``: its points, its setup hint, its cause, its conform probe and an option
-of its own, with nothing of killdrill touched.  The framework is a toy durable runtime (``acme``:
-a task's result is recorded in a JSON file once it returns, and replayed from there), in a distribution of its
-own (``acme-flows``) whose files the import watch checks.
+entry-point group ``killdrill.integrations``: its points, its setup hint, its cause, its conform
+probe and an option of its own, with nothing of killdrill touched.  The framework is a toy
+durable runtime (``acme``: a task's result is recorded in a JSON file once it returns, and
+replayed from there), in a distribution of its own (``acme-flows``) whose files the import watch
+checks.
 """
 
 from __future__ import annotations
