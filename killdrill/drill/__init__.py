@@ -30,10 +30,10 @@ from killdrill.drill.base import AttemptLauncher, LauncherSource
 from killdrill.drill.case import CaseRunner
 from killdrill.drill.case_verdict import CaseJudge
 from killdrill.drill.discovery import Discoverer
-from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
+from killdrill.drill.errors import STATE_DIR, DiscoveryError, UnknownPointError
 from killdrill.drill.workdirs import Workdirs, unfinished_roots
 from killdrill.errors import HarnessError
-from killdrill.options import override
+from killdrill.options import DrillOptions, override
 from killdrill.options.reproduce import reproduce_line
 from killdrill.points import Schedule, parse_schedule
 from killdrill.process.supervisor import clear_interrupt, interrupt_all

@@ -353,8 +353,8 @@ def warden() -> Launcher:
         return _warden
 
 
-class ServiceHost:
-    """How an integration's service (:class:`killdrill.integrations.ServiceHost`) runs a process:
+class WardenHost:
+    """The :class:`killdrill.integrations.ServiceHost` the drill lends a service: a process
     exec'd by the warden under its own keeper, so it dies with the harness however that ends."""
 
     def spawn(
@@ -366,6 +366,10 @@ class ServiceHost:
         """SIGKILL the process and all it started (its keeper reaps the rest)."""
         if isinstance(proc, ForkedProcess):
             containment.kill_attempt(proc.pid, proc.keeper)
+
+
+ServiceHost = WardenHost
+"""The old name, kept only for ``drill.base`` (being rewritten on another branch): import WardenHost."""
 
 
 def live_launchers() -> list[Launcher]:

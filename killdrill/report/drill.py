@@ -56,7 +56,7 @@ _NOTE_GLOSS = {
 _STDERR_LINES = 12
 _RUN_CAUSES = frozenset(
     {"unfinished_resume", "run_not_completed", "resume_crashed", "hang", "point_not_reached", "harness_error"}
-)  # causes about the run, not one effect (killdrill.verdict.diagnosis.Cause)
+)  # causes about the run, not one effect (killdrill.verdict.causes.CauseName)
 _SUMMARY_LABELS = (
     ("exactly_once", str(Verdict.EXACTLY_ONCE)),
     ("duplicated", "duplicated"),

@@ -146,14 +146,14 @@ def test_a_server_the_user_runs_is_never_reached(tmp_path: Path) -> None:
     from temporalio.client import Client
 
     from killdrill.integrations.temporal.server import TemporalDevServer
-    from killdrill.process.launcher import ServiceHost
+    from killdrill.process.launcher import WardenHost
 
     async def workflows_on(address: str) -> list[str]:
         client = await Client.connect(address)
         return [w.id async for w in client.list_workflows()]
 
     (tmp_path / "user").mkdir()
-    user = TemporalDevServer(tmp_path / "user", ServiceHost())
+    user = TemporalDevServer(tmp_path / "user", WardenHost())
     try:
         user.start()
         command = receipt_command("--address", user.address)
@@ -195,9 +195,9 @@ def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> N
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
     from killdrill.integrations.temporal.server import TemporalDevServer
-    from killdrill.process.launcher import ServiceHost
+    from killdrill.process.launcher import WardenHost
 
-    server = TemporalDevServer(tmp_path, ServiceHost())
+    server = TemporalDevServer(tmp_path, WardenHost())
     try:
         a = server.env(tmp_path / "001-a", "t")
         b = server.env(tmp_path / "002-b", "t")

@@ -27,7 +27,7 @@ from killdrill.canonical import _LENIENT, canonical_json, json_reader
 from killdrill.ledger._substitute import Substitution, replace_all
 from killdrill.records import Attempt, Call, LedgerSnapshot
 from killdrill.verdict import judge
-from killdrill.verdict.registry import CheckContext, registered_checks
+from killdrill.verdict.checks import CheckContext, registered_checks
 
 PROVIDERS = ("payments", "mailbox", "kv", "tickets")
 OUTCOMES = ("created", "replayed", "rejected", "failed")
