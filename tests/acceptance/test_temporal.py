@@ -3,8 +3,8 @@
 Every drill here runs the bundled payout example (killdrill/examples/payout_temporal.py) with
 the fork launcher: one template imports temporalio once; each attempt is a fork, a new worker.
 The dev server is the drill's own (killdrill/integrations/temporal/server.py): one per Drill, each workdir
-its own namespace.  The ``slow`` test repeats every point of the correct form (issue 21's
-"20 times without a false alarm": set KILLDRILL_TEMPORAL_REPEAT).
+its own namespace.  The ``slow`` test repeats every point of the correct form 20 times without a
+false alarm (KILLDRILL_TEMPORAL_REPEAT=N for fewer).
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_correct_form_passes_every_point_repeatedly(tmp_path: Path) -> None:
-    """Every point, 20 times (issue 21's bar for a false alarm); KILLDRILL_TEMPORAL_REPEAT=N for fewer."""
+    """Every point, 20 times, no false alarm; KILLDRILL_TEMPORAL_REPEAT=N for fewer."""
     repeat = int(os.environ.get("KILLDRILL_TEMPORAL_REPEAT", "20"))
     for n in range(repeat):
         with drill(tmp_path / f"run{n}") as d:

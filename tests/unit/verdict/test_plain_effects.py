@@ -1,4 +1,4 @@
-"""The verdict's shortcuts at 10^5 effects (issue 23) give the same answers as the long way.
+"""The verdict's shortcuts at 10^5 effects give the same answers as the long way.
 
 - :attr:`Effect.plain` effects skip the core per-effect checks (``quiet_on_plain``): each of
   those checks is run on random plain effects and must say nothing, and ``judge`` with the skip
