@@ -27,7 +27,6 @@ from killdrill.records import (
     Presenter,
     Verdict,
     Violation,
-    install_presenter,
 )
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.report.outputs import atomic_write_text
@@ -475,4 +474,5 @@ def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[Ca
     return discovery, cases
 
 
-install_presenter(Presenter(case=render_case, drill=render_drill, summary=summarize_cases))
+PRESENTER = Presenter(case=render_case, drill=render_drill, summary=summarize_cases)
+"""How results render (``CaseResult.text()``), installed by :mod:`killdrill.drill`, which makes them."""
