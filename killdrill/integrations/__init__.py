@@ -32,7 +32,7 @@ import functools
 import importlib
 import pkgutil
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -56,7 +56,6 @@ from killdrill.integrations.contract import (
     ServiceHost,
     ServiceProcess,
     Timeline,
-    Wait,
     WaitsHook,
     check_record,
     check_service,
@@ -342,15 +341,16 @@ def internal_steps() -> frozenset[str]:
     return frozenset().union(*(i.internal_steps for i in known().values()))
 
 
-def record_waits(names: Iterable[str], timeline: Timeline, clean: Attempt) -> list[Wait]:
-    """The waits the records of ``names`` read from a case's attempts (their ``waits`` hooks; one
-    that raises is said, naming it)."""
+def record_waits(names: Iterable[str], timeline: Timeline, clean: Attempt) -> list[dict[str, Any]]:
+    """The waits the records of ``names`` read from a case's attempts (their ``waits`` hooks, each
+    a :class:`~killdrill.integrations.contract.Wait`; one that raises is said, naming it)."""
     then = "the case's waits go without it"
+    none: Sequence[Mapping[str, Any]] = ()
     return [
-        w
+        dict(w)
         for i in _each(names)
         if i.waits is not None
-        for w in called(i.name, "waits", i.waits, timeline, clean, fallback=[], then=then)
+        for w in called(i.name, "waits", i.waits, timeline, clean, fallback=none, then=then)
     ]
 
 

@@ -215,9 +215,10 @@ CausesHook = Callable[["Violation", Sequence["Attempt"]], "Cause | None"]
 :class:`RuntimeContext` its unit recorded) and the case's attempts (their points, kills, exits);
 a :class:`Cause` when the framework explains it, else None (the drill's own diagnosis stands)."""
 
-WaitsHook = Callable[[Timeline, "Attempt"], list[Wait]]
-"""``waits(timeline, clean)``: the runtime's waits read from a case's attempts beside a clean
-run (an ``Attempt`` numbered 0, its points and duration), when no service can say them."""
+WaitsHook = Callable[[Timeline, "Attempt"], Sequence[Mapping[str, Any]]]
+"""``waits(timeline, clean)``: the runtime's waits (each a :data:`Wait`) read from a case's
+attempts beside a clean run (an ``Attempt`` numbered 0, its points and duration), when no service
+can say them."""
 
 RECORD_HOOKS: Mapping[str, tuple[str, ...]] = {
     "activate": (),

@@ -185,12 +185,6 @@ KNOWN_CYCLES = {
     frozenset({"killdrill.options", "killdrill.options.rules", "killdrill.options.services"}): (
         "a rule's error reads the drill's table by default (every caller would pass it)"
     ),
-    frozenset({"killdrill.fakes.builtin", "killdrill.fakes.handle", "killdrill.fakes.provider"}): (
-        "types only: a provider is typed with the handle that builds it"
-    ),
-    frozenset({"killdrill.fakes.http", "killdrill.fakes.model", "killdrill.fakes.model_responses"}): (
-        "types only: the model fake's routes are typed with the HTTP server's handler"
-    ),
 }
 
 
