@@ -36,7 +36,17 @@ from typing import Any
 
 from killdrill.fakes.peer import client_uids
 
-__all__ = ["MAX_BODY", "NO_BODY", "ROUTES", "TOKEN_HEADERS", "GuardedHandler", "GuardedServer", "Request", "Route", "route"]
+__all__ = [
+    "MAX_BODY",
+    "NO_BODY",
+    "ROUTES",
+    "TOKEN_HEADERS",
+    "GuardedHandler",
+    "GuardedServer",
+    "Request",
+    "Route",
+    "route",
+]
 
 MAX_BODY = 1 << 20
 """Largest request body (1 MiB): a provider call is a few kilobytes."""

@@ -68,7 +68,10 @@ def test_sendgrid_takes_a_template_for_subject_and_content_and_refuses_non_json(
     url: str, ledger_file: str
 ) -> None:
     templated = {k: v for k, v in MAIL.items() if k not in ("subject", "content")}
-    assert httpx.post(f"{url}/sendgrid/v3/mail/send", json={**templated, "template_id": "d-1"}).status_code == 202
+    assert (
+        httpx.post(f"{url}/sendgrid/v3/mail/send", json={**templated, "template_id": "d-1"}).status_code
+        == 202
+    )
     for raw in (b"{not json", b"[1]", b"\xff"):
         r = httpx.post(f"{url}/sendgrid/v3/mail/send", content=raw)
         assert r.status_code == 400 and r.json()["errors"][0]["message"]
