@@ -4,8 +4,9 @@ chat.postMessage, /methods/conversations.history, /web#responses).
 Base URL ``$KILLDRILL_FAKES_URL/slack/api/`` (``slack_sdk``'s ``WebClient(token, base_url=url +
 "/slack/api/")``): ``POST /chat.postMessage`` (JSON or form-encoded; recorded as
 ``slack.post``, answered ``{"ok": true, "channel", "ts", "message"}``) and ``conversations.history``
-(GET or POST, ``channel`` and ``limit``: the channel's messages, newest first, unrecorded: the
-read a poster reconciles with after a crash).  The rules, one test each in
+(GET or POST, ``channel``, ``limit`` and ``include_all_metadata``: the channel's messages, newest
+first, their ``metadata`` only when asked, unrecorded: the read a poster reconciles with after a
+crash).  The rules, one test each in
 ``tests/unit/fakes/wire/test_chat_apis.py`` (``slack_sdk`` among them):
 
 - Slack takes no idempotency key for ``chat.postMessage``: every accepted call is a message, and
@@ -164,6 +165,8 @@ def history(ex: Exchange, _m: re.Match[str]) -> None:
         ex.reply(200, {"ok": False, "error": "invalid_limit"})
         return
     messages = [m["message"] for m in ex.fakes().ledger.effects("slack", ref=channel)]
+    if str(args.get("include_all_metadata", "")).lower() not in ("true", "1"):  # Slack's default
+        messages = [{k: v for k, v in m.items() if k != "metadata"} for m in messages]
     messages.reverse()
     page = messages[: max(1, min(limit, 999))]
     ex.reply(200, {"ok": True, "messages": page, "has_more": len(messages) > len(page), "pin_count": 0})

@@ -90,7 +90,7 @@ def test_slack_sdk_posts_twice_when_called_twice_and_raises_slacks_errors(url: s
     with pytest.raises(SlackApiError) as refused:
         client.chat_postMessage(channel="C1")
     assert refused.value.response["error"] == "no_text"
-    history = client.conversations_history(channel="C1")
+    history = client.conversations_history(channel="C1", include_all_metadata=True)
     assert history["messages"][-1]["ts"] == first["ts"]
     assert history["messages"][-1]["metadata"]["event_payload"] == {"id": "7"}
     assert outcomes(ledger_file, "slack") == ["created", "created"]
