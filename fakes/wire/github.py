@@ -84,9 +84,9 @@ def _issue(ex: Exchange, stored: dict[str, Any]) -> dict[str, Any]:
         "title": stored["title"],
         "body": stored.get("body"),
         "user": _USER,
-        "labels": [{"name": n} if isinstance(n, str) else n for n in stored.get("labels") or []],
+        "labels": [{"name": n if isinstance(n, str) else n["name"]} for n in _list(stored, "labels")],
         "assignee": None,
-        "assignees": [{"login": a} for a in stored.get("assignees") or [] if isinstance(a, str)],
+        "assignees": [{"login": a if isinstance(a, str) else a["name"]} for a in _list(stored, "assignees")],
         "milestone": None,
         "locked": False,
         "comments": len(comments),
@@ -95,6 +95,11 @@ def _issue(ex: Exchange, stored: dict[str, Any]) -> dict[str, Any]:
         "closed_at": None,
         "author_association": "OWNER",
     }
+
+
+def _list(stored: dict[str, Any], field: str) -> list[Any]:
+    values = stored.get(field)
+    return [v for v in values if _named(v)] if isinstance(values, list) else []
 
 
 def _comment(ex: Exchange, stored: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +125,11 @@ def _json(ex: Exchange) -> tuple[bool, Any]:
         return False, None
 
 
+def _named(value: Any) -> bool:
+    """A label or assignee as GitHub takes one: its name, or an object with a ``name``."""
+    return isinstance(value, str) or (isinstance(value, dict) and isinstance(value.get("name"), str))
+
+
 def _invalid(body: Any, resource: str, required: str) -> Reply | None:
     if not isinstance(body, dict):
         return _error(400, "Problems parsing JSON")
@@ -128,7 +138,7 @@ def _invalid(body: Any, resource: str, required: str) -> Reply | None:
             422, "Validation Failed", [{"resource": resource, "code": "missing_field", "field": required}]
         )
     for field in ("labels", "assignees"):
-        if field in body and not isinstance(body[field], list):
+        if field in body and not (isinstance(body[field], list) and all(_named(v) for v in body[field])):
             return _error(
                 422, "Validation Failed", [{"resource": resource, "code": "invalid", "field": field}]
             )

@@ -53,6 +53,9 @@ def _refusal(message: Any) -> str | None:
         return "Zero recipients specified"
     if not any(isinstance(message.get(f), str) and message[f] for f in ("TextBody", "HtmlBody")):
         return "Provide either email TextBody or HtmlBody or both."
+    metadata = message.get("Metadata") or {}  # postmarker sends null when there is none
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        return "Invalid metadata: an object of text values."
     return None
 
 
