@@ -5,7 +5,8 @@ Base URL ``$KILLDRILL_FAKES_URL/postmark`` (``postmarker``'s ``PostmarkClient(se
 root_api_url=url + "/postmark/")``): ``POST /email`` (one message, recorded as ``postmark.send``,
 answered ``{"To", "SubmittedAt", "MessageID", "ErrorCode": 0, "Message": "OK"}``), ``POST
 /email/batch`` (up to 500 messages, each its own ``postmark.send``; answered with one such result
-a message, a refused one with its ``ErrorCode`` and nothing sent for it) and ``GET
+a message, a refused one with its ``ErrorCode`` and nothing sent for it; ``during:postmark.send``
+is announced once, after the whole batch) and ``GET
 /messages/outbound`` (the outbound message search: ``count`` and ``offset`` required, filtered by
 ``recipient``, ``fromemail``, ``tag``, ``subject`` and ``metadata_NAME``; the read a sender
 reconciles with after a crash, unrecorded).  The rules, one test each in
