@@ -16,7 +16,8 @@ crash).  The rules, one test each in
 - errors are HTTP 200 ``{"ok": false, "error": CODE}``: no token ``not_authed``, no channel
   ``channel_not_found``, none of ``text``/``blocks``/``attachments`` ``no_text``, text over
   40,000 characters ``msg_too_long``, over 100 attachments ``too_many_attachments``, ``blocks``
-  that are not a list ``invalid_blocks``, a body that is not JSON ``invalid_json`` (not an object
+  that are not a list ``invalid_blocks``, ``metadata`` that is not an object
+  ``invalid_metadata_format``, a body that is not JSON ``invalid_json`` (not an object
   ``json_not_object``); nothing posted.
 
 Where it differs: every channel exists and is answered as given (Slack answers a ``#name`` with
@@ -95,7 +96,15 @@ def _message(args: dict[str, Any]) -> dict[str, Any]:
         raise _Refused("msg_too_long")
     if attachments is not None and len(attachments) > MAX_ATTACHMENTS:
         raise _Refused("too_many_attachments")
-    return {**args, "channel": channel, "blocks": blocks, "attachments": attachments}
+    metadata = args.get("metadata")
+    if isinstance(metadata, str) and metadata:  # a form carries it as JSON text
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            raise _Refused("invalid_metadata_format") from None
+    if metadata not in (None, "") and not isinstance(metadata, dict):
+        raise _Refused("invalid_metadata_format")
+    return {**args, "channel": channel, "blocks": blocks, "attachments": attachments, "metadata": metadata}
 
 
 def _perform(message: dict[str, Any]) -> Any:

@@ -166,3 +166,23 @@ def test_the_message_providers_are_irreversible_so_a_resend_is_diagnosed_as_such
 
     assert _irreversible("slack") and _irreversible("twilio") and _irreversible("postmark")
     assert not _irreversible("sendgrid")  # no search the fake serves: the plain unkeyed class
+
+
+def test_slack_reads_metadata_from_a_form_as_json_and_refuses_one_that_is_not_an_object(
+    url: str, ledger_file: str
+) -> None:
+    form = {
+        "token": "x",
+        "channel": "C3",
+        "text": "hi",
+        "metadata": '{"event_type": "e", "event_payload": {}}',
+    }
+    assert httpx.post(f"{url}/slack/api/chat.postMessage", data=form).json()["ok"]
+    history = httpx.get(
+        f"{url}/slack/api/conversations.history?channel=C3&include_all_metadata=true", headers=AUTH
+    ).json()
+    assert history["messages"][0]["metadata"] == {"event_type": "e", "event_payload": {}}
+    for bad in ("{oops", "[1]"):
+        r = httpx.post(f"{url}/slack/api/chat.postMessage", data={**form, "metadata": bad})
+        assert r.json() == {"ok": False, "error": "invalid_metadata_format"}
+    assert outcomes(ledger_file, "slack") == ["created"]
