@@ -11,7 +11,8 @@ each in ``tests/unit/fakes/wire/test_chat_apis.py`` (the ``twilio`` SDK among th
 - the Messages API takes no idempotency key: every accepted request is an SMS, and one sent again
   after a lost answer is a second SMS (``irreversible``).  ``I-Twilio-Idempotency-Token`` is a
   header Twilio *sends* on its webhooks (the same value on a retried delivery, so a receiver can
-  dedupe them); the Messages API does not honour it on a request, so the fake ignores it there;
+  dedupe them); the Messages API does not honour it on a request, so the fake ignores it there
+  (our reading: the documents name it only on webhooks; the SDK's ``messages.create`` takes no key);
 - errors are ``{"code", "message", "more_info", "status"}``: no ``To`` 400 21604, no ``From``
   or ``MessagingServiceSid`` 21603, no ``Body``/``MediaUrl``/``ContentSid`` 21602, a body over
   1,600 characters 21617, a ``To`` that is not a phone number (E.164) or a channel address
