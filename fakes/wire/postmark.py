@@ -169,16 +169,18 @@ def search_outbound(ex: Exchange, _m: re.Match[str]) -> None:
 
 
 def _matches(message: dict[str, Any], query: dict[str, str]) -> bool:
-    wanted = {
-        "recipient": lambda v: v.lower() in (a.lower() for a in message.get("Recipients", [])),
-        "fromemail": lambda v: v.lower() in str(message.get("From", "")).lower(),
-        "tag": lambda v: message.get("Tag") == v,
-        "subject": lambda v: message.get("Subject") == v,
-    }
+    """Whether the search's filters (``recipient``, ``fromemail``, ``tag``, ``subject``,
+    ``metadata_NAME``) all hold for ``message``."""
+    recipients = [str(a).lower() for a in message.get("Recipients", [])]
+    metadata = message.get("Metadata") or {}
     for name, value in query.items():
-        if name in wanted and not wanted[name](value):
+        if name == "recipient" and value.lower() not in recipients:
             return False
-        if name.startswith("metadata_") and (message.get("Metadata") or {}).get(name[9:]) != value:
+        if name == "fromemail" and value.lower() not in str(message.get("From", "")).lower():
+            return False
+        if name in ("tag", "subject") and message.get(name.capitalize()) != value:
+            return False
+        if name.startswith("metadata_") and metadata.get(name[9:]) != value:
             return False
     return True
 

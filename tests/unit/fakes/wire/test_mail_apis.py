@@ -138,12 +138,14 @@ def test_a_postmark_batch_sends_each_valid_message_and_refuses_the_rest(url: str
 
 
 def test_the_postmark_search_finds_a_sent_message_by_metadata_unrecorded(url: str, ledger_file: str) -> None:
-    httpx.post(f"{url}/postmark/email", json={**EMAIL, "Metadata": {"order": "o-7"}})
+    httpx.post(f"{url}/postmark/email", json={**EMAIL, "Metadata": {"order": "o-7"}, "Tag": "receipt"})
     httpx.post(f"{url}/postmark/email", json={**EMAIL, "To": "bo@example.com"})
     found = httpx.get(f"{url}/postmark/messages/outbound?count=10&offset=0&metadata_order=o-7").json()
     assert found["TotalCount"] == 1 and found["Messages"][0]["Recipients"] == ["ana@example.com"]
     by_recipient = httpx.get(f"{url}/postmark/messages/outbound?count=10&offset=0&recipient=bo@example.com")
     assert by_recipient.json()["TotalCount"] == 1
+    by_tag = httpx.get(f"{url}/postmark/messages/outbound?count=10&offset=0&tag=receipt&subject=Receipt")
+    assert [m["Tag"] for m in by_tag.json()["Messages"]] == ["receipt"]
     assert httpx.get(f"{url}/postmark/messages/outbound?count=x").status_code == 422
     assert outcomes(ledger_file, "postmark") == ["created", "created"]
 
