@@ -14,6 +14,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 
 from killdrill.fakes.http import FakesServer  # noqa: E402
+from killdrill.ledger import Ledger  # noqa: E402
 from tests.wire_support import THREAD  # noqa: E402
 
 ACCOUNT = "AC" + "0" * 32
@@ -85,3 +86,31 @@ def test_what_was_stored_from_odd_but_accepted_bodies_reads_back(server: tuple[s
             "/slack/api/conversations.history?channel=C1&limit=-5&token=x",
         ):
             assert client.get(path).status_code < 500, path
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+@pytest.mark.parametrize(
+    ("fault", "status"), [("error_first", 500), ("rate_limit_first", 429), ("indeterminate_first", 500)]
+)
+def test_an_injected_fault_is_answered_in_the_providers_error_shape(
+    ledger_file: str, name: str, fault: str, status: int
+) -> None:
+    path, valid = VALID[name]
+    form = name in ("twilio", "slack")
+    Ledger(ledger_file, THREAD).configure(name, **{fault: 1})
+    with FakesServer(ledger_file, thread=THREAD) as srv, httpx.Client(base_url=srv.url) as client:
+
+        def send() -> httpx.Response:
+            return client.post(path, data=valid) if form else client.post(path, json=valid)
+
+        r = send()
+        assert r.status_code == status, r.text
+        shape = {
+            "sendgrid": lambda b: b["errors"][0]["message"],
+            "postmark": lambda b: b["ErrorCode"] and b["Message"],
+            "slack": lambda b: b["ok"] is False and b["error"],
+            "twilio": lambda b: b["code"] and b["message"] and b["status"] == status,
+            "github": lambda b: b["message"] and b["documentation_url"],
+        }[name]
+        assert shape(r.json()), r.text
+        assert send().status_code in (200, 201, 202)  # the budget spent, the next request lands
