@@ -12,6 +12,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 
 from killdrill.fakes.http import FakesServer  # noqa: E402
+from killdrill.ledger import Ledger  # noqa: E402
 from tests.wire_support import THREAD, outcomes  # noqa: E402
 
 AUTH = {"Authorization": "Bearer xoxb-test"}
@@ -186,3 +187,17 @@ def test_slack_reads_metadata_from_a_form_as_json_and_refuses_one_that_is_not_an
         r = httpx.post(f"{url}/slack/api/chat.postMessage", data={**form, "metadata": bad})
         assert r.json() == {"ok": False, "error": "invalid_metadata_format"}
     assert outcomes(ledger_file, "slack") == ["created"]
+
+
+def test_slack_sdk_posts_again_by_itself_when_the_answer_is_lost(url: str, ledger_file: str) -> None:
+    slack_sdk = pytest.importorskip("slack_sdk")
+
+    Ledger(ledger_file, THREAD).configure("slack", drop_first=1)  # Slack posted, the connection broke
+    client = slack_sdk.WebClient(token="xoxb-test", base_url=f"{url}/slack/api/")
+    client.chat_postMessage(channel="C1", text="Deployed")  # its default retry handler resends
+    assert outcomes(ledger_file, "slack") == ["created", "created"]
+    Ledger(ledger_file, THREAD).configure("slack", drop_first=1)
+    without_retries = slack_sdk.WebClient(token="xoxb-test", base_url=f"{url}/slack/api/", retry_handlers=[])
+    with pytest.raises(ConnectionError):  # the caller hears the loss and can reconcile
+        without_retries.chat_postMessage(channel="C1", text="Deployed")
+    assert outcomes(ledger_file, "slack") == ["created", "created", "created"]
