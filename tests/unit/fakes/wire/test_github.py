@@ -114,3 +114,25 @@ def test_pygithub_creates_twice_when_called_twice(url: str, ledger_file: str) ->
         repo.get_issue(9)
     assert refused.value.status == 404
     assert outcomes(ledger_file, "github") == ["created"] * 3
+
+
+def test_pygithub_creates_again_by_itself_when_the_answer_is_lost(url: str, ledger_file: str) -> None:
+    github = pytest.importorskip("github")
+
+    def create_issue(**retry: Any) -> None:
+        client = github.Github(
+            base_url=url,
+            auth=github.Auth.Token("t"),
+            seconds_between_requests=0,
+            seconds_between_writes=0,
+            **retry,
+        )
+        client.get_repo("acme/shop", lazy=True).create_issue(title="Refund failed")
+
+    Ledger(ledger_file, THREAD).configure("github", drop_first=1)  # GitHub created it, the answer was lost
+    create_issue()  # PyGithub's default retry sends the create again
+    assert outcomes(ledger_file, "github") == ["created", "created"]
+    Ledger(ledger_file, THREAD).configure("github", drop_first=1)
+    with pytest.raises(OSError):  # retry=None: the caller hears the loss (requests' ConnectionError)
+        create_issue(retry=None)
+    assert outcomes(ledger_file, "github") == ["created"] * 3
