@@ -127,7 +127,7 @@ def test_pygithub_creates_again_by_itself_when_the_answer_is_lost(url: str, ledg
             seconds_between_writes=0,
             **retry,
         )
-        client.get_repo("acme/shop", lazy=True).create_issue(title="Refund failed")
+        client.get_repo("acme/shop").create_issue(title="Refund failed")
 
     Ledger(ledger_file, THREAD).configure("github", drop_first=1)  # GitHub created it, the answer was lost
     create_issue()  # PyGithub's default retry sends the create again
