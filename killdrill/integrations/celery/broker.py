@@ -239,6 +239,9 @@ class CeleryBroker:
                         f" {VISIBILITY_ENV}, swept every second) of Celery task {task}",
                         "setting": VISIBILITY_ENV,
                         "setting_s": self.visibility_s,
+                        "kept": "the broker's contract: Redis redelivers a task a dead worker took"
+                        " only once its visibility timeout expires (shorten it for a drill with"
+                        f" {VISIBILITY_ENV})",
                         "unit": f"task {task}",
                         "from": began + again - waited,
                         "to": began + again,

@@ -404,6 +404,13 @@ class TemporalDevServer:
                 self._dir = None
 
 
+REMOVED = (
+    "a killed worker's sticky queue (reset when a worker starts, so its workflow's next task goes"
+    " to every worker at once, not after the workflow task timeout)",
+)
+"""The waits of Temporal's this integration removes under a drill (said with each wait)."""
+
+
 def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[dict[str, Any]]:
     """The waits one workflow's history shows (see :meth:`TemporalDevServer.waits`)."""
     settings = {
@@ -437,6 +444,9 @@ def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[di
                     "unit": f"workflow {workflow_type}",
                     "from": started_at.get(attrs.scheduled_event_id),
                     "to": at,
+                    "kept": "the workflow's task timeout, its own setting (the server hands a task a"
+                    " dead worker took to another worker only once it expires)",
+                    "removed": list(REMOVED),
                 }
             )
         elif e.event_type == kinds.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -458,6 +468,10 @@ def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[di
                     "unit": f"activity {name}",
                     "from": None,
                     "to": at,
+                    "kept": f"the activity's {setting}, the agent's own setting (the server learns that"
+                    " a killed worker's activity failed only when it expires), then its retry"
+                    " policy's backoff",
+                    "removed": list(REMOVED),
                 }
             )
     return out
