@@ -1,20 +1,23 @@
 """Deployed runtimes per case beside their floors, side by side in one run.
 
-    python -m tests.benchmarks.deployed [--points N] [--rounds N] [--workers] [--only NAME ...] [--json FILE]
+    python -m tests.benchmarks.deployed [--points N] [--rounds N] [--workers] [--only NAME ...]
+        [--launcher spawn fork] [--json FILE]
 
 Each topology is a bundled example as a user deploys it: the DBOS web app and its client
 (``outbox``), the Temporal worker and its starter (``transfer``), two Celery worker replicas and
 their submitter (``checkout``), and the Temporal agent whose activities have a 3 s start-to-close
 (``receipt``: worker and starter in one command, tests/detection/agents/temporal_receipt.py).
-Discovery (one clean run) is timed apart.  Then ``--points`` points spread over the catalogue are
-each drilled ``--rounds`` times, each case beside its floor, interleaved (drill then floor, floor
-then drill): the floor is two plain runs of the same topology, started the same way (the
-runtime's server or broker and the case's namespace set up beforehand, off the clock, as a user's
-environment is), no kill and no harness: each run starts the services, waits until they are ready
-(the probe the drill uses, knocked every 10 ms), runs the driver to its end and stops the services
-(SIGTERM, waited for).  Printed per topology: seconds per case, per floor, their ratio against its
-goal, and the runtime waits the drill said.  ``--workers``: the same cases again with
-``--workers 2``, the wall-clock speedup over one worker.
+Each is drilled with its processes spawned and forked from a warm template that imported the
+example (``--launcher fork``).  Discovery (one clean run) is timed apart.  Then the topology's
+kill mid-effect and ``--points`` points spread over the catalogue are each drilled ``--rounds``
+times, each case beside its floor, interleaved (drill then floor, floor then drill): the floor
+is two plain runs of the same topology, started the same way (the runtime's server or broker and
+the case's namespace set up beforehand, off the clock, as a user's environment is), no kill and
+no harness: each run starts the services, waits until they are ready (the probe the drill uses,
+knocked every 10 ms), runs the driver to its end and stops the services (SIGTERM, waited for):
+fresh interpreters, as a user starts them.  Printed per row: seconds per case, per floor, their
+ratio against its goal, and the runtime waits the drill said.  ``--workers``: the same cases
+again with ``--workers 2``, the wall-clock speedup over one worker.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Top:
     options: dict[str, Any] = field(default_factory=dict)
     goal: float = 1.5  # a case at most this many times its floor
     points: tuple[str, ...] = ()  # always drilled (a kill mid-effect), before the spread ones
+    preload: tuple[str, ...] = ()  # what the fork template imports (``--launcher fork``)
 
 
 TOPOLOGIES = (
@@ -59,6 +63,7 @@ TOPOLOGIES = (
         {"app": f"python -m {EX}.outbox_dbos --port {{port}} --workdir {{workdir}}"},
         {"integrations": ("dbos",)},
         points=("app:during:mailbox.send",),
+        preload=(f"{EX}.outbox_dbos", f"{EX}.outbox_client", "uvicorn"),
     ),
     Top(
         "transfer_temporal",
@@ -76,6 +81,7 @@ TOPOLOGIES = (
         {"worker": f"python -m {EX}.transfer_temporal worker --task-queue {{thread}}"},
         {"integrations": ("temporal",), "ready": {"worker": "log:worker polling"}},
         points=("worker:during:payments.charge",),
+        preload=(f"{EX}.transfer_temporal",),
     ),
     Top(
         "checkout_celery",
@@ -84,6 +90,7 @@ TOPOLOGIES = (
         {"worker": f"python -m {EX}.checkout_celery worker --name w{{replica}} --workdir {{workdir}}"},
         {"integrations": ("celery",), "replicas": {"worker": 2}},
         points=("worker:during:payments.charge",),
+        preload=(f"{EX}.checkout_celery",),
     ),
     Top(
         "receipt_temporal",
@@ -92,6 +99,7 @@ TOPOLOGIES = (
         options={"integrations": ("temporal",)},
         goal=2.0,
         points=("during:payments.charge",),
+        preload=("temporalio.client", "temporalio.worker"),
     ),
 )
 
@@ -186,7 +194,9 @@ def _argv(argv: Sequence[str]) -> list[str]:
     return [sys.executable, *argv[1:]] if argv[0] == "python" else list(argv)
 
 
-def bench_one(top: Top, root: Path, n_points: int, rounds: int, workers: bool) -> dict[str, Any]:
+def bench_one(
+    top: Top, root: Path, n_points: int, rounds: int, workers: bool, launcher: str = "spawn"
+) -> dict[str, Any]:
     import importlib.util
 
     from killdrill.drill import Drill
@@ -195,10 +205,12 @@ def bench_one(top: Top, root: Path, n_points: int, rounds: int, workers: bool) -
     if importlib.util.find_spec(top.module) is None:
         return {"skipped": f"{top.module} is not importable here"}
     serve = dict(top.serve)
+    fork: dict[str, Any] = {"launcher": "fork", "preload": top.preload} if launcher == "fork" else {}
     options = DrillOptions(
-        root=str(root / top.name), cwd=str(REPO), timeout=180, discovery_runs=1, serve=serve, **top.options
-    )
-    row: dict[str, Any] = {"goal": top.goal}
+        root=str(root / f"{top.name}-{launcher}"), cwd=str(REPO), timeout=180, discovery_runs=1,
+        serve=serve, **top.options, **fork,
+    )  # fmt: skip
+    row: dict[str, Any] = {"goal": top.goal, "launcher": launcher}
     with Drill(list(top.driver), options) as drill:
         t0 = time.perf_counter()
         catalogue = drill.points()
@@ -244,7 +256,7 @@ def bench_workers(top: Top, root: Path, options: Any, schedules: list[str]) -> d
 
     out: dict[str, Any] = {}
     for n in (1, 2):
-        opts = replace(options, workers=n, root=str(root / f"{top.name}-w{n}"))
+        opts = replace(options, workers=n, root=f"{options.root}-w{n}")
         with Drill(list(top.driver), opts) as drill:
             drill.discover()
             t = time.perf_counter()
@@ -257,21 +269,22 @@ def bench_workers(top: Top, root: Path, options: Any, schedules: list[str]) -> d
 
 def render(rows: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "topology           discovery  s/case  floor s (2 plain runs)  x floor  goal     waits/case  verdicts"
+        "topology, launcher       discovery  s/case  floor s (2 plain runs)  x floor  goal"
+        "     waits/case  verdicts"
     ]
     for name, row in rows.items():
         if "skipped" in row:
-            lines.append(f"{name:<18} n/a: {row['skipped']}")
+            lines.append(f"{name:<24} n/a: {row['skipped']}")
             continue
         met = "met" if row["ratio"] <= row["goal"] else "MISSED"
         lines.append(
-            f"{name:<18} {row['discovery_s']:>8.1f}s {row['case_s']:>6.2f}s {row['floor_s']:>22.2f}s"
+            f"{name:<24} {row['discovery_s']:>8.1f}s {row['case_s']:>6.2f}s {row['floor_s']:>22.2f}s"
             f" {row['ratio']:>7.2f}  <= {row['goal']:g} {met:<6} {row['waits_s']:>6.2f}s"
             f"  {'exactly-once' if row['verdicts_ok'] else 'VIOLATED'} ({row['cases']} cases)"
         )
         if "workers_speedup" in row:
             lines.append(
-                f"{'':<18} --workers 2: {row['workers_2_s']:.1f}s vs 1 worker {row['workers_1_s']:.1f}s,"
+                f"{'':<24} --workers 2: {row['workers_2_s']:.1f}s vs 1 worker {row['workers_1_s']:.1f}s,"
                 f" speedup {row['workers_speedup']:.2f} (goal >= 1.7"
                 f" {'met' if row['workers_speedup'] >= 1.7 else 'MISSED'})"
                 f"{'' if row['workers_1_ok'] and row['workers_2_ok'] else '  VIOLATED'}"
@@ -289,14 +302,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--workers", action="store_true", help="also --workers 2 against 1")
     parser.add_argument("--only", nargs="*", default=())
+    parser.add_argument(
+        "--launcher", nargs="*", default=["spawn", "fork"], help="drill each topology spawned and/or forked"
+    )
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     load0 = os.getloadavg()
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="killdrill-bench-deployed-") as tmp:
         for top in TOPOLOGIES:
-            if not args.only or top.name in args.only:
-                rows[top.name] = bench_one(top, Path(tmp), args.points, args.rounds, args.workers)
+            for launcher in args.launcher:
+                if not args.only or top.name in args.only:
+                    row = bench_one(top, Path(tmp), args.points, args.rounds, args.workers, launcher)
+                    rows[f"{top.name} {launcher}"] = row
     print(render(rows))
     load1 = os.getloadavg()
     print(f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}, {os.cpu_count()} cores")
