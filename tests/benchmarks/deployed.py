@@ -230,6 +230,8 @@ def bench_one(
                         pair["floor"] = sum(plain_run(drill, top.driver, root) for _ in range(2))
                 cases.append((pair["drill"], pair["floor"], pair["case"]))
                 c = pair["case"]
+                if not c.ok:
+                    print(f"VIOLATED:\n{c.text()}", file=sys.stderr, flush=True)
                 print(
                     f"  {top.name} {p}: case {pair['drill']:.2f}s floor {pair['floor']:.2f}s"
                     f" ({pair['drill'] / pair['floor']:.2f}x) {'ok' if c.ok else 'VIOLATED'}"
@@ -263,6 +265,9 @@ def bench_workers(top: Top, root: Path, options: Any, schedules: list[str]) -> d
             result = drill.run_all(schedules)
             out[f"workers_{n}_s"] = time.perf_counter() - t
             out[f"workers_{n}_ok"] = all(c.ok for c in result.cases)
+            for c in result.cases:
+                if not c.ok:  # a correct example violated: its whole text, to read
+                    print(f"VIOLATED with --workers {n}:\n{c.text()}", file=sys.stderr, flush=True)
     out["workers_speedup"] = out["workers_1_s"] / out["workers_2_s"]
     return out
 
