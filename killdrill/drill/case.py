@@ -72,6 +72,7 @@ class CaseAttempts:
     # the ledger as read after the last attempt, when nothing ran after that read: the case's
     # verdict judges it (a 1,000-effect case read its ledger three times)
     ledger: LedgerSnapshot | None = None
+    started: dict[int, float] = field(default_factory=dict)  # a deployment's: number -> monotonic start
 
 
 class CaseRunner:
@@ -255,6 +256,7 @@ class CaseRunner:
         if self.launcher.topology is not None:
             deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
             clock.mark("deployment")
+            clock.deployed(deployed.attempts, deployed.started)  # what the runtime held, read after
             return deployed
         out = CaseAttempts()
         number = 0
@@ -319,6 +321,7 @@ class CaseRunner:
         ``offsets_may_miss`` (chaos): a timed kill the driver finished before is a miss, a note."""
         deployed = self.launcher.deploy(run, sched, max_attempts)
         out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations))
+        out.started = deployed.started
         out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
         if broken is not None:
             out.violations.append(broken)

@@ -222,6 +222,8 @@ class CeleryBroker:
         hands a dead connection's task on at once: nothing to say there."""
         if self.scheme not in _REDIS or len(timeline) < 2:
             return []
+        if any(a.process is not None for _, a in timeline):
+            return self._deployed_waits(timeline)
         first = {e.point: e.t_ms / 1000.0 for e in reversed(timeline[0][1].trace)}
         out: list[dict[str, Any]] = []
         for (_, killed), (began, resume) in itertools.pairwise(timeline):
@@ -233,18 +235,41 @@ class CeleryBroker:
                 continue
             waited = again - first[f"before:{task}"]
             if waited > 0:
-                out.append(
-                    {
-                        "label": f"Redis's visibility timeout ({self.visibility_s:g} s,"
-                        f" {VISIBILITY_ENV}, swept every second) of Celery task {task}",
-                        "setting": VISIBILITY_ENV,
-                        "setting_s": self.visibility_s,
-                        "unit": f"task {task}",
-                        "from": began + again - waited,
-                        "to": began + again,
-                    }
-                )
+                out.append(self._visibility_wait(task, began + again - waited, began + again))
         return out
+
+    def _deployed_waits(self, timeline: Sequence[tuple[float, Attempt]]) -> list[dict[str, Any]]:
+        """A deployment's: from a worker's kill while it held a task to the task's ``before:`` in
+        whichever launch took it next (a replica that kept running, or the restarted one)."""
+        out: list[dict[str, Any]] = []
+        for began, killed in timeline:
+            task = _held_task(killed)
+            if task is None:
+                continue
+            end = began + killed.duration_ms / 1000.0
+            taken = [
+                at + e.t_ms / 1000.0
+                for at, a in timeline
+                if a is not killed
+                for e in a.trace
+                if e.point == f"before:{task}" and at + e.t_ms / 1000.0 > end
+            ]
+            if taken:
+                out.append(self._visibility_wait(task, end, min(taken)))
+        return out
+
+    def _visibility_wait(self, task: str, start: float, end: float) -> dict[str, Any]:
+        return {
+            "label": f"Redis's visibility timeout ({self.visibility_s:g} s, {VISIBILITY_ENV}, swept"
+            f" every second) of Celery task {task}",
+            "setting": VISIBILITY_ENV,
+            "setting_s": self.visibility_s,
+            "kept": "the broker's contract: Redis redelivers a task a dead worker took only once its"
+            f" visibility timeout expires (shorten it for a drill with {VISIBILITY_ENV})",
+            "unit": f"task {task}",
+            "from": start,
+            "to": end,
+        }
 
     def release(self, workdir: Path, thread: str) -> None:
         """Remove everything ``workdir``'s run left in the broker (its keys, or its vhost)."""
