@@ -325,6 +325,7 @@ class AttemptLauncher:
                 signal_name="KILL",
                 grace_s=self.options.grace,
                 control_dir=str(state / "ctl"),
+                launcher=self.get_launcher() if python_target(process.argv) else None,  # --launcher fork
             )
 
         hook = DeploymentHook(

@@ -73,6 +73,7 @@ class CaseAttempts:
     # the ledger as read after the last attempt, when nothing ran after that read: the case's
     # verdict judges it (a 1,000-effect case read its ledger three times)
     ledger: LedgerSnapshot | None = None
+    started: dict[int, float] = field(default_factory=dict)  # a deployment's: number -> monotonic start
 
 
 class CaseRunner:
@@ -254,8 +255,9 @@ class CaseRunner:
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
         if self.launcher.topology is not None:
-            deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss, clock)
+            deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
             clock.mark("deployment")
+            clock.deployed(deployed.attempts, deployed.started)  # what the runtime held, read after
             return deployed
         out = CaseAttempts()
         number = 0
@@ -314,19 +316,13 @@ class CaseRunner:
         return out
 
     def _deployed(
-        self,
-        run: RunContext,
-        sched: Schedule,
-        mark: str,
-        max_attempts: int,
-        offsets_may_miss: bool,
-        clock: PhaseClock,
+        self, run: RunContext, sched: Schedule, mark: str, max_attempts: int, offsets_may_miss: bool
     ) -> CaseAttempts:
         """A deployment's case: services and driver under one supervisor (killdrill.drill.deployment).
         ``offsets_may_miss`` (chaos): a timed kill the driver finished before is a miss, a note."""
         deployed = self.launcher.deploy(run, sched, max_attempts)
-        clock.deployed(deployed.attempts, deployed.started)  # what the runtimes' waits read
         out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations))
+        out.started = deployed.started
         out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
         if broken is not None:
             out.violations.append(broken)

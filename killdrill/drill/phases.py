@@ -75,17 +75,19 @@ class PhaseClock:
             self.kills.append(time.time())  # the launch just returned: at or after the kill
 
     def deployed(self, attempts: Sequence[Attempt], started: Mapping[int, float]) -> None:
-        """A deployment's launches (``started``: each one's monotonic start, by number) on the
-        timeline with their wall-clock starts, and each killed one's end as a kill: what a
-        runtime's ``waits`` read, as they read an ordinary case's attempts."""
+        """A deployment's launches (each with its monotonic start): every process's launches in
+        order, one process after another (a killed launch is followed by its own restart), and
+        the wall-clock end of each killed one, so the runtime's waits are read as a single
+        command's are."""
         shift = time.time() - time.monotonic()
-        for a in sorted(attempts, key=lambda a: started.get(a.number, 0.0)):
-            if a.number not in started:
-                continue
-            began = started[a.number] + shift
-            self.timeline.append((began, a))
-            if a.killed_at is not None and a.signal is not None:
-                self.kills.append(began + a.duration_ms / 1000.0)
+        by_process: dict[str, list[tuple[float, Attempt]]] = {}
+        for a in attempts:
+            if a.number in started:
+                by_process.setdefault(a.process or "", []).append((started[a.number] + shift, a))
+        for launches in by_process.values():
+            launches.sort(key=lambda pair: pair[0])
+            self.timeline.extend(launches)
+            self.kills += [at + a.duration_ms / 1000.0 for at, a in launches if a.killed_at is not None]
         self.kills.sort()
 
     def result(self) -> dict[str, float]:

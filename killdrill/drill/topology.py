@@ -137,7 +137,6 @@ class Topology:
                 ("--resumers", options.resumers > 1),
                 ("--resume-with", bool(options.resume_with)),
                 ("--between", bool(options.between)),
-                ("--launcher fork", options.launcher == "fork"),
                 ("--signal TERM", options.signal == "TERM"),
             )
             if on

@@ -36,6 +36,9 @@ Every row with a goal is printed with it: ``prefork_speedup: 14.812  (goal >= 20
   (tests/benchmarks/deployment.py).
 
 ``--only effects growth real pytest deploy``: just those rows (the full run takes long on a loaded machine).
+- Not in this run (it takes ~10 min quiet): ``python -m tests.benchmarks.deployed --workers``, the
+  bundled DBOS, Temporal and Celery deployments and the Temporal 3 s start-to-close agent per case
+  beside two plain runs of their topology, spawned and forked, and ``--workers 2`` over one.
 - ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn`` / ``_2_workers_spawn``: the pytest
   route over the CLI on the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
   ``python -m tests.benchmarks.pytest_route``); the 2-worker rows are ``--killdrill-workers=2``,

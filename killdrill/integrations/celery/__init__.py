@@ -191,6 +191,7 @@ def _wrap_run(task: Any, run: Callable[..., Any]) -> Callable[..., Any]:
     def body(*args: Any, **kwargs: Any) -> Any:
         name = task_point_name(task)
         boundary(f"before:{name}")
+        acks.starting(task, str(getattr(getattr(task, "request", None), "id", "") or ""))
         with in_runtime(**_context(task, name)):
             result = run(*args, **kwargs)
         boundary(f"after:{name}")

@@ -226,7 +226,7 @@ class CeleryBroker:
         if self.scheme not in _REDIS or len(timeline) < 2:
             return []
         if any(a.process is not None for _, a in timeline):
-            return [self._wait(task, start, end) for task, start, end in _survivors_waits(timeline)]
+            return self._deployed_waits(timeline)
         first = {e.point: e.t_ms / 1000.0 for e in reversed(timeline[0][1].trace)}
         out: list[dict[str, Any]] = []
         for (_, killed), (began, resume) in itertools.pairwise(timeline):
@@ -238,15 +238,37 @@ class CeleryBroker:
                 continue
             waited = again - first[f"before:{task}"]
             if waited > 0:
-                out.append(self._wait(task, began + again - waited, began + again))
+                out.append(self._visibility_wait(task, began + again - waited, began + again))
         return out
 
-    def _wait(self, task: str, start: float, end: float) -> dict[str, Any]:
+    def _deployed_waits(self, timeline: Sequence[tuple[float, Attempt]]) -> list[dict[str, Any]]:
+        """A deployment's: from a worker's kill while it held a task to the task's ``before:`` in
+        whichever launch took it next (a replica that kept running, or the restarted one)."""
+        out: list[dict[str, Any]] = []
+        for began, killed in timeline:
+            task = _held_task(killed)
+            if task is None:
+                continue
+            end = began + killed.duration_ms / 1000.0
+            taken = [
+                at + e.t_ms / 1000.0
+                for at, a in timeline
+                if a is not killed
+                for e in a.trace
+                if e.point == f"before:{task}" and at + e.t_ms / 1000.0 > end
+            ]
+            if taken:
+                out.append(self._visibility_wait(task, end, min(taken)))
+        return out
+
+    def _visibility_wait(self, task: str, start: float, end: float) -> dict[str, Any]:
         return {
-            "label": f"Redis's visibility timeout ({self.visibility_s:g} s,"
-            f" --visibility-timeout, swept every second) of Celery task {task}",
+            "label": f"Redis's visibility timeout ({self.visibility_s:g} s, --visibility-timeout, swept"
+            f" every second) of Celery task {task}",
             "setting": "--visibility-timeout",
             "setting_s": self.visibility_s,
+            "kept": "the broker's contract: Redis redelivers a task a dead worker took only once its"
+            " visibility timeout expires (shorten it for a drill with --visibility-timeout)",
             "unit": f"task {task}",
             "from": start,
             "to": end,
@@ -312,28 +334,6 @@ class CeleryBroker:
             with contextlib.suppress(Exception):
                 self._redis.close()
             self._redis = None
-
-
-def _survivors_waits(timeline: Sequence[tuple[float, Attempt]]) -> list[tuple[str, float, float]]:
-    """A deployment's waits: a worker killed holding a task, and the first worker already running
-    at the kill (a replica that survived it) to reach that task's ``before:`` after it, as
-    ``(task, kill, wall-clock time it got the task)``: Redis held the task all that time."""
-    out = []
-    for began, killed in timeline:
-        task = _held_task(killed)
-        if task is None:
-            continue
-        kill = began + killed.duration_ms / 1000.0
-        got = [
-            start + e.t_ms / 1000.0
-            for start, other in timeline
-            if other is not killed and start < kill
-            for e in other.trace
-            if e.point == f"before:{task}" and start + e.t_ms / 1000.0 > kill
-        ]
-        if got:
-            out.append((task, kill, min(got)))
-    return out
 
 
 def _held_task(a: Attempt) -> str | None:

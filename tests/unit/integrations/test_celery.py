@@ -100,18 +100,18 @@ def test_the_visibility_timeout_is_the_drills_option_and_reaches_the_workers(tmp
     assert wait["setting"] == "--visibility-timeout" and wait["setting_s"] == 20.0
 
 
-def test_a_deployments_surviving_replica_got_the_killed_workers_task_after_the_visibility(
-    tmp_path: Path,
-) -> None:
-    from dataclasses import replace as with_
+def test_a_deployments_task_waits_from_the_kill_to_whichever_replica_took_it(tmp_path: Path) -> None:
+    from dataclasses import replace
 
     from killdrill.integrations.celery.broker import CeleryBroker
 
     broker = CeleryBroker(tmp_path, None)
-    killed = with_(_attempt(1, [("before:checkout", 1000.0), ("after:checkout", 1500.0)], killed=True),
-                   process="worker[0]", duration_ms=1600.0)  # fmt: skip
-    survivor = with_(_attempt(2, [("before:checkout", 4700.0)], killed=False), process="worker[1]")
-    driver = with_(_attempt(3, [("x", 1.0)], killed=False), process="driver")
-    (wait,) = broker.waits(tmp_path, "t", [(100.0, killed), (100.1, survivor), (100.5, driver)])
-    assert (wait["from"], wait["to"]) == pytest.approx((101.6, 104.8))
-    assert wait["unit"] == "task checkout" and wait["setting"] == "--visibility-timeout"
+    killed = _attempt(2, [("before:checkout", 2000.0), ("during:payments.charge", 2010.0)], killed=True)
+    killed = replace(killed, duration_ms=2020.0, process="worker[0]")  # killed at 102.02
+    survivor = _attempt(3, [("before:checkout", 7500.0), ("committed:checkout", 7600.0)], killed=False)
+    survivor = replace(survivor, process="worker[1]")  # started at 100.0: took it at 107.5
+    restarted = replace(_attempt(4, [("before:other", 10.0)], killed=False), process="worker[0]")
+    timeline = [(100.0, killed), (103.0, restarted), (100.0, survivor)]
+    (wait,) = broker.waits(tmp_path, "t", timeline)
+    assert (wait["from"], wait["to"]) == pytest.approx((102.02, 107.5))
+    assert wait["unit"] == "task checkout" and "broker's contract" in wait["kept"]
