@@ -122,3 +122,25 @@ def test_a_living_owners_claims_are_not_swept_and_a_dead_ones_are(tmp_path: Path
         owners[0].wait()
         for o in owners:
             o.stdout.close()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("--broker", "nonsense://x"), ("--broker", AMQP, "--pop-window")],
+    ids=["scheme", "pop-window-on-amqp"],
+)
+def test_an_integration_option_refused_as_its_service_starts_leaves_no_folder(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "killdrill", "drill", "--integration", "celery", *options, "--", *SUBMIT],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--broker" in proc.stderr
+    assert list(tmp.iterdir()) == []
