@@ -1,0 +1,86 @@
+"""Whole drills under ``strace -f`` in a hostile environment: every connect any process of the
+drill tries (harness, agents, services, proxies, runtime servers), counted by destination.
+
+The environment is a corporate machine's or a CI runner's: proxy variables pointing off the
+machine (an address, so a connect to it needs no name lookup to be seen), and vendors' keys.
+A connect to anything but the loopback, or a datagram to port 53 (a name looked up), counts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.audit.topologies import REPO, Topology
+
+OFF_MACHINE = "10.255.255.1"
+HOSTILE = {
+    **{
+        name: f"http://{OFF_MACHINE}:3128"
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+    },
+    "ALL_PROXY": f"socks5://{OFF_MACHINE}:1080",
+    "all_proxy": f"socks5://{OFF_MACHINE}:1080",
+    "STRIPE_API_KEY": "sk_live_51AbcDefGhiJklMnoPqrStuVwxYz0123456789",
+    "STRIPE_SECRET_KEY": "sk_live_51AbcDefGhiJklMnoPqrStuVwxYz0123456789",
+    "AWS_ACCESS_KEY_ID": "AKIAABCDEFGHIJKLMNOP",
+    "AWS_SECRET_ACCESS_KEY": "abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+    "OPENAI_API_KEY": "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678Stu901VwxYz",
+}
+_INET = re.compile(
+    r"connect\(\d+, \{sa_family=AF_INET6?, sin6?_port=htons\((\d+)\), "
+    r"(?:.*?inet_addr\(\"([^\"]+)\"\)|.*?inet_pton\(AF_INET6, \"([^\"]+)\")"
+)
+_DNS = re.compile(r"(?:sendto|sendmsg|sendmmsg)\(.*sin6?_port=htons\(53\)")
+_LOOPBACK = re.compile(r"^(127\.|::1$|::ffff:127\.)")
+
+
+@dataclass
+class Traced:
+    topology: str
+    exit: int
+    connects: int  # inet connects tried, loopback included: the trace sees them at all
+    off_machine: list[str] = field(default_factory=list)
+    dns: int = 0
+    tracebacks: int = 0
+    tail: str = ""
+
+
+def traced(topology: Topology, base: Path, limit_s: float = 1200) -> Traced:
+    tmp = Path(tempfile.mkdtemp(prefix="audit-strace-", dir=base))
+    trace = tmp.parent / f"{tmp.name}.trace"
+    env = {**os.environ, **HOSTILE, "TMPDIR": str(tmp)}
+    cmd = [
+        *("strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-e", "signal=none"),
+        *(
+            "-o",
+            str(trace),
+            sys.executable,
+            "-m",
+            "killdrill",
+            "drill",
+            "--discovery-runs",
+            "1",
+            *topology.args,
+        ),
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=limit_s)
+    text = trace.read_text(errors="replace")
+    tried = [(m.group(2) or m.group(3), m.group(1)) for m in _INET.finditer(text)]
+    off = sorted({f"{host}:{port}" for host, port in tried if not _LOOPBACK.match(host)})
+    result = Traced(
+        topology.name,
+        proc.returncode,
+        len(tried),
+        off,
+        len(_DNS.findall(text)),
+        (proc.stdout + proc.stderr).count("Traceback"),
+        "" if proc.returncode == 0 else (proc.stdout + proc.stderr)[-1500:],
+    )
+    trace.unlink()
+    return result
