@@ -29,7 +29,7 @@ def _forget_temp_dir() -> None:
     tempfile.tempdir = None
     mp = sys.modules.get("multiprocessing.process")
     if mp is not None:
-        mp.current_process()._config.pop("tempdir", None)  # type: ignore[attr-defined]
+        mp.current_process()._config.pop("tempdir", None)
 
 
 def _run_python(spec: dict[str, Any]) -> NoReturn:

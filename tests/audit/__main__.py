@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                 flag = bool(k.survivors or k.left_after or k.tracebacks or k.clean_exit)
                 bad += flag
                 print(
-                    f"kill  {t.name:28} at {k.killed_after_s:6.2f}s  survivors {len(k.survivors)}  "
+                    f"kill  {t.name:28} at {k.killed_after_s:6.2f}s  all gone in {k.gone_after_s:5.2f}s  "
+                    f"survivors {len(k.survivors)}  "
                     f"left before clean {sum(map(len, k.left_before.values())):3}  "
                     f"after {k.left_after or 0}  "
                     f"{k.note}",

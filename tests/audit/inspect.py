@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,37 @@ from killdrill import ownership
 from tests import leftovers
 
 
-def processes_of(marker: str) -> set[int]:
+def describe(pids: set[int]) -> list[str]:
+    """``NAME: COMMAND LINE`` of each pid still there."""
+    out = []
+    for pid in sorted(pids):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = f.read().replace(b"\0", b" ").decode(errors="replace")[:160]
+        except OSError:
+            continue
+        out.append(f"{name}: {line}")
+    return out
+
+
+def gone_within(marker: str, limit_s: float) -> tuple[float, list[str]]:
+    """Seconds until no live process holds ``marker`` (at most ``limit_s``), and what the first
+    scan saw."""
+    start = time.monotonic()
+    first = describe(processes_of(marker, scans=1))
+    while time.monotonic() - start < limit_s and processes_of(marker, scans=1):
+        time.sleep(0.05)
+    return time.monotonic() - start, first
+
+
+def processes_of(marker: str, scans: int = 25) -> set[int]:
     """Live processes (zombies excluded) whose environment or command line holds ``marker``,
     over repeated scans for a second (a pid-hopping daemon is seen between two of its pids)."""
     needle = marker.encode()
     seen: set[int] = set()
-    for _ in range(25):
+    for _ in range(scans):
         for pid in os.listdir("/proc"):
             if not pid.isdigit() or int(pid) == os.getpid():
                 continue
@@ -35,7 +61,8 @@ def processes_of(marker: str) -> set[int]:
                 found = False
             if (found or leftovers._matches(pid, needle)) and leftovers._alive(int(pid)):
                 seen.add(int(pid))
-        subprocess.run(["sleep", "0.04"], check=False)
+        if scans > 1:
+            time.sleep(0.04)
     return seen
 
 

@@ -2,7 +2,8 @@
 
 Each round starts ``killdrill drill`` on a correct agent with a private temporary folder, waits
 until a case (not the clean run) is under way, waits a random moment more, SIGKILLs the harness,
-then counts the drill's processes alive a second later (survivors), runs ``killdrill clean`` (the
+then measures how long until no process of the drill is alive and counts those alive 30 s
+after (survivors), runs ``killdrill clean`` (the
 next killdrill run on the machine) and counts what is still there: folders in the temporary
 folder, Redis keys, RabbitMQ vhosts, PostgreSQL schemas the killed harness had claimed.
 """
@@ -27,7 +28,9 @@ from tests.audit.topologies import POSTGRES, REPO, Topology
 class Kill:
     topology: str
     killed_after_s: float
-    survivors: list[int] = field(default_factory=list)
+    gone_after_s: float = 0.0  # until no process of the drill was alive
+    seen_after_kill: list[str] = field(default_factory=list)  # alive at the first scan after it
+    survivors: list[int] = field(default_factory=list)  # alive 30 s after it
     left_before: dict[str, list[str]] = field(default_factory=dict)
     left_after: dict[str, list[str]] = field(default_factory=dict)
     clean_exit: int = 0
@@ -63,7 +66,9 @@ def kill_once(topology: Topology, base: Path, rng: random.Random, limit_s: float
     harness.send_signal(signal.SIGKILL)
     harness.wait()
     result = Kill(topology.name, round(time.monotonic() - start, 2))
-    time.sleep(1.0)  # the templates see the harness's socket close and kill every attempt
+    # the templates see the harness's socket close and kill every attempt
+    gone, result.seen_after_kill = inspect.gone_within(str(tmp), 30.0)
+    result.gone_after_s = round(gone, 2)
     result.survivors = sorted(inspect.processes_of(str(tmp)))
     found = inspect.claims(tmp)
     result.left_before = inspect.left(tmp, found, POSTGRES)
