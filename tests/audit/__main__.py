@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="kills,together,hostile,strace")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="audit.json")
+    parser.add_argument("--jobs", type=int, default=1, help="straced drills at once (1)")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     base = Path(tempfile.mkdtemp(prefix="killdrill-audit-"))
@@ -103,14 +105,15 @@ def main(argv: list[str] | None = None) -> int:
             print("strace is not installed: apt-get install -y strace", flush=True)
             return 2
         figures["strace"] = []
-        for t in chosen:
-            r = network.traced(t, base)
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            traced = list(pool.map(lambda t: network.traced(t, base), chosen))
+        for t, r in zip(chosen, traced, strict=True):
             figures["strace"].append(asdict(r))
-            bad += bool(r.off_machine or r.dns or r.exit or r.tracebacks)
+            bad += bool(r.off_machine or r.dns or r.exit or r.tracebacks or r.left)
             print(
                 f"strace {t.name:28} exit {r.exit}  connects {r.connects:5}  "
                 f"off the machine {r.off_machine or 0}  "
-                f"dns {r.dns}  tracebacks {r.tracebacks}",
+                f"dns {r.dns}  tracebacks {r.tracebacks}  left {r.left or 0}",
                 flush=True,
             )
             if r.tail:

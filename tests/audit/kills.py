@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +61,8 @@ def kill_once(topology: Topology, base: Path, rng: random.Random, limit_s: float
         if harness.poll() is not None or time.monotonic() - start > limit_s:
             harness.kill()
             harness.wait()
+            shutil.rmtree(tmp, ignore_errors=True)
+            stderr.unlink()
             return Kill(topology.name, -1, note=f"ended before a case (exit {harness.returncode})")
         time.sleep(0.01)
     time.sleep(rng.uniform(0, 1.0))

@@ -48,6 +48,7 @@ class Traced:
     off_machine: list[str] = field(default_factory=list)
     dns: int = 0
     tracebacks: int = 0
+    left: list[str] = field(default_factory=list)  # in the temporary folder after the drill
     tail: str = ""
 
 
@@ -80,7 +81,10 @@ def traced(topology: Topology, base: Path, limit_s: float = 1200) -> Traced:
         off,
         len(_DNS.findall(text)),
         (proc.stdout + proc.stderr).count("Traceback"),
+        sorted(p.name for p in tmp.iterdir()),
         "" if proc.returncode == 0 else (proc.stdout + proc.stderr)[-1500:],
     )
     trace.unlink()
+    if not result.left:
+        tmp.rmdir()
     return result
