@@ -29,7 +29,7 @@ from tests.audit import concurrent, hostile, inspect, kills, network
 from tests.audit.topologies import Topology, topologies
 
 PORTS = {"redis": 6379, "rabbitmq": 5672, "postgres": 5432}
-TOGETHER = ("plain agent", "LangGraph", "Celery on Redis", "MCP proxy")
+TOGETHER = ("plain agent", "deployment with a service", "Celery on Redis", "MCP proxy")
 
 
 def _available(chosen: list[Topology]) -> list[Topology]:

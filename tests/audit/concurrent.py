@@ -27,7 +27,7 @@ class Finished:
     tail: str = ""
 
 
-def run_together(topologies: list[Topology], base: Path, limit_s: float = 900) -> list[Finished]:
+def run_together(topologies: list[Topology], base: Path, limit_s: float = 1800) -> list[Finished]:
     started = []
     for topology in topologies:
         tmp = Path(tempfile.mkdtemp(prefix="audit-together-", dir=base))

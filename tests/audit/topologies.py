@@ -139,6 +139,7 @@ def topologies(folder: Path) -> list[Topology]:
                     "killdrill.examples.booking_mcp_server",
                     "--db",
                     "{workdir}/hotel.db",
+                    "--dedupe",  # the correct hotel: a repeated request_id is answered, not booked again
                 ),
             ),
         ),
