@@ -41,9 +41,9 @@ def test_an_agent_killed_with_temporary_files_leaves_nothing_in_the_system_temp_
     system_tmp: Path, tmp_path: Path, root: str, launcher: str
 ) -> None:
     """Killed during its charge, then resumed: its ``pymp-*``, ``mkstemp`` and ``mkdtemp`` are
-    gone with the run, whether the run's temporary folder is in its workdir or (a root too deep
-    for a socket under it) a short one of the drill's, and whether it was spawned or forked from
-    a template that had looked its own temporary folder up."""
+    gone with the run, in a root the drill made or one given, whether it was spawned or forked
+    from a template that had looked its own temporary folder up (under pytest's basetemp the
+    run's folder is the drill's short one; the workdir's own: tests/unit/drill/test_workdirs.py)."""
     given = None if root == "made" else tmp_path / ("deep-" * 12) / "root"
     preload = ["tests.agents.basic.temp_lookup"] if launcher == "fork" else []
     with killdrill.Drill(AGENT, discovery_runs=1, root=given, launcher=launcher, preload=preload) as drill:

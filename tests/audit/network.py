@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,7 +53,7 @@ class Traced:
     tail: str = ""
 
 
-def traced(topology: Topology, base: Path, limit_s: float = 1200) -> Traced:
+def traced(topology: Topology, base: Path, limit_s: float = 900) -> Traced:
     tmp = Path(tempfile.mkdtemp(prefix="audit-strace-", dir=base))
     trace = tmp.parent / f"{tmp.name}.trace"
     env = {**os.environ, **HOSTILE, "TMPDIR": str(tmp)}
@@ -70,19 +71,36 @@ def traced(topology: Topology, base: Path, limit_s: float = 1200) -> Traced:
             *topology.args,
         ),
     ]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=limit_s)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=limit_s)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:  # what was traced so far still counts; the drill is stopped
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate()
+        code = -1
     text = trace.read_text(errors="replace")
     tried = [(m.group(2) or m.group(3), m.group(1)) for m in _INET.finditer(text)]
     off = sorted({f"{host}:{port}" for host, port in tried if not _LOOPBACK.match(host)})
     result = Traced(
         topology.name,
-        proc.returncode,
+        code,
         len(tried),
         off,
         len(_DNS.findall(text)),
-        (proc.stdout + proc.stderr).count("Traceback"),
+        (stdout + stderr).count("Traceback"),
         sorted(p.name for p in tmp.iterdir()),
-        "" if proc.returncode == 0 else (proc.stdout + proc.stderr)[-1500:],
+        ""
+        if code == 0
+        else ("stopped at the time limit: " if code == -1 else "") + (stdout + stderr)[-1500:],
     )
     trace.unlink()
     if not result.left:
