@@ -66,7 +66,9 @@ def in_workers(marker: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def discovery_file(tmp_path_factory: pytest.TempPathFactory, shared_discovery: SharedDiscoveries) -> str:
+def discovery_file(
+    tmp_path_factory: pytest.TempPathFactory, shared_discovery: SharedDiscoveries
+) -> str:
     """One discovery for every test here: each job starts its runs at once."""
     path = tmp_path_factory.mktemp("disc") / "discovery.json"
     drill = Drill(list(SETTLEMENT), DrillOptions(timeout=30.0), root=str(path.parent))

@@ -110,11 +110,7 @@ def test_a_table_the_clean_run_never_made_is_one_line(tmp_path: Path) -> None:
 
 def test_a_sqlite_database_outside_the_workdir_is_refused(tmp_path: Path) -> None:
     with pytest.raises(KilldrillError, match=r"\{workdir\}"):
-        Drill(
-            ["python", str(AGENT)],
-            effect_table=["receipts(order_id)"],
-            effect_db=f"sqlite:///{tmp_path}/x.db",
-        )
+        Drill(["python", str(AGENT)], effect_table=["receipts(order_id)"], effect_db=f"sqlite:///{tmp_path}/x.db")
 
 
 def test_the_pytest_route_spells_the_options_as_marker_keywords(pytester: pytest.Pytester) -> None:

@@ -11,11 +11,8 @@ import pytest
 
 # Found, not imported: the agents import them in their own processes (the SDKs take seconds to
 # import, and every xdist worker collects this module).
-_missing = [
-    m
-    for m in ("langchain_openai", "aiosmtpd", "httpx", "stripe", "yaml")
-    if importlib.util.find_spec(m) is None
-]
+_missing = [m for m in ("langchain_openai", "aiosmtpd", "httpx", "stripe", "yaml")
+            if importlib.util.find_spec(m) is None]
 if _missing:
     pytest.skip(f"needs {', '.join(_missing)}", allow_module_level=True)
 

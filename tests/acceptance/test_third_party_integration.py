@@ -145,7 +145,7 @@ run.task("notify", lambda: fakes.webhooks.post(
 sys.exit(0)
 '''
 
-AGENT = """
+AGENT = '''
 import argparse, os, uuid
 
 import acme
@@ -163,7 +163,7 @@ fakes = connect()
 run = acme.Run(os.path.join(a.workdir, "run.json"))
 key = str(uuid.uuid4()) if a.bug else f"{a.thread}:charge"
 run.task("charge", lambda: fakes.payments.charge(idempotency_key=key, amount=100, currency="usd")["id"])
-"""
+'''
 
 
 def _dist_info(site: Path, name: str, files: list[str], entry_points: str = "") -> None:
@@ -275,7 +275,7 @@ def test_its_own_option(site: Path, tmp_path: Path) -> None:
 
 
 BOOM = 'raise RuntimeError("acme-2 is not installed here")\n'
-CLASH = """
+CLASH = '''
 from killdrill.integrations import Integration
 from killdrill.options.kinds import Option, Text
 
@@ -287,7 +287,7 @@ INTEGRATION = Integration(
 
 def activate():
     pass
-"""
+'''
 
 
 @pytest.fixture

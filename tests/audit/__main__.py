@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="topologies by name (default: all)")
     parser.add_argument("--parts", default="kills,together,hostile,strace")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default="audit.json")
+    parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "killdrill-audit.json"))
     parser.add_argument("--jobs", type=int, default=1, help="straced drills at once (1)")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))

@@ -49,16 +49,14 @@ def test_a_passed_name_is_the_users() -> None:
 
 
 @pytest.mark.parametrize(
-    "url",
-    ["http://127.0.0.1:{port}/health", "http://localhost:8000/", "https://[::1]:8443/", "http://127.0.0.2/"],
+    "url", ["http://127.0.0.1:{port}/health", "http://localhost:8000/", "https://[::1]:8443/", "http://127.0.0.2/"]
 )
 def test_loopback_urls_are_probed(url: str) -> None:
     assert loopback_error(url) is None
 
 
 @pytest.mark.parametrize(
-    "url",
-    ["http://example.com/", "http://10.0.0.1:8000/", "http://0.0.0.0:80/", "http:///x", "ftp://127.0.0.1/"],
+    "url", ["http://example.com/", "http://10.0.0.1:8000/", "http://0.0.0.0:80/", "http:///x", "ftp://127.0.0.1/"]
 )
 def test_other_urls_are_refused_in_one_line(url: str) -> None:
     why = loopback_error(url)

@@ -53,7 +53,5 @@ with killdrill.node("receipt"), engine.begin() as conn:
         conn.execute(receipts.insert().values(**row))
     else:
         dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-        conn.execute(
-            dialect.insert(receipts).values(**row).on_conflict_do_nothing(index_elements=["order_id"])
-        )
+        conn.execute(dialect.insert(receipts).values(**row).on_conflict_do_nothing(index_elements=["order_id"]))
 engine.dispose()

@@ -73,9 +73,7 @@ def charge_order(order: str, amount: int, bug: str = "") -> dict[str, Any]:
             conn.execute(table.insert().values(**row))
         else:
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            conn.execute(
-                dialect.insert(table).values(**row).on_conflict_do_nothing(index_elements=["order_id"])
-            )
+            conn.execute(dialect.insert(table).values(**row).on_conflict_do_nothing(index_elements=["order_id"]))
     return {"charge": charge["id"]}
 
 

@@ -62,10 +62,7 @@ def test_postgresql_runs_get_a_schema_and_the_ledger_keeps_its_own(run: RunConte
     # a shared PostgreSQL ledger is not moved into the run's schema by PGOPTIONS
     pinned = rows.ledger_url("postgresql://h/ledger")
     assert pinned == "postgresql://h/ledger?options=-csearch_path%3D%22%24user%22%2Cpublic"
-    assert (
-        rows.ledger_url("postgresql://h/l?options=-csearch_path%3Dx")
-        == "postgresql://h/l?options=-csearch_path%3Dx"
-    )
+    assert rows.ledger_url("postgresql://h/l?options=-csearch_path%3Dx") == "postgresql://h/l?options=-csearch_path%3Dx"
     assert rows.ledger_url("/w/.killdrill/ledger.sqlite") == "/w/.killdrill/ledger.sqlite"
 
 
