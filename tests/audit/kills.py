@@ -1,7 +1,8 @@
 """The harness SIGKILLed mid-drill, per topology: what survives it, and what the next run leaves.
 
 Each round starts ``killdrill drill`` on a correct agent with a private temporary folder, waits
-until a case (not the clean run) is under way, waits a random moment more, SIGKILLs the harness,
+until a case (not the clean run) is under way (and, for a topology with a broker or a database,
+holds its namespace there), waits a random moment more, SIGKILLs the harness,
 then measures how long until no process of the drill is alive and counts those alive 30 s
 after (survivors), runs ``killdrill clean`` (the
 next killdrill run on the machine) and counts what is still there: folders in the temporary
@@ -65,7 +66,15 @@ def kill_once(topology: Topology, base: Path, rng: random.Random, limit_s: float
             stderr.unlink()
             return Kill(topology.name, -1, note=f"ended before a case (exit {harness.returncode})")
         time.sleep(0.01)
-    time.sleep(rng.uniform(0, 1.0))
+    if topology.needs:  # a broker's or database's: kill while a case holds its namespace there
+        held = time.monotonic() + 30
+        while time.monotonic() < held and harness.poll() is None:
+            if set(inspect.left(tmp, inspect.claims(tmp), POSTGRES)) - {"folders"}:
+                break
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0, 0.3))
+    else:
+        time.sleep(rng.uniform(0, 1.0))
     harness.send_signal(signal.SIGKILL)
     harness.wait()
     result = Kill(topology.name, round(time.monotonic() - start, 2))
