@@ -71,7 +71,7 @@ from killdrill.fakes.handle import Fakes, connect
 from killdrill.fakes.processing import FAULT_SETTINGS, Answer, FakeRequest, Perform, process
 from killdrill.fakes.provider import Provider, fake_classes
 from killdrill.fakes.rules import DEFAULT_KEY_TTL, STRIPE_RULES, KeyRules, advance_clock, harness_now
-from killdrill.providers import Operation
+from killdrill.providers import Operation, Param
 
 __all__ = [
     "DEFAULT_KEY_TTL",
@@ -92,6 +92,7 @@ __all__ = [
     "KeyRules",
     "Mailbox",
     "Operation",
+    "Param",
     "Payments",
     "Perform",
     "Provider",

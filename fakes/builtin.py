@@ -10,7 +10,12 @@ from typing import Any
 from killdrill.fakes.errors import FakeProviderError
 from killdrill.fakes.provider import Provider
 from killdrill.ledger import IN_FLIGHT, Tx
-from killdrill.providers import Operation
+from killdrill.providers import Operation, Param
+
+MAX_AMOUNT = 99_999_999
+"""Stripe's largest amount (eight digits of the currency's smallest unit)."""
+AMOUNT = Param("amount", "integer", minimum=1, maximum=MAX_AMOUNT)
+ID = 255  # the longest id or key a caller sends (Stripe's bound on an idempotency key)
 
 
 class Payments(Provider):
@@ -18,14 +23,34 @@ class Payments(Provider):
 
     name = "payments"
     operations = (
-        Operation("charge", keyed=True),
-        Operation("refund", keyed=True, undoes="charge", target="charge_id"),
-        Operation("confirm", keyed=True),
-        Operation("capture", keyed=True),
-        Operation("cancel", keyed=True),
+        Operation(
+            "charge",
+            keyed=True,
+            params=(
+                Param("amount", "integer", required=True, minimum=1, maximum=MAX_AMOUNT),
+                Param("currency", "string", required=True, pattern="^[A-Za-z]{3}$"),
+            ),
+        ),
+        Operation(
+            "refund",
+            keyed=True,
+            undoes="charge",
+            target="charge_id",
+            params=(Param("charge_id", "string", max_length=ID), AMOUNT),
+        ),
+        Operation("confirm", keyed=True, params=(Param("charge_id", "string", max_length=ID),)),
+        Operation(
+            "capture",
+            keyed=True,
+            params=(
+                Param("charge_id", "string", max_length=ID),
+                Param("amount_to_capture", "integer", minimum=1, maximum=MAX_AMOUNT),
+            ),
+        ),
+        Operation("cancel", keyed=True, params=(Param("charge_id", "string", max_length=ID),)),
         Operation("create_customer", keyed=True),
-        Operation("lookup", read=True),
-        Operation("get", read=True),
+        Operation("lookup", read=True, params=(Param("key", "string", max_length=ID),)),
+        Operation("get", read=True, params=(Param("charge_id", "string", max_length=ID),)),
     )
 
     def charge(
@@ -230,7 +255,17 @@ class Counter(Provider):
     """A counter: increment is not idempotent (an optional key is honoured)."""
 
     name = "counter"
-    operations = (Operation("increment", keyed=True), Operation("get", read=True))
+    operations = (
+        Operation(
+            "increment",
+            keyed=True,
+            params=(
+                Param("name", "string", max_length=ID),
+                Param("by", "integer", minimum=-(2**53), maximum=2**53),
+            ),
+        ),
+        Operation("get", read=True, params=(Param("name", "string", max_length=ID),)),
+    )
 
     def increment(
         self, name: str, by: int = 1, idempotency_key: str | None = None, *, fence: int | None = None
@@ -253,7 +288,10 @@ class KV(Provider):
     """An idempotent store: ``set`` converges; its final state goes into the snapshot."""
 
     name = "kv"
-    operations = (Operation("set"), Operation("get", read=True))
+    operations = (
+        Operation("set", params=(Param("key", "string", max_length=ID),)),
+        Operation("get", read=True, params=(Param("key", "string", max_length=ID),)),
+    )
     convergent = True
 
     def set(self, key: str, value: Any, *, fence: int | None = None) -> dict[str, Any]:
@@ -274,7 +312,17 @@ class Mailbox(Provider):
     """Irreversible delivery: every send is a message, nothing dedupes; ``lookup(ref)`` reconciles."""
 
     name = "mailbox"
-    operations = (Operation("send"), Operation("lookup", read=True))
+    operations = (
+        Operation(
+            "send",
+            params=(
+                Param("to", "string", max_length=320),  # the longest email address (RFC 3696)
+                Param("subject", "string", max_length=998),  # the longest header line (RFC 5322)
+                Param("ref", "string", max_length=ID),
+            ),
+        ),
+        Operation("lookup", read=True, params=(Param("ref", "string", max_length=ID),)),
+    )
 
     def send(self, *, to: str, subject: str, body: str, ref: str | None = None) -> dict[str, Any]:
         payload = {"to": to, "subject": subject, "body": body, "ref": ref}
@@ -293,9 +341,21 @@ class Inventory(Provider):
 
     name = "inventory"
     operations = (
-        Operation("reserve"),
-        Operation("release", undoes="reserve", target="reservation_id"),
-        Operation("get", read=True),
+        Operation(
+            "reserve",
+            params=(
+                Param("sku", "string", max_length=ID),
+                Param("qty", "integer", minimum=1, maximum=1_000_000),
+                Param("ref", "string", max_length=ID),
+            ),
+        ),
+        Operation(
+            "release",
+            undoes="reserve",
+            target="reservation_id",
+            params=(Param("reservation_id", "string", max_length=ID),),
+        ),
+        Operation("get", read=True, params=(Param("reservation_id", "string", max_length=ID),)),
     )
 
     def reserve(self, sku: str, qty: int, ref: str | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "ROWS",
     "Operation",
+    "Param",
     "ProviderSpec",
     "load_entry_points",
     "register",
@@ -45,6 +46,32 @@ ROWS = "db:"
 
 
 @dataclass(frozen=True)
+class Param:
+    """One argument of an operation as a caller outside Python sends it (an MCP tool's input
+    schema is the method's signature with these laid over it): its JSON type, whether it is
+    required, its bounds.  ``type`` is a JSON Schema type name (``"integer"``, ``"string"``)."""
+
+    name: str
+    type: str
+    required: bool = False
+    minimum: int | None = None
+    maximum: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+
+    def schema(self) -> dict[str, object]:
+        """The JSON Schema of the argument (its type and bounds)."""
+        declared = {
+            "type": self.type,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "maxLength": self.max_length,
+            "pattern": self.pattern,
+        }
+        return {k: v for k, v in declared.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class Operation:
     """One operation of a provider.
 
@@ -52,6 +79,7 @@ class Operation:
     ``read``: a lookup; neither recorded nor announced, so never an effect.
     ``undoes``/``target``: a compensation: it undoes the effect of the provider's op ``undoes``,
     named by the payload field ``target`` (what the ``compensation_order`` check reads).
+    ``params``: the arguments' types and bounds a caller outside Python is held to (:class:`Param`).
     """
 
     name: str
@@ -59,6 +87,7 @@ class Operation:
     read: bool = False
     undoes: str | None = None
     target: str | None = None
+    params: tuple[Param, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.undoes is None) != (self.target is None):

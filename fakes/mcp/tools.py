@@ -2,7 +2,10 @@
 
 A tool is ``PROVIDER_OP`` for every declared operation of every fake (``payments_charge``,
 ``mailbox_lookup``): its input schema is the provider method's signature (the method is the
-declaration a caller already uses in process and over HTTP), and its annotations say what the
+declaration a caller already uses in process and over HTTP) with the operation's declared
+``params`` laid over it (``killdrill.providers.Param``: the required fields of a ``**payload``
+operation, types, bounds), and a call whose arguments the schema refuses is an MCP tool error
+that never reaches the provider.  Its annotations say what the
 declaration says: ``readOnlyHint`` for a read, ``idempotentHint`` for a keyed operation (the
 same arguments carry the same key) or a convergent provider, ``destructiveHint`` for an
 operation that neither a key can dedupe nor another operation undo (``mailbox_send``).  The
@@ -12,6 +15,7 @@ fakes are a closed world: ``openWorldHint`` is false.
 from __future__ import annotations
 
 import inspect
+import json
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -23,7 +27,16 @@ from killdrill.fakes.errors import FakeProviderError
 from killdrill.fakes.provider import Provider, fake_classes
 from killdrill.providers import Operation, spec
 
-__all__ = ["MAX_ARGUMENTS", "MAX_LINE", "ToolCallError", "ToolSpec", "call_tool", "tool_specs"]
+__all__ = [
+    "MAX_ARGUMENTS",
+    "MAX_KEY_LENGTH",
+    "MAX_LINE",
+    "ToolCallError",
+    "ToolSpec",
+    "argument_error",
+    "call_tool",
+    "tool_specs",
+]
 
 MAX_LINE = 4 << 20
 """Largest JSON-RPC line the counting server reads and the proxy parses (4 MiB); longer: refused
@@ -31,6 +44,9 @@ by the server, passed on in chunks by the proxy, never held whole."""
 
 MAX_ARGUMENTS = 1 << 20
 """Largest tool arguments (1 MiB of canonical JSON), the HTTP fakes' body limit: refused unread."""
+
+MAX_KEY_LENGTH = 255
+"""Longest ``idempotency_key`` argument: Stripe's bound, the HTTP fakes' on ``Idempotency-Key``."""
 
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
@@ -86,8 +102,20 @@ def _input_schema(method: Callable[..., Any], operation: Operation) -> dict[str,
         if param.name == "idempotency_key" and not operation.keyed:
             continue
         properties[param.name] = _type_schema(hints.get(param.name, Any))
+        if param.name == "idempotency_key":
+            properties[param.name]["maxLength"] = MAX_KEY_LENGTH
         if param.default is param.empty:
             required.append(param.name)
+    for declared in operation.params:
+        if declared.name not in properties and not extra:
+            raise ValueError(f"{operation.name}: declared param {declared.name!r} is not an argument")
+        signature = properties.get(declared.name, {})
+        merged = {**signature, **declared.schema()}
+        if "null" in signature.get("type", ()) and not declared.required:
+            merged["type"] = [declared.type, "null"]  # the signature's default None stays allowed
+        properties[declared.name] = merged
+        if declared.required and declared.name not in required:
+            required.append(declared.name)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
@@ -149,12 +177,74 @@ def check_arguments(
     return tool
 
 
+_validators: dict[str, Any] = {}
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _where(error: Any) -> str:
+    path = ".".join(str(p) for p in error.absolute_path)
+    return f"argument {path!r}" if path else "arguments"
+
+
+def _refusal(error: Any) -> str:
+    """What a schema refused, in a line that names the argument and the rule, never the value
+    (a refused value may be a megabyte)."""
+    kind, rule = error.validator, error.validator_value
+    if kind in ("required", "additionalProperties"):
+        return _short(error.message, 300)
+    if kind == "type":
+        names = rule if isinstance(rule, list) else [rule]
+        return f"{_where(error)} must be of type {' or '.join(map(str, names))}"
+    words = {
+        "minimum": "must be at least {}",
+        "maximum": "must be at most {}",
+        "maxLength": "must be at most {} characters long",
+        "pattern": "must match {}",
+    }
+    said = words.get(kind, f"fails {kind} {{}}").format(_short(json.dumps(rule), 120))
+    return f"{_where(error)} {said}"
+
+
+def argument_error(tool: ToolSpec, arguments: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The error body (Stripe's shape) of arguments the tool's input schema refuses, else None:
+    checked against the very schema ``tools/list`` advertises (``jsonschema``, the MCP SDK's own
+    validator), so what a client is told and what the server holds it to cannot drift."""
+    from jsonschema import exceptions
+    from jsonschema.validators import validator_for
+
+    validator = _validators.get(tool.name)
+    if validator is None or validator.schema != tool.input_schema:
+        schema = dict(tool.input_schema)
+        validator = _validators[tool.name] = validator_for(schema)(schema)
+    error = exceptions.best_match(validator.iter_errors(dict(arguments or {})))
+    if error is None:
+        return None
+    param = ".".join(str(p) for p in error.absolute_path) or None
+    if error.validator == "required":
+        param = next((p for p in error.validator_value if p not in (arguments or {})), None)
+    body: dict[str, Any] = {
+        "type": "invalid_request_error",
+        "code": "parameter_missing" if error.validator == "required" else "parameter_invalid",
+        "message": f"{tool.name}: {_refusal(error)}",
+    }
+    if param:
+        body["param"] = param
+    return {"error": body}
+
+
 def call_tool(
     provider: Provider, tool: ToolSpec, arguments: Mapping[str, Any] | None
 ) -> tuple[bool, dict[str, Any]]:
     """Call the tool's operation on ``provider``: ``(ok, body)``, a read's answer as ``{"result": ...}``;
     a provider's refusal or a wrong argument is ``(False, error body)`` (an MCP tool error, which
-    the model reads and can correct)."""
+    the model reads and can correct): arguments the tool's schema refuses never reach it."""
+    refused = argument_error(tool, arguments)
+    if refused is not None:
+        return False, refused
     try:
         result = getattr(provider, tool.op)(**dict(arguments or {}))
     except FakeProviderError as exc:

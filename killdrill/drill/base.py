@@ -258,6 +258,7 @@ class AttemptLauncher:
         # never an outer drill's channel; no proxy, no vendor's key (killdrill.isolation)
         inherited = envvars.without_drill(os.environ)
         env = isolated(inherited, self.options.pass_env)
+        env.update(self.workdirs.temp_env(run.workdir))  # what it leaves goes with the run
         env.update(self.effect_rows.env(run))  # the run's own database (the user's --env wins)
         env.update(fill_env(self.options.env, run.thread, str(run.workdir)))
         env.update(

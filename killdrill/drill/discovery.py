@@ -30,7 +30,7 @@ from killdrill.drill.shared_state import (
 from killdrill.drill.thread_view import interrupts_at_exit
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
-from killdrill.errors import HarnessError
+from killdrill.errors import HarnessError, UsageError
 from killdrill.ledger import LedgerError
 from killdrill.options import NO_ANSWER
 from killdrill.points import Schedule, occurrence_label
@@ -82,9 +82,10 @@ class Discoverer:
                 # the agent's own rows, read before the release drops its schema
                 ok = attempt.outcome == EXITED and attempt.returncode == 0
                 rows = self.launcher.effect_rows.read(run, clean=True) if ok else []
-            except (LaunchError, HarnessError):
+            except (LaunchError, HarnessError, UsageError):
                 # the agent never started, or the harness could not run it (a broker that does not
-                # answer, a service never ready: said in the error): no folder left behind unprinted
+                # answer, a service never ready, an integration's option refused when its service
+                # starts: said in the error): no folder left behind unprinted
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
             finally:

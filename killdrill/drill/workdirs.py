@@ -23,6 +23,14 @@ from killdrill.ledger import Ledger
 from killdrill.records import LedgerSnapshot
 from killdrill.verdict.baselines import LEDGER_MARKER
 
+TMP_PATH_LIMIT = 64
+"""Longest temporary folder given to a run's processes: a socket a program binds in a folder it
+makes there (multiprocessing's ``pymp-XXXXXXXX/listener-XXXXXXXX``, 32 bytes more) must fit in
+an ``AF_UNIX`` path (107 bytes)."""
+
+TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")
+"""Where programs put their temporary files (Python's tempfile reads all three, Go and C TMPDIR)."""
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -57,6 +65,7 @@ class Workdirs:
         self._lock = threading.Lock()
         self._private: set[str] = set()  # workdirs whose ledger stays their own SQLite file
         self._blank: bytes | None = None  # a new SQLite ledger: its schema and nothing else
+        self._short_tmp: tuple[Path, str] | None = None  # the claimed folder of runs' short temp dirs
 
     @property
     def root(self) -> Path:
@@ -81,22 +90,52 @@ class Workdirs:
                     self._root = root  # only once it exists: another thread makes a workdir in it
         return self._root
 
+    def temp_env(self, workdir: Path) -> dict[str, str]:
+        """``TMPDIR``, ``TMP`` and ``TEMP`` of every process a run starts, so what they leave
+        there (multiprocessing's ``pymp-*`` of an agent killed mid-run) goes with the run: the
+        workdir's ``.killdrill/tmp``, removed with the workdir and swept with the root; or, when
+        that path is too long for a socket bound under it (:data:`TMP_PATH_LIMIT`), a folder of
+        the run's in a short one the drill claims in the system's temporary directory (removed
+        with the run, swept by the next run when the harness died)."""
+        if workdir == self._root:  # the fork template's: each agent forked from it gets its run's
+            return {}
+        tmp = workdir / STATE_DIR / "tmp"
+        if len(os.fsencode(tmp)) > TMP_PATH_LIMIT:
+            tmp = self._short_temp() / workdir.name.partition("-")[0]
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        return dict.fromkeys(TEMP_VARIABLES, str(tmp))
+
+    def _short_temp(self) -> Path:
+        with self._lock:
+            if self._short_tmp is None:
+                path = tempfile.mkdtemp(prefix="killdrill-tmp-")
+                claim = ownership.claim(ownership.FOLDER, path=path)
+                self._short_tmp = (Path(path), claim)
+                weakref.finalize(self, _remove_claimed, path, claim)
+            return self._short_tmp[0]
+
     def close(self) -> None:
         """Remove the root we made if nothing was kept in it (once the workdirs given to
-        :meth:`discard` are gone)."""
+        :meth:`discard` are gone), and the runs' short temporary folder."""
         _REMOVER.wait()
+        if self._short_tmp is not None:
+            _remove_claimed(str(self._short_tmp[0]), self._short_tmp[1])
+            self._short_tmp = None
         if self._root is not None and self._claim is not None:
             finish_made_root(self._root, self._claim)
         wait_for_sweep()
 
-    @staticmethod
-    def discard(workdir: Path) -> None:
+    def discard(self, workdir: Path) -> None:
         """Remove a finished run's workdir, off the case's critical path: renamed at once (its
         path is free and gone when this returns), deleted by a background thread.  Unlinking a
         case's files (its ledger's WAL: megabytes for a 1,000-effect case) was 2-3 ms of every
         case quiet, tens of ms on a loaded machine.  :meth:`close` and the interpreter's exit wait
         for the deletions."""
         _REMOVER.remove(workdir)
+        if self._short_tmp is not None:  # the run's temporary folder outside it, if it had one
+            short = self._short_tmp[0] / workdir.name.partition("-")[0]
+            if short.exists():
+                _REMOVER.remove(short)
 
     def new(self, label: str) -> Path:
         """A fresh private workdir named after ``label``, with its state folder.  A name already
@@ -291,6 +330,11 @@ def unfinished_roots() -> list[Path]:
     _REMOVER.wait()
     roots = [w._root for w in list(_MADE) if w._root is not None]
     return [r for r in roots if r.is_dir() and any(r.iterdir())]
+
+
+def _remove_claimed(path: str, claim: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    ownership.release(claim)
 
 
 def finish_made_root(root: Path, claim: str) -> None:

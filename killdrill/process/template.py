@@ -22,12 +22,24 @@ from killdrill import envvars
 from killdrill.process import containment
 
 
+def _forget_temp_dir() -> None:
+    """The agent's temporary folder is its ``TMPDIR``, not the one the template looked up
+    (``tempfile`` and multiprocessing keep the first they found)."""
+    import tempfile
+
+    tempfile.tempdir = None
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:
+        mp.current_process()._config.pop("tempdir", None)
+
+
 def _run_python(spec: dict[str, Any]) -> NoReturn:
     """In a forked agent: run ``spec["argv"]`` (``python -m mod`` / ``python x.py``) as ``__main__``."""
     code = 1
     try:
         os.environ.clear()
         os.environ.update(spec["env"])
+        _forget_temp_dir()
         _show_drill_env(spec)
         import random
 

@@ -122,3 +122,72 @@ def test_a_living_owners_claims_are_not_swept_and_a_dead_ones_are(tmp_path: Path
         owners[0].wait()
         for o in owners:
             o.stdout.close()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("--broker", "nonsense://x"), ("--broker", AMQP, "--pop-window")],
+    ids=["scheme", "pop-window-on-amqp"],
+)
+def test_an_integration_option_refused_as_its_service_starts_leaves_no_folder(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "killdrill", "drill", "--integration", "celery", *options, "--", *SUBMIT],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--broker" in proc.stderr
+    assert list(tmp.iterdir()) == []
+
+
+SLOW_CTL = """#!/bin/sh
+echo $$ > "$KD_CTL_PIDS"
+sleep 20
+touch "$KD_CTL_PIDS.added"
+"""
+
+ADDS = """
+from pathlib import Path
+from killdrill.integrations.celery.broker import CeleryBroker
+from killdrill.process.launcher import ServiceHost
+CeleryBroker(Path({root!r}), {{"broker": {url!r}}}, ServiceHost())._rabbitmqctl("add_vhost", "kd-x")
+"""
+
+
+def test_rabbitmqctl_dies_with_a_killed_harness_and_adds_nothing_after_it(tmp_path: Path) -> None:
+    """A vhost added after the harness died (rabbitmqctl is an Erlang VM of seconds) would come
+    after the next run swept the harness's claim: it dies with the harness, as a service does."""
+    bin_dir, pids = tmp_path / "bin", tmp_path / "ctl.pid"
+    bin_dir.mkdir()
+    (bin_dir / "rabbitmqctl").write_text(SLOW_CTL)
+    (bin_dir / "rabbitmqctl").chmod(0o755)
+    (tmp_path / "root").mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KD_CTL_PIDS": str(pids)}
+    code = ADDS.format(root=str(tmp_path / "root"), url=AMQP)
+    harness = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not pids.exists() or not pids.read_text().strip():
+        assert harness.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    ctl = int(pids.read_text())
+    harness.kill()
+    harness.wait()
+    deadline = time.monotonic() + 10
+    while _alive(ctl) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(ctl), "rabbitmqctl outlived the harness"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")

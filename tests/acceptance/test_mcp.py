@@ -47,8 +47,11 @@ def _stdio(ledger: Path, *extra: str) -> StdioServerParameters:
 async def _round_trip(server: Any) -> dict[str, Any]:
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        first = await client.call_tool("payments_charge", {"idempotency_key": "k1", "amount": 700})
-        again = await client.call_tool("payments_charge", {"idempotency_key": "k1", "amount": 700})
+        empty = await client.call_tool("payments_charge", {})
+        typed = await client.call_tool("payments_charge", {"amount": "700", "currency": "usd"})
+        charge = {"idempotency_key": "k1", "amount": 700, "currency": "usd"}
+        first = await client.call_tool("payments_charge", charge)
+        again = await client.call_tool("payments_charge", charge)
         refused = await client.call_tool("mailbox_send", {"to": "ana@example.com"})
         found = await client.call_tool("payments_lookup", {"key": "k1"})
         missing = await client.call_tool("mailbox_lookup", {"ref": "r9"})
@@ -56,6 +59,8 @@ async def _round_trip(server: Any) -> dict[str, Any]:
             await client.call_tool("payments_steal", {})
     return {
         "tools": tools,
+        "empty": empty,
+        "typed": typed,
         "first": first,
         "again": again,
         "refused": refused,
@@ -70,6 +75,10 @@ def _check_round_trip(got: dict[str, Any], ledger: Ledger) -> None:
     assert charge.annotations.idempotent_hint is True and charge.annotations.destructive_hint is False
     assert got["tools"]["mailbox_send"].annotations.destructive_hint is True
     assert got["tools"]["mailbox_lookup"].annotations.read_only_hint is True
+    schema = charge.input_schema  # the declared arguments, as the SDK's client received them
+    assert schema["required"] == ["amount", "currency"] and schema["properties"]["amount"]["minimum"] == 1
+    assert got["empty"].is_error and "'amount' is a required property" in got["empty"].content[0].text
+    assert got["typed"].is_error and "'amount' must be of type integer" in got["typed"].content[0].text
     assert got["first"].structured_content["id"] == got["again"].structured_content["id"] == "ch_0001"
     assert got["again"].structured_content["replayed"] is True and not got["again"].is_error
     assert got["refused"].is_error and "subject" in got["refused"].content[0].text
@@ -80,7 +89,7 @@ def _check_round_trip(got: dict[str, Any], ledger: Ledger) -> None:
         ("payments", "charge", "k1", "created"),
         ("payments", "charge", "k1", "replayed"),
     ]
-    assert calls[0].payload == {"amount": 700}
+    assert calls[0].payload == {"amount": 700, "currency": "usd"}  # the refused calls: none recorded
 
 
 def test_stdio_server_with_the_real_client(tmp_path: Path) -> None:

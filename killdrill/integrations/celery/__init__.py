@@ -94,7 +94,7 @@ def service(root: Path, host: ServiceHost, options: object = None) -> Service:
     """The drill's broker isolation (imported here, harness side only: the agent never calls this)."""
     from killdrill.integrations.celery.broker import CeleryBroker
 
-    return CeleryBroker(root, options)
+    return CeleryBroker(root, options, host)
 
 
 INTEGRATION = Integration(

@@ -29,6 +29,7 @@ import hashlib
 import itertools
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -41,6 +42,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill import ownership
 from killdrill.errors import HarnessError, UsageError
+<<<<<<< HEAD
 from killdrill.integrations.celery import (
     INTEGRATION,
     KEYPREFIX_ENV,
@@ -48,6 +50,11 @@ from killdrill.integrations.celery import (
     VISIBILITY_ENV,
     VISIBILITY_TIMEOUT_S,
 )
+=======
+from killdrill.integrations import ServiceHost
+from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, POP_WINDOW_ENV, VISIBILITY_ENV
+from killdrill.isolation import isolated
+>>>>>>> leftovers
 from killdrill.records import Attempt
 
 __all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
@@ -96,8 +103,9 @@ class CeleryBroker:
     """The broker of one drill: :meth:`env` isolates a run on first use, :meth:`release` removes
     everything it left, :meth:`close` whatever is still there."""
 
-    def __init__(self, root: Path, options: Any = None) -> None:
+    def __init__(self, root: Path, options: Any = None, host: ServiceHost | None = None) -> None:
         self.root = Path(root).absolute()
+        self.host = host  # runs rabbitmqctl contained: it dies with the harness, never adds after it
         self.url = str(INTEGRATION.option(options, "broker") or DEFAULT_BROKER)
         self.scheme = urlsplit(self.url).scheme
         if self.scheme not in (*_REDIS, *_AMQP):
@@ -144,14 +152,39 @@ class CeleryBroker:
                 f"--broker {_redacted(self.url)}: a virtual host per case needs rabbitmqctl on this machine "
                 "(the RabbitMQ server's own tool), and none is on PATH"
             )
-        done = subprocess.run([ctl, "-q", *args], capture_output=True, text=True, timeout=60, check=False)
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip().splitlines()
+        code, stdout, stderr = self._run_contained([ctl, "-q", *args])
+        if code != 0:
+            said = (stderr or stdout).strip().splitlines()
             raise HarnessError(
                 f"rabbitmqctl {' '.join(args)} failed for --broker {_redacted(self.url)}: "
-                f"{said[-1] if said else f'exit {done.returncode}'}"
+                f"{said[-1] if said else f'exit {code}'}"
             )
-        return done.stdout
+        return stdout
+
+    def _run_contained(self, argv: list[str], timeout_s: float = 60.0) -> tuple[int, str, str]:
+        """Run ``argv`` to its end: under the harness's containment when a host was lent (an
+        Erlang VM that outlived a killed harness added a vhost after the harness's claim was
+        swept), else as a plain child."""
+        env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
+        if self.host is None:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+            )
+            return done.returncode, done.stdout, done.stderr
+        out = self.root / f".rabbitmqctl-{secrets.token_hex(6)}"
+        stdout, stderr = Path(f"{out}.stdout"), Path(f"{out}.stderr")
+        try:
+            proc = self.host.spawn(argv, env=env, cwd=None, stdout=str(stdout), stderr=str(stderr))
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.host.kill(proc)
+                proc.wait()
+                raise
+            return code, stdout.read_text(errors="replace"), stderr.read_text(errors="replace")
+        finally:
+            stdout.unlink(missing_ok=True)
+            stderr.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ one run
 

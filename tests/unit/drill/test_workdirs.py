@@ -3,12 +3,13 @@ and a ledger the agent deleted is named as such."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from killdrill.drill import Drill, DrillOptions
+from killdrill.drill import Drill, DrillOptions, workdirs
 from killdrill.drill.workdirs import RunContext, Workdirs
 from killdrill.examples import SETTLEMENT
 from killdrill.ledger import Ledger
@@ -192,3 +193,41 @@ def test_a_relative_root_gives_absolute_workdirs(tmp_path: Path, monkeypatch: py
     workdirs = Workdirs("drills", None)
     wd = workdirs.new("case")
     assert wd.is_absolute() and wd.parent == tmp_path / "drills"
+
+
+def test_a_runs_temp_dir_is_in_its_workdir_or_a_short_claimed_folder_gone_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the workdir while a socket's path under it fits; from a deep root, in a short folder
+    of the drill's, removed with the run's workdir and, whole, at close."""
+    import tempfile
+
+    system = tmp_path / "t"
+    system.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system))
+    near = Workdirs(system / "r", None)
+    wd = near.new("case")
+    monkeypatch.setattr(workdirs, "TMP_PATH_LIMIT", len(str(wd)) + 20)  # pytest's own folder is deep
+    env = near.temp_env(wd)
+    assert set(env) == {"TMPDIR", "TMP", "TEMP"} and env["TMPDIR"] == str(wd / ".killdrill" / "tmp")
+    assert Path(env["TMPDIR"]).is_dir()
+    deep = Workdirs(tmp_path / ("deep-" * 12), None)
+    wd = deep.new("case")
+    tmp = Path(deep.temp_env(wd)["TMPDIR"])
+    assert tmp.parent.parent == system and tmp.parent.name.startswith("killdrill-tmp-")
+    assert len(str(tmp)) < len(str(wd))
+    (tmp / "pymp-x").mkdir()
+    deep.discard(wd)
+    deep.close()
+    assert not tmp.exists() and not tmp.parent.exists()
+
+
+def test_the_users_tmpdir_wins(tmp_path: Path) -> None:
+    drill = Drill(list(SETTLEMENT), DrillOptions(root=tmp_path, env={"TMPDIR": "{workdir}/mine"}))
+    run = RunContext(drill.workdirs.new("case"), "t")
+    env = drill.launcher.env(run)
+    assert env["TMPDIR"] == f"{run.workdir}/mine" and env["TEMP"] != env["TMPDIR"]
+    template = drill.launcher.env(RunContext(drill.workdirs.root, "kd-template"))
+    assert "TEMP" not in template or template["TEMP"] == os.environ.get("TEMP")  # each fork: its run's
+    assert not (drill.workdirs.root / ".killdrill").exists()
+    drill.close()
