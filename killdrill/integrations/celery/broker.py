@@ -42,7 +42,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill import ownership
 from killdrill.errors import HarnessError, UsageError
-<<<<<<< HEAD
+from killdrill.integrations import ServiceHost
 from killdrill.integrations.celery import (
     INTEGRATION,
     KEYPREFIX_ENV,
@@ -50,11 +50,7 @@ from killdrill.integrations.celery import (
     VISIBILITY_ENV,
     VISIBILITY_TIMEOUT_S,
 )
-=======
-from killdrill.integrations import ServiceHost
-from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, POP_WINDOW_ENV, VISIBILITY_ENV
 from killdrill.isolation import isolated
->>>>>>> leftovers
 from killdrill.records import Attempt
 
 __all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
