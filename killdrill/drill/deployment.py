@@ -24,9 +24,9 @@ from killdrill.integrations._work import unfinished, without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
+from killdrill.process.nemesis import AtPoints, Nemesis, Stage
 from killdrill.process.readiness import listening, probed_port, ready
 from killdrill.process.reaping import kill_tree, tail
-from killdrill.process.supervisor import Supervisor
 from killdrill.records import (
     DRAINED,
     KILLED,
@@ -81,8 +81,10 @@ def aims_at(fault: Fault, name: str) -> bool:
     return name == fault.process or name.startswith(fault.process + "[")
 
 
-class DeploymentHook:
-    """The supervisor's boundary and exit hook for one deployment case."""
+class DeploymentCase(Nemesis):
+    """One deployment case on its supervisor: the case's orchestration (readiness, the driver's
+    start and re-runs, a killed service's restart, the settling and the end) and the schedule's
+    kills aimed at whichever process reaches them, all through the nemesis protocol."""
 
     def __init__(
         self,
@@ -102,8 +104,6 @@ class DeploymentHook:
         self.restart_delay = restart_delay
         self.ready_timeout = ready_timeout
         self.grace = grace
-        self.supervisor: Supervisor | None = None
-        self.prepare: Callable[[LaunchSpec], None] = lambda spec: None
         # the framework's known abort at exit once its work closed (an exit_abort): a clean exit
         self.known_abort: Callable[[Running], bool] = lambda run: False
         self.names: dict[int, Process] = {}  # id(spec) -> process
@@ -132,8 +132,13 @@ class DeploymentHook:
         services = [self._spec(p) for p in self.processes if p.name != DRIVER]
         return [*services, self.driver]
 
-    def bind(self, supervisor: Supervisor) -> None:
-        self.supervisor = supervisor
+    @property
+    def supervisor(self) -> Stage | None:
+        return self.stage
+
+    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
+        # every process waits (or sends one way: its spec says so when no fault aims at it)
+        return AtPoints.WAIT
 
     def begin(self) -> None:
         """The services are started: wait for them to be ready, then start the driver."""
@@ -203,8 +208,8 @@ class DeploymentHook:
         probe = self.names[id(run.spec)].ready
         return probe is None or ready(probe, run.spec.stdout_path, run.spec.stderr_path)
 
-    # ---- the supervisor's hooks ----------------------------------------------------------------
-    def __call__(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+    # ---- the nemesis's protocol --------------------------------------------------------------
+    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
         """A waiting boundary: the current fault lands here if it aims at this process and point."""
         group = service_of(self._name(run))
         self.counts[(group, event.point)] += 1
@@ -329,7 +334,6 @@ class DeploymentHook:
             return
         if self.names[id(spec)].name == DRIVER:
             self.driver_runs += 1
-        self.prepare(spec)
         run = sup.start(spec)
         fault = self.current
         if (
