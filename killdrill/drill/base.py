@@ -333,6 +333,7 @@ class AttemptLauncher:
             restart_delay=self.options.restart_delay,
             ready_timeout=self.options.timeout,
             grace=self.options.grace,
+            scene=self.scene(run),
         )
         aborts = exit_aborts(self.options.integrations)
         case.known_abort = lambda r: (
@@ -340,7 +341,7 @@ class AttemptLauncher:
             and bool(r.trace)
             and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
         )
-        attempts = self.launch(run, case.specs(), [case])
+        attempts = self.launch(run, case.specs(), [case, case.aimed], case.aimed.scene)
         return case.finish(attempts)
 
     def scene(self, run: RunContext) -> Scene:

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from killdrill.errors import HarnessError
 from killdrill.options import DrillOptions
 from killdrill.points import GRAMMAR, Fault, Schedule
-from killdrill.process.attempts import LaunchSpec
+from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.nemesis import Nemesis
 from killdrill.registry import Registry
 
@@ -32,19 +32,35 @@ BUILTIN_MODULES = (
 )
 
 
+class Targets(Protocol):
+    """The processes of a case a nemesis may aim at by name (a deployment's: ``Scene.targets``)."""
+
+    def launches(self, name: str) -> list[Running]:
+        """The live launches of process ``name`` (``worker``: every replica; ``worker[1]``: one;
+        ``driver``: the command after ``--``)."""
+        ...
+
+    def kill(self, run: Running, label: str) -> None:
+        """Kill ``run``'s tree as a fault does, recorded at ``label``: a killed service is started
+        again after ``--restart-delay``, a killed driver re-run (its resume)."""
+        ...
+
+
 @dataclass
 class Scene:
     """What a nemesis may reach of its case besides the supervisor (its ``Stage``): the case's
     workdir, state folder and thread, the drill's options, and the servers of the launches
     running now (``fakes``: the HTTP fakes and the SMTP fake, set by the drill around each batch;
-    ``FakesServer.arm`` arms a connection fault for one launch).  ``extra``: what a drill part
-    hands its own nemeses (a deployment's processes by name)."""
+    ``FakesServer.arm`` arms a connection fault for one launch).  ``targets``: a deployment's
+    processes by name (None for a single command: its launch is the nemesis's ``spec``).
+    ``extra``: whatever else a drill part hands its own nemeses."""
 
     workdir: Path = field(default_factory=Path)
     state: Path = field(default_factory=Path)
     thread: str = ""
     options: DrillOptions | None = None
     fakes: list[Any] = field(default_factory=list)
+    targets: Targets | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
