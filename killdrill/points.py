@@ -78,7 +78,10 @@ class FaultGrammar:
     summary: str = ""
 
 
-GRAMMAR: dict[str, FaultGrammar] = {}
+BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
+    # one line a kind, e.g. FaultGrammar("powerloss", "killdrill.faults.powerloss", kills=True, summary=...),
+)
+GRAMMAR: dict[str, FaultGrammar] = {g.name: g for g in BUILTIN_GRAMMAR}
 """The fault kinds written ``KIND[=TARGET]:TRIGGER``, by word: one entry a kind (its file in
 ``killdrill/faults/`` is named by ``module``).  The kill family's own forms (``POINT``,
 ``pause:``, ``drop:``, ``reset:``, ``offset:``, ``start+F%``, ``NAME:POINT``) are parsed below."""
