@@ -279,10 +279,11 @@ class CaseRunner:
             clock.mark("restart" if number > 1 else "setup")
             step = plan.step(number)  # one launch, a zombie and its resumer, N resumers, a deployment
             batch = self.launcher.launch(run, step.specs, step.faults, plan.scene)
+            out.notes.extend(note for fault in step.faults for note in fault.notes())  # what they did
             whole = plan.whole(batch)
             if whole is not None:  # the step was the whole case: a deployment's services and driver
                 clock.mark("deployment")
-                return self._deployed(run, whole, mark, offsets_may_miss)
+                return self._deployed(run, whole, mark, offsets_may_miss, out.notes)
             number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
@@ -319,12 +320,12 @@ class CaseRunner:
         return out
 
     def _deployed(
-        self, run: RunContext, deployed: Deployed, mark: str, offsets_may_miss: bool
+        self, run: RunContext, deployed: Deployed, mark: str, offsets_may_miss: bool, notes: list[str]
     ) -> CaseAttempts:
         """What a deployment's case left (services and driver under one supervisor,
         killdrill.drill.deployment), judged.  ``offsets_may_miss`` (chaos): a timed kill the driver
         finished before is a miss, a note."""
-        out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations))
+        out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations), notes=notes)
         out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
         if broken is not None:
             out.violations.append(broken)
