@@ -22,6 +22,11 @@ charge is judged like any other effect::
     body = "..."
     ref = "order-7"
 
+    [[github.issues]]                   # an issue to comment on (GET/POST .../issues/7/comments)
+    repo = "acme/shop"
+    number = 7
+    title = "Refund failed"
+
     [[hooks.resources]]                 # what GET /hooks/.../{id} answers
     id = "ticket_7"
     status = "open"
@@ -61,7 +66,8 @@ def _toml() -> Callable[[str], Any] | None:
 
 _ID = re.compile(r"[A-Za-z0-9_]{1,200}")
 _STRIPE = {"payment_intents": "pi_", "charges": "ch_", "customers": "cus_"}
-_SECTIONS = ("stripe", "mailbox", "hooks", "kv")
+_SECTIONS = ("stripe", "mailbox", "hooks", "github", "kv")
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _INTENT_STATES = ("succeeded", "requires_capture", "requires_confirmation", "canceled")
 
 
@@ -108,6 +114,8 @@ def load_existing(path: str) -> Existing:
     for i, (_, entry) in enumerate(_entries(where, raw.get("hooks"), ("resources",))):
         rid = _id(f"{where}: hooks.resources[{i}]", entry, "")
         effects.append(("hooks", rid, {"object": "hook", **entry}, None))
+    for i, (_, entry) in enumerate(_entries(where, raw.get("github"), ("issues",))):
+        effects.append(_issue(f"{where}: github.issues[{i}]", entry))
     ids = [(p, e) for p, e, _, _ in effects]
     if twice := next((i for i in ids if ids.count(i) > 1), None):
         raise UsageError(f"{where}: the id {twice[1]!r} is declared twice")
@@ -184,3 +192,15 @@ def _message(where: str, i: int, entry: dict[str, Any]) -> tuple[str, str, dict[
     mid = _id(where, entry, "msg_") if "id" in entry else f"msg_existing_{i + 1}"
     ref = entry.get("ref") if isinstance(entry.get("ref"), str) else None
     return "mailbox", mid, {"ref": ref, **entry, "id": mid, "delivered": True}, ref
+
+
+def _issue(where: str, entry: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
+    repo, number = entry.get("repo"), entry.get("number")
+    if not isinstance(repo, str) or not _REPO.fullmatch(repo):
+        raise UsageError(f'{where}: needs repo = "owner/name" (got {repo!r})')
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise UsageError(f"{where}: needs a whole issue number of 1 or more (got {number!r})")
+    if not isinstance(entry.get("title"), str):
+        raise UsageError(f"{where}: needs a title")
+    data = {"state": "open", **entry, "id_number": number}
+    return "github", f"{repo}#{number}", data, repo

@@ -11,6 +11,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
+from killdrill import envvars
 from killdrill.agent import await_decisions, boundary, runtime_context
 from killdrill.fakes.errors import IndeterminateError
 from killdrill.fakes.locate import adopt, fill
@@ -146,8 +147,8 @@ def connect(
         adopt()  # a launcher stripped the drill's variables: the nearest ancestor that has them
         if ledger is not None:
             ledger = fill(os.fspath(ledger))  # --ledger {KILLDRILL_LEDGER}
-        where = ledger if ledger is not None else os.environ.get("KILLDRILL_LEDGER") or _temporary_ledger()
-        ledger = Ledger(where, thread or os.environ.get("KILLDRILL_THREAD") or "default")
+        where = ledger if ledger is not None else os.environ.get(envvars.LEDGER) or _temporary_ledger()
+        ledger = Ledger(where, thread or os.environ.get(envvars.THREAD) or "default")
     if attempt is None:
-        attempt = int(os.environ.get("KILLDRILL_ATTEMPT") or 1)
+        attempt = int(os.environ.get(envvars.ATTEMPT) or 1)
     return Fakes(ledger, attempt)

@@ -42,6 +42,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from killdrill import envvars
 from killdrill.agent import CONTEXT_HEADER, wire_context_of
 from killdrill.errors import install_hint
 from killdrill.fakes import FakeProviderError, fake_classes, wire
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     except (LedgerError, OSError, ValueError) as exc:
         print(f"killdrill: {exc}", file=sys.stderr)
         return 2
-    print(f"KILLDRILL_FAKES_URL={url}", flush=True)
+    print(f"{envvars.FAKES_URL}={url}", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -36,7 +36,17 @@ from typing import Any
 
 from killdrill.fakes.peer import client_uids
 
-__all__ = ["MAX_BODY", "ROUTES", "GuardedHandler", "GuardedServer", "Request", "Route", "route"]
+__all__ = [
+    "MAX_BODY",
+    "NO_BODY",
+    "ROUTES",
+    "TOKEN_HEADERS",
+    "GuardedHandler",
+    "GuardedServer",
+    "Request",
+    "Route",
+    "route",
+]
 
 MAX_BODY = 1 << 20
 """Largest request body (1 MiB): a provider call is a few kilobytes."""
@@ -58,6 +68,12 @@ class Request:
     match: re.Match[str]
     body: bytes
 
+
+TOKEN_HEADERS = ("X-Postmark-Server-Token",)
+"""Headers an SDK that drops the base URL's path sends its API token in (besides ``Authorization:
+Bearer``): KILLDRILL_FAKES_SECRET given as that token carries the drill's secret."""
+NO_BODY: Any = object()
+"""A body for :meth:`GuardedHandler.send_json` that answers nothing (an API whose success is empty)."""
 
 Route = Callable[["GuardedHandler", Request], None]
 ROUTES: list[tuple[frozenset[str], re.Pattern[str], Route]] = []
@@ -268,7 +284,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
         # the secret as their access token: KILLDRILL_FAKES_SECRET as the API key.
         scheme, _, token = self.headers.get("Authorization", "").partition(" ")
         bearer = token.strip() if scheme.lower() == "bearer" else ""
-        for given, stripped in ((head, "/" + rest), (header, path), (bearer, path)):
+        tokens = [(self.headers.get(name, ""), path) for name in TOKEN_HEADERS]
+        for given, stripped in ((head, "/" + rest), (header, path), (bearer, path), *tokens):
             if not given:
                 continue
             for secret in candidates:
@@ -308,7 +325,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
             self.send_json(500, _error(f"killdrill fakes: {type(exc).__name__}: {exc}", "api_error"))
 
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+        """Answer ``body`` as JSON; :data:`NO_BODY` answers an empty body (SendGrid's 202)."""
+        data = b"" if body is NO_BODY else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -32,21 +32,26 @@ import os
 import re
 from collections.abc import Iterator
 
+from killdrill import envvars
 from killdrill.errors import HarnessError
 
 __all__ = ["LAUNCHER_MARK", "DrillNotFound", "adopt", "fill"]
 
-LAUNCHER_MARK = "KILLDRILL_LAUNCHER"
+LAUNCHER_MARK = envvars.LAUNCHER
 """Set in the environment of killdrill's launcher templates (killdrill.process.launcher): a
 process whose ancestor shows it runs under a drill, even where no ancestor shows the drill's variables."""
 
-_DRILL = ("KILLDRILL_CONTROL", "KILLDRILL_LEDGER")
-_SHORT = {"ledger": "KILLDRILL_LEDGER", "thread": "KILLDRILL_THREAD", "workdir": "KILLDRILL_WORKDIR",
-          "attempt": "KILLDRILL_ATTEMPT"}  # fmt: skip
-_PLACEHOLDER = re.compile(r"\{(ledger|thread|workdir|attempt|KILLDRILL_[A-Z0-9_]+)\}")
+_DRILL = (envvars.CONTROL, envvars.LEDGER)
+_SHORT = {
+    "ledger": envvars.LEDGER,
+    "thread": envvars.THREAD,
+    "workdir": envvars.WORKDIR,
+    "attempt": envvars.ATTEMPT,
+}
+_PLACEHOLDER = re.compile(r"\{(ledger|thread|workdir|attempt|" + envvars.PREFIX + r"[A-Z0-9_]+)\}")
 _STRIPPED = (
     "the MCP client started this server with a minimal environment (the mcp SDK's default):"
-    " pass it the agent's environment (env=dict(os.environ)) or --ledger {KILLDRILL_LEDGER}"
+    f" pass it the agent's environment (env=dict(os.environ)) or --ledger {{{envvars.LEDGER}}}"
 )
 
 
@@ -65,7 +70,7 @@ def adopt() -> int | None:
     for pid, environ in _ancestors():
         if all(environ.get(name) for name in _DRILL):
             for name, value in environ.items():
-                if name.startswith("KILLDRILL_"):
+                if name.startswith(envvars.PREFIX):
                     os.environ.setdefault(name, value)
             return pid
         if LAUNCHER_MARK in environ:
@@ -119,7 +124,7 @@ def _shown(pid: int) -> dict[str, str]:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if k.startswith("KILLDRILL_") and isinstance(v, str)}
+            return {k: v for k, v in data.items() if k.startswith(envvars.PREFIX) and isinstance(v, str)}
     return {}
 
 
@@ -141,7 +146,7 @@ def _ancestors() -> Iterator[tuple[int, dict[str, str]]]:
         environ: dict[str, str] = {}
         for item in raw.split(b"\0"):
             name, sep, val = item.partition(b"=")
-            if sep and name.startswith(b"KILLDRILL_"):
+            if sep and name.startswith(envvars.PREFIX.encode()):
                 environ[name.decode(errors="replace")] = val.decode(errors="surrogateescape")
         yield pid, environ
         pid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # the field after the state

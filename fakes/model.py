@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from killdrill.agent import ControlChannelError
 from killdrill.fakes.model_script import (
@@ -43,13 +43,15 @@ from killdrill.providers import Operation, ProviderSpec, register
 from killdrill.records import ANSWERED, REJECTED
 
 if TYPE_CHECKING:
-    from killdrill.fakes.http import _FakesHandler
+    from killdrill.fakes.serving import Binding, ServerFakes
 
 __all__ = [
     "MODEL_PROVIDER",
     "ROUTES",
     "UNSCRIPTED",
     "ModelFake",
+    "ModelHandler",
+    "ModelServer",
     "anthropic_conversation",
     "openai_conversation",
 ]
@@ -61,6 +63,34 @@ register(
     )
 )  # responses: the Responses API, fakes/model_responses.py
 # A model's answers are work the report adds up, never effects: the verdict does not judge them.
+
+
+class ModelServer(Protocol):
+    """What the model's routes read of the HTTP fakes' server (:mod:`killdrill.fakes.http`)."""
+
+    model: ModelFake | None
+    model_asked: dict[tuple[str, int, str], int]  # (thread, attempt, conversation) -> times asked
+
+
+class ModelHandler(Protocol):
+    """What the model's routes use of the HTTP fakes' request handler (:mod:`killdrill.fakes.http`,
+    which serves them: this module does not import it)."""
+
+    @property
+    def server(self) -> ModelServer: ...
+
+    @property
+    def wfile(self) -> BinaryIO: ...
+
+    def fakes(self) -> tuple[ServerFakes, Binding]: ...
+
+    def send_response(self, code: int, message: str | None = None) -> None: ...
+
+    def send_header(self, keyword: str, value: str) -> None: ...
+
+    def end_headers(self) -> None: ...
+
+    def hang_up(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -276,7 +306,7 @@ def _anthropic_stream(reply: Reply, model: str) -> bytes:
 
 
 # ---- the routes --------------------------------------------------------------------------------
-def _send_bytes(handler: _FakesHandler, status: int, content_type: str, data: bytes) -> None:
+def _send_bytes(handler: ModelHandler, status: int, content_type: str, data: bytes) -> None:
     handler.send_response(status)
     handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(data)))
@@ -284,22 +314,22 @@ def _send_bytes(handler: _FakesHandler, status: int, content_type: str, data: by
     handler.wfile.write(data)
 
 
-def _openai_error(handler: _FakesHandler, status: int, message: str) -> None:
+def _openai_error(handler: ModelHandler, status: int, message: str) -> None:
     body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
     _send_bytes(handler, status, "application/json", json.dumps(body).encode())
 
 
-def _anthropic_error(handler: _FakesHandler, status: int, message: str) -> None:
+def _anthropic_error(handler: ModelHandler, status: int, message: str) -> None:
     body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
     _send_bytes(handler, status, "application/json", json.dumps(body).encode())
 
 
 def _serve(
-    handler: _FakesHandler,
+    handler: ModelHandler,
     raw: bytes,
     op: str,
     parse: Callable[[Mapping[str, Any]], Conversation],
-    error: Callable[[_FakesHandler, int, str], None],
+    error: Callable[[ModelHandler, int, str], None],
 ) -> Reply | None:
     """Parse, answer from the script, record the call, announce ``during:``; None if answered already."""
     fake: ModelFake | None = getattr(handler.server, "model", None)
@@ -347,7 +377,7 @@ def _serve(
 _asked_lock = threading.Lock()
 
 
-def _asked(handler: _FakesHandler, conv: Conversation, attempt: int) -> int:
+def _asked(handler: ModelHandler, conv: Conversation, attempt: int) -> int:
     """How many times this attempt asked this conversation before: a retry gets new ids too."""
     binding = handler.fakes()[1]
     with _asked_lock:
@@ -362,11 +392,11 @@ UNSCRIPTED = "the drill has no --model-script"
 
 
 def _unscripted(
-    handler: _FakesHandler,
+    handler: ModelHandler,
     op: str,
     body: Mapping[str, Any],
     parse: Callable[[Mapping[str, Any]], Conversation],
-    error: Callable[[_FakesHandler, int, str], None],
+    error: Callable[[ModelHandler, int, str], None],
 ) -> None:
     """A model call in a drill without a script: recorded (the drill reports it in one line) and
     answered 400 with what was asked, never passed on to a real model."""
@@ -387,7 +417,7 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _chat_completions(handler: _FakesHandler, raw: bytes) -> None:
+def _chat_completions(handler: ModelHandler, raw: bytes) -> None:
     reply = _serve(handler, raw, "chat", openai_conversation, _openai_error)
     if reply is None:
         return
@@ -401,7 +431,7 @@ def _chat_completions(handler: _FakesHandler, raw: bytes) -> None:
         _send_bytes(handler, 200, "application/json", json.dumps(_openai_body(reply, model)).encode())
 
 
-def _messages(handler: _FakesHandler, raw: bytes) -> None:
+def _messages(handler: ModelHandler, raw: bytes) -> None:
     reply = _serve(handler, raw, "messages", anthropic_conversation, _anthropic_error)
     if reply is None:
         return
@@ -414,7 +444,7 @@ def _messages(handler: _FakesHandler, raw: bytes) -> None:
         _send_bytes(handler, 200, "application/json", json.dumps(_anthropic_body(reply, model)).encode())
 
 
-ROUTES: dict[str, Callable[[_FakesHandler, bytes], None]] = {
+ROUTES: dict[str, Callable[[ModelHandler, bytes], None]] = {
     "/v1/chat/completions": _chat_completions,
     "/v1/messages": _messages,
 }

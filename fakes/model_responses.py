@@ -24,13 +24,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from killdrill.fakes import model as _model
 from killdrill.fakes.model_script import Conversation, Reply, ScriptError, Turn, tool_schemas_text
-
-if TYPE_CHECKING:
-    from killdrill.fakes.http import _FakesHandler
 
 __all__ = ["OP", "ROUTES", "responses_body", "responses_conversation", "responses_stream"]
 
@@ -232,7 +229,7 @@ def _remember(response_id: str, items: list[Any]) -> None:
 
 
 # ---- the route ---------------------------------------------------------------------------------
-def _responses(handler: _FakesHandler, raw: bytes) -> None:
+def _responses(handler: _model.ModelHandler, raw: bytes) -> None:
     reply = _model._serve(handler, raw, OP, responses_conversation, _model._openai_error)
     if reply is None:
         return
@@ -248,5 +245,5 @@ def _responses(handler: _FakesHandler, raw: bytes) -> None:
         _model._send_bytes(handler, 200, "application/json", json.dumps(full).encode())
 
 
-ROUTES: dict[str, Callable[[_FakesHandler, bytes], None]] = {"/v1/responses": _responses}
+ROUTES: dict[str, Callable[[_model.ModelHandler, bytes], None]] = {"/v1/responses": _responses}
 """POST routes of the Responses API (registered in ``fakes/http.py`` beside ``model.ROUTES``)."""

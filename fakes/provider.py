@@ -19,20 +19,27 @@ key of a ``keyed`` operation).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from killdrill.fakes.processing import FAULT_SETTINGS, FakeRequest, Perform, check_fence
 from killdrill.ledger import Ledger, Tx
 from killdrill.providers import Operation, ProviderSpec, register
 from killdrill.records import Call
 
-if TYPE_CHECKING:
-    from killdrill.fakes.handle import Fakes
-
 __all__ = ["RESERVED_NAMES", "Provider", "fake_classes"]
 
 RESERVED_NAMES = frozenset({"ledger", "thread", "attempt", "pid", "provider"})
 """Attributes of the ``Fakes`` handle a provider cannot be named after."""
+
+
+class Host(Protocol):
+    """What a provider needs of the handle that builds it (:class:`killdrill.fakes.Fakes`): its
+    ledger, and the one way a call is run (atomic, then ``during:``, then the answer)."""
+
+    ledger: Ledger
+
+    def _run(self, request: FakeRequest) -> dict[str, Any]: ...
+
 
 _CLASSES: dict[str, type[Provider]] = {}
 _lock = threading.Lock()
@@ -77,7 +84,7 @@ class Provider:
         """What the harness knows of this provider (see :mod:`killdrill.providers`)."""
         return ProviderSpec(cls.name, tuple(cls.operations), convergent=cls.convergent)
 
-    def __init__(self, fakes: Fakes) -> None:
+    def __init__(self, fakes: Host) -> None:
         self.fakes = fakes
 
     @property

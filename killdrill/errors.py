@@ -46,5 +46,9 @@ def install_hint(extra: str) -> str:
     """How to install one of killdrill's extras, spelled as every pip normalizes it (PEP 685:
     ``some-extra``, never ``some_extra``, which pip 23 refuses) and runnable from a clone,
     since killdrill is installed from its checkout."""
-    name = "-".join(part for part in extra.lower().replace("_", "-").replace(".", "-").split("-") if part)
-    return f'pip install -e ".[{name}]" (in killdrill\'s clone)'
+    return f'pip install -e ".[{extra_name(extra)}]" (in killdrill\'s clone)'
+
+
+def extra_name(extra: str) -> str:
+    """An extra's name as pip normalizes it (PEP 685: lowercase, runs of ``-_.`` one ``-``)."""
+    return "-".join(part for part in extra.lower().replace("_", "-").replace(".", "-").split("-") if part)

@@ -28,13 +28,14 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from killdrill import envvars
 from killdrill.errors import UsageError
 
 __all__ = ["DISABLE_PLUGINS_ENV", "PluginWarning", "Registry", "plugins_disabled"]
 
 T = TypeVar("T")
 
-DISABLE_PLUGINS_ENV = "KILLDRILL_DISABLE_PLUGINS"
+DISABLE_PLUGINS_ENV = envvars.DISABLE_PLUGINS
 
 
 class PluginWarning(UserWarning):

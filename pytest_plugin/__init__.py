@@ -34,6 +34,8 @@ from killdrill.pytest_plugin._options import _ini_options as _ini_options
 from killdrill.pytest_plugin._parametrize import kill_point as kill_point
 from killdrill.pytest_plugin._parametrize import pytest_generate_tests as pytest_generate_tests
 from killdrill.pytest_plugin._parametrize import random_schedules as random_schedules
+from killdrill.pytest_plugin._plugins import PluginTester as PluginTester
+from killdrill.pytest_plugin._plugins import killdrill_plugins as killdrill_plugins
 from killdrill.pytest_plugin._session import _same_command as _same_command
 
-__all__ = ["KilldrillFixture", "random_schedules"]
+__all__ = ["KilldrillFixture", "PluginTester", "random_schedules"]

@@ -24,12 +24,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from killdrill import envvars
+
 if TYPE_CHECKING:
     from killdrill.process.launcher import Launcher
 
 # Set per drill (its root) or per test (pytest's current test) in a template's environment; no
 # template process reads them, and every attempt's own environment has its values.
-_PER_DRILL = frozenset({"KILLDRILL_WORKDIR", "KILLDRILL_LEDGER", "KILLDRILL_THREAD", "PYTEST_CURRENT_TEST"})
+_PER_DRILL = frozenset({envvars.WORKDIR, envvars.LEDGER, envvars.THREAD, "PYTEST_CURRENT_TEST"})
 
 
 class LauncherPool:

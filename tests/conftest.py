@@ -119,7 +119,7 @@ class SharedDiscoveries:
     """One discovery (two clean runs) per command and discovery options for the whole session.
 
     Tests about cases, not about discovery itself, drill the same example agents again and
-    again; each used to pay its own clean runs.  The first test to need one makes it, under a
+    again; each would pay its own clean runs.  The first test to need one makes it, under a
     file lock in a folder all xdist workers of this session share, and the others read it
     (``Drill.use_discovery``): the same cache the pytest plugin keeps across sessions, fresh here.
     """

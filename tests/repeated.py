@@ -1,4 +1,4 @@
-"""Repeated drills of a framework example: issue 22's bars are counts over repetitions, not one case.
+"""Repeated drills of a framework example: the bars are counts over repetitions, not one case.
 
 - "each framework's correct example passes a full drill 20 times without a false alarm":
   :func:`pass_every_round` runs every catalogue point, round after round, on one drill (one

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from killdrill import envvars
 from killdrill.errors import install_hint
 from killdrill.fakes.locate import DrillNotFound
 
@@ -24,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve killdrill's counting fakes as MCP tools over stdio, or count the tools/call"
         " requests of your own stdio MCP server (--proxy NAME -- CMD...).",
     )
-    parser.add_argument("--ledger", help="ledger path or URL (default: $KILLDRILL_LEDGER)")
+    parser.add_argument("--ledger", help=f"ledger path or URL (default: ${envvars.LEDGER})")
     parser.add_argument("--proxy", metavar="NAME", help="record CMD's tool calls as provider NAME")
     parser.add_argument(
         "--key",

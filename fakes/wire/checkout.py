@@ -7,7 +7,13 @@ manage-payments/idempotency), one test each in ``tests/unit/fakes/wire/test_prov
 - the key is the ``Cko-Idempotency-Key`` header; keys expire after 24 h (harness clock);
 - only a successful (2xx) result is saved: a repeated key returns the same status and body;
 - a 4xx or 5xx is not saved: the payment is attempted again under the same key;
-- concurrent requests with one key: one is processed, the others get 409.
+- concurrent requests with one key: one is processed, the others get 409;
+- a payment without ``amount`` (a whole number, 0 or more) or ``currency`` is 422
+  ``{"request_id", "error_type": "request_invalid", "error_codes": [...]}`` (``amount_required``,
+  ``amount_invalid``, ``currency_required``; the SDK's ``CheckoutApiException``), nothing saved.
+
+Where it differs: every payment is ``Authorized`` at once (no 3DS, no declines, no ``source``
+check); ``202 Pending`` is never answered.
 """
 
 from __future__ import annotations
@@ -52,10 +58,14 @@ def request_payment(ex: Exchange, _m: re.Match[str]) -> None:
         body = ex.json()
     except ValueError:
         body = None
-    if not isinstance(body, dict) or not isinstance(body.get("amount"), int) or "currency" not in body:
-        ex.reply(
-            *_error(422, "request_invalid", ["amount_required" if isinstance(body, dict) else "invalid_json"])
-        )
+    if not isinstance(body, dict):
+        ex.reply(*_error(422, "request_invalid", ["invalid_json"]))
+        return
+    codes = [] if isinstance(body.get("amount"), int) and body["amount"] >= 0 else ["amount_invalid"]
+    codes = ["amount_required"] if "amount" not in body else codes
+    codes += [] if isinstance(body.get("currency"), str) and body["currency"] else ["currency_required"]
+    if codes:
+        ex.reply(*_error(422, "request_invalid", codes))
         return
     payment = {**body, "approved": True, "status": "Authorized", "action_id": "act_" + uuid.uuid4().hex[:26]}
     key = ex.header(KEY_HEADER)

@@ -12,7 +12,14 @@ joins absolute paths, so a prefix would be dropped):
 - a request that failed is safe to retry with the same key (failures are not stored);
 - a key still executing: 409 ``invalid_state``, reason ``idempotency_key_in_use`` (no
   documentation says; the fake's assumption);
-- a successful create answers 201.
+- a successful create answers 201;
+- a payment without ``amount`` (a positive whole number), ``currency`` or ``links.mandate`` is 422
+  ``validation_failed`` with ``errors: [{"field", "message", "request_pointer"}]`` (the SDK's
+  ``ValidationFailedError``); a body that is not ``{"payments": {...}}`` 400 ``invalid_api_usage``
+  (reason ``invalid_document_structure``: *assumed*); nothing created.
+
+Where it differs: every mandate exists (no mandate state, no ``charge_date`` rules); the wording
+of the field messages is the fake's own.
 """
 
 from __future__ import annotations
@@ -81,6 +88,25 @@ def _render(answer: Answer) -> Reply:
     return _error(err.status, err.message, type_, err.code or "error")
 
 
+def _field_errors(params: dict[str, Any]) -> list[dict[str, str]]:
+    """GoCardless's validation errors of a payment: ``{"field", "message", "request_pointer"}``."""
+    errors = []
+    amount = params.get("amount")
+    if amount is None:
+        errors.append(("amount", "is required"))
+    elif not isinstance(amount, int) or isinstance(amount, bool) or amount < 1:
+        errors.append(("amount", "must be a positive whole number"))
+    if not isinstance(params.get("currency"), str) or not params["currency"]:
+        errors.append(("currency", "is required"))
+    links = params.get("links")
+    if not isinstance(links, dict) or not links.get("mandate"):
+        errors.append(("links.mandate" if isinstance(links, dict) else "links", "is required"))
+    return [
+        {"field": f.rsplit(".", 1)[-1], "message": m, "request_pointer": "/payments/" + f.replace(".", "/")}
+        for f, m in errors
+    ]
+
+
 @route(r"/payments", "POST")
 def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
     try:
@@ -88,15 +114,15 @@ def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
     except ValueError:
         body = None
     params = body.get("payments") if isinstance(body, dict) else None
-    if not isinstance(params, dict) or "amount" not in params or "currency" not in params:
-        ex.reply(
-            *_error(
-                422,
-                "Validation failed: amount and currency are required",
-                "validation_failed",
-                "validation_failed",
-            )
-        )
+    if not isinstance(params, dict):
+        message = "The request body must be a JSON object with a payments object"
+        ex.reply(*_error(400, message, "invalid_api_usage", "invalid_document_structure"))
+        return
+    invalid = _field_errors(params)
+    if invalid:
+        status, reply, headers = _error(422, "Validation failed", "validation_failed", "validation_failed")
+        reply["error"]["errors"] = invalid
+        ex.reply(status, reply, headers)
         return
     payment = {**params, "status": "pending_submission"}
     key = ex.header("Idempotency-Key")

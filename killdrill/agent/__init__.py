@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
+from killdrill import envvars
+
 __all__ = [
     "CONTEXT_HEADER",
     "CONTEXT_META",
@@ -172,11 +174,11 @@ def _init() -> ControlClient | Literal[False]:
     global _client
     with _init_lock:
         if _client is None:
-            address = os.environ.get("KILLDRILL_CONTROL")
-            token = os.environ.get("KILLDRILL_CONTROL_TOKEN", "")
-            wait_at = _points(os.environ.get("KILLDRILL_WAIT_AT"))
+            address = os.environ.get(envvars.CONTROL)
+            token = os.environ.get(envvars.CONTROL_TOKEN, "")
+            wait_at = _points(os.environ.get(envvars.WAIT_AT))
             _client = ControlClient(address, token, wait_at=wait_at) if address else False
-            _gate.enabled = bool(address) and os.environ.get("KILLDRILL_KILL_GATE") == "1"
+            _gate.enabled = bool(address) and os.environ.get(envvars.KILL_GATE) == "1"
         return _client
 
 

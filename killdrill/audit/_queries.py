@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from killdrill.audit import (
+from killdrill.audit.findings import (
     AuditError,
     AuditReport,
     DuplicateSuccess,

@@ -337,10 +337,12 @@ def _forgot_separator(parser: argparse.ArgumentParser, own: list[str]) -> str | 
 
 
 def _print_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
-    """Setup warnings as one line each (``killdrill: warning: ...``), others as Python prints them."""
+    """Setup and plugin warnings as one line each (``killdrill: warning: ...``), others as Python
+    prints them."""
     from killdrill.drill.setup_checks import SetupWarning
+    from killdrill.registry import PluginWarning
 
-    if issubclass(category, SetupWarning):
+    if issubclass(category, SetupWarning | PluginWarning):
         print(f"killdrill: warning: {message}", file=sys.stderr, flush=True)
     else:
         _python_showwarning(message, category, *args, **kwargs)

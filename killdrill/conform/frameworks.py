@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killdrill.errors import extra_name, install_hint
 from killdrill.integrations import Integration, known
 
 
@@ -23,7 +24,7 @@ class Framework:
     title: str
     distribution: str  # whose version the table shows
     module: str  # importable when installed
-    extra: str  # pip install -e ".[EXTRA]" (hyphenated, as pip normalizes it)
+    extra: str  # the extra that installs the framework with its integration's distribution
     committed: str
     committed_means: str = "the framework recorded the step"
     rerun: str = "before:charge"
@@ -36,6 +37,7 @@ class Framework:
     missing_note: str = ""  # why killdrill has no integration for it yet
 
     probe: str = ""  # the probe agent's module (python -m PROBE)
+    plugin: str = ""  # the distribution that declared the integration (empty: killdrill's own)
 
     def model_script(self) -> str | None:
         """The scripted model's file of a probe that calls a model (the YAML beside the probe's
@@ -62,6 +64,15 @@ class Framework:
         except importlib.metadata.PackageNotFoundError:
             return None
 
+    def install_hint(self) -> str:
+        """How to install the framework: killdrill's extra for its own integrations; for a
+        plugin's, its own distribution's extra, or else the framework's distribution."""
+        if not self.plugin:
+            return install_hint(self.extra)
+        if self.extra:
+            return f'pip install "{self.plugin}[{extra_name(self.extra)}]"'
+        return f"pip install {self.distribution}"
+
     def integration_available(self) -> bool:
         return True  # read from an integration's record
 
@@ -84,6 +95,7 @@ def _framework(i: Integration) -> Framework:
         options=dict(p.options),
         install_note=p.install_note,
         probe=p.module,
+        plugin=i.plugin,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from killdrill.canonical import canonical_json
 from killdrill.conform.frameworks import Framework
 from killdrill.drill import DiscoveryError, Drill, DrillOptions
-from killdrill.errors import KilldrillError, install_hint, one_line
+from killdrill.errors import KilldrillError, one_line
 from killdrill.records import CaseResult, LedgerSnapshot, ViolationKind
 
 PROPERTIES: tuple[str, ...] = (
@@ -348,9 +348,7 @@ def conform(
                 add(Cell(prop, fw.name, version, NOT_PROBED, why))
             continue
         if not fw.installed():
-            why = install_hint(fw.extra) + (
-                f" ({fw.install_note})" if fw.install_note else ""
-            )
+            why = fw.install_hint() + (f" ({fw.install_note})" if fw.install_note else "")
             for prop in properties:
                 add(Cell(prop, fw.name, None, NOT_INSTALLED, why))
             continue

@@ -25,19 +25,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import killdrill.report.drill  # noqa: F401  (installs how results render: CaseResult.text())
 from killdrill.drill.base import AttemptLauncher, LauncherSource
 from killdrill.drill.case import CaseRunner
 from killdrill.drill.case_verdict import CaseJudge
 from killdrill.drill.discovery import Discoverer
-from killdrill.drill.errors import STATE_DIR, DiscoveryError, DrillOptions, UnknownPointError
+from killdrill.drill.errors import STATE_DIR, DiscoveryError, UnknownPointError
 from killdrill.drill.workdirs import Workdirs, unfinished_roots
 from killdrill.errors import HarnessError
-from killdrill.options import override
+from killdrill.options import DrillOptions, override
 from killdrill.options.reproduce import reproduce_line
 from killdrill.points import Schedule, parse_schedule
 from killdrill.process.supervisor import clear_interrupt, interrupt_all
-from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation
+from killdrill.records import CaseResult, Discovery, DrillResult, ExactlyOnceViolation, install_presenter
+from killdrill.report.drill import PRESENTER
 
 __all__ = [
     "STATE_DIR",
@@ -53,6 +53,8 @@ __all__ = [
     "run",
     "unfinished_roots",
 ]
+
+install_presenter(PRESENTER)  # the results this package makes render through the report
 
 
 class Drill:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killdrill import envvars
 from killdrill.drill.db_effects import EffectRows
 from killdrill.drill.deployment import Deployed, DeploymentCase, check_faults
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, fill_env, model_env, resolve_command
@@ -257,19 +258,21 @@ class AttemptLauncher:
     def env(self, run: RunContext) -> dict[str, str]:
         """The environment of a launch in ``run``: the harness's own, never an outer drill's."""
         # never an outer drill's channel; no proxy, no vendor's key (killdrill.isolation)
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+        inherited = envvars.without_drill(os.environ)
         env = isolated(inherited, self.options.pass_env)
         env.update(self.effect_rows.env(run))  # the run's own database (the user's --env wins)
         env.update(fill_env(self.options.env, run.thread, str(run.workdir)))
         env.update(
-            KILLDRILL_THREAD=run.thread,
-            KILLDRILL_WORKDIR=str(run.workdir),
-            KILLDRILL_LEDGER=self.effect_rows.ledger_url(self.workdirs.ledger_url(run.workdir)),
+            {
+                envvars.THREAD: run.thread,
+                envvars.WORKDIR: str(run.workdir),
+                envvars.LEDGER: self.effect_rows.ledger_url(self.workdirs.ledger_url(run.workdir)),
+            }
         )
         if self.options.answer:
             env[ANSWERS_ENV] = json.dumps(list(self.options.answer))
         if self.options.integrations:
-            env["KILLDRILL_INTEGRATIONS"] = ",".join(self.options.integrations)
+            env[envvars.INTEGRATIONS] = ",".join(self.options.integrations)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap_dir(), env.get("PYTHONPATH")]))
         return env
 
@@ -345,6 +348,7 @@ class AttemptLauncher:
                 signal_name="KILL",
                 grace_s=self.options.grace,
                 control_dir=str(state / "ctl"),
+                launcher=self.get_launcher() if python_target(process.argv) else None,  # --launcher fork
             )
 
         case = DeploymentCase(
@@ -403,9 +407,9 @@ class AttemptLauncher:
             url, secret = http.attempt_url(id(spec))  # every launch talks to the model fake
             spec.env = {**spec.env, **{k: v for k, v in model_env(url).items() if k not in own}}
             if self.options.http_fakes or self.model is not None:
-                spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
+                spec.env = {**spec.env, envvars.FAKES_URL: url, envvars.FAKES_SECRET: secret}
             if smtp is not None:
-                spec.env = {**spec.env, "KILLDRILL_SMTP": smtp.attempt_address(id(spec))}
+                spec.env = {**spec.env, envvars.SMTP: smtp.attempt_address(id(spec))}
             spec.env = expand_env(spec.env, self.options.env)
 
         def on_start(running: Running) -> None:

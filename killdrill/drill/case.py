@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
+from killdrill import envvars
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.db_effects import with_rows
@@ -84,6 +85,7 @@ class CaseAttempts:
     # the ledger as read after the last attempt, when nothing ran after that read: the case's
     # verdict judges it (a 1,000-effect case read its ledger three times)
     ledger: LedgerSnapshot | None = None
+    started: dict[int, float] = field(default_factory=dict)  # a deployment's: number -> monotonic start
 
 
 class CaseRunner:
@@ -282,8 +284,10 @@ class CaseRunner:
             out.notes.extend(note for fault in step.faults for note in fault.notes())  # what they did
             whole = plan.whole(batch)
             if whole is not None:  # the step was the whole case: a deployment's services and driver
+                deployed = self._deployed(run, whole, mark, offsets_may_miss, out.notes)
                 clock.mark("deployment")
-                return self._deployed(run, whole, mark, offsets_may_miss, out.notes)
+                clock.deployed(deployed.attempts, deployed.started)  # what the runtime held, read after
+                return deployed
             number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
@@ -326,6 +330,7 @@ class CaseRunner:
         killdrill.drill.deployment), judged.  ``offsets_may_miss`` (chaos): a timed kill the driver
         finished before is a miss, a note."""
         out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations), notes=notes)
+        out.started = deployed.started
         out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
         if broken is not None:
             out.violations.append(broken)
@@ -376,7 +381,7 @@ class CaseRunner:
         """The between-attempts command (reconciliation), run before attempt ``number``."""
         argv = fill(resolve_command(self.options.between or ()), run.thread, str(run.workdir))
         env = self.launcher.env(run)
-        env["KILLDRILL_ATTEMPT"] = str(number)
+        env[envvars.ATTEMPT] = str(number)
         try:
             proc = subprocess.run(
                 argv,

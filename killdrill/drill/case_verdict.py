@@ -8,10 +8,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from killdrill.drill.discovery import Discoverer
-from killdrill.drill.env import how_ended, last_line, slug
+from killdrill.drill.env import last_line, slug
 from killdrill.errors import HarnessError
-from killdrill.integrations import internal_steps
-from killdrill.integrations._findings import findings_in
+from killdrill.integrations import findings_in, internal_steps
 from killdrill.points import Schedule, occurrence_label
 from killdrill.records import (
     HANG,
@@ -82,7 +81,7 @@ class CaseJudge:
     def attempt_violation(self, a: Attempt) -> Violation | None:
         """How attempt ``a`` ended, when that alone is a verdict (a kill that missed, a hang)."""
         if a.outcome == AttemptOutcome.POINT_NOT_REACHED:
-            why = "; ".join(a.notes) or f"the attempt {how_ended(a)} before reaching it"
+            why = "; ".join(a.notes) or f"the attempt {a.ended} before reaching it"
             return Violation(
                 POINT_NOT_REACHED,
                 f"attempt {a.number} was scheduled to be killed at {a.kill} but {why}"

@@ -37,7 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
-from killdrill import ownership
+from killdrill import envvars, ownership
 from killdrill.canonical import canonical_json
 from killdrill.drill.env import fill
 from killdrill.drill.workdirs import RunContext, Workdirs
@@ -102,10 +102,10 @@ class EffectRows:
         """What a launch in ``run`` is given (names only: :meth:`prepare` makes the schema)."""
         if not self.active:
             return {}
-        env = {"KILLDRILL_EFFECT_DB": self.run_url(run)}
+        env = {envvars.EFFECT_DB: self.run_url(run)}
         if self.postgres:
             schema = self.schema(run)
-            env.update(KILLDRILL_EFFECT_SCHEMA=schema, PGOPTIONS=f"-c search_path={schema}")
+            env.update({envvars.EFFECT_SCHEMA: schema, "PGOPTIONS": f"-c search_path={schema}"})
         return env
 
     def ledger_url(self, url: str) -> str:

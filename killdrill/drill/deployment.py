@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from killdrill import envvars
 from killdrill.drill.env import how_ended, last_line
 from killdrill.drill.topology import DRIVER, Process
 from killdrill.errors import HarnessError, UsageError
@@ -167,7 +168,7 @@ class DeploymentCase(Nemesis):
         if process.name != DRIVER:
             spec.timeout_s = 365 * 86400.0  # a service runs as long as the driver needs it
         if not any(aims_at(f, process.name) for f in self.faults):
-            spec.env = {**spec.env, "KILLDRILL_WAIT_AT": "[]"}  # no fault for it: every point one way
+            spec.env = {**spec.env, envvars.WAIT_AT: "[]"}  # no fault for it: every point one way
         self.names[id(spec)] = process
         return spec
 

@@ -9,6 +9,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 
+from killdrill import envvars
 from killdrill.errors import HarnessError
 from killdrill.records import Attempt
 
@@ -67,14 +68,14 @@ def model_env(url: str) -> dict[str, str]:
     }
 
 
-_HARNESS_VAR = re.compile(r"\{(KILLDRILL_[A-Z0-9_]+)\}")
+_HARNESS_VAR = re.compile(r"\{(" + envvars.PREFIX + r"[A-Z0-9_]+)\}")
 
 
 _SERVED_BY = {
-    "KILLDRILL_FAKES_URL": ("HTTP fakes", "--http-fakes"),
-    "KILLDRILL_FAKES_SECRET": ("HTTP fakes", "--http-fakes"),
-    "KILLDRILL_SMTP": ("SMTP fake", "--smtp-fake"),
-    "KILLDRILL_EFFECT_DB": ("effect database", "--effect-db"),
+    envvars.FAKES_URL: ("HTTP fakes", "--http-fakes"),
+    envvars.FAKES_SECRET: ("HTTP fakes", "--http-fakes"),
+    envvars.SMTP: ("SMTP fake", "--smtp-fake"),
+    envvars.EFFECT_DB: ("effect database", "--effect-db"),
 }
 """Harness variables set only when a served fake runs: the flag that starts it."""
 
@@ -85,7 +86,7 @@ def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str
     out = dict(env)
     for name in user:
         value = out.get(name)
-        if value is None or "{KILLDRILL_" not in value:
+        if value is None or "{" + envvars.PREFIX not in value:
             continue
 
         def fill(m: re.Match[str], name: str = name) -> str:
@@ -102,11 +103,8 @@ def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str
 
 
 def how_ended(a: Attempt) -> str:
-    if a.returncode is None:
-        return "ended"
-    if a.returncode < 0:
-        return f"died of signal {-a.returncode}"
-    return f"exited {a.returncode}"
+    """``a.ended``: kept only for ``drill.deployment`` (being rewritten on another branch)."""
+    return a.ended
 
 
 def last_line(text: str) -> str:

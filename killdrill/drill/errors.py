@@ -1,4 +1,4 @@
-"""What a drill is asked to do (:class:`DrillOptions`) and the errors it raises before any case runs."""
+"""The errors a drill raises before any case runs, and its state folder's name."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import difflib
 from collections.abc import Sequence
 
 from killdrill.errors import HarnessError
-from killdrill.options import DrillOptions as DrillOptions  # the fields and their spellings: one table
+from killdrill.options import DrillOptions as DrillOptions  # only for drill.base (being rewritten
+
+# on another branch): DrillOptions is killdrill.options'
 from killdrill.points import ScheduleError
 
 STATE_DIR = ".killdrill"

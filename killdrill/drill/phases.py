@@ -74,6 +74,22 @@ class PhaseClock:
         if killed:
             self.kills.append(time.time())  # the launch just returned: at or after the kill
 
+    def deployed(self, attempts: Sequence[Attempt], started: Mapping[int, float]) -> None:
+        """A deployment's launches (each with its monotonic start): every process's launches in
+        order, one process after another (a killed launch is followed by its own restart), and
+        the wall-clock end of each killed one, so the runtime's waits are read as a single
+        command's are."""
+        shift = time.time() - time.monotonic()
+        by_process: dict[str, list[tuple[float, Attempt]]] = {}
+        for a in attempts:
+            if a.number in started:
+                by_process.setdefault(a.process or "", []).append((started[a.number] + shift, a))
+        for launches in by_process.values():
+            launches.sort(key=lambda pair: pair[0])
+            self.timeline.extend(launches)
+            self.kills += [at + a.duration_ms / 1000.0 for at, a in launches if a.killed_at is not None]
+        self.kills.sort()
+
     def result(self) -> dict[str, float]:
         self.mark("release")
         return {k: round(v, 4) for k, v in self.phases.items()}

@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.metadata import packages_distributions
 
+from killdrill import envvars
 from killdrill.integrations import Integration, find, known
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
     "watched",
 ]
 
-DETECT_ENV = "KILLDRILL_DETECT"
+DETECT_ENV = envvars.DETECT
 """``MODULE=DIST|DIST,...``: top-level modules whose import the bootstrap records (discovery
 only), each counted only when its file belongs to one of the distributions named."""
 
@@ -153,8 +154,8 @@ def placeholder_hint(command: Sequence[str]) -> str | None:
     if any("{workdir}" in a or "{thread}" in a for a in command):
         return None
     return (
-        "the command has no {workdir} or {thread}: unless the agent reads KILLDRILL_WORKDIR and "
-        "KILLDRILL_THREAD, every case shares one checkpoint and resumes the last case's finished run; "
+        f"the command has no {{workdir}} or {{thread}}: unless the agent reads {envvars.WORKDIR} and "
+        f"{envvars.THREAD}, every case shares one checkpoint and resumes the last case's finished run; "
         "e.g. add --thread '{thread}' --db '{workdir}/ckpt.sqlite'"
     )
 

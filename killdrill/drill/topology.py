@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from killdrill import envvars
 from killdrill.drill.env import resolve_command
 from killdrill.errors import HarnessError, UsageError
 from killdrill.options import DrillOptions, Rule
@@ -136,7 +137,6 @@ class Topology:
                 ("--resumers", options.resumers > 1),
                 ("--resume-with", bool(options.resume_with)),
                 ("--between", bool(options.between)),
-                ("--launcher fork", options.launcher == "fork"),
                 ("--signal TERM", options.signal == "TERM"),
             )
             if on
@@ -198,7 +198,7 @@ class Topology:
 
     def _env(self, filler: _Filler, name: str, replica: int) -> dict[str, str]:
         env = {k: filler.fill(v) for k, v in self.options.env.items()}
-        env.update(KILLDRILL_PROCESS=name, KILLDRILL_REPLICA=str(replica))
+        env.update({envvars.PROCESS: name, envvars.REPLICA: str(replica)})
         return env
 
 

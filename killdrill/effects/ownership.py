@@ -6,6 +6,8 @@ import os
 import socket
 import threading
 
+from killdrill import envvars
+
 _token_cache: tuple[int, str] | None = None
 _HOST = socket.gethostname()
 
@@ -53,7 +55,7 @@ def _owner_alive(owner: str | None) -> bool | None:
 
 
 def _attempt_from_env() -> int | None:
-    raw = os.environ.get("KILLDRILL_ATTEMPT")
+    raw = os.environ.get(envvars.ATTEMPT)
     try:
         return int(raw) if raw else None
     except ValueError:

@@ -9,44 +9,9 @@ imports it (:class:`PatchOnImport`): the integration never imports the framework
 Nothing outside the folder names a framework: the setup checks, the CLI, the diagnosis and
 ``killdrill conform`` read these records.
 
-The record's fields (all but ``name`` optional):
-
-- ``title``: the framework's name for people ("LangGraph");
-- ``aliases``: other spellings ``--integration`` accepts (case and ``-``/``_`` resolve anyway);
-- ``flag``: a command-line shortcut (``--langgraph``) the CLI adds for it;
-- ``distributions`` / ``modules``: the distributions whose import means the framework is in use,
-  and the top-level modules of theirs the agent imports.  An imported module counts only when
-  its file belongs to one of the distributions (the agent's own ``workflows.py`` never does);
-- ``hint``: what the integration kills at, ending the one-line setup warning ("... to kill it at
-  every node and checkpoint");
-- ``covers``: frameworks this one runs inside its own runtime, each as (the inner integration's
-  name, a module of this one's whose import shows it): Temporal's plugin for the Agents SDK
-  (``("openai_agents", "temporalio.contrib.openai_agents")``) turns the SDK's model calls and
-  tools into activities, so the SDK imported there is drilled, and no setup warning says its
-  integration is off;
-- ``preload``: modules a fork template imports once (``--launcher fork``);
-- ``internal_steps``: step names that are the integration's own machinery rather than the
-  agent's steps (LangGraph's ``checkpoint``);
-- ``service``: a callable ``service(root, host, options)`` (``options``: the drill's) returning a
-  :class:`Service` the drill starts once (harness side only: the agent never calls it) and closes
-  at its end; ``env(workdir, thread)`` adds to every launch of that workdir, the optional
-  ``explain_hang(workdir, thread)`` says what the runtime still holds when an attempt hung, and
-  the optional ``release(workdir, thread)`` is called when that workdir's run is over (what the
-  run left in the service goes).  ``host`` (:class:`ServiceHost`) starts its processes under the
-  harness's containment, so the service needs no import of ``process``;
-- ``exit_abort``: an :class:`ExitAbort`, when the framework is known to abort the interpreter at
-  exit after its work is done (Temporal's SDK, sdk-python#300);
-- ``causes``: a hook ``causes(violation, attempts) -> Cause | None`` the diagnosis asks first, for
-  a case run under this integration, with the violation's structured facts (its calls, each with
-  the runtime context :func:`killdrill.agent.in_runtime` recorded) and the attempts' facts;
-- ``options``: option rows of its own (:class:`killdrill.options.kinds.Option`), spelled by every
-  front end as the drill's rows are: a CLI flag (``--broker``, for ``killdrill chaos`` too), a
-  pytest ini key (``killdrill_broker``), a marker or ``Drill`` keyword (``broker=``), and a
-  case's reproduction line.  Their values are ``DrillOptions.integration_options`` (the service
-  reads them there), each parsed by its row's kind and given only with the integration on
-  (:func:`check_options`); a field the drill or another integration has already is refused;
-- ``probe``: its :class:`Probe` for ``killdrill conform``;
-- ``examples``: commands that drill a bundled example agent under it.
+The record's fields are documented on :class:`Integration`; the hooks' shapes, the service's
+protocol, the runtime context and the conform probe in :mod:`killdrill.integrations.contract`
+(the plugin contract, one module), which checks a record when it is registered or loaded.
 
 :func:`find` looks a name up as ``killdrill.integrations.NAME``, then in the entry points, then
 among the known records' names and aliases.  :func:`register` adds one in-process.
@@ -61,20 +26,40 @@ Layer: beside ledger and effects; may import ``agent``, ``records`` and ``errors
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
 import pkgutil
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from killdrill.errors import UsageError
+from killdrill.integrations._findings import findings_in
+from killdrill.integrations._hooks import ReportedService, called
 from killdrill.integrations._imports import PatchOnImport
+from killdrill.integrations._work import unfinished, without_work
+from killdrill.integrations.contract import (
+    Cause,
+    CausesHook,
+    ExitAbort,
+    HookWarning,
+    PluginRefused,
+    Probe,
+    Service,
+    ServiceFactory,
+    ServiceHost,
+    ServiceProcess,
+    Timeline,
+    WaitsHook,
+    check_record,
+    check_service,
+)
 from killdrill.registry import PluginWarning, Registry, nearest, plugin_failed, plugins_disabled
 
 if TYPE_CHECKING:
@@ -85,9 +70,11 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Cause",
     "ExitAbort",
+    "HookWarning",
     "Integration",
     "IntegrationNotFound",
     "PatchOnImport",
+    "PluginRefused",
     "Probe",
     "Service",
     "ServiceHost",
@@ -96,115 +83,72 @@ __all__ = [
     "check_options",
     "exit_aborts",
     "find",
+    "findings_in",
+    "framework_cause",
     "internal_steps",
     "known",
     "option_rows",
     "preload_modules",
     "register",
+    "rescan",
+    "scope",
     "start_services",
+    "unfinished",
+    "without_work",
 ]
 
 ENTRY_POINT_GROUP = "killdrill.integrations"
 
 
 @dataclass(frozen=True)
-class ExitAbort:
-    """A framework's own abort at interpreter exit, once its work is done: forgiven only when the
-    attempt's last point starts with ``after`` (the integration reached it when the work closed:
-    nothing ran after it but the exit), and said in ``note``."""
-
-    after: str
-    note: str
-
-
-@dataclass(frozen=True)
-class Cause:
-    """A framework-specific diagnosis: a stable ``name``, what was ``observed``, the ``fix``."""
-
-    name: str
-    observed: str
-    fix: str
-
-
-@dataclass(frozen=True)
-class Probe:
-    """The integration's probe agent for ``killdrill conform``: ``module`` runs as ``python -m
-    MODULE --thread T --workdir W`` and makes the steps ``reserve``, ``charge``, ``notify`` (each
-    one effect); ``committed`` is the point where the framework has recorded ``charge``, ``rerun``
-    the point a re-execution of it reaches again, ``next_point`` the point of the step after it;
-    ``deliver_barrier`` where the interrupt form's two concurrent resumers are held together
-    (consume-once): a point each reaches with the parked state read and the approval not yet
-    consumed, so neither can finish the delivery before the other has read that state."""
-
-    module: str
-    distribution: str  # whose version the table shows
-    extra: str  # the extra that installs it, as pip normalizes it: pip install -e ".[EXTRA]"
-    committed: str = "committed:charge"
-    committed_means: str = "the framework recorded the step"
-    rerun: str = "before:charge"
-    next_point: str = "before:notify"
-    deliver_barrier: str = "before:deliver"
-    na: Mapping[str, str] = field(default_factory=dict)  # property -> why it does not apply
-    options: Mapping[str, Any] = field(default_factory=dict)  # extra DrillOptions fields; "model":
-    # True runs the scripted model fake from the YAML beside the probe's module
-    install_note: str = ""
-    order: int = 100  # the framework's place in the table (lower first)
-    quick: bool = False  # in the fast subset CI runs (killdrill conform --quick)
-
-
-class ServiceProcess(Protocol):
-    """A process a :class:`ServiceHost` started."""
-
-    pid: int
-
-    def poll(self) -> int | None: ...
-
-    def wait(self, timeout: float | None = None) -> int: ...
-
-
-class ServiceHost(Protocol):
-    """What the harness lends a service to run its processes contained (dies with the harness)."""
-
-    def spawn(
-        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, stdout: str, stderr: str
-    ) -> ServiceProcess: ...
-
-    def kill(self, proc: ServiceProcess) -> None: ...
-
-
-class Service(Protocol):
-    """What an integration's ``service`` returns (see the module doc)."""
-
-    def env(self, workdir: Path, thread: str) -> dict[str, str]: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
 class Integration:
-    """One integration's record (the module doc says what each field is for)."""
+    """One integration's record: everything the harness must know about its framework.  All but
+    ``name`` optional; the hooks' shapes are in :mod:`killdrill.integrations.contract`."""
 
     name: str
+    """What ``--integration`` names, a Python identifier (the folder's or the entry point's name)."""
     preload: tuple[str, ...] = ()
+    """Modules a fork template imports once (``--launcher fork``)."""
     internal_steps: frozenset[str] = frozenset()
-    activate: Callable[[], None] | None = None  # filled from the module's activate() when found
-    service: Callable[[Path, ServiceHost, Any], Service] | None = None
+    """Step names that are the integration's own machinery, not the agent's (``checkpoint``)."""
+    activate: Callable[[], None] | None = None
+    """Called in the agent at start (filled from the module's ``activate()`` when found)."""
+    service: ServiceFactory | None = None
+    """``service(root, host, options) -> Service``: the harness-side part (a runtime's server, a
+    broker's isolation), started once per drill and closed at its end."""
     exit_abort: ExitAbort | None = None
+    """The framework's known abort at interpreter exit after its work is done."""
     title: str = ""
+    """The framework's name for people (``"LangGraph"``)."""
     aliases: tuple[str, ...] = ()
+    """Other spellings ``--integration`` accepts (case and ``-``/``_`` resolve anyway)."""
     flag: str | None = None
+    """A command-line shortcut the CLI adds for it (``"--langgraph"``)."""
     distributions: tuple[str, ...] = ()
+    """The framework's distributions: an import of one of :attr:`modules` counts as the framework
+    in use only when its file belongs to one of them (the agent's own ``workflows.py`` never does)."""
     modules: tuple[str, ...] = ()
+    """The framework's top-level modules the agent imports."""
     hint: str = "node and checkpoint"
-    covers: tuple[tuple[str, str], ...] = ()  # (inner integration, module of ours that runs it)
-    causes: Callable[[Violation, Sequence[Attempt]], Cause | None] | None = None
+    """What it kills at, ending the setup warning ("... to kill it at every acme task")."""
+    covers: tuple[tuple[str, str], ...] = ()
+    """Frameworks this one runs inside its runtime, each ``(inner integration, module of ours that
+    shows it)``: the inner framework imported there is drilled, and no setup warning says so."""
+    causes: CausesHook | None = None
+    """``causes(violation, attempts) -> Cause | None``, asked first by the diagnosis."""
     probe: Probe | None = None
+    """Its probe agent for ``killdrill conform``."""
     examples: tuple[str, ...] = ()
-    options: tuple[Option, ...] = ()  # its own option rows (their values: DrillOptions.integration_options)
-    answers: bool = False  # answers a run's pending interrupts with --answer (integrations._answers)
-    # waits(timeline, clean): what the runtime held after a kill, read from the case's attempts
-    # (each with its launch's wall-clock start) beside a clean run's (an Attempt, number 0)
-    waits: Callable[[Sequence[tuple[float, Attempt]], Attempt], list[dict[str, Any]]] | None = None
+    """Modules of example agents drilled under it."""
+    options: tuple[Option, ...] = ()
+    """Its own option rows (``killdrill.options.kinds.Option``): a flag, an ini key, a keyword;
+    their values are ``DrillOptions.integration_options``, read with :meth:`option`."""
+    answers: bool = False
+    """It answers a run's pending interrupts with ``--answer``."""
+    waits: WaitsHook | None = None
+    """``waits(timeline, clean) -> list[Wait]``: the runtime's waits read from a case's attempts."""
+    plugin: str = ""
+    """The distribution whose entry point declared it (filled when loaded; empty: killdrill's own)."""
 
     def option(self, options: object, name: str) -> Any:
         """The value of this record's own option ``name`` in a drill's ``options`` (what its
@@ -223,11 +167,16 @@ class BrokenPlugin(IntegrationNotFound):
 
 
 def register(integration: Integration) -> Integration:
-    """Make an integration known in this process (a module or entry point is found by :func:`find`)."""
+    """Make an integration known in this process (a module or entry point is found by :func:`find`);
+    a record that breaks the contract is refused (:class:`PluginRefused`, one line)."""
+    check_record(integration)
     return _INTEGRATIONS.register(integration.name, integration)
 
 
-def _from_module(name: str, module: ModuleType) -> Integration:
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Integration))
+
+
+def _from_module(name: str, module: ModuleType, plugin: str = "") -> Integration:
     declared = getattr(module, "INTEGRATION", None)
     if not isinstance(declared, Integration):
         raise IntegrationNotFound(f"integration {name!r}: {module.__name__} declares no INTEGRATION record")
@@ -236,33 +185,76 @@ def _from_module(name: str, module: ModuleType) -> Integration:
     activate = getattr(module, "activate", None)
     if declared.activate is None and callable(activate):
         declared = dataclasses.replace(declared, activate=activate)
-    return declared
+    if declared.activate is None:
+        close = nearest("activate", [n for n in vars(module) if not n.startswith("_") and n != "active"])
+        raise PluginRefused(
+            f"the integration plugin {name!r} ({module.__name__}) was refused: it has no activate(), the"
+            " function the agent's bootstrap calls" + (f" (did you mean {close}?)" if close else "")
+        )
+    try:
+        check_record(declared, module.__name__)
+    except PluginRefused as exc:
+        raise BrokenPlugin(str(exc)) from None
+    return dataclasses.replace(declared, plugin=plugin) if plugin else declared
 
 
-def _module_for(name: str) -> ModuleType | None:
+def _unknown_field(exc: BaseException) -> str:
+    """`` (did you mean waits?)`` when ``exc`` is the record refusing a misspelled field."""
+    said = str(exc)
+    if isinstance(exc, TypeError) and "unexpected keyword argument" in said:
+        close = nearest(said.rsplit(" ", 1)[-1].strip("'\""), sorted(_FIELDS))
+        return f" (did you mean {close}?)" if close else ""
+    return ""
+
+
+def _module_for(name: str) -> tuple[ModuleType, str] | None:
+    """The module that declares ``name``, with the distribution of the entry point that named it."""
     if name.isidentifier():
         try:
-            return importlib.import_module(f"{__name__}.{name}")
+            return importlib.import_module(f"{__name__}.{name}"), ""
         except ModuleNotFoundError as exc:
             if exc.name != f"{__name__}.{name}":
                 raise  # the integration exists but needs something missing: say that
     if plugins_disabled():
         return None
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        plugin = ep.dist.name if ep.dist is not None else ep.module
         try:
             loaded = ep.load()
-            return loaded if isinstance(loaded, ModuleType) else importlib.import_module(ep.module)
+            return (loaded if isinstance(loaded, ModuleType) else importlib.import_module(ep.module)), plugin
         except Exception as exc:  # a broken plugin is one line naming it, never a traceback
-            raise BrokenPlugin(plugin_failed("integration", name, ep.value, exc)) from exc
+            said = plugin_failed("integration", name, ep.value, exc) + _unknown_field(exc)
+            raise BrokenPlugin(said) from exc
     return None
 
 
 def _find_module(name: str) -> Integration | None:
-    module = _module_for(name)
-    return None if module is None else _from_module(name, module)
+    found = _module_for(name)
+    return None if found is None else _from_module(name, *found)
 
 
 _INTEGRATIONS: Registry[Integration] = Registry("integration", ENTRY_POINT_GROUP, find=_find_module)
+
+
+def rescan() -> None:
+    """Scan the installed integrations again at the next lookup (a distribution installed since)."""
+    _installed_names.cache_clear()
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """Inside, integrations are found afresh (the entry points rescanned: a distribution installed
+    just now is seen) and a :func:`register` lasts until the end; after, the process knows what it
+    knew before.  What a test of an integration wraps itself in (``killdrill_plugins``)."""
+    global _INTEGRATIONS
+    saved = _INTEGRATIONS
+    _INTEGRATIONS = Registry("integration", ENTRY_POINT_GROUP, find=_find_module)
+    _installed_names.cache_clear()
+    try:
+        yield
+    finally:
+        _INTEGRATIONS = saved
+        _installed_names.cache_clear()
 
 
 def _spelling(name: str) -> str:
@@ -300,7 +292,7 @@ def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
 @functools.cache
 def _installed_names() -> tuple[str, ...]:
     """This package's integration folders and the entry points' names (scanned once a process)."""
-    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    names = [m.name for m in pkgutil.iter_modules(__path__) if m.ispkg and not m.name.startswith("_")]
     if plugins_disabled():
         return tuple(names)
     return tuple(names + [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)])
@@ -349,11 +341,29 @@ def internal_steps() -> frozenset[str]:
     return frozenset().union(*(i.internal_steps for i in known().values()))
 
 
-def record_waits(
-    names: Iterable[str], timeline: Sequence[tuple[float, Attempt]], clean: Attempt
-) -> list[dict[str, Any]]:
-    """The waits the records of ``names`` read from a case's attempts (their ``waits`` hooks)."""
-    return [w for i in _each(names) if i.waits is not None for w in i.waits(timeline, clean)]
+def record_waits(names: Iterable[str], timeline: Timeline, clean: Attempt) -> list[dict[str, Any]]:
+    """The waits the records of ``names`` read from a case's attempts (their ``waits`` hooks, each
+    a :class:`~killdrill.integrations.contract.Wait`; one that raises is said, naming it)."""
+    then = "the case's waits go without it"
+    none: Sequence[Mapping[str, Any]] = ()
+    return [
+        dict(w)
+        for i in _each(names)
+        if i.waits is not None
+        for w in called(i.name, "waits", i.waits, timeline, clean, fallback=none, then=then)
+    ]
+
+
+def framework_cause(names: Iterable[str], violation: Violation, attempts: Sequence[Attempt]) -> Cause | None:
+    """The first cause the ``causes`` hooks of the integrations ``names`` give ``violation`` (one
+    that raises is said, naming it, and the drill's own diagnosis stands)."""
+    for i in _each(names):
+        if i.causes is not None:
+            then = "the drill's own diagnosis stands"
+            found = called(i.name, "causes", i.causes, violation, attempts, fallback=None, then=then)
+            if found is not None:
+                return found
+    return None
 
 
 def exit_aborts(names: Iterable[str]) -> list[ExitAbort]:
@@ -366,7 +376,13 @@ def start_services(
 ) -> list[Service]:
     """The services of the enabled integrations ``names``, made for a drill rooted at ``root``
     with ``options`` (each starts its process on its first ``env`` call).  Harness side only."""
-    return [i.service(root, host, options) for i in _each(names) if i.service is not None]
+    out: list[Service] = []
+    for i in _each(names):
+        if i.service is not None:
+            service = i.service(root, host, options)
+            check_service(i.name, service)
+            out.append(ReportedService(i.name, service))
+    return out
 
 
 def _option_owners() -> dict[str, tuple[Integration, Option]]:

@@ -26,9 +26,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from killdrill import envvars
+
 __all__ = ["ANSWERS_ENV", "FILE", "answers_for", "can_answer", "configured", "decode", "given", "none_left"]
 
-ANSWERS_ENV = "KILLDRILL_ANSWERS"
+ANSWERS_ENV = envvars.ANSWERS
 FILE = "answers.json"
 """In ``<workdir>/.killdrill/``: ``{"answered": [ID, ...]}``, the interrupts answered, in order."""
 
@@ -62,7 +64,7 @@ def given() -> list[str]:
 
 
 def _path() -> str | None:
-    workdir = os.environ.get("KILLDRILL_WORKDIR")
+    workdir = os.environ.get(envvars.WORKDIR)
     return os.path.join(workdir, ".killdrill", FILE) if workdir else None
 
 

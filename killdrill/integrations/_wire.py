@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
+from killdrill import envvars
 from killdrill.agent import CONTEXT_HEADER, CONTEXT_META, wire_context
 from killdrill.integrations._imports import PatchOnImport
 
@@ -63,7 +64,7 @@ def to_fakes(var: str, host: object, port: object) -> bool:
     value = os.environ.get(var)
     if not value or not isinstance(host, str):
         return False
-    address = _address(value, var != "KILLDRILL_SMTP")
+    address = _address(value, var != envvars.SMTP)
     if address is None or not address[1]:
         return False
     name = host.strip("[]").lower()
@@ -87,7 +88,7 @@ def _patch_http_client(module: ModuleType) -> None:
         orig(self, method, url, *args, **kwargs)
         value = wire_context()
         tunnel = getattr(self, "_tunnel_host", None)  # through a proxy: another host's request
-        if value is not None and not tunnel and to_fakes("KILLDRILL_FAKES_URL", self.host, self.port):
+        if value is not None and not tunnel and to_fakes(envvars.FAKES_URL, self.host, self.port):
             self.putheader(CONTEXT_HEADER, value)
 
     _HTTP_CLIENT.replace(cls, "putrequest", _marked(putrequest))
@@ -99,7 +100,7 @@ def _stamp(request: Any) -> None:
     if value is None or CONTEXT_HEADER in request.headers:
         return
     url = request.url
-    if to_fakes("KILLDRILL_FAKES_URL", url.host, url.port):
+    if to_fakes(envvars.FAKES_URL, url.host, url.port):
         request.headers[CONTEXT_HEADER] = value
 
 
@@ -150,7 +151,7 @@ def _patch_smtplib(module: ModuleType) -> None:
                 host, port = self.sock.getpeername()[:2]
             except (AttributeError, OSError, ValueError):
                 host, port = None, None
-            if to_fakes("KILLDRILL_SMTP", host, port):
+            if to_fakes(envvars.SMTP, host, port):
                 msg = _with_header(msg, value)
         return orig(self, from_addr, to_addrs, msg, *args, **kwargs)
 

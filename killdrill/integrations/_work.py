@@ -18,6 +18,8 @@ import os
 import re
 import sys
 
+from killdrill import envvars
+
 __all__ = ["PREFIX", "said", "unfinished", "without_work", "work_line"]
 
 PREFIX = "killdrill: work "
@@ -28,7 +30,7 @@ _LINE = re.compile(r"^killdrill: work (?P<what>pending|done) (?P<run>\S+)(?: (?P
 def said() -> bool:
     """Does this process say its work?  A deployment's services do (``KILLDRILL_PROCESS`` names
     one); a driver's end is the case's end anyway, and a single command's drill waits for nothing."""
-    return os.environ.get("KILLDRILL_PROCESS", "driver") != "driver"
+    return os.environ.get(envvars.PROCESS, "driver") != "driver"
 
 
 def without_work(text: str) -> str:

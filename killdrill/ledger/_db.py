@@ -197,9 +197,7 @@ class SQLAlchemyDatabase:
         self.engine.dispose(close=False)  # pooled connections must never be shared with a child
 
 
-def open_database(
-    url: str, path: str | None, read_only: bool = False, durable: bool = True
-) -> Database:
+def open_database(url: str, path: str | None, read_only: bool = False, durable: bool = True) -> Database:
     """The driver for a ledger: ``path`` (a SQLite file) or any other SQLAlchemy ``url``."""
     if path is not None:
         return SQLiteDatabase(path, read_only, durable)

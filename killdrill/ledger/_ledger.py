@@ -13,6 +13,7 @@ from typing import Any
 
 from killdrill.alloc import without_gc
 from killdrill.canonical import json_reader
+from killdrill.ledger import _statements as statements
 from killdrill.ledger._db import Database, SqlConnection, open_database, unusable
 from killdrill.ledger._schema import (
     ADDED_COLUMNS,
@@ -22,7 +23,6 @@ from killdrill.ledger._schema import (
     KeyState,
     LedgerError,
     _to_url,
-    insert_sql,
     ledger_path,
 )
 from killdrill.ledger._substitute import Substitution
@@ -253,7 +253,7 @@ class Ledger:
         """One write transaction holding this thread's lock; committed on exit, rolled back on error."""
         try:
             with self.db.write() as conn:
-                yield Tx(self, conn)
+                yield Tx(conn, self.thread)
         except self.db.errors as e:
             raise self._fail(getattr(e, "orig", None) or e) from None
 
@@ -264,35 +264,6 @@ class Ledger:
                 yield conn
         except self.db.errors as e:
             raise self._fail(getattr(e, "orig", None) or e) from None
-
-    # -- statements the write transaction shares with the reads ---------------------------------
-    def _upsert(self, conn: SqlConnection, table: str, pk: dict[str, Any], values: dict[str, Any]) -> None:
-        """INSERT ... ON CONFLICT (pk) DO UPDATE: the same text on SQLite and PostgreSQL."""
-        conn.execute(insert_sql(table, (*pk, *values), tuple(pk)), {**pk, **values})
-
-    def _upsert_counter(self, conn: SqlConnection, name: str, by: int) -> int:
-        rows = conn.execute(
-            "INSERT INTO killdrill_counters (thread, name, value) VALUES (:thread, :name, :by)"
-            " ON CONFLICT (thread, name) DO UPDATE SET value = killdrill_counters.value + :by"
-            " RETURNING value",
-            {"thread": self.thread, "name": name, "by": by},
-        )
-        return int(rows[0]["value"])
-
-    def _get_effect(self, conn: SqlConnection, provider: str, effect_id: str) -> dict[str, Any] | None:
-        rows = conn.execute(
-            "SELECT data FROM killdrill_effects"
-            " WHERE thread = :thread AND provider = :provider AND effect_id = :effect_id",
-            {"thread": self.thread, "provider": provider, "effect_id": effect_id},
-        )
-        return json.loads(rows[0]["data"]) if rows else None
-
-    def _settings(self, conn: SqlConnection, provider: str) -> dict[str, Any]:
-        rows = conn.execute(
-            "SELECT data FROM killdrill_settings WHERE thread = :thread AND provider = :provider",
-            {"thread": self.thread, "provider": provider},
-        )
-        return json.loads(rows[0]["data"]) if rows and rows[0]["data"] else {}
 
     # -- read API -----------------------------------------------------------------------------
     def calls(self, provider: str | None = None, op: str | None = None) -> list[Call]:
@@ -416,7 +387,7 @@ class Ledger:
     def effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
         """The provider's current record of one effect (a charge, a message, a reservation)."""
         with self._read() as conn:
-            return self._get_effect(conn, provider, effect_id)
+            return statements.effect(conn, self.thread, provider, effect_id)
 
     def effects(self, provider: str, ref: str | None = None) -> list[dict[str, Any]]:
         """A provider's effects by id (creation order per prefix), optionally those with a client ``ref``."""
@@ -435,21 +406,13 @@ class Ledger:
     def key(self, provider: str, key: str) -> KeyState | None:
         """What the provider remembers of an idempotency key (expired keys included)."""
         with self._read() as conn:
-            row = self._key_row(conn, provider, key)
+            row = statements.key_row(conn, self.thread, provider, key)
         return None if row is None else KeyState.from_row(provider, key, row)
-
-    def _key_row(self, conn: SqlConnection, provider: str, key: str) -> Any:
-        rows = conn.execute(
-            "SELECT op, payload, status, response, effect_id, attempt, since FROM killdrill_keys"
-            " WHERE thread = :thread AND provider = :provider AND key = :key",
-            {"thread": self.thread, "provider": provider, "key": key},
-        )
-        return rows[0] if rows else None
 
     def settings(self, provider: str) -> dict[str, Any]:
         """A provider's persisted fault settings (and the fault budgets still unused)."""
         with self._read() as conn:
-            return self._settings(conn, provider)
+            return statements.settings(conn, self.thread, provider)
 
     def configure(self, provider: str, **settings: Any) -> dict[str, Any]:
         """Merge fault settings for ``provider`` into the ledger, so they survive restarts."""

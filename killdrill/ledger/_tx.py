@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from killdrill.canonical import canonical_json
 from killdrill.canonical import canonical_value as canonical
+from killdrill.ledger import _statements as statements
 from killdrill.ledger._db import SqlConnection
 from killdrill.ledger._schema import DONE, IN_FLIGHT, KeyState, insert_sql
 from killdrill.records import Call
-
-if TYPE_CHECKING:
-    from killdrill.ledger._ledger import Ledger
 
 
 class Tx:
@@ -21,10 +19,9 @@ class Tx:
     The fakes build each call out of these primitives; nothing here commits by itself.
     """
 
-    def __init__(self, ledger: Ledger, conn: SqlConnection) -> None:
-        self.ledger = ledger
+    def __init__(self, conn: SqlConnection, thread: str) -> None:
         self.conn = conn
-        self.thread = ledger.thread
+        self.thread = thread
         self._bump("seq", 0)  # the thread's lock, taken first in every write transaction
         self.seq = 0
         self.context: dict[str, Any] | None = None  # the runtime context recorded with each call
@@ -35,7 +32,7 @@ class Tx:
         self.conn.execute(insert_sql(table, tuple(values)), values)
 
     def _bump(self, name: str, by: int = 1) -> int:
-        return self.ledger._upsert_counter(self.conn, name, by)
+        return statements.bump_counter(self.conn, self.thread, name, by)
 
     def next_id(self, prefix: str) -> str:
         """A deterministic effect id: per thread, ``ch_0001``, ``ch_0002``..."""
@@ -85,7 +82,7 @@ class Tx:
         """The key's state, or None if unseen or expired (an expired key is forgotten here).
 
         ``now`` is the harness clock (real time unless a test advanced it)."""
-        row = self.ledger._key_row(self.conn, provider, key)
+        row = statements.key_row(self.conn, self.thread, provider, key)
         if row is None:
             return None
         now = time.time() if now is None else now
@@ -155,19 +152,19 @@ class Tx:
         )
 
     def get_effect(self, provider: str, effect_id: str) -> dict[str, Any] | None:
-        return self.ledger._get_effect(self.conn, provider, effect_id)
+        return statements.effect(self.conn, self.thread, provider, effect_id)
 
     # -- kv and settings ----------------------------------------------------------------------
     def kv_set(self, key: str, value: Any) -> None:
-        self.ledger._upsert(
+        statements.upsert(
             self.conn, "killdrill_kv", {"thread": self.thread, "key": key}, {"value": canonical_json(value)}
         )
 
     def settings(self, provider: str) -> dict[str, Any]:
-        return self.ledger._settings(self.conn, provider)
+        return statements.settings(self.conn, self.thread, provider)
 
     def set_settings(self, provider: str, data: dict[str, Any]) -> None:
-        self.ledger._upsert(
+        statements.upsert(
             self.conn,
             "killdrill_settings",
             {"thread": self.thread, "provider": provider},

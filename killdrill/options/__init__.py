@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from killdrill import envvars
 from killdrill.options.db_effects import DB_EFFECT_ROWS
 from killdrill.options.fakes import FAKE_ROWS
 from killdrill.options.kinds import (
@@ -58,9 +59,32 @@ from killdrill.options.rules import Rule, _spelling
 from killdrill.options.services import SERVICE_ROWS, SERVICE_RULES
 
 __all__ = [
-    "OPTIONS", "Answers", "Choice", "Command", "DrillOptions", "Duration", "Flag", "Kind", "Names",
-    "Number", "Option", "OptionError", "Pair", "Pairs", "Repeated", "Rule", "Some", "Spelled", "Spelling",
-    "Text", "by_field", "check_values", "convert", "from_fields", "override", "spelled_fields",
+    "OPTIONS",
+    "Answers",
+    "Choice",
+    "Command",
+    "DrillOptions",
+    "Duration",
+    "Flag",
+    "Kind",
+    "Names",
+    "Number",
+    "Option",
+    "OptionError",
+    "Pair",
+    "Pairs",
+    "Repeated",
+    "Rule",
+    "Some",
+    "Spelled",
+    "Spelling",
+    "Text",
+    "by_field",
+    "check_values",
+    "convert",
+    "from_fields",
+    "override",
+    "spelled_fields",
 ]
 
 
@@ -299,21 +323,26 @@ DRILL_RULES: tuple[Rule, ...] = (
         lambda o: o["model_variance"] is None or o["model_script"] is not None,
     ),
     Rule(
-        "{env} names {{KILLDRILL_FAKES_URL}}, set for the agent only with {http_fakes} or {model_script}",
+        f"{{env}} names {{{{{envvars.FAKES_URL}}}}},"
+        " set for the agent only with {http_fakes} or {model_script}",
         lambda o: (
             o["http_fakes"]
             or o["model_script"] is not None
-            or not _names(o["env"], "KILLDRILL_FAKES_URL", "KILLDRILL_FAKES_SECRET")
+            or not _names(o["env"], envvars.FAKES_URL, envvars.FAKES_SECRET)
         ),
     ),
     Rule(
-        "{env} names {{KILLDRILL_SMTP}}, set for the agent only with {smtp_fake}",
-        lambda o: o["smtp_fake"] or not _names(o["env"], "KILLDRILL_SMTP"),
+        f"{{env}} names {{{{{envvars.SMTP}}}}}, set for the agent only with {{smtp_fake}}",
+        lambda o: o["smtp_fake"] or not _names(o["env"], envvars.SMTP),
     ),
-    Rule("{effect_table} needs {effect_db} (the URL of the database the agent writes)", lambda o: (
-        not o["effect_table"] or o["effect_db"] is not None)),
-    Rule("{effect_db} needs {effect_table} (the tables whose rows are effects)", lambda o: (
-        o["effect_db"] is None or bool(o["effect_table"]))),
+    Rule(
+        "{effect_table} needs {effect_db} (the URL of the database the agent writes)",
+        lambda o: not o["effect_table"] or o["effect_db"] is not None,
+    ),
+    Rule(
+        "{effect_db} needs {effect_table} (the tables whose rows are effects)",
+        lambda o: o["effect_db"] is None or bool(o["effect_table"]),
+    ),
     *SERVICE_RULES,
 )
 """The rules tying two drill options, checked with every DrillOptions."""

@@ -3,6 +3,7 @@ the objects every run's fakes hold before it starts (``--existing``, ``killdrill
 
 from __future__ import annotations
 
+from killdrill import envvars
 from killdrill.options.kinds import Flag, Option, Pairs, Text, _join_pair, _split_hook
 
 __all__ = ["FAKE_ROWS"]
@@ -12,7 +13,7 @@ FAKE_ROWS: tuple[Option, ...] = (
         "http_fakes",
         Flag(),
         False,
-        "serve the fakes on 127.0.0.1 (KILLDRILL_FAKES_URL)",
+        f"serve the fakes on 127.0.0.1 ({envvars.FAKES_URL})",
         "--http-fakes",
         discovery=True,
     ),
@@ -20,7 +21,7 @@ FAKE_ROWS: tuple[Option, ...] = (
         "smtp_fake",
         Flag(),
         False,
-        "an SMTP server on 127.0.0.1 (KILLDRILL_SMTP): mailbox.send",
+        f"an SMTP server on 127.0.0.1 ({envvars.SMTP}): mailbox.send",
         "--smtp-fake",
         discovery=True,
     ),

@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from killdrill import envvars
 from killdrill.errors import HarnessError
 from killdrill.isolation import isolated
 from killdrill.process import containment
@@ -112,7 +113,7 @@ class Launcher:
         self.env = dict(env if env is not None else os.environ)
         # A process under this template whose environment was stripped learns from it that it
         # runs under a drill (killdrill.fakes.locate, which names this variable LAUNCHER_MARK).
-        self.env["KILLDRILL_LAUNCHER"] = "1"
+        self.env[envvars.LAUNCHER] = "1"
         self.cwd = cwd
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -343,7 +344,7 @@ def warden() -> Launcher:
         if _warden is None or _warden.dead or _warden.owner != os.getpid():
             import atexit
 
-            env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
+            env = isolated(envvars.without_drill(os.environ))
             # The template must import this killdrill, even one found through a sys.path edit.
             here = os.path.dirname(os.path.dirname(os.path.abspath(containment.__file__)))
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
@@ -352,8 +353,8 @@ def warden() -> Launcher:
         return _warden
 
 
-class ServiceHost:
-    """How an integration's service (:class:`killdrill.integrations.ServiceHost`) runs a process:
+class WardenHost:
+    """The :class:`killdrill.integrations.ServiceHost` the drill lends a service: a process
     exec'd by the warden under its own keeper, so it dies with the harness however that ends."""
 
     def spawn(
@@ -365,6 +366,10 @@ class ServiceHost:
         """SIGKILL the process and all it started (its keeper reaps the rest)."""
         if isinstance(proc, ForkedProcess):
             containment.kill_attempt(proc.pid, proc.keeper)
+
+
+ServiceHost = WardenHost
+"""The old name, kept only for ``drill.base`` (being rewritten on another branch): import WardenHost."""
 
 
 def live_launchers() -> list[Launcher]:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 
+from killdrill import envvars
 from killdrill.process.containment import kill_attempt
 
 _TAIL_BYTES = 4000
@@ -38,7 +39,7 @@ def sweep(token: str) -> list[int]:
     """
     killed = []
     me = os.getpid()
-    needle = f"KILLDRILL_CONTROL_TOKEN={token}".encode()
+    needle = f"{envvars.CONTROL_TOKEN}={token}".encode()
     for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue

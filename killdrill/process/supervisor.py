@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
+from killdrill import envvars
 from killdrill.errors import HarnessError
 from killdrill.integrations._work import without_work
 from killdrill.process import containment
@@ -185,9 +186,9 @@ class Supervisor:
             raise _interruption()
         listener = ControlListener(spec.control_dir, self._selector).open()
         env = dict(spec.env)
-        env["KILLDRILL_CONTROL"] = listener.address
-        env["KILLDRILL_CONTROL_TOKEN"] = listener.token
-        env["KILLDRILL_ATTEMPT"] = str(spec.number)
+        env[envvars.CONTROL] = listener.address
+        env[envvars.CONTROL_TOKEN] = listener.token
+        env[envvars.ATTEMPT] = str(spec.number)
         at_points = self.at_points(spec)
         if at_points is AtPoints.ONE_WAY:
             # No point to act on (a clean run, a resume, a timed kill): every point goes one way.
@@ -196,9 +197,9 @@ class Supervisor:
             # kill at a parallel branch's committed:pay caught the planted uuid-key bug in 9 of 120
             # cases (the other branches ran on to their commits first); waiting, 40 of 180, the
             # tree before 26 of 180.
-            env["KILLDRILL_WAIT_AT"] = "[]"
+            env[envvars.WAIT_AT] = "[]"
         elif at_points is AtPoints.GATE:
-            env["KILLDRILL_KILL_GATE"] = "1"  # killdrill.agent._Gate: no effect lands while it is decided
+            env[envvars.KILL_GATE] = "1"  # killdrill.agent._Gate: no effect lands while it is decided
         launcher, exec_ = spec.launcher, False
         try:
             if launcher is None and containment.supported():
@@ -336,7 +337,7 @@ class Supervisor:
                 self._refuse(
                     run,
                     f"the agent did not wait at {event.label}, where it was to be killed: the kill could"
-                    " not land there (an agent that sets KILLDRILL_WAIT_AT itself?)",
+                    f" not land there (an agent that sets {envvars.WAIT_AT} itself?)",
                 )
             return
         if run.outcome is not None:  # already being killed or drained: let it run on

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any, NoReturn
 
+from killdrill import envvars
 from killdrill.process import containment
 
 
@@ -72,7 +73,7 @@ def _show_drill_env(spec: dict[str, Any]) -> None:
     process it starts with a stripped environment (an MCP server) finds the drill's variables in
     ``killdrill-env-PID.json`` beside the attempt's stderr instead, through the descriptor held
     open here for the agent's life (killdrill.fakes.locate reads ``/proc/PID/fd``)."""
-    drill = {k: v for k, v in spec["env"].items() if k.startswith("KILLDRILL_")}
+    drill = {k: v for k, v in spec["env"].items() if k.startswith(envvars.PREFIX)}
     path = os.path.join(os.path.dirname(os.path.abspath(spec["stderr"])), f"killdrill-env-{os.getpid()}.json")
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

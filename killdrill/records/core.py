@@ -237,6 +237,15 @@ class Attempt:
     # None: the one command of a drill without services.
     process: str | None = None
 
+    @property
+    def ended(self) -> str:
+        """How its process ended, in words: ``exited 1``, ``died of signal 9``, ``ended`` (no status)."""
+        if self.returncode is None:
+            return "ended"
+        if self.returncode < 0:
+            return f"died of signal {-self.returncode}"
+        return f"exited {self.returncode}"
+
     def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
         """``trace=False``: its trace left out (``[]``; an abridged case, see :data:`FULL_CLEAN_CASES`)."""
         d = dict(self.__dict__)  # shallow: every field but trace and notes is plain
@@ -258,7 +267,7 @@ class Attempt:
 class Violation:
     """One broken promise, named by a stable kind, with the evidence a person needs.
 
-    ``cause`` (a stable name, ``killdrill.verdict.diagnosis.Cause``), ``observed`` (what the drill
+    ``cause`` (a stable name, ``killdrill.verdict.causes.CauseName``), ``observed`` (what the drill
     saw that names it) and ``fix`` (what to change) are the diagnosis; ``consequences`` are the
     violations of other effects that differ from the baseline only by a value this one produced
     (the charge id in a webhook body): listed under it, never counted on their own."""

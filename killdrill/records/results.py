@@ -1,5 +1,5 @@
-"""The results of a drill: a case, a clean run, discovery, a drill; and the presenter the report
-installs to render them (records import nothing above them)."""
+"""The results of a drill: a case, a clean run, discovery, a drill; and the presenter that renders
+them, installed by the drill (records import nothing above them)."""
 
 from __future__ import annotations
 
@@ -291,10 +291,10 @@ class DrillResult:
 class Presenter:
     """How results become text and summaries.
 
-    Records are plain data at the bottom of the package; the rendering (:mod:`killdrill.report.drill`)
-    sits above the verdict it quotes and installs itself here when imported (:mod:`killdrill.drill`,
-    which makes every result, imports it), so ``CaseResult.text()`` is one call while records
-    import nothing above them.
+    Records are plain data at the bottom of the package; the rendering (:mod:`killdrill.report.drill`,
+    its ``PRESENTER``) sits above the verdict it quotes, and :mod:`killdrill.drill`, which makes
+    every result, installs it with :func:`install_presenter`: ``CaseResult.text()`` is one call
+    while records import nothing above them, and importing the report changes nothing.
     """
 
     case: Callable[[CaseResult], str]
@@ -306,7 +306,7 @@ _presenter: Presenter | None = None
 
 
 def install_presenter(p: Presenter) -> None:
-    """Called once by :mod:`killdrill.report.drill` at import."""
+    """Called once by :mod:`killdrill.drill` (which makes every result) with the report's."""
     global _presenter
     _presenter = p
 
@@ -314,7 +314,7 @@ def install_presenter(p: Presenter) -> None:
 def presenter() -> Presenter:
     if _presenter is None:  # records alone imported (``from killdrill.records import CaseResult``)
         raise HarnessError(
-            "a result renders through killdrill.report: import killdrill.report.drill "
-            "(killdrill.drill imports it) first"
+            "a result renders through killdrill.report: import killdrill.drill (which installs "
+            "killdrill.report.drill.PRESENTER) first"
         )
     return _presenter

@@ -27,7 +27,6 @@ from killdrill.records import (
     Presenter,
     Verdict,
     Violation,
-    install_presenter,
 )
 from killdrill.report.jsonfile import dumps as json_text
 from killdrill.report.outputs import atomic_write_text
@@ -56,7 +55,7 @@ _NOTE_GLOSS = {
 _STDERR_LINES = 12
 _RUN_CAUSES = frozenset(
     {"unfinished_resume", "run_not_completed", "resume_crashed", "hang", "point_not_reached", "harness_error"}
-)  # causes about the run, not one effect (killdrill.verdict.diagnosis.Cause)
+)  # causes about the run, not one effect (killdrill.verdict.causes.CauseName)
 _SUMMARY_LABELS = (
     ("exactly_once", str(Verdict.EXACTLY_ONCE)),
     ("duplicated", "duplicated"),
@@ -475,4 +474,5 @@ def load_report(path: str | os.PathLike[str]) -> tuple[Discovery | None, list[Ca
     return discovery, cases
 
 
-install_presenter(Presenter(case=render_case, drill=render_drill, summary=summarize_cases))
+PRESENTER = Presenter(case=render_case, drill=render_drill, summary=summarize_cases)
+"""How results render (``CaseResult.text()``), installed by :mod:`killdrill.drill`, which makes them."""

@@ -3,7 +3,9 @@
 Each case carries its phases (``CaseResult.phases``, measured by the harness) and the waits its
 integration's runtime reported inside them (``CaseResult.waits``: how long the runtime held work
 a killed attempt left, with the agent's setting behind it, labelled by the integration, which
-alone knows its framework's names).
+alone knows its framework's names).  A wait may also say why killdrill cannot shorten it
+(``kept``: the agent's own setting, the broker's contract) and which of the runtime's waits the
+integration already removed under a drill (``removed``); the line repeats both.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class WaitTally:
     def __init__(self) -> None:
         self.total = 0.0
         self.by_label: dict[str, float] = {}
+        self.said: dict[str, dict[str, Any]] = {}  # label -> its "kept" and "removed", as first said
 
     def add(self, case: CaseResult) -> None:
         self.total += sum(
@@ -33,6 +36,7 @@ class WaitTally:
         )  # the drill's, not the case's
         for w in case.waits:
             self.by_label[w["label"]] = self.by_label.get(w["label"], 0.0) + float(w["seconds"])
+            self.said.setdefault(w["label"], {k: w[k] for k in ("kept", "removed") if w.get(k)})
 
     def dominant(self) -> dict[str, Any] | None:
         if not self.by_label or self.total <= 0:
@@ -45,6 +49,7 @@ class WaitTally:
             "seconds": round(seconds, 3),
             "cases_s": round(self.total, 3),
             "share": seconds / self.total,
+            **self.said.get(label, {}),
         }
 
 
@@ -65,7 +70,12 @@ def waits_line(cases: Iterable[CaseResult]) -> str | None:
     w = dominant_wait(cases)
     if w is None:
         return None
-    return (
+    line = (
         f"cases waited {w['share']:.0%} of their time ({w['seconds']:.1f} s of {w['cases_s']:.1f} s)"
         f" on {w['label']} after a kill"
     )
+    if w.get("kept"):
+        line += f": {w['kept']}"
+    if w.get("removed"):
+        line += f" (killdrill already removed {'; '.join(w['removed'])})"
+    return line

@@ -16,7 +16,7 @@ marks it ("response lost") because that is where a retry with a fresh key goes w
 Modules: ``grouping`` (identities, grouping, volatile fields, unknown calls, the summary),
 ``registry`` (checks and :func:`judge`, which composes them), ``core`` (the core checks),
 ``compensation`` (opt-in ``compensation_order``), ``phrases`` (how messages say things).
-A new check is one registered function: see :mod:`killdrill.verdict.registry`.
+A new check is one registered function: see :mod:`killdrill.verdict.checks`.
 
 Layer: beside process, fakes and audit; may import ``providers``, ``records``, ``points``,
 ``canonical`` and ``errors``. Its helpers live here too: ``matching`` (which calls are the same
@@ -26,6 +26,15 @@ effect), ``baselines``, ``value_diff``, ``model_work``.
 from __future__ import annotations
 
 from killdrill.verdict import compensation, core  # noqa: F401  (registers the built-in checks)
+from killdrill.verdict.checks import (
+    OPT_IN_CHECKS,
+    Check,
+    CheckContext,
+    Effect,
+    check,
+    judge,
+    registered_checks,
+)
 from killdrill.verdict.compensation import compensation_order
 from killdrill.verdict.grouping import (
     STATE_VOLATILE,
@@ -42,15 +51,6 @@ from killdrill.verdict.grouping import (
 from killdrill.verdict.index import NAMED_BY_PAYLOAD, EffectNaming
 from killdrill.verdict.matching import canonical  # one canonical form for the verdict and the matching
 from killdrill.verdict.phrases import format_identity
-from killdrill.verdict.registry import (
-    OPT_IN_CHECKS,
-    Check,
-    CheckContext,
-    Effect,
-    check,
-    judge,
-    registered_checks,
-)
 
 __all__ = [
     "NAMED_BY_PAYLOAD",

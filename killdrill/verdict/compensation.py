@@ -6,7 +6,7 @@ import itertools
 
 from killdrill.providers import undo_operations
 from killdrill.records import COMPENSATION_ORDER, Call, Violation
-from killdrill.verdict.registry import CheckContext, check
+from killdrill.verdict.checks import CheckContext, check
 
 __all__ = ["compensation_order"]
 

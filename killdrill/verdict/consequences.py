@@ -21,7 +21,7 @@ from killdrill.records import (
     LedgerSnapshot,
     Violation,
 )
-from killdrill.verdict.causes import FIXES, Cause
+from killdrill.verdict.causes import FIXES, CauseName
 from killdrill.verdict.matching import canonical
 
 __all__ = ["regroup_summary", "roots_and_consequences"]
@@ -122,19 +122,17 @@ def roots_and_consequences(violations: Sequence[Violation], baseline: LedgerSnap
             kids = [
                 replace(
                     k,
-                    cause=str(Cause.CONSEQUENCE),
+                    cause=str(CauseName.CONSEQUENCE),
                     observed=f"it differs from the baseline only by the id {name} produced "
                     f"({', '.join(sorted(ids[id(v)][0]))} instead of "
                     f"{', '.join(sorted(ids[id(v)][1])) or '-'})",
-                    fix=FIXES[Cause.CONSEQUENCE],
+                    fix=FIXES[CauseName.CONSEQUENCE],
                 )
                 for k in kids
             ]
             v = replace(v, consequences=(*v.consequences, *kids))
         out.append(v)
     return out
-
-
 
 
 def regroup_summary(

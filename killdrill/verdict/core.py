@@ -16,6 +16,7 @@ from killdrill.records import (
     Call,
     Violation,
 )
+from killdrill.verdict.checks import CheckContext, Effect, check
 from killdrill.verdict.grouping import STATE_VOLATILE, effect_calls, effect_identity, is_convergent, op_name
 from killdrill.verdict.lookups import held_calls, kv_writes, nearest_baseline_phrase
 from killdrill.verdict.matching import canonical, differing
@@ -32,7 +33,6 @@ from killdrill.verdict.phrases import (
     times,
     why_duplicated,
 )
-from killdrill.verdict.registry import CheckContext, Effect, check
 from killdrill.verdict.value_diff import value_diff
 
 __all__ = [

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from killdrill.integrations import find
+from killdrill.integrations import framework_cause
 from killdrill.providers import spec
 from killdrill.records import (
     COMPENSATION_ORDER,
@@ -41,14 +41,14 @@ from killdrill.records import (
     LedgerSnapshot,
     Violation,
 )
-from killdrill.verdict.causes import FIXES, Cause
+from killdrill.verdict.causes import FIXES, CauseName
 from killdrill.verdict.consequences import roots_and_consequences
 from killdrill.verdict.model_ids import issued_ids, model_id_story
 from killdrill.verdict.phrases import format_identity, is_row
 from killdrill.verdict.resubmission import resubmitted_story
 from killdrill.verdict.runtime_keys import runtime_attempt_in_key
 
-__all__ = ["FIXES", "Cause", "diagnose", "key_origin"]
+__all__ = ["FIXES", "CauseName", "diagnose", "key_origin"]
 
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -121,7 +121,7 @@ def _irreversible(provider: str) -> bool:
     return bool(ops) and not any(o.keyed for o in ops) and any(o.read and o.name == "lookup" for o in ops)
 
 
-def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] | None:
+def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[CauseName, str] | None:
     """The key story of one effect's calls, for ``duplicate_effect`` and ``key_changed``."""
     calls = list(v.calls)
     if not calls:
@@ -132,7 +132,7 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
         known = all(c.attempt for c in calls)  # 0: a deployment's, whose processes run at once
         by = f" (written by {_attempts_phrase(c.attempt for c in calls)})" if known else ""
         return (
-            Cause.ROW_NOT_UNIQUE,
+            CauseName.ROW_NOT_UNIQUE,
             f"{provider} has {n} rows for {format_identity(v.identity)}{by}: a later attempt inserted"
             " the row again instead of finding the one an earlier attempt wrote",
         )
@@ -149,47 +149,47 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
     if origin == "none":
         if keyed or unknown:  # an undeclared provider may well take a key: never say it takes none
             return (
-                Cause.NO_KEY,
+                CauseName.NO_KEY,
                 f"{name} was sent without an idempotency key in "
                 f"{_attempts_phrase(c.attempt for c in calls)}{resent}",
             )
         if _irreversible(provider):
             return (
-                Cause.IRREVERSIBLE_RESENT,
+                CauseName.IRREVERSIBLE_RESENT,
                 f"{name} is irreversible (no key can dedupe it) and was sent by "
                 f"{_attempts_phrase(c.attempt for c in v.calls if c.landed)}{resent}",
             )
         return (
-            Cause.UNKEYED_RESENT,
+            CauseName.UNKEYED_RESENT,
             f"{name} takes no idempotency key and was called by "
             f"{_attempts_phrase(c.attempt for c in v.calls if c.landed)}{resent}",
         )
     if origin == "dropped":
         without = _attempts_phrase(c.attempt for c in calls if c.key is None)
         return (
-            Cause.KEY_DROPPED,
+            CauseName.KEY_DROPPED,
             f"{name} was sent without its key in {without} and with it elsewhere{resent}",
         )
     numbered = runtime_attempt_in_key(calls)
     if numbered:
-        return Cause.KEY_NEW_PER_ATTEMPT, f"{name}: {numbered}{resent}"
+        return CauseName.KEY_NEW_PER_ATTEMPT, f"{name}: {numbered}{resent}"
     shapes = sorted({s for c in calls if c.key and (s := key_shape(c.key)) and s != "sdk"})
     made = f" (the keys look made from {' and '.join(shapes)})" if shapes else ""
     n = len({c.key for c in calls})
     if origin == "sdk":
         return (
-            Cause.SDK_GENERATED_KEY,
+            CauseName.SDK_GENERATED_KEY,
             f"{name}'s {n} keys have the shape of the stripe SDK's automatic Idempotency-Key (16 random "
             f"bytes, new in every process: {calls[0].key}){resent}",
         )
     if origin == "per_call":
         return (
-            Cause.KEY_NEW_PER_CALL,
+            CauseName.KEY_NEW_PER_CALL,
             f"{name} got a new key on a retry within one attempt ({n} keys){made}{resent}",
         )
     if origin == "per_attempt":
         return (
-            Cause.KEY_NEW_PER_ATTEMPT,
+            CauseName.KEY_NEW_PER_ATTEMPT,
             f"{name} got a new key in every attempt ({n} keys over "
             f"{_attempts_phrase(c.attempt for c in calls)}){made}{resent}",
         )
@@ -197,16 +197,16 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
     if not keyed:
         if _irreversible(provider):
             return (
-                Cause.IRREVERSIBLE_RESENT,
+                CauseName.IRREVERSIBLE_RESENT,
                 f"{name} is irreversible: its ref {calls[0].key} is not a key the provider dedupes by; "
                 f"sent by {_attempts_phrase(c.attempt for c in v.calls if c.landed)}{resent}",
             )
         return (
-            Cause.UNKEYED_RESENT,
+            CauseName.UNKEYED_RESENT,
             f"{name} takes no idempotency key; landed {len([c for c in calls if c.landed])} times{resent}",
         )
     return (
-        Cause.PROVIDER_NOT_DEDUPING,
+        CauseName.PROVIDER_NOT_DEDUPING,
         f"{name} landed {len([c for c in calls if c.landed])} times under the one key {calls[0].key}",
     )
 
@@ -229,7 +229,9 @@ def _killed_story(attempts: Sequence[Attempt]) -> str:
     return ", ".join(parts)
 
 
-def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation | None) -> tuple[Cause, str]:
+def _diagnose_one(
+    v: Violation, attempts: Sequence[Attempt], stopped: Violation | None
+) -> tuple[CauseName, str]:
     kind = v.kind
     if kind in (DUPLICATE_EFFECT, KEY_CHANGED):
         found = _key_cause(v, attempts)
@@ -241,12 +243,12 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
         named = [f for f in differs if f in ident and f != "op"]
         if v.detail.get("refused") or v.detail.get("volatile") or not named:
             return (
-                Cause.PAYLOAD_RECOMPUTED,
+                CauseName.PAYLOAD_RECOMPUTED,
                 f"key {v.detail.get('key')} was sent again with another {', '.join(differs)} "
                 f"({_attempts_phrase(v.detail.get('attempts', ()))}): the payload was recomputed on replay",
             )
         return (
-            Cause.KEY_SHARED_BY_EFFECTS,
+            CauseName.KEY_SHARED_BY_EFFECTS,
             f"key {v.detail.get('key')} named {len(v.detail.get('effects', ()))} different effects "
             f"(they differ in {', '.join(named)})",
         )
@@ -254,7 +256,7 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
         unfinished = _last_unfinished(attempts)
         if not v.calls and unfinished is not None:
             return (
-                Cause.UNFINISHED_RESUME,
+                CauseName.UNFINISHED_RESUME,
                 f"attempt {unfinished.number} exited 0 with the thread unfinished: the checkpointer still "
                 f"holds pending tasks ({', '.join(unfinished.unfinished)})"
                 + "".join(
@@ -262,53 +264,56 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
                 ),
             )
         if stopped is not None:
-            return Cause.RUN_NOT_COMPLETED, f"the run did not complete ({stopped.kind}): {stopped.message}"
+            return (
+                CauseName.RUN_NOT_COMPLETED,
+                f"the run did not complete ({stopped.kind}): {stopped.message}",
+            )
         refused = [c for c in v.calls if c.outcome in (REJECTED, CONFLICT, FAILED)]
         if refused:
             c = refused[-1]
             return (
-                Cause.CALL_REFUSED,
+                CauseName.CALL_REFUSED,
                 f"attempt {c.attempt}'s call was {c.outcome} and not retried to a landing",
             )
         if not v.calls:
-            return Cause.NOT_CALLED, f"no attempt called it: {_killed_story(attempts)} without calling it"
-        return Cause.UNEXPLAINED, "it was called but landed fewer times than in the baseline"
+            return CauseName.NOT_CALLED, f"no attempt called it: {_killed_story(attempts)} without calling it"
+        return CauseName.UNEXPLAINED, "it was called but landed fewer times than in the baseline"
     if kind == UNEXPECTED_EFFECT:
-        return Cause.UNEXPLAINED, "no clean run made this effect; see how it differs from the baseline's"
+        return CauseName.UNEXPLAINED, "no clean run made this effect; see how it differs from the baseline's"
     if kind == STATE_DIVERGED:
         writers = sorted({c.attempt for c in v.calls})
         if len(writers) > 1:
             return (
-                Cause.NON_CONVERGENT_WRITE,
+                CauseName.NON_CONVERGENT_WRITE,
                 f"kv {v.detail.get('key')!r} was written by {_attempts_phrase(writers)} and ended elsewhere "
                 "than the baseline: the write does not converge when repeated",
             )
-        return Cause.UNEXPLAINED, f"kv {v.detail.get('key')!r} ended elsewhere than the baseline"
+        return CauseName.UNEXPLAINED, f"kv {v.detail.get('key')!r} ended elsewhere than the baseline"
     if kind == STUCK_IN_FLIGHT:
         return (
-            Cause.KEY_ABANDONED,
+            CauseName.KEY_ABANDONED,
             f"key {v.detail.get('key')} was claimed by attempt {v.detail.get('attempt')} and no later call "
             "with it completed",
         )
     if kind == COMPENSATION_ORDER:
-        return Cause.COMPENSATION_OUT_OF_ORDER, v.message
+        return CauseName.COMPENSATION_OUT_OF_ORDER, v.message
     if kind == RESUME_FAILED:
         if stopped is not None and stopped.kind == KEY_REUSED:  # the provider refused the replay
             return (
-                Cause.PAYLOAD_RECOMPUTED,
+                CauseName.PAYLOAD_RECOMPUTED,
                 f"the provider refused key {stopped.detail.get('key')} sent again with another payload "
                 f"(differs in {', '.join(stopped.detail.get('differs', ()))}), so the run could not finish",
             )
         if v.detail.get("attempt_limit") is not None:
-            return Cause.ATTEMPT_LIMIT, v.message
-        return Cause.RESUME_CRASHED, v.message
+            return CauseName.ATTEMPT_LIMIT, v.message
+        return CauseName.RESUME_CRASHED, v.message
     if kind == HANG:
-        return Cause.HANG, v.message
+        return CauseName.HANG, v.message
     if kind == POINT_NOT_REACHED:
-        return Cause.POINT_NOT_REACHED, v.message
+        return CauseName.POINT_NOT_REACHED, v.message
     if kind == HARNESS_ERROR:
-        return Cause.HARNESS, v.message
-    return Cause.UNEXPLAINED, "the drill has no more to say than the message"
+        return CauseName.HARNESS, v.message
+    return CauseName.UNEXPLAINED, "the drill has no more to say than the message"
 
 
 # ---------------------------------------------------------------- entry points
@@ -317,15 +322,8 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
 def _framework_cause(v: Violation, attempts: Sequence[Attempt], integrations: Sequence[str]) -> Violation:
     """``v`` as the case's integrations explain it (their record's ``causes`` hook, first one that
     answers), or as it is."""
-    for name in integrations:
-        try:
-            hook = find(name).causes
-        except ImportError:
-            continue
-        found = hook(v, attempts) if hook is not None else None
-        if found is not None:
-            return replace(v, cause=found.name, observed=found.observed, fix=found.fix)
-    return v
+    found = framework_cause(integrations, v, attempts)
+    return v if found is None else replace(v, cause=found.name, observed=found.observed, fix=found.fix)
 
 
 def diagnose(
@@ -351,9 +349,9 @@ def diagnose(
             story = model_id_story(v.calls, issued, f"{v.provider}.{v.op}") if v.kind in _KEYED else None
             again = resubmitted_story(v, attempts, ledger, baseline) if v.kind in _RESUBMITTABLE else None
             if story is not None:
-                cause, observed = Cause.MODEL_ID_KEY, story
+                cause, observed = CauseName.MODEL_ID_KEY, story
             elif again is not None:
-                cause, observed = Cause.WORK_RESUBMITTED, again
+                cause, observed = CauseName.WORK_RESUBMITTED, again
             else:
                 cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
             v = replace(v, cause=str(cause), observed=observed, fix=FIXES[cause])

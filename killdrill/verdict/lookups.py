@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from killdrill.records import Call
+from killdrill.verdict.checks import CheckContext, Effect
 from killdrill.verdict.index import ProviderFlags
 from killdrill.verdict.matching import canonical, differing
 from killdrill.verdict.phrases import format_identity
-from killdrill.verdict.registry import CheckContext, Effect
 
 __all__ = ["NEAREST_BUDGET", "SCAN_BELOW", "held_calls", "kv_writes", "nearest_baseline_phrase"]
 

@@ -1,4 +1,4 @@
-"""Baselines a verdict can trust (issue 11), on real processes, real kills and real ledgers:
+"""Baselines a verdict can trust, on real processes, real kills and real ledgers:
 thread-dependent work judged per thread, a wiped ledger never a pass, quiet re-entry notes."""
 
 from __future__ import annotations

@@ -226,17 +226,14 @@ def test_broker_without_the_celery_integration_is_a_usage_error(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_a_long_task_on_a_live_prefork_worker_runs_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_long_task_on_a_live_prefork_worker_runs_once(tmp_path: Path) -> None:
     # A body 4x the visibility timeout: the prefork parent sweeps the unacked set every second,
     # and would hand the task to its second child while the first still runs it, but the live
     # worker keeps its delivery fresh; its points are reached in a child, its ack in the parent.
-    monkeypatch.setenv("KILLDRILL_CELERY_VISIBILITY_TIMEOUT", "1")
     base = DrillOptions(
         root=tmp_path,
         integrations=("celery",),
-        integration_options={"broker": broker(REDIS)},
+        integration_options={"broker": broker(REDIS), "visibility_timeout": 1},
         timeout=60,
         discovery_runs=1,
     )
@@ -245,13 +242,10 @@ def test_a_long_task_on_a_live_prefork_worker_runs_once(
 
 
 @pytest.mark.slow
-def test_a_hang_names_the_unacknowledged_task_and_the_visibility_timeout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_hang_names_the_unacknowledged_task_and_the_visibility_timeout(tmp_path: Path) -> None:
     # Redis's own default (3600 s) left in place: the killed worker's task waits in the unacked
     # set, the re-run submitter waits for it, and the hang says why.
-    monkeypatch.setenv("KILLDRILL_CELERY_VISIBILITY_TIMEOUT", "3600")
-    with drill(tmp_path, REDIS, timeout=15) as d:
+    with drill(tmp_path, REDIS, timeout=15, visibility_timeout=3600) as d:
         result = d.run_case("before:checkout")
     assert "hang" in result.kinds, result.text()
     hang = next(v for v in result.violations if v.kind == "hang")

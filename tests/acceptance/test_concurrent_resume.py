@@ -2,7 +2,7 @@
 
 The read-then-insert claim must be caught nearly every time (the barrier holds both
 resumers inside its window), the atomic claim never, on SQLite and on PostgreSQL.
-4 runs each per push, 20 under ``-m slow`` (as the issue asked); forked attempts keep that affordable.
+4 runs each per push, 20 under ``-m slow``; forked attempts keep that affordable.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_kickoff_with_id_reruns_the_welcome_email(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_correct_form_passes_every_point_20_times(tmp_path: Path) -> None:
-    """Issue 22's bar for a false alarm (KILLDRILL_CREWAI_REPEAT=N rounds, 20): one discovery and
+    """Every point, 20 rounds, no false alarm (KILLDRILL_CREWAI_REPEAT=N rounds): one discovery and
     one fork template, CrewAI's ~9 s import paid once, not per attempt."""
     with Drill(AGENT, _options(tmp_path, workers=workers())) as d:
         points = d.points()

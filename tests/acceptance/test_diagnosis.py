@@ -1,4 +1,4 @@
-"""Issue 24, the newcomer's cases end with their cause and fix (real kills, real resumes, real ledger)."""
+"""A newcomer's cases end with their cause and fix (real kills, real resumes, real ledger)."""
 
 from __future__ import annotations
 

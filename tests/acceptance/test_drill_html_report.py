@@ -1,5 +1,5 @@
 """``killdrill drill --report DIR``: a drill writes report.json and the same self-contained HTML
-page as chaos (issue 24: only chaos wrote one), and the page renders in a real headless Chromium."""
+page as chaos, and the page renders in a real headless Chromium."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """A fault kind of the grammar (``KIND[=TARGET]:TRIGGER``) in a deployment: the case lands it on
 the process that reaches its trigger, and the kind's nemesis, built then, acts there and names its
-target among the deployment's processes.  The kind is the test kind ``mark`` of
-tests/unit/faults/test_kinds.py (declared in-process by importing it)."""
+target among the deployment's processes.  The kind is the test kind ``mark``,
+tests/unit/faults/mark_kind.py (declared in-process by importing it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from killdrill.drill import Drill, DrillOptions
-from tests.unit.faults import test_kinds  # noqa: F401 - declares the kind ``mark``
+from tests.unit.faults import mark_kind  # noqa: F401 - declares the kind ``mark``
 
 DEPLOY = Path(__file__).parent.parent / "agents" / "deploy"
 WORKER = f"python {DEPLOY / 'worker.py'} --queue {{workdir}}/q --name w{{replica}}"

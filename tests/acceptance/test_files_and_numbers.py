@@ -61,7 +61,7 @@ def test_a_root_tree_is_private_from_other_users(tmp_path: Path) -> None:
 
 
 def test_no_empty_temp_root_is_left_behind(tmp_path: Path) -> None:
-    """Every run used to leave an empty killdrill-XXXX directory in the temp dir."""
+    """A run leaves no empty killdrill-XXXX directory in the temp dir."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     run = killdrill(

@@ -1,8 +1,8 @@
-"""The zombie worker over SMTP: each attempt's mail is its own (issue 24, held-out finding 1).
+"""The zombie worker over SMTP: each attempt's mail is its own.
 
-Over HTTP each launch has its own URL; SMTP had one address bound to the launch started last,
-so the woken zombie's mail was recorded as the resumer's, and the resumer was said to be killed
-at ``during:mailbox.send`` though it was held elsewhere and sent nothing.
+Over HTTP each launch has its own URL, and over SMTP its own address: one address bound to the
+launch started last would record the woken zombie's mail as the resumer's, and say the resumer
+was killed at ``during:mailbox.send`` though it was held elsewhere and sent nothing.
 """
 
 from __future__ import annotations

@@ -388,7 +388,7 @@ def test_naive_graph_duplicates_where_it_must(tmp_path: Path, durability: str) -
         expect(d, cases)
 
 
-def test_writes_delay_reproduces_issue_8039_on_two_cores(tmp_path: Path) -> None:
+def test_writes_delay_reproduces_langgraph_8039_on_two_cores(tmp_path: Path) -> None:
     """With ``put_writes`` forced late, a kill as the step's checkpoint starts re-runs the charge."""
     env = {kd_langgraph.DELAY_ENV: "writes=40ms"}
     with drill(tmp_path, settlement(naive=True), env=env, **FORK) as naive:

@@ -89,7 +89,7 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
 
 def test_an_attempt_starts_in_the_agent_forked_ahead(tmp_path: Path) -> None:
     """After a forked attempt, the spare keeper forks the next attempt's agent before it is
-    asked (issue 23); the next attempt runs in it, set up as a fresh process all the same.  One
+    asked; the next attempt runs in it, set up as a fresh process all the same.  One
     killed while it waited is replaced by a fork made then; a spawned command discards it."""
     script = tmp_path / "probe.py"
     script.write_text(

@@ -93,7 +93,7 @@ def test_hint_when_the_integration_is_off(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_correct_form_passes_every_point_20_times(tmp_path: Path) -> None:
-    """Issue 22's bar for a false alarm (KILLDRILL_LLAMA_INDEX_REPEAT=N rounds, 20), forked attempts."""
+    """Every point, 20 rounds, no false alarm (KILLDRILL_LLAMA_INDEX_REPEAT=N rounds), forked attempts."""
     with Drill(AGENT, _options(tmp_path, workers=workers())) as d:
         assert len(d.points()) == 15
         pass_every_round(d, int(os.environ.get("KILLDRILL_LLAMA_INDEX_REPEAT", "20")))

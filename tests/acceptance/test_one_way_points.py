@@ -1,4 +1,4 @@
-"""Points the supervisor will not act on go one way (issue 23); the kill still lands exactly.
+"""Points the supervisor will not act on go one way; the kill still lands exactly.
 
 An attempt the supervisor acts on at no point (a clean run, a resume, a timed kill) gets
 ``KILLDRILL_WAIT_AT=[]``: the agent waits for an answer only on a connection's first message and

@@ -116,7 +116,7 @@ def test_the_hint_names_the_integration_when_the_agent_imports_agents(tmp_path: 
 
 @pytest.mark.slow
 def test_correct_example_passes_every_point_20_times(tmp_path: Path) -> None:
-    """Issue 22's bar for a false alarm (KILLDRILL_OPENAI_AGENTS_REPEAT=N rounds, 20)."""
+    """Every point, 20 rounds, no false alarm (KILLDRILL_OPENAI_AGENTS_REPEAT=N rounds)."""
     with _drill(tmp_path, workers=workers()) as d:
         assert d.points() == POINTS
         pass_every_round(d, int(os.environ.get("KILLDRILL_OPENAI_AGENTS_REPEAT", "20")))

@@ -1,6 +1,6 @@
-"""The pytest plugin forks every test's attempts from one template per session (issue 23).
+"""The pytest plugin forks every test's attempts from one template per session.
 
-A template per test paid the agent's imports again in every test (LangGraph: seconds each).
+A template per test would pay the agent's imports again in every test (LangGraph: seconds each).
 These inner runs prove the sharing from outside, by the processes themselves: the fork
 templates that are children of the harness while each test runs (``tests.leftovers``).  They
 also prove what is not shared: each case's workdir is under its own test's ``tmp_path``, a test
@@ -171,7 +171,7 @@ def _discovered_only(inner: pytest.Pytester, name: str) -> None:
 
 def test_the_template_starts_at_collection_when_the_discovery_is_cached(inner: pytest.Pytester) -> None:
     """Under xdist a worker reads the discovery another worker made; its template must not wait
-    for its first test (issue 23: that test paid the agent's imports, -n 2 was 2x the CLI).  A
+    for its first test (which would pay the agent's imports: -n 2 would be 2x the CLI).  A
     second session with the first's cache reads the discovery too: by the end of collection, with
     no test run, the command's template is running."""
     out = inner.path / "templates.json"

@@ -3,8 +3,8 @@
 Every drill here runs the bundled payout example (killdrill/examples/payout_temporal.py) with
 the fork launcher: one template imports temporalio once; each attempt is a fork, a new worker.
 The dev server is the drill's own (killdrill/integrations/temporal/server.py): one per Drill, each workdir
-its own namespace.  The ``slow`` test repeats every point of the correct form (issue 21's
-"20 times without a false alarm": set KILLDRILL_TEMPORAL_REPEAT).
+its own namespace.  The ``slow`` test repeats every point of the correct form 20 times without a
+false alarm (KILLDRILL_TEMPORAL_REPEAT=N for fewer).
 """
 
 from __future__ import annotations
@@ -146,14 +146,14 @@ def test_a_server_the_user_runs_is_never_reached(tmp_path: Path) -> None:
     from temporalio.client import Client
 
     from killdrill.integrations.temporal.server import TemporalDevServer
-    from killdrill.process.launcher import ServiceHost
+    from killdrill.process.launcher import WardenHost
 
     async def workflows_on(address: str) -> list[str]:
         client = await Client.connect(address)
         return [w.id async for w in client.list_workflows()]
 
     (tmp_path / "user").mkdir()
-    user = TemporalDevServer(tmp_path / "user", ServiceHost())
+    user = TemporalDevServer(tmp_path / "user", WardenHost())
     try:
         user.start()
         command = receipt_command("--address", user.address)
@@ -195,9 +195,9 @@ def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> N
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
     from killdrill.integrations.temporal.server import TemporalDevServer
-    from killdrill.process.launcher import ServiceHost
+    from killdrill.process.launcher import WardenHost
 
-    server = TemporalDevServer(tmp_path, ServiceHost())
+    server = TemporalDevServer(tmp_path, WardenHost())
     try:
         a = server.env(tmp_path / "001-a", "t")
         b = server.env(tmp_path / "002-b", "t")
@@ -211,7 +211,7 @@ def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_correct_form_passes_every_point_repeatedly(tmp_path: Path) -> None:
-    """Every point, 20 times (issue 21's bar for a false alarm); KILLDRILL_TEMPORAL_REPEAT=N for fewer."""
+    """Every point, 20 times, no false alarm; KILLDRILL_TEMPORAL_REPEAT=N for fewer."""
     repeat = int(os.environ.get("KILLDRILL_TEMPORAL_REPEAT", "20"))
     for n in range(repeat):
         with drill(tmp_path / f"run{n}") as d:

@@ -1,9 +1,10 @@
-"""A third party's integration, installed from a tmp distribution (a dist-info folder on
-``PYTHONPATH``, as pip lays one out) and found through the entry-point group
-``killdrill.integrations``: its points, its setup hint, its cause, its conform probe and an option
-of its own, with nothing of killdrill touched.  The framework is a toy durable runtime (``acme``:
-a task's result is recorded in a JSON file once it returns, and replayed from there), in a distribution of its
-own (``acme-flows``) whose files the import watch checks.
+"""A third party's integration, installed from a tmp distribution by the ``killdrill_plugins``
+fixture (a dist-info folder on ``PYTHONPATH``, as pip lays one out) and found through the
+entry-point group ``killdrill.integrations``: its points, its setup hint, its cause, its conform
+probe and an option of its own, with nothing of killdrill touched.  The framework is a toy
+durable runtime (``acme``: a task's result is recorded in a JSON file once it returns, and
+replayed from there), in a distribution of its own (``acme-flows``) whose files the import watch
+checks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,8 @@ import pytest
 from killdrill import integrations
 from killdrill.drill import Drill, DrillOptions
 from killdrill.drill.setup_checks import SetupWarning
-from killdrill.registry import Registry
+from killdrill.integrations import ENTRY_POINT_GROUP
+from killdrill.pytest_plugin import PluginTester
 from tests.cli_support import run_cli
 
 ACME = '''
@@ -145,7 +146,7 @@ run.task("notify", lambda: fakes.webhooks.post(
 sys.exit(0)
 '''
 
-AGENT = '''
+AGENT = """
 import argparse, os, uuid
 
 import acme
@@ -163,37 +164,16 @@ fakes = connect()
 run = acme.Run(os.path.join(a.workdir, "run.json"))
 key = str(uuid.uuid4()) if a.bug else f"{a.thread}:charge"
 run.task("charge", lambda: fakes.payments.charge(idempotency_key=key, amount=100, currency="usd")["id"])
-'''
-
-
-def _dist_info(site: Path, name: str, files: list[str], entry_points: str = "") -> None:
-    folder = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    folder.mkdir()
-    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (folder / "RECORD").write_text("".join(f"{f},,\n" for f in files))
-    if entry_points:
-        (folder / "entry_points.txt").write_text(entry_points)
+"""
 
 
 @pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The two distributions, installed on sys.path here and on PYTHONPATH for every agent."""
-    site = tmp_path / "site"
-    (site / "acme").mkdir(parents=True)
-    (site / "acme" / "__init__.py").write_text(textwrap.dedent(ACME))
-    (site / "kd_acme.py").write_text(textwrap.dedent(INTEGRATION))
-    (site / "kd_acme_probe.py").write_text(textwrap.dedent(PROBE))
-    _dist_info(site, "acme-flows", ["acme/__init__.py"])
-    entry_point = "[killdrill.integrations]\nacme = kd_acme\n"
-    _dist_info(site, "kd-acme", ["kd_acme.py", "kd_acme_probe.py"], entry_point)
-    monkeypatch.syspath_prepend(str(site))
-    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-    monkeypatch.setenv("PYTHONPATH", path)
-    fresh = Registry("integration", integrations.ENTRY_POINT_GROUP, find=integrations._find_module)
-    monkeypatch.setattr(integrations, "_INTEGRATIONS", fresh)  # forget what earlier tests found
-    integrations._installed_names.cache_clear()  # the distribution was installed just now
-    yield site
-    integrations._installed_names.cache_clear()
+def site(killdrill_plugins: PluginTester) -> PluginTester:
+    """The framework's distribution and the integration's (an entry point), installed for the test."""
+    killdrill_plugins.distribution("acme-flows", {"acme/__init__.py": ACME})
+    killdrill_plugins.distribution("kd-acme-probe", {"kd_acme_probe.py": PROBE})
+    killdrill_plugins.install("acme", INTEGRATION, distribution="kd-acme")
+    return killdrill_plugins
 
 
 def _agent(tmp_path: Path, *extra: str) -> list[str]:
@@ -201,8 +181,9 @@ def _agent(tmp_path: Path, *extra: str) -> list[str]:
     return ["python", str(tmp_path / "agent.py"), "--thread", "{thread}", "--workdir", "{workdir}", *extra]
 
 
-def test_its_points_and_its_cause(site: Path, tmp_path: Path) -> None:
+def test_its_points_and_its_cause(site: PluginTester, tmp_path: Path) -> None:
     assert integrations.find("Acme-Flows").name == "acme"  # its alias, in any case
+    assert integrations.find("acme").plugin == "kd-acme"  # the distribution its install hints name
     options = DrillOptions(root=tmp_path / "r", integrations=("acme",), timeout=60, discovery_runs=1)
     with Drill(_agent(tmp_path, "--bug"), options) as drill:
         assert {"before:charge", "after:charge", "committed:charge"} <= set(drill.points())
@@ -211,14 +192,14 @@ def test_its_points_and_its_cause(site: Path, tmp_path: Path) -> None:
     assert dup.cause == "acme_task_unrecorded" and "key the call by the run" in (dup.fix or ""), case.text()
 
 
-def test_its_setup_hint_when_its_integration_is_off(site: Path, tmp_path: Path) -> None:
+def test_its_setup_hint_when_its_integration_is_off(site: PluginTester, tmp_path: Path) -> None:
     options = DrillOptions(root=tmp_path / "r", timeout=60, discovery_runs=1)
     hint = "imports acme but the acme integration is off.*--integration acme.*every acme task"
     with Drill(_agent(tmp_path), options) as drill, pytest.warns(SetupWarning, match=hint):
         drill.discover()
 
 
-def test_its_conform_probe(site: Path, tmp_path: Path) -> None:
+def test_its_conform_probe(site: PluginTester, tmp_path: Path) -> None:
     out = tmp_path / "table.json"
     proc = run_cli(
         tmp_path, "conform", "--integration", "acme", "--property", "prefix_continuation", "--json", str(out)
@@ -231,7 +212,7 @@ def test_its_conform_probe(site: Path, tmp_path: Path) -> None:
 
 
 def test_an_agents_own_modules_named_like_a_framework_give_no_hint(
-    site: Path, tmp_path: Path, recwarn: pytest.WarningsRecorder
+    site: PluginTester, tmp_path: Path, recwarn: pytest.WarningsRecorder
 ) -> None:
     """``workflows.py`` (LlamaIndex's module name), ``agents.py`` (the OpenAI Agents SDK's) and
     ``acme.py`` beside the agent: the agent's own, in no distribution, so no framework is in use."""
@@ -245,7 +226,7 @@ def test_an_agents_own_modules_named_like_a_framework_give_no_hint(
     assert not [w for w in recwarn if issubclass(w.category, SetupWarning)], [str(w.message) for w in recwarn]
 
 
-def test_its_own_option(site: Path, tmp_path: Path) -> None:
+def test_its_own_option(site: PluginTester, tmp_path: Path) -> None:
     """The record's option row is spelled as the drill's own rows are: ``--acme-region`` on the
     command line (parsed by its kind, given only with its integration, written into the
     reproduction line), ``acme_region=`` as a keyword; its value reaches the integration's service
@@ -275,7 +256,7 @@ def test_its_own_option(site: Path, tmp_path: Path) -> None:
 
 
 BOOM = 'raise RuntimeError("acme-2 is not installed here")\n'
-CLASH = '''
+CLASH = """
 from killdrill.integrations import Integration
 from killdrill.options.kinds import Option, Text
 
@@ -287,23 +268,31 @@ INTEGRATION = Integration(
 
 def activate():
     pass
-'''
+"""
+BENT = """
+from killdrill.integrations import Integration
+
+INTEGRATION = Integration("bent", title="Bent", distributions=("bent",), causes=lambda violation: None)
+
+
+def activate():
+    pass
+"""
 
 
 @pytest.fixture
-def broken(site: Path) -> Path:
-    """Beside acme: a plugin that raises at import, and one whose option is Celery's ``--broker``."""
-    (site / "kd_boom.py").write_text(BOOM)
-    (site / "kd_clash.py").write_text(textwrap.dedent(CLASH))
-    _dist_info(site, "kd-boom", ["kd_boom.py"], "[killdrill.integrations]\nboom = kd_boom\n")
-    _dist_info(site, "kd-clash", ["kd_clash.py"], "[killdrill.integrations]\nclash = kd_clash\n")
-    integrations._installed_names.cache_clear()
+def broken(site: PluginTester) -> PluginTester:
+    """Beside acme: a plugin that raises at import, one whose option is Celery's ``--broker``, and
+    one whose causes hook takes one argument where the contract passes two."""
+    for name, source in [("boom", BOOM), ("clash", CLASH), ("bent", BENT)]:
+        site.distribution(f"kd-{name}", {f"kd_{name}.py": source}, {ENTRY_POINT_GROUP: {name: f"kd_{name}"}})
     return site
 
 
-def test_broken_plugins_are_one_line_each_and_the_rest_works(broken: Path, tmp_path: Path) -> None:
-    """A plugin that raises at import and one whose option name is Celery's: each is one warning
-    line naming it, and acme's drill runs; asking for the broken one is that line as an error."""
+def test_broken_plugins_are_one_line_each_and_the_rest_works(broken: PluginTester, tmp_path: Path) -> None:
+    """A plugin that raises at import, one whose option name is Celery's and one whose hook breaks
+    the contract: each is one warning line naming it, and acme's drill runs; asking for the broken
+    one is that line as an error."""
     done = run_cli(
         tmp_path, "run", "--integration", "acme", "--acme-region", "us", "-s", "after:charge",
         "--discovery-runs", "1", "--", *_agent(tmp_path, "--region", "us"),
@@ -320,13 +309,17 @@ def test_broken_plugins_are_one_line_each_and_the_rest_works(broken: Path, tmp_p
         "the integration plugin 'clash' declares the option broker, already the celery integration's" in line
         for line in said
     ), done.stderr
+    assert (
+        "killdrill: warning: the integration plugin 'bent' (kd_bent) was refused: its causes hook takes 1"
+        " argument(s), the contract calls causes(violation, attempts)" in said
+    ), done.stderr
     asked = run_cli(tmp_path, "points", "--integration", "boom", "--", "python", "-c", "pass")
     assert asked.returncode == 2 and "Traceback" not in asked.stderr, asked.stderr
     last = asked.stderr.splitlines()[-1]
     assert "the integration plugin 'boom' (kd_boom) is broken and was skipped" in last, asked.stderr
 
 
-def test_the_off_switch_loads_no_plugin(broken: Path, tmp_path: Path) -> None:
+def test_the_off_switch_loads_no_plugin(broken: PluginTester, tmp_path: Path) -> None:
     env = {**os.environ, "KILLDRILL_DISABLE_PLUGINS": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "killdrill", "points", "--integration", "acme", "--", "python", "-c", "pass"],

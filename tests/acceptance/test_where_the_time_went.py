@@ -69,3 +69,25 @@ def test_a_kill_inside_an_activity_names_its_start_to_close_timeout(tmp_path: Pa
     assert text[-2] == line, text  # the line before the totals
     phases = result.to_dict()["phases"]
     assert sum(phases.values()) > 3.0 and "resume" in phases, phases
+
+
+@pytest.mark.slow  # a Temporal dev server, two worker replicas and their starter: ~15 s
+def test_a_deployed_worker_killed_mid_activity_waits_its_timeout_and_backoff_only(tmp_path: Path) -> None:
+    """Two worker replicas (the killed one kept down): the survivor takes the activity over once
+    its start-to-close timeout (2 s) and its retry's backoff (0.1 s) passed, not later (the dev
+    server fires timers when due), and the deployment's case names that wait."""
+    need("temporal", "temporalio")
+    module = "killdrill.examples.transfer_temporal"
+    options = DrillOptions(
+        root=tmp_path, integrations=("temporal",), discovery_runs=1, timeout=60,
+        serve={"worker": f"python -m {module} worker --task-queue {{thread}}"},
+        replicas={"worker": 2}, restart_delay=8.0, ready={"worker": "log:worker polling"},
+    )  # fmt: skip
+    starter = ["python", "-m", module, "starter", "--thread", "{thread}", "--task-queue", "{thread}"]
+    with Drill(starter, options) as d:
+        result = d.run_case("worker:during:payments.charge")
+    assert result.ok, result.text()
+    (wait,) = result.waits
+    assert (wait["setting"], wait["unit"]) == ("start_to_close_timeout", "activity withdraw"), wait
+    assert 1.5 < wait["seconds"] < 2.1 + 0.4, wait  # from the kill, just after the activity started
+    assert "killed worker's sticky queue" in " ".join(wait["removed"]) and wait["kept"], wait

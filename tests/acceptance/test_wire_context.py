@@ -119,7 +119,7 @@ APP = str(Path(__file__).parents[1] / "agents" / "wire" / "refund_app.py")
     [pytest.param([], id="correct", marks=pytest.mark.slow), pytest.param(["--bug", "new_id"], id="new_id")],
 )
 def test_a_fastapi_refund_service_as_deployed(tmp_path: Path, bug: list[str]) -> None:
-    """The issue's service: a client's re-sent POST starts a second refund workflow (its id new
+    """A FastAPI refund service: a client's re-sent POST starts a second refund workflow (its id new
     per request), the refund sent with the stripe SDK: ``work_resubmitted``, never
     ``key_new_per_call``; the correct app attaches the re-sent POST to the recovered workflow."""
     pytest.importorskip("fastapi")

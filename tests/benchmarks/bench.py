@@ -36,6 +36,9 @@ Every row with a goal is printed with it: ``prefork_speedup: 14.812  (goal >= 20
   (tests/benchmarks/deployment.py).
 
 ``--only effects growth real pytest deploy``: just those rows (the full run takes long on a loaded machine).
+- Not in this run (it takes ~10 min quiet): ``python -m tests.benchmarks.deployed --workers``, the
+  bundled DBOS, Temporal and Celery deployments and the Temporal 3 s start-to-close agent per case
+  beside two plain runs of their topology, spawned and forked, and ``--workers 2`` over one.
 - ``pytest_cli_ratio_serial`` / ``_2_workers`` / ``_spawn`` / ``_2_workers_spawn``: the pytest
   route over the CLI on the same cases, pairs side by side (tests/benchmarks/pytest_route.py; alone:
   ``python -m tests.benchmarks.pytest_route``); the 2-worker rows are ``--killdrill-workers=2``,
@@ -156,7 +159,7 @@ def bench_armed(root: Path, n: int, runs: int = 5) -> dict[str, float]:
     the same code), so one attempt is one sample, not a measurement; the spread is reported too.
     ``_armed_``: the attempt's kill is at this point (an occurrence it never reaches), so every
     call waits for the supervisor's answer; ``_one_way_``: no kill at it, every call but the
-    connection's first sends and goes on (issue 23).  Attempt by attempt, in alternating order.
+    connection's first sends and goes on.  Attempt by attempt, in alternating order.
     """
 
     kills = {"armed": f"before:tick#{n + 1}", "one_way": None}
@@ -232,7 +235,7 @@ def bench_supervisor(root: Path, reps: int) -> dict[str, float]:
 
 
 def bench_containment(root: Path, reps: int) -> dict[str, float]:
-    """Per attempt, interleaved: under a keeper vs the uncontained launch it replaced."""
+    """Per attempt, interleaved: under a keeper vs an uncontained launch."""
     import shutil as sh
 
     from killdrill.process import containment
@@ -396,7 +399,7 @@ def run(quick: bool, only: Sequence[str] = ()) -> dict[str, Any]:
         f"{platform.python_version()}, {platform.system()} {platform.release()}",
         "load_average_at_start": os.getloadavg()[0],
     }
-    if only:  # the growth rows of issue 23, on their own
+    if only:  # the growth rows, on their own
         if "effects" in only:
             out.update(bench_effects(quick))
         if "real" in only:
@@ -462,7 +465,7 @@ GOALS: dict[str, Goal] = {
     "prefork_fork_over_floor": Goal("<=", 1.25),
     **EFFECT_GOALS,
     **GROWTH_GOALS,
-    # issue 23: the pytest route at most 1.25x the CLI on the same cases (tests/benchmarks/pytest_route.py)
+    # the pytest route at most 1.25x the CLI on the same cases (tests/benchmarks/pytest_route.py)
     "pytest_cli_ratio_serial": Goal("<=", 1.25),
     "pytest_cli_ratio_2_workers": Goal("<=", 1.25),
     "pytest_cli_ratio_spawn": Goal("<=", 1.25),

@@ -1,4 +1,4 @@
-"""The verdict as the agent's effects grow (issue 23): 10^2 .. 10^5 effects, one case each.
+"""The verdict as the agent's effects grow: 10^2 .. 10^5 effects, one case each.
 
     python -m tests.benchmarks.effects [--quick] [--real N ...]
 
@@ -29,8 +29,8 @@ minus its attempts') over its attempts' time, the median of 5 cases.  Goal at 1,
 That leaves out what the harness costs inside the attempts (the agent's messages at its points):
 ``real_N_supervision_ratio`` is a clean attempt under the supervisor over the same run forked
 from the same template without a control channel, minus 1, the median of 5 pairs.  Goal at
-1,000: under 0.10 (every point was a ~60 us round trip, 0.45 of the attempt, before issue 23's
-one-way points).
+1,000: under 0.10 (points the supervisor does not act on go one way: a ~60 us round trip at
+every point would be 0.45 of the attempt).
 """
 
 from __future__ import annotations

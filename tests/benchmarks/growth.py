@@ -1,4 +1,4 @@
-"""The rest of issue 23's curve: the catalogue and a chaos job as they grow.
+"""The growth curve's other rows: the catalogue and a chaos job as they grow.
 
     python -m tests.benchmarks.growth [--quick] [catalogue] [chaos]
 

@@ -1,4 +1,4 @@
-"""The pytest route against the CLI on the same cases (issue 23), measured side by side.
+"""The pytest route against the CLI on the same cases, measured side by side.
 
     python -m tests.benchmarks.pytest_route [--rounds N] [--quick]
 

@@ -1,4 +1,4 @@
-"""Time per case of a drill on each runtime and framework, beside LangGraph's (issue 21).
+"""Time per case of a drill on each runtime and framework, beside LangGraph's.
 
     python -m tests.benchmarks.runtimes [--json FILE]     (also a row of ``python -m tests.benchmarks``)
 
@@ -224,7 +224,7 @@ HARNESS = ("setup", "launch", "teardown", "restart", "verdict", "release")
 """A case's phases that are killdrill's own work (the others are the agent's and its runtime's)."""
 
 FLOOR_GOAL = 1.25
-"""A case may cost at most this many times its floor (issue 37)."""
+"""A case may cost at most this many times its floor."""
 
 
 def render(rows: dict[str, dict[str, Any]], ref: float | None) -> str:

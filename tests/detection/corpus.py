@@ -91,7 +91,7 @@ def _example(module: str, bug: str | None, *args: str) -> tuple[str, ...]:
     return (*cmd, "--bug", bug) if bug else cmd
 
 
-# The bundled framework examples (issues 21 and 22): the options their drills need, and the
+# The bundled framework examples: the options their drills need, and the
 # module each imports (an entry whose framework is not importable is skipped with that reason).
 _TEMPORAL_OPTIONS: dict[str, Any] = {"cwd": str(REPO), "integrations": ("temporal",), "timeout": 30}
 _OPENAI_AGENTS_OPTIONS: dict[str, Any] = {
@@ -139,11 +139,11 @@ FORK_PRELOAD: dict[str, tuple[str, ...]] = {
 
 
 def _shape(script: str, bug: str | None) -> tuple[str, ...]:
-    """A shape agent of issue 11 (one script, a correct mode and a planted-bug mode)."""
+    """A shape agent (one script, a correct mode and a planted-bug mode)."""
     return _script(script) + (("--bug", bug) if bug else ())
 
 
-# Issue 11: agents that are correct but not deterministic (parallel branches, thread-dependent
+# Agents that are correct but not deterministic (parallel branches, thread-dependent
 # work, volatile fields) and the bug each hides from a verdict that pairs calls by ledger order.
 SHAPE_DEFECTS: tuple[Agent, ...] = (
     Agent(

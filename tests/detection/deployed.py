@@ -5,8 +5,12 @@
 Each topology is drilled as a user deploys it (``--serve`` services beside a driver): the DBOS
 web app and its client, the Temporal worker pair (two replicas, the killed one kept down 8 s so
 the survivor takes its activity over) and its starter, the Celery workers (two replicas) and
-their submitter.  Each round runs the correct variant at every point of its catalogue and the
-planted bug (``unkeyed``) at each point it must be caught at.  ``--hog N`` runs N busy Python
+their submitter, the FastAPI + DBOS refund service (the stripe SDK refunding a PaymentIntent
+declared with ``--existing``; its bug: every request a new workflow, so a re-sent request refunds
+twice) and the Celery task writing its receipt row into the app's own database (read with
+``--effect-table``; its bug: a plain ``INSERT`` without ``ON CONFLICT DO NOTHING``).  Each round
+runs the correct variant at every point of its catalogue and the planted bug at each point it
+must be caught at.  ``--hog N`` runs N busy Python
 processes for the whole run (stopped at its end): the verdict must not depend on timing the
 agent does not control.  A correct case that reports anything is a false alarm, a bug's case
 that reports no ``duplicate_effect`` a miss: its JSON goes to ``DIR/bad/`` and its workdir is
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.drill import Drill
-from killdrill.options import DrillOptions
+from killdrill.options import DrillOptions, convert
 from killdrill.records import DUPLICATE_EFFECT, CaseResult
 
 EX = "killdrill.examples"
@@ -43,7 +47,11 @@ class Topology:
     catch: tuple[str, ...]  # where the planted bug must be caught
     options: dict[str, Any] = field(default_factory=dict)
     bug_in_driver: bool = False
+    bug: str = "--bug unkeyed"  # the flags that plant the bug
+    existing: str = ""  # TOML of the objects every run's fakes hold (--existing), written beside the runs
 
+
+RECEIPTS = Path(__file__).parents[1] / "agents" / "db" / "receipts_celery.py"
 
 TOPOLOGIES = (
     Topology(
@@ -82,14 +90,46 @@ TOPOLOGIES = (
         {"integrations": ("celery",), "replicas": {"worker": 2}},
         bug_in_driver=True,
     ),
-)
+    Topology(
+        "refund_dbos",
+        ["python", "-m", f"{EX}.refund_client", "--url", "http://127.0.0.1:{port}", "--refund", "{thread}",
+         "--payment-intent", "pi_refundable_1", "--amount", "2500"],
+        {"app": f"python -m {EX}.refund_dbos --port {{port}} --workdir {{workdir}} {{bug}}"},
+        ("app:during:payments.refund",),
+        {"integrations": ("dbos",), "http_fakes": True},
+        bug="--bug new_workflow",
+        existing='[[stripe.payment_intents]]\nid = "pi_refundable_1"\namount = 10000\ncurrency = "usd"\n',
+    ),
+    Topology(
+        "receipts_celery",
+        ["python", str(RECEIPTS), "submit", "--thread", "{thread}", "--workdir", "{workdir}"],
+        {"worker": f"python {RECEIPTS} worker --name w{{replica}}"},
+        ("worker:after:charge_order",),
+        {
+            "integrations": ("celery",),
+            "replicas": {"worker": 2},
+            "effect_table": convert("effect_table", "receipts(order_id)", "receipts_celery"),
+            "effect_db": "sqlite:///{workdir}/app.db",
+            "env": {"DATABASE_URL": "{KILLDRILL_EFFECT_DB}"},
+        },
+        bug_in_driver=True,
+        bug="--bug plain",
+    ),
+)  # fmt: skip
 
 
 def _options(top: Topology, root: Path, bug: bool) -> tuple[list[str], DrillOptions]:
-    flags = "--bug unkeyed" if bug else ""
+    flags = top.bug if bug else ""
     serve = {k: v.replace("{bug}", "" if top.bug_in_driver else flags).strip() for k, v in top.serve.items()}
     driver = [*top.driver, *(flags.split() if bug and top.bug_in_driver else [])]
-    options = DrillOptions(root=root, keep=True, timeout=180, discovery_runs=1, serve=serve, **top.options)
+    extra: dict[str, Any] = {}
+    if top.existing:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "existing.toml").write_text(top.existing)
+        extra["existing"] = str(root / "existing.toml")
+    options = DrillOptions(
+        root=root, keep=True, timeout=180, discovery_runs=1, serve=serve, **top.options, **extra
+    )
     return driver, options
 
 

@@ -35,7 +35,8 @@ environment of every process of a case: ``CELERY_BROKER_URL`` and ``CELERY_RESUL
 (Celery reads them before the app's own configuration), and on Redis
 ``KILLDRILL_CELERY_KEYPREFIX``, put in front of every key kombu and the Redis result backend
 use (kombu's ``global_keyprefix``, the backend's key prefixes; prepended to the app's own
-prefix if it sets one), and ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT``, the seconds after which
+prefix if it sets one), and ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT`` (the drill's
+``--visibility-timeout``, 3 s by default), the seconds after which
 Redis hands a killed worker's unacknowledged task to the next worker (kombu's default is 3600;
 an app's own smaller value is kept), swept every second.  A live worker keeps its
 unacknowledged deliveries fresh (every third of that timeout), so only a dead worker's task is
@@ -58,7 +59,7 @@ from killdrill.agent import boundary, in_runtime
 from killdrill.integrations import Integration, Service, ServiceHost
 from killdrill.integrations.celery import acks
 from killdrill.integrations.celery.causes import causes
-from killdrill.options.kinds import Flag, Option, Text
+from killdrill.options.kinds import Duration, Flag, Option, Text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -81,7 +82,12 @@ KEYPREFIX_ENV = "KILLDRILL_CELERY_KEYPREFIX"
 POP_WINDOW_ENV = acks.POP_WINDOW_ENV
 """``1``: Redis workers emit ``during:redis.brpop`` (set by the harness for ``--pop-window``)."""
 VISIBILITY_ENV = "KILLDRILL_CELERY_VISIBILITY_TIMEOUT"
-"""Seconds before Redis redelivers an unacknowledged task (set by the harness for Redis)."""
+"""Seconds before Redis redelivers an unacknowledged task (set by the harness for Redis, from the
+option ``--visibility-timeout``)."""
+VISIBILITY_TIMEOUT_S = 3.0
+"""The case's visibility timeout unless ``--visibility-timeout`` says otherwise: a killed worker's
+task is handed on within seconds (kombu's default is an hour; a live worker keeps its own
+deliveries fresh every third of it)."""
 
 
 def service(root: Path, host: ServiceHost, options: object = None) -> Service:
@@ -118,6 +124,12 @@ INTEGRATION = Integration(
             "and kombu has not yet recorded it as unacknowledged (a kill there loses the message)",
             "--pop-window",
             discovery=True,
+        ),
+        Option(
+            "visibility_timeout",
+            Duration(),
+            VISIBILITY_TIMEOUT_S,
+            "on Redis, how long a killed worker's unacknowledged task waits before the next worker gets it",
         ),
     ),
     causes=causes,
@@ -179,6 +191,7 @@ def _wrap_run(task: Any, run: Callable[..., Any]) -> Callable[..., Any]:
     def body(*args: Any, **kwargs: Any) -> Any:
         name = task_point_name(task)
         boundary(f"before:{name}")
+        acks.starting(task, str(getattr(getattr(task, "request", None), "id", "") or ""))
         with in_runtime(**_context(task, name)):
             result = run(*args, **kwargs)
         boundary(f"after:{name}")

@@ -27,10 +27,13 @@ from collections.abc import Callable
 from typing import Any
 
 from killdrill.agent import boundary
+from killdrill.integrations._work import said as services_say
+from killdrill.integrations._work import work_line
 
 __all__ = [
     "POP_POINT",
     "POP_WINDOW_ENV",
+    "starting",
     "wrap_ack",
     "wrap_acknowledge",
     "wrap_brpop_read",
@@ -57,7 +60,7 @@ def wrap_acknowledge(orig: Callable[..., Any], point_name: Callable[[Any], str])
     def acknowledge(self: Any) -> Any:
         message = getattr(self, "_message", None)
         if not self.acknowledged and message is not None:
-            message.__dict__[_MARK] = point_name(self.task)
+            message.__dict__[_MARK] = (point_name(self.task), str(getattr(self, "id", "") or ""))
         return orig(self)
 
     return acknowledge
@@ -80,17 +83,31 @@ def _may_pop(channel: Any) -> bool:
         return True
 
 
-def _committed(channel: Any, name: str) -> None:
+def starting(task: Any, run: str) -> None:
+    """A task's body starts: in a deployment's worker, an ``acks_late`` task is work pending until
+    its ack (a task acknowledged on receipt has nothing left to do once its result is stored)."""
+    if run and getattr(task, "acks_late", False) and services_say():
+        work_line("pending", run, "task")
+
+
+def _reached(mark: tuple[str, str]) -> None:
+    name, run = mark
+    boundary(f"committed:{name}")
+    if run and services_say():
+        work_line("done", run)
+
+
+def _committed(channel: Any, mark: tuple[str, str]) -> None:
     """``committed:NAME`` now, or once the channel's pending BRPOP reply has been read."""
     if getattr(channel, "_in_poll", None) and _may_pop(channel):
-        channel.__dict__.setdefault(_PENDING, []).append(name)
+        channel.__dict__.setdefault(_PENDING, []).append(mark)
     else:
-        boundary(f"committed:{name}")
+        _reached(mark)
 
 
 def _flush(channel: Any) -> None:
-    for name in channel.__dict__.pop(_PENDING, None) or ():
-        boundary(f"committed:{name}")
+    for mark in channel.__dict__.pop(_PENDING, None) or ():
+        _reached(mark)
 
 
 def wrap_ack(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -99,9 +116,9 @@ def wrap_ack(orig: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(orig)
     def ack(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = orig(self, *args, **kwargs)
-        name = self.__dict__.pop(_MARK, None)
-        if name is not None:
-            _committed(self.channel, name)
+        mark = self.__dict__.pop(_MARK, None)
+        if mark is not None:
+            _committed(self.channel, mark)
         return out
 
     return ack

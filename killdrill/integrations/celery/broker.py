@@ -9,8 +9,9 @@ otherwise find the previous run's result.
   number is all a URL can choose, and there are 16; so each run gets a key prefix instead
   (``KILLDRILL_CELERY_KEYPREFIX``), which the agent side puts in front of every key kombu and the
   Redis result backend write, and a visibility timeout of a few seconds
-  (``KILLDRILL_CELERY_VISIBILITY_TIMEOUT``: Redis hands a killed worker's unacknowledged task
-  on after it, where kombu's default waits 3600 s).  Released: every key under the prefix deleted.
+  (``--visibility-timeout``, 3 s by default, passed to the workers as
+  ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT``: Redis hands a killed worker's unacknowledged task on
+  after it, where kombu's default waits 3600 s).  Released: every key under the prefix deleted.
 - RabbitMQ (``--broker amqp://USER:PASS@HOST:PORT/``): a virtual host per run, made and deleted
   with ``rabbitmqctl`` (AMQP cannot make one; every queue, exchange and binding of the run lives
   in it and goes with it).  The result backend is a SQLite database in the run's workdir
@@ -40,16 +41,18 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill import ownership
 from killdrill.errors import HarnessError, UsageError
-from killdrill.integrations.celery import INTEGRATION, KEYPREFIX_ENV, POP_WINDOW_ENV, VISIBILITY_ENV
+from killdrill.integrations.celery import (
+    INTEGRATION,
+    KEYPREFIX_ENV,
+    POP_WINDOW_ENV,
+    VISIBILITY_ENV,
+    VISIBILITY_TIMEOUT_S,
+)
 from killdrill.records import Attempt
 
 __all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
-VISIBILITY_TIMEOUT_S = 3.0
-"""How long Redis keeps a killed worker's task before the next worker gets it.  A task whose
-body runs longer than this is handed to a second worker while the first still runs: a drill of
-such tasks sets ``KILLDRILL_CELERY_VISIBILITY_TIMEOUT`` higher in the harness's environment."""
 _REDIS = ("redis", "rediss")
 _AMQP = ("amqp", "pyamqp", "amqps")
 _CONNECT_TIMEOUT_S = 3.0
@@ -105,7 +108,7 @@ class CeleryBroker:
                 f"--pop-window drills the Redis transport's BRPOP window; --broker {_redacted(self.url)} "
                 "is AMQP, where a delivery stays on the broker until its ack (there is no such window)"
             )
-        self.visibility_s = float(os.environ.get(VISIBILITY_ENV) or VISIBILITY_TIMEOUT_S)
+        self.visibility_s = float(INTEGRATION.option(options, "visibility_timeout"))
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
         self._checked = False
@@ -222,6 +225,8 @@ class CeleryBroker:
         hands a dead connection's task on at once: nothing to say there."""
         if self.scheme not in _REDIS or len(timeline) < 2:
             return []
+        if any(a.process is not None for _, a in timeline):
+            return self._deployed_waits(timeline)
         first = {e.point: e.t_ms / 1000.0 for e in reversed(timeline[0][1].trace)}
         out: list[dict[str, Any]] = []
         for (_, killed), (began, resume) in itertools.pairwise(timeline):
@@ -233,18 +238,41 @@ class CeleryBroker:
                 continue
             waited = again - first[f"before:{task}"]
             if waited > 0:
-                out.append(
-                    {
-                        "label": f"Redis's visibility timeout ({self.visibility_s:g} s,"
-                        f" {VISIBILITY_ENV}, swept every second) of Celery task {task}",
-                        "setting": VISIBILITY_ENV,
-                        "setting_s": self.visibility_s,
-                        "unit": f"task {task}",
-                        "from": began + again - waited,
-                        "to": began + again,
-                    }
-                )
+                out.append(self._visibility_wait(task, began + again - waited, began + again))
         return out
+
+    def _deployed_waits(self, timeline: Sequence[tuple[float, Attempt]]) -> list[dict[str, Any]]:
+        """A deployment's: from a worker's kill while it held a task to the task's ``before:`` in
+        whichever launch took it next (a replica that kept running, or the restarted one)."""
+        out: list[dict[str, Any]] = []
+        for began, killed in timeline:
+            task = _held_task(killed)
+            if task is None:
+                continue
+            end = began + killed.duration_ms / 1000.0
+            taken = [
+                at + e.t_ms / 1000.0
+                for at, a in timeline
+                if a is not killed
+                for e in a.trace
+                if e.point == f"before:{task}" and at + e.t_ms / 1000.0 > end
+            ]
+            if taken:
+                out.append(self._visibility_wait(task, end, min(taken)))
+        return out
+
+    def _visibility_wait(self, task: str, start: float, end: float) -> dict[str, Any]:
+        return {
+            "label": f"Redis's visibility timeout ({self.visibility_s:g} s, --visibility-timeout, swept"
+            f" every second) of Celery task {task}",
+            "setting": "--visibility-timeout",
+            "setting_s": self.visibility_s,
+            "kept": "the broker's contract: Redis redelivers a task a dead worker took only once its"
+            " visibility timeout expires (shorten it for a drill with --visibility-timeout)",
+            "unit": f"task {task}",
+            "from": start,
+            "to": end,
+        }
 
     def release(self, workdir: Path, thread: str) -> None:
         """Remove everything ``workdir``'s run left in the broker (its keys, or its vhost)."""

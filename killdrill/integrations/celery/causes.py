@@ -29,7 +29,7 @@ NOT_TAKEN_CAUSE = "task_not_taken"
 NOT_TAKEN_FIX = (
     "keep a worker consuming the task's queue after a kill (the killed service restarted, or a second "
     "replica, its -Q including the queue), and give the case longer than the visibility timeout "
-    "(--timeout above KILLDRILL_CELERY_VISIBILITY_TIMEOUT, 3 s by default) for the task to come back"
+    "(--timeout above --visibility-timeout, 3 s by default) for the task to come back"
 )
 
 

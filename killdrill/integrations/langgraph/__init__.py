@@ -400,8 +400,6 @@ def _wrap_init(orig: Callable[..., None], instrument: Callable[[Any], None]) -> 
     return __init__
 
 
-
-
 def _patch(module: ModuleType) -> None:
     """Patch one of the target modules, once (called right after it executes)."""
     with _lock:

@@ -71,5 +71,3 @@ def parse_delay(text: str, seed: int | None = None) -> DelaySpec:
 def delay_from_env() -> DelaySpec:
     seed = os.environ.get(SEED_ENV)
     return parse_delay(os.environ.get(DELAY_ENV, ""), int(seed) if seed else None)
-
-

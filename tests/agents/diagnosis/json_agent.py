@@ -1,5 +1,5 @@
 """A newcomer's agent with a JSON checkpoint that holds one run (not keyed by thread): drilled
-with a fixed ``--db ckpt.json`` every clean run and case shares it (issue 24)."""
+with a fixed ``--db ckpt.json`` every clean run and case shares it."""
 
 import argparse
 import json

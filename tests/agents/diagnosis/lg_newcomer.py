@@ -1,4 +1,4 @@
-"""The newcomer's LangGraph agent (issue 24): charge, webhook and email, each a node.
+"""A newcomer's LangGraph agent: charge, webhook and email, each a node.
 
 ``--resume next`` (the mistake) resumes only ``if snap.next:``: a thread killed after a node's
 writes were saved but before the next checkpoint has ``snap.tasks`` and an empty ``next``, so the

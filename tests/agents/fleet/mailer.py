@@ -1,5 +1,5 @@
-"""Send one receipt over plain smtplib after a step: the zombie worker's mailer (held-out finding
-of issue 24: a paused zombie's SMTP mail was recorded as the resumer's).
+"""Send one receipt over plain smtplib after a step: the zombie worker's mailer (a paused zombie's
+SMTP mail is its own attempt's, never the resumer's).
 
 No gate: a resumer sends, the woken zombie sends again (a duplicate, as it should be judged);
 what matters is whose each message is.

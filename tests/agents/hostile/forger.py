@@ -3,7 +3,7 @@
     python forger.py POINT SECONDS [FLOOD]
 
 Reads the world-readable ``/proc/net/unix`` for sockets whose name says killdrill, takes a
-token from the name when there is one (the old abstract name was ``@killdrill-<token>``),
+token from the name when there is one (an abstract name such as ``@killdrill-<token>``),
 connects, says hello and announces ``POINT``.  It prints one line per socket it tried:
 ``forged NAME`` when the hello and the point were written, ``refused NAME: error`` otherwise,
 then opens FLOOD more connections to it and holds them (``flooded NAME N``).

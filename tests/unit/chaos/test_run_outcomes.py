@@ -1,6 +1,5 @@
 """How a chaos run is counted: a landed pause or connection fault is a landed fault, not a miss
-(issue 24, held-out finding 2: ``--faults kill,pause`` counted runs whose pause held the worker
-as "no kill landed")."""
+(``--faults kill,pause``: a run whose pause held the worker is not "no kill landed")."""
 
 from __future__ import annotations
 

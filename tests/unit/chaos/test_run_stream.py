@@ -1,5 +1,5 @@
 """A chaos job streams its runs to ``runs.jsonl`` as they finish and writes report.json, junit.xml
-and report.html from it (issue 23): the job's memory is flat in the number of runs, and the
+and report.html from it: the job's memory is flat in the number of runs, and the
 reports say what the in-memory ones said (the same JSON value, the same testcases, the same page
 counts), failing runs in full, clean ones past the first 60 abridged, in any finish order."""
 

@@ -1,4 +1,4 @@
-"""The command line's small frictions of issue 24, each as a newcomer met it."""
+"""The command line's small frictions, each as a newcomer meets it: each said in one line."""
 
 from __future__ import annotations
 

@@ -70,3 +70,14 @@ def test_a_bundled_probes_path_is_written_portably() -> None:
     text = render_markdown([cell])
     assert "--model-script <site-packages>/killdrill/conform/probes/openai_agents_probe.yaml" in text
     assert str(probe.parents[2]) not in text
+
+
+def test_a_plugins_install_hint_names_its_own_distribution() -> None:
+    from killdrill.conform.frameworks import Framework
+
+    own = Framework("temporal", "Temporal", "temporalio", "temporalio", "temporal", committed="c")
+    assert own.install_hint() == 'pip install -e ".[temporal]" (in killdrill\'s clone)'
+    plugin = Framework("acme", "Acme", "acme-flows", "acme", "Acme_Flows", committed="c", plugin="kd-acme")
+    assert plugin.install_hint() == 'pip install "kd-acme[acme-flows]"'
+    bare = Framework("acme", "Acme", "acme-flows", "acme", "", committed="c", plugin="kd-acme")
+    assert bare.install_hint() == "pip install acme-flows"

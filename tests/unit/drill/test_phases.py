@@ -54,3 +54,19 @@ def test_a_wait_counts_from_the_first_kill_to_when_the_runtime_handed_the_work_o
     waits = [{"label": "x", "from": None, "to": 105.0}, {"label": "y", "from": 90.0, "to": 95.0}]
     assert clip_waits(waits, [100.0], 200.0) == [{"label": "x", "seconds": 5.0}]
     assert clip_waits(waits, [], 200.0) == []
+
+
+def test_a_deployments_launches_are_a_timeline_per_process_with_their_kills() -> None:
+    from dataclasses import replace
+
+    clock = PhaseClock()
+    now = time.monotonic()
+    driver = replace(attempt(1, 900.0, [], killed=False), process="driver")
+    first = replace(attempt(2, 400.0, [100.0, 300.0], killed=True), process="app")
+    again = replace(attempt(3, 800.0, [200.0], killed=False), process="app")
+    clock.deployed([driver, again, first], {1: now - 0.8, 2: now - 1.0, 3: now - 0.5})
+    order = [a.number for _, a in clock.timeline]
+    assert order in ([1, 2, 3], [2, 3, 1])  # the killed app launch right before its restart
+    shift = time.time() - time.monotonic()
+    assert clock.kills == [pytest.approx(now - 1.0 + 0.4 + shift, abs=0.01)]  # its start + its life
+    assert dict((a.number, t) for t, a in clock.timeline)[3] == pytest.approx(now - 0.5 + shift, abs=0.01)

@@ -1,4 +1,4 @@
-"""How a case reads its ledger: once after each attempt, never again for the verdict (issue 23),
+"""How a case reads its ledger: once after each attempt, never again for the verdict,
 and a ledger the agent deleted is named as such."""
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def test_two_drills_on_one_root_keep_each_others_workdirs(tmp_path: Path) -> Non
 
 
 def test_a_case_ledger_starts_as_the_blank_and_holds_only_its_own_marker(tmp_path: Path) -> None:
-    """The second case's ledger is a copy of the first's before its marker (issue 23: making the
-    schema was 3 ms of a case): a ledger like any other, which the agent writes durably, and
+    """The second case's ledger is a copy of the first's before its marker (making the schema
+    would be 3 ms of every case): a ledger like any other, which the agent writes durably, and
     nothing of the first case's thread or marker in it."""
     workdirs = Workdirs(tmp_path, None)
     first, second = (RunContext(workdirs.new(f"case-{i}"), f"t-{i}") for i in (1, 2))

@@ -118,7 +118,7 @@ class RssPeak:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="samples /proc/self/statm (Linux)")
 def test_a_huge_body_is_413_before_it_is_read(server: FakesServer) -> None:
-    """A 1 GiB body used to be read whole (2 GB RSS): now the answer comes after the headers."""
+    """A 1 GiB body is answered 413 after its headers, never read whole (that would be 2 GB RSS)."""
     with RssPeak() as rss:
         answer, sent = _send_huge_body(server, 1 << 30)
     assert status_of(answer) == 413, answer

@@ -1,5 +1,5 @@
 """Calls through the served fakes (HTTP, the wire routes, SMTP) are their sender's: the fence
-route over HTTP, the caller's pid, and one SMTP address per launch (issue 24's held-out findings)."""
+route over HTTP, the caller's pid, and one SMTP address per launch."""
 
 from __future__ import annotations
 

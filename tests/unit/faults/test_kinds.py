@@ -1,6 +1,5 @@
-"""A fault kind is one module plus its grammar entry: this file is such a module.
-
-It declares the kind ``mark`` (``mark[=TAG]:TRIGGER``: note TAG on the launch that reaches the
+"""A fault kind is one module plus its grammar entry: tests/unit/faults/mark_kind.py is such a
+module, the kind ``mark`` (``mark[=TAG]:TRIGGER``: note TAG on the launch that reaches the
 trigger, then let it go), and the tests check that the grammar parses and prints it with its
 target and trigger apart, that the table of kinds finds its nemesis through the grammar entry
 alone, that a case's step arms it, and that a real supervisor routes a real agent's point to it
@@ -10,7 +9,6 @@ while the kill family's own forms parse, print and act as before.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,39 +17,12 @@ from killdrill import points
 from killdrill.errors import UsageError
 from killdrill.faults import kinds
 from killdrill.faults.kill import Kill
-from killdrill.faults.kinds import FaultKind, Scene
+from killdrill.faults.kinds import Scene
 from killdrill.points import Fault, FaultGrammar, ScheduleError, parse_fault, parse_schedule
-from killdrill.process.attempts import LaunchSpec, Running
-from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Nemesis
+from killdrill.process.attempts import LaunchSpec
 from killdrill.process.supervisor import Supervisor
-from killdrill.records import EXITED, KILLED, POINT_NOT_REACHED, TraceEvent
-
-GRAMMAR = points.declare(
-    FaultGrammar("mark", module=__name__, target="optional", triggers=("point",), summary="note a tag")
-)
-
-
-@dataclass(eq=False)
-class Mark(Nemesis):
-    """Notes ``mark <TAG> at <POINT>`` on the launch that reaches the fault's point, once."""
-
-    fault: Fault
-    spec: LaunchSpec
-
-    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
-        return AtPoints.WAIT if spec is self.spec else None
-
-    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
-        if run.spec is not self.spec or run.fired or not self.fault.at(event.point, event.occurrence):
-            return False
-        run.fired = True
-        run.notes.append(f"mark {self.fault.target or '-'} at {event.label}")
-        self.bound().release(run, conn)
-        return True
-
-
-KIND = kinds.register(FaultKind("mark", lambda fault, spec, scene: Mark(fault, spec)))
+from killdrill.records import EXITED, KILLED, POINT_NOT_REACHED
+from tests.unit.faults.mark_kind import GRAMMAR, KIND, Mark
 
 AGENT = """
 import killdrill

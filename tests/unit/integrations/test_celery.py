@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,35 @@ def test_a_resume_that_got_the_task_later_than_a_fresh_worker_did_waited_on_the_
     # a kill after the ack left nothing for the broker to hold
     acked = _attempt(1, [("before:checkout", 2000.0), ("committed:checkout", 2100.0)], killed=True)
     assert broker.waits(tmp_path, "t", [(100.0, acked), (110.0, resumed)]) == []
+
+
+def test_the_visibility_timeout_is_the_drills_option_and_reaches_the_workers(tmp_path: Path) -> None:
+    from killdrill.integrations import check_options
+    from killdrill.integrations.celery.broker import CeleryBroker
+    from killdrill.options import DrillOptions
+
+    assert CeleryBroker(tmp_path, None).visibility_s == integration.VISIBILITY_TIMEOUT_S
+    given = DrillOptions(integrations=("celery",), integration_options={"visibility_timeout": "20s"})
+    broker = CeleryBroker(tmp_path, replace(given, integration_options=check_options(given)))
+    assert broker.visibility_s == 20.0
+    acks = _attempt(1, [("before:checkout", 2000.0), ("during:payments.charge", 2010.0)], killed=True)
+    again = _attempt(2, [("before:checkout", 3500.0)], killed=False)
+    (wait,) = broker.waits(tmp_path, "t", [(100.0, acks), (110.0, again)])
+    assert wait["setting"] == "--visibility-timeout" and wait["setting_s"] == 20.0
+
+
+def test_a_deployments_task_waits_from_the_kill_to_whichever_replica_took_it(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from killdrill.integrations.celery.broker import CeleryBroker
+
+    broker = CeleryBroker(tmp_path, None)
+    killed = _attempt(2, [("before:checkout", 2000.0), ("during:payments.charge", 2010.0)], killed=True)
+    killed = replace(killed, duration_ms=2020.0, process="worker[0]")  # killed at 102.02
+    survivor = _attempt(3, [("before:checkout", 7500.0), ("committed:checkout", 7600.0)], killed=False)
+    survivor = replace(survivor, process="worker[1]")  # started at 100.0: took it at 107.5
+    restarted = replace(_attempt(4, [("before:other", 10.0)], killed=False), process="worker[0]")
+    timeline = [(100.0, killed), (103.0, restarted), (100.0, survivor)]
+    (wait,) = broker.waits(tmp_path, "t", timeline)
+    assert (wait["from"], wait["to"]) == pytest.approx((102.02, 107.5))
+    assert wait["unit"] == "task checkout" and "broker's contract" in wait["kept"]

@@ -110,3 +110,16 @@ def test_activation_wraps_the_sdks_client_connect() -> None:
     finally:
         temporal.deactivate()
     assert getattr(temporalio.client.Client.connect, "__wrapped__", None) is None
+
+
+def test_the_dev_servers_binary_is_the_option_then_the_documented_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from killdrill.integrations.temporal import INTEGRATION
+    from killdrill.integrations.temporal.server import BINARY_ENV, find_binary
+    from killdrill.options import DrillOptions
+
+    monkeypatch.setenv(BINARY_ENV, "/from/env/temporal")
+    given = DrillOptions(integrations=("temporal",), integration_options={"temporal_binary": "/opt/temporal"})
+    assert find_binary(INTEGRATION.option(given, "temporal_binary")) == "/opt/temporal"
+    assert find_binary(INTEGRATION.option(None, "temporal_binary")) == "/from/env/temporal"

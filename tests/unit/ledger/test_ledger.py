@@ -251,8 +251,8 @@ def _charge_and_die(path: str) -> None:
 
 def test_a_read_only_reader_leaves_a_killed_writers_wal_alone(tmp_path: Path) -> None:
     """The harness reads a case after each attempt through a connection that cannot write: its
-    close copies no WAL into the file (before, every read ended in a checkpoint with an fsync,
-    a tenth of a 1,000-effect case's harness time: issue 23)."""
+    close copies no WAL into the file (a checkpoint with an fsync at every read would be a tenth of
+    a 1,000-effect case's harness time)."""
     path, wal = tmp_path / "ledger.sqlite", tmp_path / "ledger.sqlite-wal"
     child = FORK.Process(target=_charge_and_die, args=(str(path),))
     child.start()
@@ -278,7 +278,7 @@ def test_a_read_only_reader_of_a_file_that_is_no_ledger_says_so(tmp_path: Path) 
 
 
 def test_a_snapshot_since_an_earlier_one_parses_only_what_came_after(tmp_path: Path) -> None:
-    """After attempt 2 a case reads only the calls after attempt 1's (issue 23); a ledger whose
+    """After attempt 2 a case reads only the calls after attempt 1's; a ledger whose
     earlier calls are gone or changed is read whole, so the check that follows sees it."""
     path = str(tmp_path / "ledger.sqlite")
     fakes = connect(path, thread="t")

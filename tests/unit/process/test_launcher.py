@@ -1,4 +1,4 @@
-"""The launcher's socket has no reader thread: whoever waits reads for everyone (issue 23).
+"""The launcher's socket has no reader thread: whoever waits reads for everyone.
 
 Real templates and real attempts: what must hold is that no message is lost or taken by the
 wrong waiter when several threads spawn and wait at once, and that a dead template is noticed

@@ -209,7 +209,7 @@ def test_drill_text_has_catalogue_table_summary_and_failed_cases() -> None:
     assert "3 cases: 2 exactly-once, 1 violated (duplicate_effect x1, key_changed x1)" in text
     failed = text.index("VIOLATED [during:payments.charge]")
     assert failed < text.index("Cases:") and REPRO in text[failed : text.index("Cases:")]
-    assert text.splitlines()[-1].startswith("3 cases: ")  # a CI log ends on the totals (issue 24)
+    assert text.splitlines()[-1].startswith("3 cases: ")  # a CI log ends on the totals
     assert "EXACTLY-ONCE [" not in text  # passing cases stay in the table only
 
 

@@ -1,4 +1,4 @@
-"""A drill's JSON report is linear in its catalogue (issue 23): each case of an N-step agent
+"""A drill's JSON report is linear in its catalogue: each case of an N-step agent
 holds N calls and N boundaries, so only failing cases and the first ``FULL_CLEAN_CASES`` clean
 ones are kept in full; later clean ones are abridged (no ledger, no traces) and still render."""
 

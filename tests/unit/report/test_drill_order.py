@@ -1,5 +1,5 @@
 """A failed drill's text ends on its totals, the line the docs promise (``N cases: ...``),
-not on the last failed case's reproduction line (issue 24)."""
+not on the last failed case's reproduction line."""
 
 from __future__ import annotations
 

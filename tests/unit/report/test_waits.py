@@ -52,3 +52,13 @@ def test_phases_and_waits_round_trip_through_json() -> None:
     c = case({"setup": 0.01, "resume": 2.0}, (LABEL, 1.5))
     back = CaseResult.from_dict(c.to_dict())
     assert back.phases == c.phases and back.waits == c.waits
+
+
+def test_the_line_says_why_a_wait_stays_and_what_the_integration_removed() -> None:
+    said = {"label": LABEL, "seconds": 3.0, "kept": "the agent's own setting", "removed": ["a poll", "a q"]}
+    c = CaseResult(command=("agent",), schedule="before:charge", thread="t", workdir="w",
+                   phases={"resume": 4.0}, waits=(said,))  # fmt: skip
+    assert waits_line([c]) == (
+        f"cases waited 75% of their time (3.0 s of 4.0 s) on {LABEL} after a kill: the agent's own"
+        " setting (killdrill already removed a poll; a q)"
+    )

@@ -20,7 +20,7 @@ from killdrill.records import (
 )
 from killdrill.verdict import judge, summarize
 from killdrill.verdict.consequences import regroup_summary
-from killdrill.verdict.diagnosis import FIXES, Cause, diagnose, key_shape
+from killdrill.verdict.diagnosis import FIXES, CauseName, diagnose, key_shape
 
 _seq = itertools.count(1)
 CHARGE = {"customer": "acme", "amount": 4200}
@@ -67,11 +67,11 @@ def test_one_uuid_key_is_one_root_with_its_consequences() -> None:
     assert [v.kind for v in out] == [DUPLICATE_EFFECT, KEY_CHANGED]
     dup = out[0]
     assert (
-        dup.cause == Cause.KEY_NEW_PER_ATTEMPT
+        dup.cause == CauseName.KEY_NEW_PER_ATTEMPT
         and "uuid4" in dup.observed
         and "response was lost" in dup.observed
     )
-    assert dup.fix == FIXES[Cause.KEY_NEW_PER_ATTEMPT]
+    assert dup.fix == FIXES[CauseName.KEY_NEW_PER_ATTEMPT]
     kids = {(k.kind, k.provider) for k in dup.consequences}
     assert kids == {
         (MISSING_EFFECT, "webhooks"),
@@ -79,7 +79,7 @@ def test_one_uuid_key_is_one_root_with_its_consequences() -> None:
         (MISSING_EFFECT, "mailbox"),
         (UNEXPECTED_EFFECT, "mailbox"),
     }
-    assert all(k.cause == Cause.CONSEQUENCE and "ch_0002" in k.observed for k in dup.consequences)
+    assert all(k.cause == CauseName.CONSEQUENCE and "ch_0002" in k.observed for k in dup.consequences)
     assert summary["webhooks"]["lost"] == 0 and summary["webhooks"]["unexpected"] == 0
     assert summary["webhooks"]["consequence"] == 1 and summary["mailbox"]["consequence"] == 1
     assert summary["payments"]["duplicated"] == 1
@@ -87,7 +87,7 @@ def test_one_uuid_key_is_one_root_with_its_consequences() -> None:
 
 def test_no_key_is_named_with_its_fix() -> None:
     out, _ = _diagnosed((None, None))
-    assert out[0].kind == DUPLICATE_EFFECT and out[0].cause == Cause.NO_KEY
+    assert out[0].kind == DUPLICATE_EFFECT and out[0].cause == CauseName.NO_KEY
     assert "idempotency_key" in out[0].fix
     assert len(out[0].consequences) == 4
 
@@ -97,7 +97,7 @@ def test_the_stripe_sdks_own_key_is_recognised() -> None:
     assert key_shape("charge-6a127e98-09b5-42d3-9c77-a9d9b7c1fce5") == "a uuid4"
     assert key_shape("charge-acme-1718000000123456789") == "the clock"
     out, _ = _diagnosed(("3f1c2a9b-77d0-12aa-0c3e-5b6f7a8b9c0d", "0a9e8d7c-6b5a-f4e3-d2c1-b0a998877665"))
-    assert out[0].cause == Cause.SDK_GENERATED_KEY
+    assert out[0].cause == CauseName.SDK_GENERATED_KEY
     assert "new in every process" in out[0].observed and "idempotency_key=" in out[0].fix
 
 
@@ -111,7 +111,7 @@ def test_a_duplicated_email_says_gate_and_reconcile() -> None:
     )
     attempts = [Attempt(1, "during:mailbox.send", KILLED, -9, 1.0, killed_at="during:mailbox.send"), RESUMED]
     (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
-    assert v.cause == Cause.IRREVERSIBLE_RESENT and "irreversible" in v.observed
+    assert v.cause == CauseName.IRREVERSIBLE_RESENT and "irreversible" in v.observed
     assert "lookup" in v.fix and "gate" in v.fix
 
 
@@ -122,12 +122,12 @@ def test_an_unfinished_resume_names_itself() -> None:
         Attempt(2, None, EXITED, 0, 1.0, unfinished=("notify",)),
     ]
     (v,) = diagnose(judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts)
-    assert v.kind == MISSING_EFFECT and v.cause == Cause.UNFINISHED_RESUME
+    assert v.kind == MISSING_EFFECT and v.cause == CauseName.UNFINISHED_RESUME
     assert "pending tasks (notify)" in v.observed and "snap" not in v.fix  # no framework's code
     (lg,) = diagnose(
         judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts, integrations=("langgraph",)
     )
-    assert lg.cause == Cause.UNFINISHED_RESUME and lg.observed == v.observed
+    assert lg.cause == CauseName.UNFINISHED_RESUME and lg.observed == v.observed
     assert "snap = graph.get_state(config)" in lg.fix  # LangGraph's record says how, under LangGraph
 
 
@@ -135,7 +135,7 @@ def test_a_missing_effect_without_a_known_cause_says_what_is_known() -> None:
     base = LedgerSnapshot((call("webhooks", "post", "t:hook", {"body": 1}, 1, "wh_0001"),))
     attempts = [Attempt(1, "committed:charge", KILLED, -9, 1.0, killed_at="committed:charge"), RESUMED]
     (v,) = diagnose(judge(base, LedgerSnapshot(), attempts), baseline=base, attempts=attempts)
-    assert v.cause == Cause.NOT_CALLED and "no attempt called it" in v.observed
+    assert v.cause == CauseName.NOT_CALLED and "no attempt called it" in v.observed
 
 
 def test_diagnosis_round_trips_through_json() -> None:
@@ -219,10 +219,10 @@ def test_a_key_holding_the_tool_call_id_the_model_issued_is_named_so() -> None:
     ledger = LedgerSnapshot(model + case.calls)
     found = diagnose(judge(base, ledger, attempts), baseline=base, attempts=attempts, ledger=ledger)
     root = next(v for v in found if v.kind == DUPLICATE_EFFECT)
-    assert root.cause == Cause.MODEL_ID_KEY and root.fix == FIXES[Cause.MODEL_ID_KEY]
+    assert root.cause == CauseName.MODEL_ID_KEY and root.fix == FIXES[CauseName.MODEL_ID_KEY]
     assert f"{keys[0]} in attempt 1, {keys[1]} in attempt 2" in root.observed
     plain = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts, ledger=case)
-    assert next(v for v in plain if v.kind == DUPLICATE_EFFECT).cause == Cause.KEY_NEW_PER_ATTEMPT
+    assert next(v for v in plain if v.kind == DUPLICATE_EFFECT).cause == CauseName.KEY_NEW_PER_ATTEMPT
 
 
 def test_an_undeclared_providers_cause_never_says_it_takes_no_key() -> None:
@@ -230,7 +230,7 @@ def test_an_undeclared_providers_cause_never_says_it_takes_no_key() -> None:
     landed twice is the server not deduping it; no key sent is ``no_key``, not "takes none"."""
     book = {"guest": "Ana", "room": "12"}
     attempts = [Attempt(1, "during:hotel.book", KILLED, -9, 1.0, killed_at="during:hotel.book"), RESUMED]
-    for key, cause in (("r1", Cause.PROVIDER_NOT_DEDUPING), (None, Cause.NO_KEY)):
+    for key, cause in (("r1", CauseName.PROVIDER_NOT_DEDUPING), (None, CauseName.NO_KEY)):
         base = LedgerSnapshot((call("hotel", "book", key, book, 1, "hotel_1"),))
         case = LedgerSnapshot(
             (call("hotel", "book", key, book, 1, "hotel_1"), call("hotel", "book", key, book, 2, "hotel_2"))

@@ -1,6 +1,5 @@
 """Where a key changed: within one attempt (a client's own retry, after ``drop:``) or between
-attempts (issue 24, held-out finding 3: "the key changed between attempts" was said of two calls
-of one attempt)."""
+attempts, never "between attempts" of two calls of one attempt."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""The near-linear matching (issue 23) against the all-pairs Hungarian it replaced.
+"""The near-linear matching against the all-pairs Hungarian assignment, its reference.
 
-The old algorithm is kept here, verbatim, as the reference.  What the verdict uses is the union
-of differing fields over the matched pairs (``volatile_fields``); the new matching must reach
+The reference is the full cost matrix and the Hungarian algorithm.  What the verdict uses is the
+union of differing fields over the matched pairs (``volatile_fields``); the matching must reach
 the same minimum cost always, and the same union whenever the union does not depend on how the
-old scan order broke a tie between equally cheap matchings (checked by enumerating them all).
+reference's scan order breaks a tie between equally cheap matchings (checked by enumerating
+them all).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from killdrill.verdict.matching import assignment, differing, payload_distance
 from killdrill.verdict.matching_scale import match_calls
 
 
-def old_match_calls(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call]]:
-    """The matching before issue 23: the full cost matrix, then the Hungarian algorithm."""
+def reference_match_calls(left: Sequence[Call], right: Sequence[Call]) -> list[tuple[Call, Call]]:
+    """The reference: the full cost matrix, then the Hungarian algorithm (optimal, quadratic)."""
     left = sorted(left, key=lambda c: c.seq)
     right = sorted(right, key=lambda c: c.seq)
     weight = len(left) + len(right) + 1  # keys never outweigh one differing field
@@ -82,14 +83,14 @@ def test_same_minimum_and_the_same_union_unless_a_tie_decides(
     a: list[tuple[dict[str, Any], str | None]], b: list[tuple[dict[str, Any], str | None]]
 ) -> None:
     left, right = calls_of(a, 0), calls_of(b, 100)
-    new, old = match_calls(left, right), old_match_calls(left, right)
-    assert len(new) == len(old) == min(len(left), len(right))
-    assert len({id(x) for x, _ in new}) == len(new) and len({id(y) for _, y in new}) == len(new)
-    assert cost(new) == cost(old)
+    got, reference = match_calls(left, right), reference_match_calls(left, right)
+    assert len(got) == len(reference) == min(len(left), len(right))
+    assert len({id(x) for x, _ in got}) == len(got) and len({id(y) for _, y in got}) == len(got)
+    assert cost(got) == cost(reference)
     unions = optimal_unions(left, right) if left and right else {frozenset()}
-    assert union(new) in unions
+    assert union(got) in unions
     if len(unions) == 1:
-        assert union(new) == union(old)
+        assert union(got) == union(reference)
 
 
 @settings(max_examples=150, deadline=None)
@@ -117,12 +118,13 @@ def test_a_batch_run_twice_names_the_same_volatile_fields(n: int, seed: int, sha
         return out
 
     left, right = run("A", 0), run("B", 10_000)
-    new, old = match_calls(left, right), old_match_calls(left, right)
-    assert cost(new) == cost(old)
-    assert union(new) == union(old)
+    got, reference = match_calls(left, right), reference_match_calls(left, right)
+    assert cost(got) == cost(reference)
+    assert union(got) == union(reference)
     snap = LedgerSnapshot
     a, b = (snap(calls=c, state={}, in_flight=[]) for c in (left, right))  # type: ignore[call-arg]
-    assert volatile_fields(a, b) == ({"payments.charge": sorted(union(old))} if union(old) else {})
+    fields = union(reference)
+    assert volatile_fields(a, b) == ({"payments.charge": sorted(fields)} if fields else {})
 
 
 def test_without_scipy_the_pure_hungarian_gives_the_same_minimum(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,7 +143,7 @@ def test_without_scipy_the_pure_hungarian_gives_the_same_minimum(monkeypatch: py
     before = dict(scale.STATS)
     pure = match_calls(left, right)
     assert scale.STATS["assigned"] > before["assigned"]
-    assert cost(pure) == cost(with_scipy) == cost(old_match_calls(left, right))
+    assert cost(pure) == cost(with_scipy) == cost(reference_match_calls(left, right))
 
 
 def test_too_large_to_solve_exactly_is_approximated_and_says_so(
@@ -149,7 +151,7 @@ def test_too_large_to_solve_exactly_is_approximated_and_says_so(
 ) -> None:
     monkeypatch.setattr(scale, "EXACT_CELLS", 10)
     monkeypatch.setattr(scale, "PURE_CELLS", 10)
-    # two fields apart everywhere: no one-apart pairing can certify it (issue 23, wave 2)
+    # two fields apart everywhere: no one-apart pairing can certify it
     left = [call(i, {"a": i, "b": i % 3, "c": i}) for i in range(6)]
     right = [call(100 + i, {"a": i + 50, "b": (i + 1) % 3, "c": i + 50}) for i in range(6)]
     before = scale.STATS["approximated"]
@@ -181,12 +183,12 @@ def test_a_key_one_field_apart_elsewhere_is_not_certified() -> None:
     left = [call(0, {"a": 1, "b": 1}, "k1"), call(1, {"a": 2, "b": 1}, "k2")]
     right = [call(10, {"a": 1, "b": 2}, "k2"), call(11, {"a": 2, "b": 2}, "k1")]
     # (L0,R0) and (L1,R1) are one field apart (b) under other keys; L0-R1 and L1-R0 are two apart
-    new, old = match_calls(left, right), old_match_calls(left, right)
-    assert cost(new) == cost(old)
+    got, reference = match_calls(left, right), reference_match_calls(left, right)
+    assert cost(got) == cost(reference)
     left = [call(0, {"a": 1, "b": 1}, "k1"), call(1, {"a": 2, "b": 1}, "k2")]
     right = [call(10, {"a": 2, "b": 2}, "k2"), call(11, {"a": 1, "b": 3}, "k1")]
-    new, old = match_calls(left, right), old_match_calls(left, right)
-    assert cost(new) == cost(old) == (2, 0)
+    got, reference = match_calls(left, right), reference_match_calls(left, right)
+    assert cost(got) == cost(reference) == (2, 0)
 
 
 @pytest.mark.parametrize("volatile", [False, True])

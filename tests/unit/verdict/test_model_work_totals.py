@@ -1,5 +1,5 @@
-"""The model line over several cases (issue 24, held-out finding 6: ``Model over all cases: 57
-calls ... (a clean run: 58 calls ...)`` summed the clean runs of every case and called it one)."""
+"""The model line over several cases: the clean run's calls are one clean run's, never the sum
+of every case's clean runs called one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The verdict's shortcuts at 10^5 effects (issue 23) give the same answers as the long way.
+"""The verdict's shortcuts at 10^5 effects give the same answers as the long way.
 
 - :attr:`Effect.plain` effects skip the core per-effect checks (``quiet_on_plain``): each of
   those checks is run on random plain effects and must say nothing, and ``judge`` with the skip
@@ -27,7 +27,7 @@ from killdrill.canonical import _LENIENT, canonical_json, json_reader
 from killdrill.ledger._substitute import Substitution, replace_all
 from killdrill.records import Attempt, Call, LedgerSnapshot
 from killdrill.verdict import judge
-from killdrill.verdict.registry import CheckContext, registered_checks
+from killdrill.verdict.checks import CheckContext, registered_checks
 
 PROVIDERS = ("payments", "mailbox", "kv", "tickets")
 OUTCOMES = ("created", "replayed", "rejected", "failed")

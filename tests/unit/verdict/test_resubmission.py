@@ -20,7 +20,7 @@ from killdrill.records import (
     LedgerSnapshot,
 )
 from killdrill.verdict import judge
-from killdrill.verdict.diagnosis import FIXES, Cause, diagnose
+from killdrill.verdict.diagnosis import FIXES, CauseName, diagnose
 
 _seq = itertools.count(1)
 W0, W1, W2 = "wf-clean", "wf-first", "wf-again"
@@ -63,12 +63,12 @@ def test_a_second_order_from_a_re_sent_request_is_work_resubmitted(late: bool) -
     out = diagnosed([(1, W1, 2), (2, W2, 3)], late_first_update=late)
     mail = next(v for v in out if v.provider == "mailbox")
     assert mail.kind == UNEXPECTED_EFFECT
-    assert mail.cause == Cause.WORK_RESUBMITTED and mail.fix == FIXES[Cause.WORK_RESUBMITTED]
+    assert mail.cause == CauseName.WORK_RESUBMITTED and mail.fix == FIXES[CauseName.WORK_RESUBMITTED]
     assert f"in run {W2} (attempt 3, app)" in mail.observed
     assert "in 2 runs" in mail.observed and "a clean run has 1" in mail.observed
     assert "after the kill at during:mailbox.send (attempt 2, app)" in mail.observed
     assert "the driver ran once (attempt 1)" in mail.observed
-    assert not [v for v in out if v.cause == Cause.UNEXPLAINED], [(v.kind, v.cause) for v in out]
+    assert not [v for v in out if v.cause == CauseName.UNEXPLAINED], [(v.kind, v.cause) for v in out]
     for v in out:  # the new run is the one that began second, whatever step it reached first
         assert f"in run {W2} (attempt 3, app)" in v.observed, v.observed
         assert "this run is new (its first call: attempt 3, app)" in v.observed, v.observed
@@ -77,4 +77,4 @@ def test_a_second_order_from_a_re_sent_request_is_work_resubmitted(late: bool) -
 def test_one_run_doing_the_work_again_is_not_a_resubmission() -> None:
     # the same run (a recovered workflow) sending order 2 is not the work submitted again
     out = diagnosed([(1, W1, 2), (2, W1, 3)])
-    assert out and not [v for v in out if v.cause == Cause.WORK_RESUBMITTED]
+    assert out and not [v for v in out if v.cause == CauseName.WORK_RESUBMITTED]

@@ -124,8 +124,8 @@ def test_conflict_while_in_flight_then_replay_is_clean() -> None:
 
 def test_volatile_field_changed_under_one_key_is_key_reused() -> None:
     """A model-written description differs on replay: the fake rejects it.  The field varies
-    between clean runs, but under one key within a run it must not (issue 11: a re-stamped
-    ``sent_at`` was hidden this way): ``key_reused``, and nothing else when it is volatile."""
+    between clean runs, but under one key within a run it must not (a re-stamped ``sent_at``
+    would hide this way): ``key_reused``, and nothing else when it is volatile."""
     base = snap(call(key="b1", payload={**CHARGE, "description": "May usage"}))
     case = snap(
         call(key="k1", payload={**CHARGE, "description": "Usage for May"}, attempt=1),

@@ -213,3 +213,58 @@ def test_checkout_sdk_request_payment_replays_under_its_key(base: str, ledger_fi
     again = api.payments.request_payment(request, "ck-sdk")
     assert first.id == again.id and first.http_metadata.status_code == 201
     assert outcomes(ledger_file, "checkout") == ["created", "replayed"]
+
+
+@pytest.mark.parametrize(
+    ("params", "pointer"),
+    [
+        ({"currency": "GBP", "links": {"mandate": "MD1"}}, "/payments/amount"),
+        ({"amount": -5, "currency": "GBP", "links": {"mandate": "MD1"}}, "/payments/amount"),
+        ({"amount": 1500, "links": {"mandate": "MD1"}}, "/payments/currency"),
+        ({"amount": 1500, "currency": "GBP", "links": {}}, "/payments/links/mandate"),
+    ],
+)
+def test_gocardless_an_invalid_payment_is_a_422_validation_failed_naming_the_field(
+    base: str, ledger_file: str, params: dict[str, Any], pointer: str
+) -> None:
+    with pytest.raises(gocardless_pro.errors.ValidationFailedError) as info:
+        gc(base).payments.create(params=params, headers={"Idempotency-Key": "gc-v"})
+    assert info.value.code == 422 and info.value.type == "validation_failed"
+    assert [e["request_pointer"] for e in info.value.errors] == [pointer]
+    bad = httpx.post(f"{base}/payments", content=b"[1]", headers={"Idempotency-Key": "gc-v"})
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_api_usage"
+    assert outcomes(ledger_file, "gocardless") == []
+
+
+def test_the_razorpay_sdk_replays_a_payout_under_its_key_and_raises_razorpays_errors(
+    base: str, ledger_file: str
+) -> None:
+    razorpay = pytest.importorskip("razorpay")
+
+    client = razorpay.Client(auth=("rzp_test_x", "secret"), base_url=f"{base}/razorpay")
+    first = client.post("/v1/payouts", PAYOUT, headers={"X-Payout-Idempotency": "po-sdk"})
+    again = client.post("/v1/payouts", PAYOUT, headers={"X-Payout-Idempotency": "po-sdk"})
+    assert first["id"] == again["id"] and first["status"] == "processing"
+    with pytest.raises(razorpay.errors.BadRequestError, match="same idempotency key"):
+        client.post("/v1/payouts", {**PAYOUT, "amount": 200}, headers={"X-Payout-Idempotency": "po-sdk"})
+    with pytest.raises(razorpay.errors.BadRequestError, match="Idempotency key is missing"):
+        client.post("/v1/payouts", PAYOUT)
+    assert client.get(f"/v1/payouts/{first['id']}", {})["amount"] == PAYOUT["amount"]
+    assert outcomes(ledger_file, "razorpay") == ["created", "replayed", "rejected"]
+
+
+@pytest.mark.parametrize(
+    ("body", "codes"),
+    [
+        ({"currency": "GBP"}, ["amount_required"]),
+        ({"amount": "ten", "currency": "GBP"}, ["amount_invalid"]),
+        ({"amount": 10}, ["currency_required"]),
+    ],
+)
+def test_checkout_an_invalid_payment_is_a_422_request_invalid_naming_its_codes(
+    base: str, ledger_file: str, body: dict[str, Any], codes: list[str]
+) -> None:
+    r = httpx.post(f"{base}/checkout/payments", json=body, headers={"Cko-Idempotency-Key": "c-v"})
+    assert r.status_code == 422 and r.json()["error_type"] == "request_invalid"
+    assert r.json()["error_codes"] == codes and r.json()["request_id"]
+    assert outcomes(ledger_file, "checkout") == []

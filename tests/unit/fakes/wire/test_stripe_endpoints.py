@@ -1,4 +1,4 @@
-"""The Stripe endpoints a newcomer's code calls (issue 24): PaymentIntents come back as ``pi_...``
+"""The Stripe endpoints a newcomer's code calls: PaymentIntents come back as ``pi_...``
 (with their charge as ``latest_charge``), and the legacy ``stripe.Charge.create`` (``POST
 /v1/charges``) is served as the same ``payments.charge`` effect."""
 
