@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill import envvars
 from killdrill.drill.db_effects import EffectRows
-from killdrill.drill.deployment import Deployed, DeploymentHook, check_faults
+from killdrill.drill.deployment import Deployed, DeploymentCase, check_faults
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, fill_env, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
@@ -32,7 +32,8 @@ from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
-from killdrill.faults.resumers import Barrier
+from killdrill.faults.kinds import Scene
+from killdrill.faults.plan import Plan
 from killdrill.integrations import (
     Service,
     check_options,
@@ -55,6 +56,7 @@ from killdrill.options import (
 )
 from killdrill.points import Fault, Schedule
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, ServiceHost, python_target
+from killdrill.process.nemesis import Nemesis
 from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import EXITED, Attempt
@@ -296,11 +298,32 @@ class AttemptLauncher:
             launcher=self.get_launcher(),
         )
 
+    def plan(self, run: RunContext, schedule: Schedule, max_attempts: int) -> Plan | DeploymentCase:
+        """The plan of ``run``'s case (what each step of its launch loop starts): the schedule's
+        faults with the concurrent resumers, or, for a deployment, its one step, the whole case."""
+        if self.topology is not None:
+            return self.deployment(run, schedule, max_attempts)
+        return Plan(
+            schedule,
+            lambda number, fault, suffix: self.spec(run, number, fault, suffix=suffix),
+            self.scene(run),
+            resumers=self.options.resumers,
+            barrier=self.options.barrier,
+        )
+
     def deploy(
         self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
     ) -> Deployed:
         """Run one case of the deployment (``--serve``): its services and its driver, ``schedule``'s
         faults aimed at any of them, the driver run at most ``max_attempts`` times."""
+        case = self.deployment(run, schedule, max_attempts, detect=detect)
+        step = case.step(1)
+        return case.whole(self.launch(run, step.specs, step.faults, case.scene))
+
+    def deployment(
+        self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
+    ) -> DeploymentCase:
+        """One case of the deployment (``--serve``), ready to launch."""
         assert self.topology is not None
         processes = self.topology.processes(run.thread, str(run.workdir))
         check_faults(schedule, [p.name for p in processes])
@@ -329,7 +352,7 @@ class AttemptLauncher:
                 launcher=self.get_launcher() if python_target(process.argv) else None,  # --launcher fork
             )
 
-        hook = DeploymentHook(
+        case = DeploymentCase(
             processes,
             make_spec,
             schedule,
@@ -337,25 +360,31 @@ class AttemptLauncher:
             restart_delay=self.options.restart_delay,
             ready_timeout=self.options.timeout,
             grace=self.options.grace,
+            scene=self.scene(run),
         )
         aborts = exit_aborts(self.options.integrations)
-        hook.known_abort = lambda r: (
+        case.known_abort = lambda r: (
             r.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
             and bool(r.trace)
             and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
         )
-        attempts = self.launch(run, hook.specs(), hook=hook)
-        return hook.finish(attempts)
+        return case
+
+    def scene(self, run: RunContext) -> Scene:
+        """What the nemeses of ``run``'s launches may reach of it (``faults.kinds.Scene``)."""
+        return Scene(workdir=run.workdir, state=run.state, thread=run.thread, options=self.options)
 
     def launch(
         self,
         run: RunContext,
         specs: list[LaunchSpec],
-        hook: Barrier | fleet.Pause | DeploymentHook | None = None,
+        faults: Sequence[Nemesis] = (),
+        scene: Scene | None = None,
     ) -> list[Attempt]:
-        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them: always for
-        the model (every attempt's model SDKs point at the model fake, scripted or not), and the
-        effects' routes' URL given to the agent when asked."""
+        """Run ``specs`` at once under one supervisor, ``faults`` acting on them, with the HTTP
+        fakes around them (``scene.fakes`` while they run): always for the model (every attempt's
+        model SDKs point at the model fake, scripted or not), and the effects' routes' URL given
+        to the agent when asked."""
         self.effect_rows.prepare(run)  # the run's own schema exists before anything writes to it
         servers: list[FakesServer | SmtpFake] = []
         wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
@@ -384,25 +413,18 @@ class AttemptLauncher:
                 spec.env = {**spec.env, envvars.SMTP: smtp.attempt_address(id(spec))}
             spec.env = expand_env(spec.env, self.options.env)
 
-        for spec in specs:
-            prepare(spec)
-        if isinstance(hook, DeploymentHook):
-            hook.prepare = prepare
-        on_start: Callable[[Running], None] | None = None
-        if servers:
+        def on_start(running: Running) -> None:
+            for server in servers:
+                address, token = running.listener.address, running.listener.token
+                server.bind(run.thread, running.spec.number, address, token, launch=id(running.spec))
 
-            def on_start(running: Running) -> None:
-                for server in servers:
-                    address, token = running.listener.address, running.listener.token
-                    server.bind(run.thread, running.spec.number, address, token, launch=id(running.spec))
-                    if hasattr(server, "arm"):
-                        server.arm(running)  # a drop:/reset: connection fault of this attempt
-
-        supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
-        if hook is not None:
-            hook.bind(supervisor)
+        if scene is not None:
+            scene.fakes = list(servers)
+        supervisor = Supervisor(on_attempt_start=on_start, prepare=prepare, faults=faults)
         try:
             return [self._forgive_exit_abort(a) for a in supervisor.run_many(specs)]
         finally:
             for server in servers:
                 server.stop()
+            if scene is not None:
+                scene.fakes = []

@@ -10,12 +10,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from killdrill import envvars
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.db_effects import with_rows
+from killdrill.drill.deployment import Deployed
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
 from killdrill.drill.intervals import resolve_schedule
@@ -25,9 +26,9 @@ from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError
 from killdrill.faults import fleet
-from killdrill.faults.resumers import Barrier
+from killdrill.faults.kinds import Batch, Scene
 from killdrill.ledger import LedgerError
-from killdrill.points import Fault, Schedule, parse_schedule
+from killdrill.points import Schedule, parse_schedule
 from killdrill.records import (
     EXITED,
     HANG,
@@ -59,6 +60,17 @@ class Yardstick:
 
     baseline: LedgerSnapshot
     note: str
+
+
+class CasePlan(Protocol):
+    """What each step of a case's launch loop starts (``faults.plan.Plan``; a deployment's case,
+    ``drill.deployment.DeploymentCase``, whose one step is the whole case: ``whole`` reads it)."""
+
+    scene: Scene
+
+    def step(self, number: int) -> Batch: ...
+
+    def whole(self, attempts: Sequence[Attempt]) -> Deployed | None: ...
 
 
 @dataclass
@@ -254,14 +266,9 @@ class CaseRunner:
         mark = uuid.uuid4().hex
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
-        if self.launcher.topology is not None:
-            deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
-            clock.mark("deployment")
-            clock.deployed(deployed.attempts, deployed.started)  # what the runtime held, read after
-            return deployed
+        plan: CasePlan = self.launcher.plan(run, sched, max_attempts)
         out = CaseAttempts()
         number = 0
-        resumers_used = False
         seen: LedgerSnapshot | None = None
         while number < max_attempts:
             number += 1
@@ -271,16 +278,17 @@ class CaseRunner:
                 if between is not None:
                     out.violations.append(between)
                     break
-            kill = sched.for_attempt(number)
             clock.mark("restart" if number > 1 else "setup")
-            if number == 2 and self.options.resumers > 1 and not resumers_used:
-                resumers_used = True
-                batch = self._concurrent(run, number, kill)
-            elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
-                batch = self._paused(run, number, kill, sched.for_attempt(number + 1))
-                number += len(batch) - 1
-            else:
-                batch = self.launcher.launch(run, [self.launcher.spec(run, number, kill)])
+            step = plan.step(number)  # one launch, a zombie and its resumer, N resumers, a deployment
+            batch = self.launcher.launch(run, step.specs, step.faults, plan.scene)
+            out.notes.extend(note for fault in step.faults for note in fault.notes())  # what they did
+            whole = plan.whole(batch)
+            if whole is not None:  # the step was the whole case: a deployment's services and driver
+                deployed = self._deployed(run, whole, mark, offsets_may_miss, out.notes)
+                clock.mark("deployment")
+                clock.deployed(deployed.attempts, deployed.started)  # what the runtime held, read after
+                return deployed
+            number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)
@@ -316,12 +324,12 @@ class CaseRunner:
         return out
 
     def _deployed(
-        self, run: RunContext, sched: Schedule, mark: str, max_attempts: int, offsets_may_miss: bool
+        self, run: RunContext, deployed: Deployed, mark: str, offsets_may_miss: bool, notes: list[str]
     ) -> CaseAttempts:
-        """A deployment's case: services and driver under one supervisor (killdrill.drill.deployment).
-        ``offsets_may_miss`` (chaos): a timed kill the driver finished before is a miss, a note."""
-        deployed = self.launcher.deploy(run, sched, max_attempts)
-        out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations))
+        """What a deployment's case left (services and driver under one supervisor,
+        killdrill.drill.deployment), judged.  ``offsets_may_miss`` (chaos): a timed kill the driver
+        finished before is a miss, a note."""
+        out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations), notes=notes)
         out.started = deployed.started
         out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
         if broken is not None:
@@ -348,14 +356,6 @@ class CaseRunner:
         if not out.completed and not out.violations and drivers:
             out.violations.append(never_completed(drivers))
         return out
-
-    def _paused(self, run: RunContext, number: int, kill: Fault, next_kill: Fault | None) -> list[Attempt]:
-        """Attempt ``number`` paused at ``kill`` (the zombie), attempt ``number + 1`` resuming
-        meanwhile; the attempts that ran (the resumer is absent when the point was never reached)."""
-        zombie = self.launcher.spec(run, number, kill)
-        resumer = self.launcher.spec(run, number + 1, next_kill)
-        resumer.deferred = True
-        return self.launcher.launch(run, [zombie, resumer], hook=fleet.Pause(kill, resumer))
 
     def _check_ledger(
         self, run: RunContext, mark: str, seen: LedgerSnapshot | None, number: int
@@ -400,14 +400,6 @@ class CaseRunner:
                 f"the between-attempts command {shlex.join(argv)} exited {proc.returncode}: {last_line(err)}",
             )
         return None
-
-    def _concurrent(self, run: RunContext, number: int, kill: Fault | None) -> list[Attempt]:
-        """``resumers`` attempts numbered ``number`` at once, held at barriers (concurrent resumers)."""
-        specs = [
-            self.launcher.spec(run, number, kill if i == 0 else None, suffix=f".{i + 1}")
-            for i in range(self.options.resumers)
-        ]
-        return self.launcher.launch(run, specs, hook=Barrier(self.options.barrier))
 
 
 def with_held(v: Violation, held: tuple[str, dict[str, Any]] | None) -> Violation:
