@@ -80,7 +80,7 @@ class LossyOps:
 
     def __init__(self, backing: str, link: str | None) -> None:
         self.backing = os.path.realpath(backing)
-        self.link = "/" + link if link else None
+        self.shown_link = "/" + link if link else None
         self.mutex = threading.RLock()
         self.dirty: dict[tuple[int, int], Dirty] = {}
         self.fsyncs: dict[str, int] = {}  # path -> syncs that wrote data, for the report
@@ -91,7 +91,7 @@ class LossyOps:
         return self.backing + path
 
     def _guard(self, path: str) -> None:
-        if self.link is not None and path == self.link:
+        if self.shown_link is not None and path == self.shown_link:
             raise OSError(errno.EPERM, "the harness's folder")
 
     @staticmethod
@@ -200,7 +200,7 @@ class LossyOps:
     # -- metadata: applied at once ---------------------------------------------------------
     def getattr(self, path: str | None, fh: int | None = None) -> dict[str, Any]:
         with self.mutex:
-            if self.link is not None and path == self.link:
+            if self.shown_link is not None and path == self.shown_link:
                 target = self.readlink(path)
                 st = os.lstat(self.real(path))
                 attrs = _attrs(st)
@@ -217,7 +217,7 @@ class LossyOps:
             return attrs
 
     def readlink(self, path: str) -> str:
-        if self.link is not None and path == self.link:
+        if self.shown_link is not None and path == self.shown_link:
             return self.real(path)
         return os.readlink(self.real(path))
 
