@@ -52,7 +52,10 @@ _START_RE = re.compile(rf"^start\+{_PCT}$")
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 _PROCESS_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_\-]*(?:\[\d+\])?):(?P<rest>.+)$")
 """``NAME:POINT`` aims at one process of a deployment (``api:before:x``, ``worker[1]:offset:2s``)."""
-_WORDS = frozenset((*KINDS, *NET_FAULTS, "offset", "pause", "start"))
+POWER_LOSS = "powerloss"
+"""``powerloss:POINT`` (any kill's point or time): the kill, then the machine's power lost (the
+case's workdir on a lossy file system drops what was not fsynced; killdrill.faults.powerloss)."""
+_WORDS = frozenset((*KINDS, *NET_FAULTS, "offset", "pause", "start", POWER_LOSS))
 
 
 class ScheduleError(UsageError, ValueError):
@@ -115,6 +118,7 @@ class Fault:
     until: str | None = None  # with pause: the resumer's point (label, ``#M`` kept) that wakes it
     fault: str | None = None  # "drop" / "reset": a connection fault at ``during:PROVIDER.OP``
     process: str | None = None  # ``NAME:POINT``: only that process of a deployment (a service, ``driver``)
+    action: str | None = None  # ``powerloss``: what the kill brings with it (a lost machine)
 
     @property
     def is_kill(self) -> bool:
@@ -139,7 +143,8 @@ class Fault:
 
     def __str__(self) -> str:
         text = self._text()
-        return f"{self.process}:{text}" if self.process else text
+        text = f"{self.process}:{text}" if self.process else text
+        return f"{self.action}:{text}" if self.action else text
 
     def _text(self) -> str:
         if self.point is None:
@@ -169,7 +174,10 @@ def parse_fault(text: str) -> Fault:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
     ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``
     (the zombie, killdrill.faults.fleet); or a connection fault toward the HTTP fakes:
-    ``drop:payments.charge#2~1s``, ``reset:payments.charge``."""
+    ``drop:payments.charge#2~1s``, ``reset:payments.charge``; or a power loss at a kill's point
+    or time: ``powerloss:after:save``, ``powerloss:offset:40ms``."""
+    if text.strip().startswith(POWER_LOSS + ":"):
+        return _parse_power_loss(text)
     m = _PROCESS_RE.match(text.strip())
     if m and m["name"] not in _WORDS and (":" in m["rest"] or m["rest"].startswith("start")):
         try:
@@ -238,6 +246,19 @@ def _parse_plain(text: str) -> Fault:
         else:
             hold = ms
     return Fault(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold, pct=pct)
+
+
+def _parse_power_loss(raw: str) -> Fault:
+    trigger = raw.strip()[len(POWER_LOSS) + 1 :]
+    try:
+        when = parse_fault(trigger)
+    except ScheduleError as exc:
+        raise ScheduleError(raw, f"after {POWER_LOSS}: {exc.why}") from None
+    if not when.is_kill or when.action is not None or when.process is not None:
+        raise ScheduleError(
+            raw, f"expected {POWER_LOSS}:POINT with a kill's point or time (after:save, offset:40ms), not {trigger!r}"
+        )
+    return replace(when, action=POWER_LOSS)
 
 
 def _parse_pause(raw: str, text: str) -> Fault:

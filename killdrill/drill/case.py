@@ -17,13 +17,14 @@ from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.db_effects import with_rows
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
+from killdrill.drill.errors import STATE_DIR
 from killdrill.drill.intervals import resolve_schedule
 from killdrill.drill.phases import PhaseClock, clean_attempt, clip_waits
 from killdrill.drill.thread_view import with_thread_view
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
-from killdrill.errors import HarnessError
-from killdrill.faults import fleet
+from killdrill.errors import HarnessError, UsageError
+from killdrill.faults import fleet, powerloss
 from killdrill.faults.resumers import Barrier
 from killdrill.ledger import LedgerError
 from killdrill.points import Fault, Schedule, parse_schedule
@@ -114,14 +115,20 @@ class CaseRunner:
         text = str(sched)
         clean = discovery.run_for(first_label(sched))
         thread, yard = thread_and_yardstick(discovery, clean)
+        powerloss.check_available(sched)
+        if self.launcher.topology is not None and powerloss.has_power_loss(sched):
+            raise UsageError("a power loss (powerloss:POINT) drills one command, not a deployment (--serve)")
         run = RunContext(self.workdirs.new(text), thread)
         reproduce = self.reproduce_line(text)
         self._write_plan(run, text, seed, reproduce)
         clock.mark("setup")
         waits: list[dict[str, Any]] = []
         rows: list[Call] = []
+        lossy = powerloss.LossyWorkdir(run.workdir, STATE_DIR) if powerloss.has_power_loss(sched) else None
         try:
-            ran = self._attempts(run, sched, offsets_may_miss, clock)
+            if lossy is not None:
+                lossy.open()
+            ran = self._attempts(run, sched, offsets_may_miss, clock, lossy)
             rows = self._rows(run, ran)  # before the release drops the run's schema
             clock.mark("verdict")
             if clock.kills and len(ran.attempts) > 1:  # what the runtime held after a kill
@@ -131,6 +138,8 @@ class CaseRunner:
                 )
                 clock.mark("verdict")
         finally:
+            if lossy is not None:
+                lossy.close()
             self.launcher.release(run)
             clock.mark("release")
 
@@ -245,7 +254,12 @@ class CaseRunner:
         (run.state / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
 
     def _attempts(
-        self, run: RunContext, sched: Schedule, offsets_may_miss: bool, clock: PhaseClock
+        self,
+        run: RunContext,
+        sched: Schedule,
+        offsets_may_miss: bool,
+        clock: PhaseClock,
+        lossy: powerloss.LossyWorkdir | None = None,
     ) -> CaseAttempts:
         """Attempt 1 armed with the first kill, then resumes under the same thread until the run
         completes, a verdict is already certain, or ``max_attempts`` ran out."""
@@ -278,6 +292,7 @@ class CaseRunner:
                 number += len(batch) - 1
             else:
                 batch = self.launcher.launch(run, [self.launcher.spec(run, number, kill)])
+                batch = powerloss.after_launch(lossy, kill, batch)  # every process reaped: the power goes
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)

@@ -1,0 +1,102 @@
+"""Power loss (``powerloss:POINT``): the kill at POINT, then the machine goes down and comes back.
+
+A SIGKILL ends processes; the kernel still holds everything they wrote.  A power loss also drops
+what no one synced.  For a case whose schedule has a power loss, :class:`LossyWorkdir` puts the
+case's workdir on the lossy file system (``faults.lossy_mount``: LazyFS's model, data cached in
+memory until ``fsync``, names durable at once) for every attempt; when the fault fires, the
+drill kills the attempt's whole tree as for any kill, then :meth:`LossyWorkdir.power_loss`
+drops every unsynced write and mounts the file system again, so the next attempt resumes from
+what was synced.  The attempt records which file lost what (``Attempt.lost_writes``), and the
+verdict names the cause (``unsynced_write``, ``verdict.power_loss``).
+
+The harness's own folder (``.killdrill``: the ledger, the plan, the logs) is shown inside the
+mount as a symlink to the real folder: it is never lossy and never passes through FUSE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from killdrill.errors import UsageError
+from killdrill.faults.lossy_mount import LossyMount, unavailable
+from killdrill.points import POWER_LOSS, Fault, Schedule
+from killdrill.records import Attempt
+
+INDEX_SUFFIXES = ("-shm",)
+"""Files that hold no data of their own: SQLite's WAL index (rebuilt from the WAL on open)."""
+
+
+def has_power_loss(schedule: Schedule) -> bool:
+    return any(f.action == POWER_LOSS for f in schedule)
+
+
+def check_available(schedule: Schedule) -> None:
+    """A :class:`UsageError` (one line) when the schedule has a power loss this machine cannot
+    make."""
+    if has_power_loss(schedule):
+        why = unavailable()
+        if why is not None:
+            raise UsageError(f"{next(f for f in schedule if f.action == POWER_LOSS)}: {why}")
+
+
+class LossyWorkdir:
+    """The case's workdir on the lossy file system: its files move to a backing folder beside it
+    (``.killdrill-lossy-NAME``) and are shown at the workdir's own path for the case's life;
+    ``state`` (the harness's folder's name) is passed through, never lossy."""
+
+    def __init__(self, workdir: Path, state: str) -> None:
+        self.workdir = workdir
+        self.backing = workdir.parent / f".killdrill-lossy-{workdir.name}"
+        self.mount = LossyMount(self.backing, workdir, link=state, log=self.backing / state / "lossyfs.log")
+        self.opened = False
+
+    def open(self) -> None:
+        os.rename(self.workdir, self.backing)
+        os.mkdir(self.workdir, 0o700)
+        self.opened = True
+        self.mount.start()
+
+    def power_loss(self, attempt: Attempt) -> Attempt:
+        """Every process of the attempt is gone: drop what was not synced, then come back up.
+        ``attempt`` with what was lost (``lost_writes``) and a note saying it."""
+        report = self.mount.crash()
+        lost = tuple(d for d in report.get("dropped", ()) if not str(d.get("path", "")).endswith(INDEX_SUFFIXES))
+        self.mount.start()
+        return replace(attempt, lost_writes=lost, notes=(*attempt.notes, lost_note(lost)))
+
+    def close(self) -> None:
+        """Unmount and put the files back at the workdir's path (the case's evidence)."""
+        self.mount.close()
+        if self.opened:
+            self.opened = False
+            with contextlib.suppress(OSError):
+                os.rmdir(self.workdir)
+            os.rename(self.backing, self.workdir)
+
+
+def after_launch(lossy: LossyWorkdir | None, fault: Fault | None, batch: Sequence[Attempt]) -> list[Attempt]:
+    """The attempts of one launch, the power loss applied when ``fault`` is one and its kill landed."""
+    out = list(batch)
+    if lossy is None or fault is None or fault.action != POWER_LOSS or not out:
+        return out
+    if out[0].killed_at is None:  # the point was never reached: no kill, no power loss
+        return out
+    out[0] = lossy.power_loss(out[0])
+    return out
+
+
+def lost_phrase(w: dict[str, Any]) -> str:
+    """One file's loss: ``checkpoint.json (12 bytes seen, 0 kept, never fsynced)``."""
+    synced = "fsynced before, not since its last write" if w.get("ever_synced") else "never fsynced"
+    return f"{w.get('path')} ({w.get('size_seen')} bytes seen, {w.get('size_kept')} kept, {synced})"
+
+
+def lost_note(lost: Sequence[dict[str, Any]]) -> str:
+    if not lost:
+        return "power lost after the kill: nothing unsynced to drop"
+    return "power lost after the kill: dropped the unsynced data of " + ", ".join(lost_phrase(w) for w in lost)
