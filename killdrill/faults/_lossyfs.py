@@ -19,7 +19,8 @@ application asks, and drops every unsynced page on ``clear-cache``):
 - ``--link NAME`` (the harness's ``.killdrill``) is shown as a symlink to the backing's own
   ``NAME``: the harness's evidence never passes through this process and is never lossy.
 
-The harness talks on stdin: ``crash`` prints the files whose unsynced data is dropped (one JSON
+The harness talks on stdin: ``flush`` writes every cached file back (the case is over, no
+crash: its files kept as its processes left them); ``crash`` prints the files whose unsynced data is dropped (one JSON
 line on stdout) and exits at once without writing them (the kernel's ``auto_unmount`` helper
 removes the mount); end of input (the harness is gone) unmounts and exits too.  This process
 imports ``mfusepy`` (the extra ``power-loss``) and needs libfuse3 with ``fusermount3``.
@@ -155,18 +156,22 @@ class LossyOps:
         entry.size = length
         entry.written += 1
 
+    @staticmethod
+    def _write_back(entry: Dirty, out: int) -> None:
+        os.ftruncate(out, entry.floor)  # what a truncate voided reads as zeros
+        for index, page in sorted(entry.pages.items()):
+            start = index * PAGE
+            if start < entry.size:
+                os.pwrite(out, bytes(page[: entry.size - start]), start)
+        os.ftruncate(out, entry.size)
+
     def _sync(self, fd: int) -> None:
         key = self._key(os.fstat(fd))
         entry = self.dirty.pop(key, None)
         if entry is not None:
             out = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY)
             try:
-                os.ftruncate(out, entry.floor)  # what a truncate voided reads as zeros
-                for index, page in sorted(entry.pages.items()):
-                    start = index * PAGE
-                    if start < entry.size:
-                        os.pwrite(out, bytes(page[: entry.size - start]), start)
-                os.ftruncate(out, entry.size)
+                self._write_back(entry, out)
                 os.fsync(out)
             finally:
                 os.close(out)
@@ -174,6 +179,21 @@ class LossyOps:
             self.synced.add(key)
         else:
             os.fsync(fd)
+
+    def flush_all(self) -> None:
+        """Write every cached file back (no crash came: the case's files as its processes left
+        them, for its evidence)."""
+        for key, entry in list(self.dirty.items()):
+            try:
+                out = os.open(self.real(entry.path), os.O_WRONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue  # unlinked since
+            try:
+                if self._key(os.fstat(out)) == key:
+                    self._write_back(entry, out)
+                    del self.dirty[key]
+            finally:
+                os.close(out)
 
     def report(self) -> dict[str, Any]:
         """What a crash now drops: per file, the size processes saw and the size that survives."""
@@ -353,6 +373,11 @@ class LossyOps:
 def _control(ops: LossyOps, mountpoint: str) -> None:
     """Read the harness's commands; ``crash`` drops the cache (this process ends unwritten)."""
     for line in sys.stdin:
+        if line.strip() == "flush":
+            with ops.mutex:
+                ops.flush_all()
+                sys.stdout.write("flushed\n")
+                sys.stdout.flush()
         if line.strip() == "crash":
             with ops.mutex:  # no operation in flight: the report is what is dropped
                 sys.stdout.write(json.dumps(ops.report()) + "\n")

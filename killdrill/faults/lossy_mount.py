@@ -174,10 +174,18 @@ class LossyMount:
         unmount(self.mountpoint)
         self._proc = None
 
-    def close(self) -> None:
-        """Unmount (the data it still holds unsynced goes, as at a crash) and release the claim."""
-        if self._proc is not None:
-            self._stop(self._proc)
+    def close(self, *, flush: bool = True) -> None:
+        """Unmount and release the claim; ``flush``: write what it still holds unsynced back first
+        (the files as the processes left them), else that goes as at a crash."""
+        proc = self._proc
+        if proc is not None:
+            if flush:
+                with contextlib.suppress(OSError, ValueError):
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write("flush\n")
+                    proc.stdin.flush()
+                    proc.stdout.readline()
+            self._stop(proc)
         unmount(self.mountpoint)
         if self._claim is not None and not is_mounted(self.mountpoint):
             ownership.release(self._claim)

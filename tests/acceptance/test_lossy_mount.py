@@ -161,3 +161,14 @@ def test_the_sweep_unmounts_a_claimed_mount(tmp_path: Path) -> None:
         assert not is_mounted(tmp_path / "m")
     finally:
         lossy.close()
+
+
+def test_closing_the_mount_writes_back_what_no_crash_dropped(tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir()
+    (tmp_path / "m").mkdir()
+    lossy = LossyMount(tmp_path / "b", tmp_path / "m")
+    lossy.start()
+    killed(f"open({str(tmp_path / 'm' / 'out.json')!r}, 'w').write('{{}}')")
+    assert (tmp_path / "b" / "out.json").read_text() == ""
+    lossy.close()
+    assert (tmp_path / "b" / "out.json").read_text() == "{}"
