@@ -38,9 +38,10 @@ from killdrill.process.control import Connection
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import Attempt, TraceEvent
 
-CHAOS_FAULTS = ("kill", "pause", "upgrade", "net")
-"""What chaos may draw (``--faults``): kills always; pauses, upgrades and connection faults
-(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) when asked."""
+CHAOS_FAULTS = ("kill", "pause", "upgrade", "net", "power")
+"""What chaos may draw (``--faults``): kills always; pauses, upgrades, connection faults
+(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) and power losses
+(``power``: a kill turned into ``powerloss:``, killdrill.faults.powerloss) when asked."""
 
 
 def draw_faults(

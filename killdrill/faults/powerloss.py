@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -39,9 +40,14 @@ def check_available(schedule: Schedule) -> None:
     """A :class:`UsageError` (one line) when the schedule has a power loss this machine cannot
     make."""
     if has_power_loss(schedule):
-        why = unavailable()
-        if why is not None:
-            raise UsageError(f"{next(f for f in schedule if f.action == POWER_LOSS)}: {why}")
+        check_power_loss(str(next(f for f in schedule if f.action == POWER_LOSS)))
+
+
+def check_power_loss(what: str = "--faults power") -> None:
+    """A :class:`UsageError` naming ``what`` and what this machine lacks for a power loss."""
+    why = unavailable()
+    if why is not None:
+        raise UsageError(f"{what}: {why}")
 
 
 class LossyWorkdir:
@@ -88,6 +94,18 @@ def after_launch(lossy: LossyWorkdir | None, fault: Fault | None, batch: Sequenc
         return out
     out[0] = lossy.power_loss(out[0])
     return out
+
+
+def with_power_loss(schedule: Schedule, seed: int, index: int) -> Schedule:
+    """Chaos (``--faults power``): one run in two (by the seed and the run's index alone) has its
+    first plain kill turned into a power loss at the same point or time."""
+    rng = random.Random(f"{seed}:{index}:power-loss")
+    plain = [i for i, f in enumerate(schedule.faults) if f.is_kill and f.action is None and f.process is None]
+    if not plain or rng.random() < 0.5:
+        return schedule
+    faults = list(schedule.faults)
+    faults[plain[0]] = replace(faults[plain[0]], action=POWER_LOSS)
+    return Schedule(tuple(faults))
 
 
 def lost_phrase(w: dict[str, Any]) -> str:
