@@ -17,17 +17,17 @@ from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.db_effects import with_rows
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
-from killdrill.drill.errors import STATE_DIR
 from killdrill.drill.intervals import resolve_schedule
 from killdrill.drill.phases import PhaseClock, clean_attempt, clip_waits
 from killdrill.drill.thread_view import with_thread_view
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
-from killdrill.errors import HarnessError, UsageError
-from killdrill.faults import fleet, powerloss
-from killdrill.faults.resumers import Barrier
+from killdrill.errors import HarnessError
+from killdrill.faults import fleet, kinds, powerloss
+from killdrill.faults.kinds import CaseLife, Scene
+from killdrill.faults.plan import Plan
 from killdrill.ledger import LedgerError
-from killdrill.points import Fault, Schedule, parse_schedule
+from killdrill.points import Schedule, parse_schedule
 from killdrill.records import (
     EXITED,
     HANG,
@@ -107,6 +107,7 @@ class CaseRunner:
         clock = PhaseClock()
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
+        powerloss.check_schedule(sched, deployment=self.launcher.topology is not None)
         discovery = self.discoverer.discover()
         clock.mark("discovery")  # when this case is the first to need it (shared by all)
         if check:
@@ -115,20 +116,14 @@ class CaseRunner:
         text = str(sched)
         clean = discovery.run_for(first_label(sched))
         thread, yard = thread_and_yardstick(discovery, clean)
-        powerloss.check_available(sched)
-        if self.launcher.topology is not None and powerloss.has_power_loss(sched):
-            raise UsageError("a power loss (powerloss:POINT) drills one command, not a deployment (--serve)")
         run = RunContext(self.workdirs.new(text), thread)
         reproduce = self.reproduce_line(text)
         self._write_plan(run, text, seed, reproduce)
         clock.mark("setup")
         waits: list[dict[str, Any]] = []
         rows: list[Call] = []
-        lossy = powerloss.LossyWorkdir(run.workdir, STATE_DIR) if powerloss.has_power_loss(sched) else None
         try:
-            if lossy is not None:
-                lossy.open()
-            ran = self._attempts(run, sched, offsets_may_miss, clock, lossy)
+            ran = self._attempts(run, sched, offsets_may_miss, clock)
             rows = self._rows(run, ran)  # before the release drops the run's schema
             clock.mark("verdict")
             if clock.kills and len(ran.attempts) > 1:  # what the runtime held after a kill
@@ -138,8 +133,6 @@ class CaseRunner:
                 )
                 clock.mark("verdict")
         finally:
-            if lossy is not None:
-                lossy.close()
             self.launcher.release(run)
             clock.mark("release")
 
@@ -254,12 +247,7 @@ class CaseRunner:
         (run.state / "plan.json").write_text(json.dumps(plan, indent=2, default=str))
 
     def _attempts(
-        self,
-        run: RunContext,
-        sched: Schedule,
-        offsets_may_miss: bool,
-        clock: PhaseClock,
-        lossy: powerloss.LossyWorkdir | None = None,
+        self, run: RunContext, sched: Schedule, offsets_may_miss: bool, clock: PhaseClock
     ) -> CaseAttempts:
         """Attempt 1 armed with the first kill, then resumes under the same thread until the run
         completes, a verdict is already certain, or ``max_attempts`` ran out."""
@@ -271,8 +259,42 @@ class CaseRunner:
             clock.mark("deployment")
             return deployed
         out = CaseAttempts()
+        scene = self.launcher.scene(run)
+        plan = Plan(
+            sched,
+            lambda n, fault, suffix: self.launcher.spec(run, n, fault, suffix=suffix),
+            scene,
+            resumers=self.options.resumers,
+            barrier=self.options.barrier,
+        )
+        lives = kinds.lives(sched, scene)  # what a kind does over the whole case (a lossy workdir)
+        try:
+            for life in lives:
+                life.open()
+            self._steps(run, sched, plan, scene, lives, mark, max_attempts, offsets_may_miss, clock, out)
+        finally:
+            for life in reversed(lives):
+                life.close()
+        if not out.completed and not out.violations:
+            out.violations.append(never_completed(out.attempts, max_attempts))
+        return out
+
+    def _steps(
+        self,
+        run: RunContext,
+        sched: Schedule,
+        plan: Plan,
+        scene: Scene,
+        lives: list[CaseLife],
+        mark: str,
+        max_attempts: int,
+        offsets_may_miss: bool,
+        clock: PhaseClock,
+        out: CaseAttempts,
+    ) -> None:
+        """The case's launch loop: each step of its plan, until the run completes, a verdict is
+        certain or ``max_attempts`` ran out (into ``out``)."""
         number = 0
-        resumers_used = False
         seen: LedgerSnapshot | None = None
         while number < max_attempts:
             number += 1
@@ -282,17 +304,12 @@ class CaseRunner:
                 if between is not None:
                     out.violations.append(between)
                     break
-            kill = sched.for_attempt(number)
             clock.mark("restart" if number > 1 else "setup")
-            if number == 2 and self.options.resumers > 1 and not resumers_used:
-                resumers_used = True
-                batch = self._concurrent(run, number, kill)
-            elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
-                batch = self._paused(run, number, kill, sched.for_attempt(number + 1))
-                number += len(batch) - 1
-            else:
-                batch = self.launcher.launch(run, [self.launcher.spec(run, number, kill)])
-                batch = powerloss.after_launch(lossy, kill, batch)  # every process reaped: the power goes
+            step = plan.step(number)  # one launch, a zombie and its resumer, N resumers
+            batch = self.launcher.launch(run, step.specs, step.faults, scene)
+            number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
+            for life in lives:  # after every launch of the step is reaped (a power loss now)
+                batch = life.attempts(batch)
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)
@@ -323,9 +340,6 @@ class CaseRunner:
             ):
                 out.completed = True
                 break
-        if not out.completed and not out.violations:
-            out.violations.append(never_completed(out.attempts, max_attempts))
-        return out
 
     def _deployed(
         self, run: RunContext, sched: Schedule, mark: str, max_attempts: int, offsets_may_miss: bool
@@ -359,14 +373,6 @@ class CaseRunner:
         if not out.completed and not out.violations and drivers:
             out.violations.append(never_completed(drivers))
         return out
-
-    def _paused(self, run: RunContext, number: int, kill: Fault, next_kill: Fault | None) -> list[Attempt]:
-        """Attempt ``number`` paused at ``kill`` (the zombie), attempt ``number + 1`` resuming
-        meanwhile; the attempts that ran (the resumer is absent when the point was never reached)."""
-        zombie = self.launcher.spec(run, number, kill)
-        resumer = self.launcher.spec(run, number + 1, next_kill)
-        resumer.deferred = True
-        return self.launcher.launch(run, [zombie, resumer], hook=fleet.Pause(kill, resumer))
 
     def _check_ledger(
         self, run: RunContext, mark: str, seen: LedgerSnapshot | None, number: int
@@ -411,14 +417,6 @@ class CaseRunner:
                 f"the between-attempts command {shlex.join(argv)} exited {proc.returncode}: {last_line(err)}",
             )
         return None
-
-    def _concurrent(self, run: RunContext, number: int, kill: Fault | None) -> list[Attempt]:
-        """``resumers`` attempts numbered ``number`` at once, held at barriers (concurrent resumers)."""
-        specs = [
-            self.launcher.spec(run, number, kill if i == 0 else None, suffix=f".{i + 1}")
-            for i in range(self.options.resumers)
-        ]
-        return self.launcher.launch(run, specs, hook=Barrier(self.options.barrier))
 
 
 def with_held(v: Violation, held: tuple[str, dict[str, Any]] | None) -> Violation:

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from killdrill.errors import UsageError
+from killdrill.faults.kill import Kill
+from killdrill.faults.kinds import FaultKind, Scene, register
 from killdrill.faults.lossy_mount import LossyMount, unavailable
-from killdrill.points import POWER_LOSS, Fault, Schedule
+from killdrill.points import POWER_LOSS, Schedule
 from killdrill.records import Attempt
 
 INDEX_SUFFIXES = ("-shm",)
@@ -36,11 +38,14 @@ def has_power_loss(schedule: Schedule) -> bool:
     return any(f.action == POWER_LOSS for f in schedule)
 
 
-def check_available(schedule: Schedule) -> None:
-    """A :class:`UsageError` (one line) when the schedule has a power loss this machine cannot
-    make."""
+def check_schedule(schedule: Schedule, *, deployment: bool = False) -> None:
+    """A :class:`UsageError` (one line) when the schedule has a power loss this drill cannot
+    make: no FUSE on this machine, or a deployment (``--serve``: its services share no workdir)."""
     if has_power_loss(schedule):
-        check_power_loss(str(next(f for f in schedule if f.action == POWER_LOSS)))
+        first = str(next(f for f in schedule if f.action == POWER_LOSS))
+        if deployment:
+            raise UsageError(f"{first}: a power loss drills one command, not a deployment (--serve)")
+        check_power_loss(first)
 
 
 def check_power_loss(what: str = "--faults power") -> None:
@@ -51,11 +56,14 @@ def check_power_loss(what: str = "--faults power") -> None:
 
 
 class LossyWorkdir:
-    """The case's workdir on the lossy file system: its files move to a backing folder beside it
-    (``.killdrill-lossy-NAME``) and are shown at the workdir's own path for the case's life;
-    ``state`` (the harness's folder's name) is passed through, never lossy."""
+    """The case's workdir on the lossy file system (the kind's :class:`~killdrill.faults.kinds.
+    CaseLife`): its files move to a backing folder beside it (``.killdrill-lossy-NAME``) and are
+    shown at the workdir's own path from the first attempt to the last; ``state`` (the harness's
+    folder's name) is passed through, never lossy.  After each step whose fault is a power loss
+    that landed, the power goes: :meth:`attempts`."""
 
-    def __init__(self, workdir: Path, state: str) -> None:
+    def __init__(self, schedule: Schedule, workdir: Path, state: str) -> None:
+        self.schedule = schedule
         self.workdir = workdir
         self.backing = workdir.parent / f".killdrill-lossy-{workdir.name}"
         self.mount = LossyMount(self.backing, workdir, link=state, log=self.backing / state / "lossyfs.log")
@@ -67,16 +75,27 @@ class LossyWorkdir:
         self.opened = True
         self.mount.start()
 
+    def attempts(self, batch: list[Attempt]) -> list[Attempt]:
+        """The step's attempts (every process reaped), with the power loss applied after the one
+        whose fault is a power loss that landed."""
+        out = list(batch)
+        for i, a in enumerate(out):
+            fault = self.schedule.for_attempt(a.number)
+            if fault is not None and fault.action == POWER_LOSS and a.killed_at is not None:
+                out[i] = self.power_loss(a)
+        return out
+
     def power_loss(self, attempt: Attempt) -> Attempt:
-        """Every process of the attempt is gone: drop what was not synced, then come back up.
-        ``attempt`` with what was lost (``lost_writes``) and a note saying it."""
+        """Drop what was not synced, then come back up: ``attempt`` with what was lost
+        (``lost_writes``) and a note saying it."""
         report = self.mount.crash()
         lost = tuple(d for d in report.get("dropped", ()) if not str(d.get("path", "")).endswith(INDEX_SUFFIXES))
         self.mount.start()
         return replace(attempt, lost_writes=lost, notes=(*attempt.notes, lost_note(lost)))
 
     def close(self) -> None:
-        """Unmount and put the files back at the workdir's path (the case's evidence)."""
+        """Unmount (what is still cached written back: the files as the agent left them) and put
+        the files back at the workdir's path (the case's evidence)."""
         self.mount.close()
         if self.opened:
             self.opened = False
@@ -85,15 +104,18 @@ class LossyWorkdir:
             os.rename(self.backing, self.workdir)
 
 
-def after_launch(lossy: LossyWorkdir | None, fault: Fault | None, batch: Sequence[Attempt]) -> list[Attempt]:
-    """The attempts of one launch, the power loss applied when ``fault`` is one and its kill landed."""
-    out = list(batch)
-    if lossy is None or fault is None or fault.action != POWER_LOSS or not out:
-        return out
-    if out[0].killed_at is None:  # the point was never reached: no kill, no power loss
-        return out
-    out[0] = lossy.power_loss(out[0])
-    return out
+def _life(schedule: Schedule, scene: Scene) -> LossyWorkdir:
+    return LossyWorkdir(schedule, scene.workdir, scene.state.name)
+
+
+KIND = register(
+    FaultKind(
+        POWER_LOSS,
+        lambda fault, spec, scene: Kill(fault, spec),  # the trigger is a kill's; the loss follows it
+        summary="the kill, then the machine's power lost: the workdir drops every unsynced write",
+        life=_life,
+    )
+)
 
 
 def with_power_loss(schedule: Schedule, seed: int, index: int) -> Schedule:

@@ -36,9 +36,9 @@ def test_a_power_loss_is_a_kill_at_a_point_or_time_and_prints_back(text: str, fa
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("powerloss:pause:after:x", "a kill's point or time"),
-        ("powerloss:after:x~3s", "a kill's point or time"),
-        ("powerloss:drop:payments.charge", "a kill's point or time"),
+        ("powerloss:pause:after:x", "with a point or a time as TRIGGER"),
+        ("powerloss:after:x~3s", "with a point or a time as TRIGGER"),
+        ("powerloss:drop:payments.charge", "with a point or a time as TRIGGER"),
         ("powerloss:befor:x", "after powerloss: unknown kind"),
     ],
 )
@@ -62,8 +62,8 @@ def test_a_schedule_with_a_power_loss_where_fuse_is_missing_is_one_usage_line(
 ) -> None:
     monkeypatch.setattr(powerloss, "unavailable", lambda: "power loss needs /dev/fuse (FUSE)")
     with pytest.raises(UsageError, match=r"^powerloss:after:b: power loss needs /dev/fuse"):
-        powerloss.check_available(parse_schedule("before:a,powerloss:after:b"))
-    powerloss.check_available(parse_schedule("before:a"))  # no power loss: nothing needed
+        powerloss.check_schedule(parse_schedule("before:a,powerloss:after:b"))
+    powerloss.check_schedule(parse_schedule("before:a"))  # no power loss: nothing needed
 
 
 def test_what_fuse_needs_is_said_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
