@@ -19,10 +19,11 @@ application asks, and drops every unsynced page on ``clear-cache``):
 - ``--link NAME`` (the harness's ``.killdrill``) is shown as a symlink to the backing's own
   ``NAME``: the harness's evidence never passes through this process and is never lossy.
 
-The harness talks on stdin: ``flush`` writes every cached file back (the case is over, no
-crash: its files kept as its processes left them); ``crash`` prints the files whose unsynced data is dropped (one JSON
-line on stdout) and exits at once without writing them (the kernel's ``auto_unmount`` helper
-removes the mount); end of input (the harness is gone) unmounts and exits too.  This process
+The harness talks on stdin, this process answers on stdout: ``mounted`` when a mount is in place;
+``flush`` writes every cached file back (the case is over, no crash: its files kept as its
+processes left them); ``crash`` prints the files whose unsynced data is dropped (one JSON line),
+drops them, unmounts and mounts again with an empty cache (the machine came back); end of input
+(the harness is gone) unmounts and exits (``auto_unmount`` unmounts if this process dies).  This process
 imports ``mfusepy`` (the extra ``power-loss``) and needs libfuse3 with ``fusermount3``.
 """
 
@@ -217,6 +218,11 @@ class LossyOps:
             )
         return {"dropped": dropped, "fsyncs": dict(sorted(self.fsyncs.items()))}
 
+    def init(self, path: str) -> None:
+        """The kernel's first request on a new mount: it is in place (the harness waits for it)."""
+        sys.stdout.write("mounted\n")
+        sys.stdout.flush()
+
     # -- metadata: applied at once ---------------------------------------------------------
     def getattr(self, path: str | None, fh: int | None = None) -> dict[str, Any]:
         with self.mutex:
@@ -370,22 +376,58 @@ class LossyOps:
         return 0
 
 
-def _control(ops: LossyOps, mountpoint: str) -> None:
-    """Read the harness's commands; ``crash`` drops the cache (this process ends unwritten)."""
-    for line in sys.stdin:
-        if line.strip() == "flush":
-            with ops.mutex:
-                ops.flush_all()
-                sys.stdout.write("flushed\n")
-                sys.stdout.flush()
-        if line.strip() == "crash":
-            with ops.mutex:  # no operation in flight: the report is what is dropped
-                sys.stdout.write(json.dumps(ops.report()) + "\n")
-                sys.stdout.flush()
+class Session:
+    """The mounts of one file system process: the harness's commands, and a crash's restart
+    (a new mount, a new empty cache, in this same process: no interpreter to start again)."""
+
+    def __init__(self, backing: str, mountpoint: str, link: str | None) -> None:
+        self.backing, self.mountpoint, self.link = backing, mountpoint, link
+        self.ops = LossyOps(backing, link)
+        self.restart = threading.Event()
+
+    def say(self, line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    def unmount(self) -> None:
+        subprocess.run(["fusermount3", "-u", "-z", self.mountpoint], capture_output=True, check=False)
+
+    def control(self) -> None:
+        """``flush``: write every cached file back; ``crash``: say what is dropped, drop it and
+        mount again (``mounted`` once back); end of input (the harness is gone): unmount, exit."""
+        for line in sys.stdin:
+            command = line.strip()
+            if command == "flush":
+                with self.ops.mutex:
+                    self.ops.flush_all()
+                    self.say("flushed")
+            elif command == "crash":
+                with self.ops.mutex:  # no operation in flight: the report is what is dropped
+                    self.say(json.dumps(self.ops.report()))
+                    self.ops.dirty.clear()  # the power is gone: nothing of it reaches the backing
+                    self.restart.set()
+                self.unmount()
+        self.unmount()
+        os._exit(0)
+
+    def run(self) -> None:
+        import mfusepy
+
+        threading.Thread(target=self.control, daemon=True).start()
+        while True:
+            mfusepy.FUSE(
+                self.ops,
+                self.mountpoint,
+                foreground=True,
+                nothreads=False,
+                fsname="killdrill-lossy",
+                auto_unmount=True,
+                hard_remove=True,  # an unlinked open file goes at once (no .fuse_hidden files left)
+            )
+            if not self.restart.is_set():
                 os._exit(0)
-    # the harness is gone: nothing holds this mount any more
-    subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, check=False)
-    os._exit(0)
+            self.restart.clear()
+            self.ops = LossyOps(self.backing, self.link)  # a fresh cache: the machine came back
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -394,20 +436,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("mountpoint")
     parser.add_argument("--link", default=None, help="a name shown as a symlink to the backing's own")
     args = parser.parse_args(argv)
-    import mfusepy
-
-    ops = LossyOps(args.backing, args.link)
-    threading.Thread(target=_control, args=(ops, args.mountpoint), daemon=True).start()
-    mfusepy.FUSE(
-        ops,
-        args.mountpoint,
-        foreground=True,
-        nothreads=False,
-        fsname="killdrill-lossy",
-        auto_unmount=True,
-        hard_remove=True,  # an unlinked open file goes at once (no .fuse_hidden files left)
-    )
-    os._exit(0)
+    Session(args.backing, args.mountpoint, args.link).run()
 
 
 if __name__ == "__main__":

@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import ctypes.util
+import functools
 import importlib.util
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from killdrill import ownership
 from killdrill.errors import HarnessError
+from killdrill.faults import _lossyfs
 
 FSNAME = "killdrill-lossy"
 """The source name of every lossy mount in ``/proc/mounts`` (the sweep unmounts only these)."""
@@ -46,11 +49,26 @@ def unavailable() -> str | None:
         return "power loss needs read and write access to /dev/fuse"
     if shutil.which("fusermount3") is None:
         return "power loss needs fusermount3 (Debian/Ubuntu: apt-get install fuse3)"
-    if ctypes.util.find_library("fuse3") is None:
+    if _libfuse3() is None:
         return "power loss needs libfuse3 (Debian/Ubuntu: apt-get install fuse3)"
     if importlib.util.find_spec("mfusepy") is None:
         return "power loss needs the mfusepy package: pip install 'killdrill[power-loss]'"
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _libfuse3() -> str | None:
+    return ctypes.util.find_library("fuse3")
+
+
+def _env() -> dict[str, str]:
+    """The file system process's environment: libfuse 3 named (``mfusepy`` would look for
+    libfuse 2 first, and each look-up runs ``ldconfig``)."""
+    env = dict(os.environ)
+    lib = _libfuse3()
+    if lib is not None:
+        env["FUSE_LIBRARY_PATH"] = lib
+    return env
 
 
 def _escaped(path: Path) -> str:
@@ -93,73 +111,106 @@ class LossyMount:
         self.mountpoint = mountpoint
         self.link = link
         self.log = log
-        self._proc: subprocess.Popen[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._claim: str | None = None
+        self._buffer = b""
+        self._crashed = False  # the process mounts again by itself after a crash
         self.mounts = 0  # how many times it was mounted (1 + crashes survived)
 
     @property
     def mounted(self) -> bool:
-        return self._proc is not None
+        return self._proc is not None and not self._crashed
 
     def start(self) -> None:
-        """Mount; returns once the mount answers (a :class:`HarnessError` if it never does)."""
-        if self._proc is not None:
+        """Mount (again, after :meth:`crash`); returns once the mount answers (a
+        :class:`HarnessError` if it never does)."""
+        if self._proc is not None and not self._crashed:
             return
+        if self._proc is None:
+            self._spawn()
+        self._crashed = False
+        if self._line() != "mounted":
+            self._fail("did not mount")
+        self.mounts += 1
+
+    def _spawn(self) -> None:
         if self._claim is None:
             self._claim = ownership.claim(ownership.FUSE_MOUNT, path=str(self.mountpoint))
-        argv = [sys.executable, "-m", "killdrill.faults._lossyfs", str(self.backing), str(self.mountpoint)]
+        # the file itself, not ``-m``: its process imports no killdrill (40 ms a start)
+        argv = [sys.executable, _lossyfs.__file__, str(self.backing), str(self.mountpoint)]
         if self.link:
             argv += ["--link", self.link]
         stderr: IO[str] | int = subprocess.DEVNULL
         if self.log is not None:
             stderr = open(self.log, "a", encoding="utf-8")  # noqa: SIM115 (closed below)
         try:
-            proc = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
-                text=True,
+                bufsize=0,
                 start_new_session=True,  # never in a process group the drill kills
                 close_fds=True,
+                env=_env(),
             )
         finally:
             if not isinstance(stderr, int):
                 stderr.close()
-        self._proc = proc
+        self._buffer = b""
+
+    def _send(self, command: str) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None
+        try:
+            proc.stdin.write(command.encode() + b"\n")
+        except OSError:
+            self._fail(f"went away before {command!r}")
+
+    def _line(self) -> str:
+        """The file system's next line on stdout (a :class:`HarnessError` past the timeout or
+        at its end)."""
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        fd = proc.stdout.fileno()
         deadline = time.monotonic() + _MOUNT_TIMEOUT_S
-        while not is_mounted(self.mountpoint):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                self._stop(proc)
-                raise HarnessError(
-                    f"the lossy file system did not mount at {self.mountpoint}"
-                    + (f" (see {self.log})" if self.log is not None else "")
-                )
-            time.sleep(0.005)
-        self.mounts += 1
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self._fail("did not answer")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self._fail("ended")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+    def _fail(self, what: str) -> NoReturn:
+        if self._proc is not None:
+            self._stop(self._proc)
+        raise HarnessError(
+            f"the lossy file system at {self.mountpoint} {what}"
+            + (f" (see {self.log})" if self.log is not None else "")
+        )
 
     def crash(self) -> dict[str, Any]:
-        """Power loss: the file system process ends without writing what was not synced (the
-        caller killed every process that used it first); what it dropped: ``{"dropped": [{path,
-        size_seen, size_kept, unsynced_bytes, ever_synced}], "fsyncs": {path: n}}``.  Not
-        mounted again: :meth:`start` is the restart."""
-        proc = self._proc
-        if proc is None:
+        """Power loss (the caller killed every process that used the mount first): the cache is
+        dropped, nothing of it written; what it dropped: ``{"dropped": [{path, size_seen,
+        size_kept, unsynced_bytes, ever_synced}], "fsyncs": {path: n}}``.  The file system comes
+        back with an empty cache: :meth:`start` waits for it."""
+        if self._proc is None or self._crashed:
             return {"dropped": [], "fsyncs": {}}
-        report: dict[str, Any] = {"dropped": [], "fsyncs": {}}
+        self._send("crash")
+        line = self._line()
+        self._crashed = True
         try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write("crash\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
-            if line:
-                report = json.loads(line)
-        except (OSError, ValueError):
-            pass
-        self._stop(proc)
+            report: dict[str, Any] = json.loads(line)
+        except ValueError:
+            self._fail(f"said {line!r} at a crash")
         return report
 
-    def _stop(self, proc: subprocess.Popen[str]) -> None:
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = None
         with contextlib.suppress(OSError, ValueError):
             if proc.stdin is not None:
                 proc.stdin.close()  # a living file system unmounts itself at end of input
@@ -172,7 +223,6 @@ class LossyMount:
         if proc.stdout is not None:
             proc.stdout.close()
         unmount(self.mountpoint)
-        self._proc = None
 
     def close(self, *, flush: bool = True) -> None:
         """Unmount and release the claim; ``flush``: write what it still holds unsynced back first
@@ -180,12 +230,13 @@ class LossyMount:
         proc = self._proc
         if proc is not None:
             if flush:
-                with contextlib.suppress(OSError, ValueError):
-                    assert proc.stdin is not None and proc.stdout is not None
-                    proc.stdin.write("flush\n")
-                    proc.stdin.flush()
-                    proc.stdout.readline()
-            self._stop(proc)
+                with contextlib.suppress(HarnessError):
+                    if self._crashed:
+                        self.start()
+                    self._send("flush")
+                    self._line()
+            if self._proc is not None:
+                self._stop(self._proc)
         unmount(self.mountpoint)
         if self._claim is not None and not is_mounted(self.mountpoint):
             ownership.release(self._claim)

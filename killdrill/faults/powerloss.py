@@ -89,7 +89,9 @@ class LossyWorkdir:
         """Drop what was not synced, then come back up: ``attempt`` with what was lost
         (``lost_writes``) and a note saying it."""
         report = self.mount.crash()
-        lost = tuple(d for d in report.get("dropped", ()) if not str(d.get("path", "")).endswith(INDEX_SUFFIXES))
+        lost = tuple(
+            d for d in report.get("dropped", ()) if not str(d.get("path", "")).endswith(INDEX_SUFFIXES)
+        )
         self.mount.start()
         return replace(attempt, lost_writes=lost, notes=(*attempt.notes, lost_note(lost)))
 
@@ -139,4 +141,6 @@ def lost_phrase(w: dict[str, Any]) -> str:
 def lost_note(lost: Sequence[dict[str, Any]]) -> str:
     if not lost:
         return "power lost after the kill: nothing unsynced to drop"
-    return "power lost after the kill: dropped the unsynced data of " + ", ".join(lost_phrase(w) for w in lost)
+    return "power lost after the kill: dropped the unsynced data of " + ", ".join(
+        lost_phrase(w) for w in lost
+    )
