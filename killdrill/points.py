@@ -89,7 +89,7 @@ BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
         "killdrill.faults.powerloss",
         triggers=("point", "time"),
         kills=True,
-        summary="the machine loses power: the attempt's processes killed, the workdir's unsynced writes dropped",
+        summary="the machine loses power: the attempt's tree killed, the workdir's unsynced data dropped",
     ),
 )
 GRAMMAR: dict[str, FaultGrammar] = {g.name: g for g in BUILTIN_GRAMMAR}

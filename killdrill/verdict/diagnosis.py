@@ -360,7 +360,9 @@ def diagnose(
             v = replace(v, cause=str(cause), observed=observed, fix=FIXES[cause])
             lost = power_loss_cause(v, attempts, str(cause))
             if lost is not None:  # the resume ran on what a power loss left
-                v = replace(v, cause=str(Cause.UNSYNCED_WRITE), observed=f"{lost[0]}; {observed}", fix=lost[1])
+                v = replace(
+                    v, cause=str(Cause.UNSYNCED_WRITE), observed=f"{lost[0]}; {observed}", fix=lost[1]
+                )
             v = _framework_cause(v, attempts, integrations)
         out.append(v)
     return roots_and_consequences(out, baseline)

@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from killdrill.records import DUPLICATE_EFFECT, KEY_CHANGED, RESUME_FAILED, UNEXPECTED_EFFECT, Attempt, Violation
+from killdrill.records import (
+    DUPLICATE_EFFECT,
+    KEY_CHANGED,
+    RESUME_FAILED,
+    UNEXPECTED_EFFECT,
+    Attempt,
+    Violation,
+)
 from killdrill.verdict.causes import Cause
 
 _EXPLAINED = (DUPLICATE_EFFECT, KEY_CHANGED, UNEXPECTED_EFFECT, RESUME_FAILED)
@@ -59,7 +66,9 @@ def power_loss_cause(v: Violation, attempts: Sequence[Attempt], cause: str) -> t
         landed = sorted({c.attempt for c in v.calls if c.landed})
         if not landed or landed[0] > loss.number or landed[-1] <= loss.number:
             return None  # not repeated across the loss
-        heard = not any(isinstance(c, Mapping) and c.get("response_lost") for c in v.detail.get("calls") or [])
+        heard = not any(
+            isinstance(c, Mapping) and c.get("response_lost") for c in v.detail.get("calls") or []
+        )
         if cause != str(Cause.KEY_NEW_PER_ATTEMPT) and not heard:
             return None  # the caller never heard back: the key story stands, as at a plain kill
     lost = ", ".join(_lost(w) for w in loss.lost_writes)

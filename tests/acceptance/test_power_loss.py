@@ -33,7 +33,7 @@ def charges(case: CaseResult) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize(
     ("command", "lost"),
-    [(JSON + ["--bug", "no-fsync"], "checkpoint.json"), (SQLITE + ["--bug", "normal"], "state.db-wal")],
+    [([*JSON, "--bug", "no-fsync"], "checkpoint.json"), ([*SQLITE, "--bug", "normal"], "state.db-wal")],
     ids=["json-no-fsync", "sqlite-normal"],
 )
 def test_a_checkpoint_not_synced_survives_a_kill_and_a_power_loss_repeats_the_charge(

@@ -22,7 +22,9 @@ args = p.parse_args()
 db = sqlite3.connect(args.db, isolation_level=None)
 db.execute("PRAGMA journal_mode=WAL")
 db.execute(f"PRAGMA synchronous={'NORMAL' if args.bug == 'normal' else 'FULL'}")
-db.execute("CREATE TABLE IF NOT EXISTS payouts (payee TEXT PRIMARY KEY, key TEXT NOT NULL, done INTEGER NOT NULL)")
+db.execute(
+    "CREATE TABLE IF NOT EXISTS payouts (payee TEXT PRIMARY KEY, key TEXT NOT NULL, done INTEGER NOT NULL)"
+)
 
 payments = connect().payments
 for payee, amount in (("alice", 1200), ("bob", 3400)):
