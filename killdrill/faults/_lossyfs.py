@@ -29,7 +29,6 @@ imports ``mfusepy`` (the extra ``power-loss``) and needs libfuse3 with ``fusermo
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import os
@@ -431,12 +430,15 @@ class Session:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m killdrill.faults._lossyfs")
-    parser.add_argument("backing")
-    parser.add_argument("mountpoint")
-    parser.add_argument("--link", default=None, help="a name shown as a symlink to the backing's own")
-    args = parser.parse_args(argv)
-    Session(args.backing, args.mountpoint, args.link).run()
+    """``BACKING MOUNTPOINT [--link NAME]`` (``NAME``: shown as a symlink to the backing's own)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    link = None
+    if len(args) == 4 and args[2] == "--link":
+        link = args.pop()
+        args.pop()
+    if len(args) != 2:
+        sys.exit("usage: _lossyfs.py BACKING MOUNTPOINT [--link NAME]")
+    Session(args[0], args[1], link).run()
 
 
 if __name__ == "__main__":

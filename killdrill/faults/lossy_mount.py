@@ -31,12 +31,13 @@ from typing import IO, Any, NoReturn
 
 from killdrill import ownership
 from killdrill.errors import HarnessError
-from killdrill.faults import _lossyfs
 
 FSNAME = "killdrill-lossy"
 """The source name of every lossy mount in ``/proc/mounts`` (the sweep unmounts only these)."""
 
 _MOUNT_TIMEOUT_S = 15.0
+_FILE_SYSTEM = Path(__file__).with_name("_lossyfs.py")
+"""The file system's own program (run as a file: its process imports no killdrill)."""
 
 
 def unavailable() -> str | None:
@@ -137,7 +138,7 @@ class LossyMount:
         if self._claim is None:
             self._claim = ownership.claim(ownership.FUSE_MOUNT, path=str(self.mountpoint))
         # the file itself, not ``-m``: its process imports no killdrill (40 ms a start)
-        argv = [sys.executable, _lossyfs.__file__, str(self.backing), str(self.mountpoint)]
+        argv = [sys.executable, str(_FILE_SYSTEM), str(self.backing), str(self.mountpoint)]
         if self.link:
             argv += ["--link", self.link]
         stderr: IO[str] | int = subprocess.DEVNULL
