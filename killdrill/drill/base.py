@@ -32,6 +32,7 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.kinds import Scene
+from killdrill.faults.plan import Plan
 from killdrill.integrations import (
     Service,
     check_options,
@@ -293,11 +294,32 @@ class AttemptLauncher:
             launcher=self.get_launcher(),
         )
 
+    def plan(self, run: RunContext, schedule: Schedule, max_attempts: int) -> Plan | DeploymentCase:
+        """The plan of ``run``'s case (what each step of its launch loop starts): the schedule's
+        faults with the concurrent resumers, or, for a deployment, its one step, the whole case."""
+        if self.topology is not None:
+            return self.deployment(run, schedule, max_attempts)
+        return Plan(
+            schedule,
+            lambda number, fault, suffix: self.spec(run, number, fault, suffix=suffix),
+            self.scene(run),
+            resumers=self.options.resumers,
+            barrier=self.options.barrier,
+        )
+
     def deploy(
         self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
     ) -> Deployed:
         """Run one case of the deployment (``--serve``): its services and its driver, ``schedule``'s
         faults aimed at any of them, the driver run at most ``max_attempts`` times."""
+        case = self.deployment(run, schedule, max_attempts, detect=detect)
+        step = case.step(1)
+        return case.whole(self.launch(run, step.specs, step.faults, case.scene))
+
+    def deployment(
+        self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
+    ) -> DeploymentCase:
+        """One case of the deployment (``--serve``), ready to launch."""
         assert self.topology is not None
         processes = self.topology.processes(run.thread, str(run.workdir))
         check_faults(schedule, [p.name for p in processes])
@@ -341,8 +363,7 @@ class AttemptLauncher:
             and bool(r.trace)
             and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
         )
-        attempts = self.launch(run, case.specs(), [case, case.aimed], case.aimed.scene)
-        return case.finish(attempts)
+        return case
 
     def scene(self, run: RunContext) -> Scene:
         """What the nemeses of ``run``'s launches may reach of it (``faults.kinds.Scene``)."""
