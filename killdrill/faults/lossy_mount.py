@@ -194,6 +194,13 @@ class LossyMount:
             + (f" (see {self.log})" if self.log is not None else "")
         )
 
+    def check_alive(self) -> None:
+        """A :class:`HarnessError` if the file system process ended under a mounted case (what
+        the agent saw since was the harness's failure, not its own)."""
+        proc = self._proc
+        if proc is not None and proc.poll() is not None:
+            self._fail(f"ended (exit {proc.returncode}) while the case ran")
+
     def crash(self) -> dict[str, Any]:
         """Power loss (the caller killed every process that used the mount first): the cache is
         dropped, nothing of it written; what it dropped: ``{"dropped": [{path, size_seen,

@@ -78,6 +78,7 @@ class LossyWorkdir:
     def attempts(self, batch: list[Attempt]) -> list[Attempt]:
         """The step's attempts (every process reaped), with the power loss applied after the one
         whose fault is a power loss that landed."""
+        self.mount.check_alive()
         out = list(batch)
         for i, a in enumerate(out):
             fault = self.schedule.for_attempt(a.number)

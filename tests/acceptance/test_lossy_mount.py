@@ -5,6 +5,7 @@ and a mount never outlives the harness that made it."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from killdrill.drill import sweep
+from killdrill.errors import HarnessError
 from killdrill.faults.lossy_mount import LossyMount, is_mounted, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
@@ -172,3 +174,13 @@ def test_closing_the_mount_writes_back_what_no_crash_dropped(tmp_path: Path) -> 
     assert (tmp_path / "b" / "out.json").read_text() == ""
     lossy.close()
     assert (tmp_path / "b" / "out.json").read_text() == "{}"
+
+
+def test_a_file_system_that_died_under_a_case_is_the_harness_s_failure(mount: LossyMount) -> None:
+    proc = mount._proc
+    assert proc is not None
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with pytest.raises(HarnessError, match="ended"):
+        mount.check_alive()
+    assert not is_mounted(mount.mountpoint)
