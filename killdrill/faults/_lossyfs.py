@@ -1,7 +1,7 @@
 """The lossy file system: a FUSE passthrough that keeps written data in memory until it is synced.
 
-Run as its own process by :mod:`killdrill.faults.lossy_mount` (``python -m
-killdrill.faults._lossyfs BACKING MOUNTPOINT --link NAME``); it follows the model of Jepsen's
+Run as its own process by :mod:`killdrill.faults.lossy_mount` (``python .../_lossyfs.py``, told
+what to mount on its first line of stdin); it follows the model of Jepsen's
 LazyFS (a FUSE file system with its own page cache that flushes a file's data only when the
 application asks, and drops every unsynced page on ``clear-cache``):
 
@@ -429,16 +429,21 @@ class Session:
             self.ops = LossyOps(self.backing, self.link)  # a fresh cache: the machine came back
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``BACKING MOUNTPOINT [--link NAME]`` (``NAME``: shown as a symlink to the backing's own)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    link = None
-    if len(args) == 4 and args[2] == "--link":
-        link = args.pop()
-        args.pop()
-    if len(args) != 2:
-        sys.exit("usage: _lossyfs.py BACKING MOUNTPOINT [--link NAME]")
-    Session(args[0], args[1], link).run()
+def main() -> None:
+    """Ready first (``mfusepy`` imported: a spare process mounts at once when asked), then one
+    line on stdin says what to mount: ``{"backing", "mountpoint", "link", "log"}`` (``link``: a
+    name shown as a symlink to the backing's own; ``log``: where this process's stderr goes)."""
+    import mfusepy  # noqa: F401 (imported before the order: what the spare is for)
+
+    line = sys.stdin.readline()
+    if not line:  # the harness is gone before it needed this spare
+        os._exit(0)
+    order = json.loads(line)
+    if order.get("log"):
+        fd = os.open(order["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(fd, 2)
+        os.close(fd)
+    Session(order["backing"], order["mountpoint"], order.get("link")).run()
 
 
 if __name__ == "__main__":

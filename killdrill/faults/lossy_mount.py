@@ -15,6 +15,7 @@ Needs ``/dev/fuse``, ``fusermount3`` (Debian: ``fuse3``), libfuse3 and the ``mfu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes.util
 import functools
@@ -25,9 +26,10 @@ import select
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import Any, NoReturn
 
 from killdrill import ownership
 from killdrill.errors import HarnessError
@@ -101,6 +103,57 @@ def unmount(path: Path) -> None:
         subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True, timeout=30, check=False)
 
 
+_SPARE_LOCK = threading.Lock()
+_spare: tuple[int, subprocess.Popen[bytes]] | None = None  # (the harness's pid, a ready process)
+
+
+def _new_process() -> subprocess.Popen[bytes]:
+    # the file itself, not ``-m``: its process imports no killdrill (40 ms a start)
+    return subprocess.Popen(
+        [sys.executable, str(_FILE_SYSTEM)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # until its order names the case's log
+        bufsize=0,
+        start_new_session=True,  # never in a process group the drill kills
+        close_fds=True,
+        env=_env(),
+    )
+
+
+def _ready_process() -> subprocess.Popen[bytes]:
+    """A file system process for a mount: the spare started for it (its interpreter and imports
+    done while the previous case ran: ~0.1-0.3 s a case), and a new spare for the next.  A spare
+    waits on its stdin: it ends with the harness, or at this process's exit."""
+    global _spare
+    with _SPARE_LOCK:
+        mine = _spare if _spare is not None and _spare[0] == os.getpid() else None  # not a parent's
+        proc = mine[1] if mine is not None and mine[1].poll() is None else _new_process()
+        if _spare is None:
+            atexit.register(_drop_spare)
+        _spare = (os.getpid(), _new_process())
+    return proc
+
+
+def _drop_spare() -> None:
+    global _spare
+    with _SPARE_LOCK:
+        held, _spare = _spare, None
+    if held is not None and held[0] == os.getpid():
+        proc = held[1]
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()  # end of input: it exits
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 class LossyMount:
     """``backing`` shown at ``mountpoint`` through the lossy file system (``link``: a name in
     ``backing`` shown as a symlink to itself, never lossy: the harness's ``.killdrill``)."""
@@ -137,28 +190,10 @@ class LossyMount:
     def _spawn(self) -> None:
         if self._claim is None:
             self._claim = ownership.claim(ownership.FUSE_MOUNT, path=str(self.mountpoint))
-        # the file itself, not ``-m``: its process imports no killdrill (40 ms a start)
-        argv = [sys.executable, str(_FILE_SYSTEM), str(self.backing), str(self.mountpoint)]
-        if self.link:
-            argv += ["--link", self.link]
-        stderr: IO[str] | int = subprocess.DEVNULL
-        if self.log is not None:
-            stderr = open(self.log, "a", encoding="utf-8")  # noqa: SIM115 (closed below)
-        try:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                bufsize=0,
-                start_new_session=True,  # never in a process group the drill kills
-                close_fds=True,
-                env=_env(),
-            )
-        finally:
-            if not isinstance(stderr, int):
-                stderr.close()
+        self._proc = _ready_process()
         self._buffer = b""
+        order = {"backing": str(self.backing), "mountpoint": str(self.mountpoint), "link": self.link}
+        self._send(json.dumps({**order, "log": str(self.log) if self.log is not None else None}))
 
     def _send(self, command: str) -> None:
         proc = self._proc
