@@ -80,13 +80,16 @@ def _postgres_schema(claim: dict[str, Any]) -> None:
 
 
 def _fuse_mount(claim: dict[str, Any]) -> None:
-    from killdrill.faults.lossy_mount import is_mounted, unmount
+    from killdrill.faults.lossy_mount import is_mounted, restore, unmount
 
     path = Path(claim["path"])
     if path.is_absolute():
         unmount(path)  # only a lossy file system's mount (its source name says so)
         if is_mounted(path):
             raise OSError(f"could not unmount {path}")
+        backing = Path(str(claim.get("backing") or ""))
+        if backing.is_absolute() and backing.name.startswith(".killdrill-lossy-"):
+            restore(path, backing)  # the workdir's files back at its path
 
 
 REMOVERS: dict[str, Callable[[dict[str, Any]], None]] = {

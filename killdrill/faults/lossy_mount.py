@@ -96,6 +96,17 @@ def is_mounted(path: Path) -> bool:
         return False
 
 
+def restore(path: Path, backing: Path) -> None:
+    """After a harness died mid-case: ``path`` (an empty mountpoint) gets its files back from
+    ``backing`` (a workdir moved there for its lossy mount)."""
+    if is_mounted(path) or not backing.is_dir():
+        return
+    with contextlib.suppress(OSError):
+        path.rmdir()  # only when empty: a folder with files in it is not ours to replace
+    if not path.exists():
+        os.rename(backing, path)
+
+
 def unmount(path: Path) -> None:
     """Unmount the lossy file system at ``path`` lazily (a process still in it keeps its view
     until it lets go; nothing new enters); nothing if none is mounted there."""
@@ -159,9 +170,16 @@ class LossyMount:
     ``backing`` shown as a symlink to itself, never lossy: the harness's ``.killdrill``)."""
 
     def __init__(
-        self, backing: Path, mountpoint: Path, *, link: str | None = None, log: Path | None = None
+        self,
+        backing: Path,
+        mountpoint: Path,
+        *,
+        link: str | None = None,
+        log: Path | None = None,
+        moved: bool = False,
     ) -> None:
         self.backing = backing
+        self.moved = moved  # the mountpoint's own files were moved to backing: a sweep moves them back
         self.mountpoint = mountpoint
         self.link = link
         self.log = log
@@ -189,7 +207,8 @@ class LossyMount:
 
     def _spawn(self) -> None:
         if self._claim is None:
-            self._claim = ownership.claim(ownership.FUSE_MOUNT, path=str(self.mountpoint))
+            moved = {"backing": str(self.backing)} if self.moved else {}
+            self._claim = ownership.claim(ownership.FUSE_MOUNT, path=str(self.mountpoint), **moved)
         self._proc = _ready_process()
         self._buffer = b""
         order = {"backing": str(self.backing), "mountpoint": str(self.mountpoint), "link": self.link}

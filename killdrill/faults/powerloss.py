@@ -66,7 +66,8 @@ class LossyWorkdir:
         self.schedule = schedule
         self.workdir = workdir
         self.backing = workdir.parent / f".killdrill-lossy-{workdir.name}"
-        self.mount = LossyMount(self.backing, workdir, link=state, log=self.backing / state / "lossyfs.log")
+        log = self.backing / state / "lossyfs.log"
+        self.mount = LossyMount(self.backing, workdir, link=state, log=log, moved=True)
         self.opened = False
 
     def open(self) -> None:

@@ -184,3 +184,20 @@ def test_a_file_system_that_died_under_a_case_is_the_harness_s_failure(mount: Lo
     with pytest.raises(HarnessError, match="ended"):
         mount.check_alive()
     assert not is_mounted(mount.mountpoint)
+
+
+def test_the_sweep_gives_a_workdir_its_files_back_after_its_harness_died(tmp_path: Path) -> None:
+    workdir, backing = tmp_path / "001-case", tmp_path / ".killdrill-lossy-001-case"
+    workdir.mkdir()
+    (workdir / "checkpoint.json").write_text("{}")
+    workdir.rename(backing)
+    workdir.mkdir()
+    lossy = LossyMount(backing, workdir, moved=True)
+    lossy.start()
+    try:
+        claim = {"kind": "fuse-mount", "path": str(workdir), "backing": str(backing)}
+        sweep.REMOVERS["fuse-mount"](claim)
+        assert not is_mounted(workdir) and not backing.exists()
+        assert (workdir / "checkpoint.json").read_text() == "{}"
+    finally:
+        lossy.close()
