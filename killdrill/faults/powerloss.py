@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import secrets
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -55,31 +56,62 @@ def check_power_loss(what: str = "--faults power") -> None:
         raise UsageError(f"{what}: {why}")
 
 
-class LossyWorkdir:
-    """The case's workdir on the lossy file system (the kind's :class:`~killdrill.faults.kinds.
-    CaseLife`): its files move to a backing folder beside it (``.killdrill-lossy-NAME``) and are
-    shown at the workdir's own path from the first attempt to the last; ``state`` (the harness's
-    folder's name) is passed through, never lossy.  After each step whose fault is a power loss
-    that landed, the power goes: :meth:`attempts`."""
+class LossyFolder:
+    """One folder on the lossy file system: its files moved to a backing folder beside it
+    (``.killdrill-lossy-NAME``) and shown at its own path while the case runs (``link``: a name
+    in it passed through, never lossy: the harness's ``.killdrill``)."""
 
-    def __init__(self, schedule: Schedule, workdir: Path, state: str) -> None:
-        self.schedule = schedule
-        self.workdir = workdir
-        self.backing = workdir.parent / f".killdrill-lossy-{workdir.name}"
-        log = self.backing / state / "lossyfs.log"
-        self.mount = LossyMount(self.backing, workdir, link=state, log=log, moved=True)
+    def __init__(
+        self, path: Path, backing: Path, *, link: str | None = None, log: Path | None = None
+    ) -> None:
+        self.path = path
+        self.backing = backing
+        self.mount = LossyMount(backing, path, link=link, log=log, moved=True)
         self.opened = False
 
     def open(self) -> None:
-        os.rename(self.workdir, self.backing)
-        os.mkdir(self.workdir, 0o700)
+        os.rename(self.path, self.backing)
         self.opened = True
+        os.mkdir(self.path, 0o700)
         self.mount.start()
+
+    def close(self) -> None:
+        """Unmount (what is still cached written back: the files as the agent left them) and put
+        the files back at the folder's path."""
+        self.mount.close()
+        if self.opened:
+            self.opened = False
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path)
+            os.rename(self.backing, self.path)
+
+
+class LossyWorkdir:
+    """The case's workdir, and the folders named by ``--power-loss-path``, on the lossy file
+    system (the kind's :class:`~killdrill.faults.kinds.CaseLife`) from the first attempt to the
+    last; ``state`` (the harness's folder's name) is passed through, never lossy.  After each
+    step whose fault is a power loss that landed, the power goes: :meth:`attempts`."""
+
+    def __init__(self, schedule: Schedule, workdir: Path, state: str, paths: Sequence[Path] = ()) -> None:
+        self.schedule = schedule
+        self.workdir = workdir
+        backing = workdir.parent / f".killdrill-lossy-{workdir.name}"
+        self.folders = [LossyFolder(workdir, backing, link=state, log=backing / state / "lossyfs.log")]
+        for path in paths:
+            side = path.parent / f".killdrill-lossy-{path.name}-{secrets.token_hex(4)}"
+            self.folders.append(
+                LossyFolder(path, side, log=backing / state / f"lossyfs-{len(self.folders)}.log")
+            )
+
+    def open(self) -> None:
+        for folder in self.folders:
+            folder.open()
 
     def attempts(self, batch: list[Attempt]) -> list[Attempt]:
         """The step's attempts (every process reaped), with the power loss applied after the one
         whose fault is a power loss that landed."""
-        self.mount.check_alive()
+        for folder in self.folders:
+            folder.mount.check_alive()
         out = list(batch)
         for i, a in enumerate(out):
             fault = self.schedule.for_attempt(a.number)
@@ -89,27 +121,46 @@ class LossyWorkdir:
 
     def power_loss(self, attempt: Attempt) -> Attempt:
         """Drop what was not synced, then come back up: ``attempt`` with what was lost
-        (``lost_writes``) and a note saying it."""
-        report = self.mount.crash()
-        lost = tuple(
-            d for d in report.get("dropped", ()) if not str(d.get("path", "")).endswith(INDEX_SUFFIXES)
-        )
-        self.mount.start()
-        return replace(attempt, lost_writes=lost, notes=(*attempt.notes, lost_note(lost)))
+        (``lost_writes``: paths in the workdir relative, others absolute) and a note saying it."""
+        lost: list[dict[str, Any]] = []
+        for folder in self.folders:
+            for d in folder.mount.crash().get("dropped", ()):
+                if str(d.get("path", "")).endswith(INDEX_SUFFIXES):
+                    continue
+                if folder.path != self.workdir:
+                    d = {**d, "path": str(folder.path / str(d["path"]))}
+                lost.append(d)
+        for folder in self.folders:
+            folder.mount.start()
+        return replace(attempt, lost_writes=tuple(lost), notes=(*attempt.notes, lost_note(lost)))
 
     def close(self) -> None:
-        """Unmount (what is still cached written back: the files as the agent left them) and put
-        the files back at the workdir's path (the case's evidence)."""
-        self.mount.close()
-        if self.opened:
-            self.opened = False
-            with contextlib.suppress(OSError):
-                os.rmdir(self.workdir)
-            os.rename(self.backing, self.workdir)
+        for folder in reversed(self.folders):
+            folder.close()
+
+
+def named_paths(options: Any, workdir: Path, thread: str) -> list[Path]:
+    """The folders ``--power-loss-path`` names (``{workdir}``, ``{thread}`` filled), each an
+    existing directory outside the workdir (one inside it is lossy with it already): a
+    :class:`UsageError` (one line) for any other."""
+    out: list[Path] = []
+    for text in getattr(options, "power_loss_paths", ()) or ():
+        path = Path(os.path.abspath(text.replace("{workdir}", str(workdir)).replace("{thread}", thread)))
+        if path == workdir or workdir in path.parents:
+            continue
+        if not path.is_dir():
+            raise UsageError(f"--power-loss-path {text}: {path} is not an existing directory")
+        if path in workdir.parents or path == Path(path.anchor):
+            raise UsageError(
+                f"--power-loss-path {text}: {path} holds the case's workdir; name a folder of its own"
+            )
+        out.append(path)
+    return out
 
 
 def _life(schedule: Schedule, scene: Scene) -> LossyWorkdir:
-    return LossyWorkdir(schedule, scene.workdir, scene.state.name)
+    paths = named_paths(scene.options, scene.workdir, scene.thread)
+    return LossyWorkdir(schedule, scene.workdir, scene.state.name, paths)
 
 
 KIND = register(

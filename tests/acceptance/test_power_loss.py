@@ -85,3 +85,24 @@ def test_a_synced_checkpoint_is_exactly_once_under_a_power_loss_at_every_point(
     assert len(result.cases) == len(points) == 6
     for case in result.cases:
         exactly_once(case)
+
+
+def test_a_folder_outside_the_workdir_loses_its_unsynced_data_when_named(tmp_path: Path) -> None:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    command = [*JSON, "--bug", "no-fsync"]
+    command[command.index("{workdir}/checkpoint.json")] = str(state / "{thread}.json")
+    with Drill(command, DrillOptions(root=tmp_path / "plain")) as drill:
+        assert drill.run_case("powerloss:after:pay_alice").ok  # its checkpoint is not in the workdir
+    with Drill(command, DrillOptions(root=tmp_path / "named", power_loss_paths=(str(state),))) as drill:
+        case = drill.run_case("powerloss:after:pay_alice")
+    duplicate = next(v for v in case.violations if v.kind == DUPLICATE_EFFECT)
+    assert duplicate.cause == "unsynced_write"
+    (lost,) = case.attempts[0].lost_writes
+    assert lost["path"] == str(state / f"{case.thread}.json") and lost["size_kept"] == 0
+    assert "--power-loss-path" in case.reproduce
+    assert not is_mounted(state) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "agent-state",
+        "named",
+        "plain",
+    ]
