@@ -4,12 +4,14 @@ missing, the attempt's record of what was lost, and the cause the verdict names.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from killdrill.errors import UsageError
 from killdrill.faults import lossy_mount, powerloss
+from killdrill.options import DrillOptions
 from killdrill.points import POWER_LOSS, Fault, ScheduleError, parse_fault, parse_schedule
 from killdrill.records import CREATED, DUPLICATE_EFFECT, EXITED, KILLED, Attempt, Call, LedgerSnapshot
 from killdrill.verdict import judge
@@ -129,3 +131,18 @@ def test_a_lost_sqlite_commit_says_synchronous_full() -> None:
 
 def test_a_power_loss_that_dropped_nothing_leaves_the_key_story() -> None:
     assert _diagnosed((), "after:pay_alice").cause == "key_new_per_attempt"
+
+
+def test_the_named_folders_are_existing_directories_of_their_own(tmp_path: Path) -> None:
+    workdir = tmp_path / "root" / "001-case"
+    workdir.mkdir(parents=True)
+    (tmp_path / "state").mkdir()
+    options = DrillOptions(
+        power_loss_paths=(str(tmp_path / "state"), "{workdir}/inside", str(tmp_path / "{thread}"))
+    )
+    with pytest.raises(UsageError, match=r"is not an existing directory"):
+        powerloss.named_paths(options, workdir, "t1")
+    (tmp_path / "t1").mkdir()
+    assert powerloss.named_paths(options, workdir, "t1") == [tmp_path / "state", tmp_path / "t1"]
+    with pytest.raises(UsageError, match=r"holds the case's workdir"):
+        powerloss.named_paths(DrillOptions(power_loss_paths=(str(tmp_path / "root"),)), workdir, "t1")
