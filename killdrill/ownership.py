@@ -34,6 +34,7 @@ from typing import Any
 
 __all__ = [
     "FOLDER",
+    "FUSE_MOUNT",
     "KEEP_LIMIT",
     "POSTGRES_SCHEMA",
     "RABBITMQ_VHOST",
@@ -51,9 +52,11 @@ FOLDER = "folder"  # {"path"}: removed whole
 REDIS_KEYS = "redis-keys"  # {"url", "prefix"}: every key under the prefix deleted
 RABBITMQ_VHOST = "rabbitmq-vhost"  # {"vhost"}: deleted with rabbitmqctl
 POSTGRES_SCHEMA = "postgres-schema"  # {"url", "schema"}: dropped with CASCADE
+FUSE_MOUNT = "fuse-mount"  # {"path"}: a lossy file system's mount, unmounted lazily (before folders)
 
 KEEP_LIMIT = 20
 """Made roots kept as a failure's evidence; past it the oldest are removed by the next run."""
+
 
 def registry_dir(create: bool = False) -> Path:
     """The per-user folder of records (``$TMPDIR/killdrill-owners-UID``, private; made by the
@@ -148,6 +151,7 @@ class _Record:
             with contextlib.suppress(OSError):  # nothing of killdrill's left in the temp dir
                 self._path.parent.rmdir()
             f.close()
+
 
 _RECORD = _Record()
 

@@ -78,8 +78,19 @@ class FaultGrammar:
     summary: str = ""
 
 
+POWER_LOSS = "powerloss"
+"""``powerloss:POINT`` (a kill's point or time): the kill, then the machine's power lost: the
+case's workdir, on a lossy file system for every attempt, drops what was not fsynced
+(killdrill.faults.powerloss)."""
+
 BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
-    # one line a kind, e.g. FaultGrammar("powerloss", "killdrill.faults.powerloss", kills=True, summary=...),
+    FaultGrammar(
+        POWER_LOSS,
+        "killdrill.faults.powerloss",
+        triggers=("point", "time"),
+        kills=True,
+        summary="the machine loses power: the attempt's tree killed, the workdir's unsynced data dropped",
+    ),
 )
 GRAMMAR: dict[str, FaultGrammar] = {g.name: g for g in BUILTIN_GRAMMAR}
 """The fault kinds written ``KIND[=TARGET]:TRIGGER``, by word: one entry a kind (its file in

@@ -57,6 +57,7 @@ from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import ExitCode
 from killdrill.faults import fleet
 from killdrill.faults.network import with_net_fault
+from killdrill.faults.powerloss import check_power_loss, with_power_loss
 from killdrill.options import (
     OPTIONS,
     Spelled,
@@ -118,7 +119,7 @@ class ChaosOptions:
     shrink_runs: int = 24
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
-    faults: tuple[str, ...] = ("kill",)  # also "pause", "upgrade" (killdrill.faults.fleet), "net" (netfaults)
+    faults: tuple[str, ...] = ("kill",)  # also "pause", "upgrade" (killdrill.faults.fleet), "net", "power"
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
 
@@ -231,6 +232,8 @@ def _run_chaos(
     CHAOS_UPGRADE.check(
         {"faults": options.faults, "resume_with": drill_options.resume_with}, spelled, CHAOS_OPTIONS
     )
+    if "power" in options.faults:
+        check_power_loss()  # one line before any run, not a harness error in every other one
     drill = Drill(command, drill_options)
     if discovery is not None:
         drill.use_discovery(discovery)
@@ -259,6 +262,8 @@ def _run_chaos(
         sched = fleet.draw_faults(sched, discovery.labels(), options.seed, index, options.faults)
         if "net" in options.faults:
             sched = with_net_fault(sched, discovery, options.seed, index)
+        if "power" in options.faults:
+            sched = with_power_loss(sched, options.seed, index)
         text = str(sched)
         if plans is not None:  # before the run starts: a crash still leaves the reproduction
             line = {

@@ -25,8 +25,8 @@ from killdrill.drill.thread_view import with_thread_view
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError
-from killdrill.faults import fleet
-from killdrill.faults.kinds import Batch, Scene
+from killdrill.faults import fleet, kinds, powerloss
+from killdrill.faults.kinds import Batch, CaseLife, Scene
 from killdrill.ledger import LedgerError
 from killdrill.points import Schedule, parse_schedule
 from killdrill.records import (
@@ -120,6 +120,7 @@ class CaseRunner:
         clock = PhaseClock()
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
+        powerloss.check_schedule(sched, deployment=self.launcher.topology is not None)
         discovery = self.discoverer.discover()
         clock.mark("discovery")  # when this case is the first to need it (shared by all)
         if check:
@@ -261,6 +262,25 @@ class CaseRunner:
     def _attempts(
         self, run: RunContext, sched: Schedule, offsets_may_miss: bool, clock: PhaseClock
     ) -> CaseAttempts:
+        """The case's launches inside what its faults' kinds do over the whole case (the power
+        loss's lossy workdir: ``faults.kinds.lives``), undone however the case ends."""
+        lives = kinds.lives(sched, self.launcher.scene(run))
+        try:
+            for life in lives:
+                life.open()
+            return self._launches(run, sched, offsets_may_miss, clock, lives)
+        finally:
+            for life in reversed(lives):
+                life.close()
+
+    def _launches(
+        self,
+        run: RunContext,
+        sched: Schedule,
+        offsets_may_miss: bool,
+        clock: PhaseClock,
+        lives: Sequence[CaseLife] = (),
+    ) -> CaseAttempts:
         """Attempt 1 armed with the first kill, then resumes under the same thread until the run
         completes, a verdict is already certain, or ``max_attempts`` ran out."""
         mark = uuid.uuid4().hex
@@ -289,6 +309,8 @@ class CaseRunner:
                 clock.deployed(deployed.attempts, deployed.started)  # what the runtime held, read after
                 return deployed
             number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
+            for life in lives:  # every launch of the step reaped: a power loss happens now
+                batch = life.attempts(batch)
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)

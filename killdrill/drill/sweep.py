@@ -79,7 +79,21 @@ def _postgres_schema(claim: dict[str, Any]) -> None:
         engine.dispose()
 
 
+def _fuse_mount(claim: dict[str, Any]) -> None:
+    from killdrill.faults.lossy_mount import is_mounted, restore, unmount
+
+    path = Path(claim["path"])
+    if path.is_absolute():
+        unmount(path)  # only a lossy file system's mount (its source name says so)
+        if is_mounted(path):
+            raise OSError(f"could not unmount {path}")
+        backing = Path(str(claim.get("backing") or ""))
+        if backing.is_absolute() and backing.name.startswith(".killdrill-lossy-"):
+            restore(path, backing)  # the workdir's files back at its path
+
+
 REMOVERS: dict[str, Callable[[dict[str, Any]], None]] = {
+    ownership.FUSE_MOUNT: _fuse_mount,  # first: a folder holding a mount is removed after it
     ownership.FOLDER: _folder,
     ownership.REDIS_KEYS: _redis_keys,
     ownership.RABBITMQ_VHOST: _rabbitmq_vhost,
@@ -94,7 +108,7 @@ def sweep(keep_limit: int = ownership.KEEP_LIMIT) -> list[str]:
     with ownership.dead_records() as records:
         for record in records:
             removed = []
-            for claim in record.claims:
+            for claim in sorted(record.claims, key=_removal_order):
                 remover = REMOVERS.get(str(claim.get("kind")))
                 if remover is None:
                     continue
@@ -109,6 +123,11 @@ def sweep(keep_limit: int = ownership.KEEP_LIMIT) -> list[str]:
     with contextlib.suppress(OSError):  # empty: nothing of killdrill's left in the temp dir
         ownership.registry_dir().rmdir()
     return said
+
+
+def _removal_order(claim: dict[str, Any]) -> int:
+    """Mounts before everything else: a folder holding a mount is removed after it."""
+    return 0 if claim.get("kind") == ownership.FUSE_MOUNT else 1
 
 
 def prune_kept(limit: int) -> list[str]:
@@ -129,6 +148,8 @@ def _describe(claim: dict[str, Any]) -> str:
         return f"folder {claim['path']}"
     if kind == ownership.REDIS_KEYS:
         return f"Redis keys {claim['prefix']}*"
+    if kind == ownership.FUSE_MOUNT:
+        return f"lossy mount {claim['path']}"
     if kind == ownership.RABBITMQ_VHOST:
         return f"RabbitMQ vhost {claim['vhost']}"
     return f"PostgreSQL schema {claim.get('schema')}"

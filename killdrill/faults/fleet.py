@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from killdrill.points import Fault, Schedule, ScheduleError
 from killdrill.records import Attempt
 
-CHAOS_FAULTS = ("kill", "pause", "upgrade", "net")
-"""What chaos may draw (``--faults``): kills always; pauses, upgrades and connection faults
-(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) when asked."""
+CHAOS_FAULTS = ("kill", "pause", "upgrade", "net", "power")
+"""What chaos may draw (``--faults``): kills always; pauses, upgrades, connection faults
+(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) and power losses
+(``power``: a kill turned into ``powerloss:``, killdrill.faults.powerloss) when asked."""
 
 
 def draw_faults(

@@ -21,6 +21,7 @@ from killdrill.options import DrillOptions
 from killdrill.points import GRAMMAR, Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.nemesis import Nemesis
+from killdrill.records import Attempt
 from killdrill.registry import Registry
 
 ENTRY_POINT_GROUP = "killdrill.faults"
@@ -86,15 +87,34 @@ Launches = Callable[[Fault, int, Schedule, SpecMaker, Scene], Batch]
 the next attempts' faults, ``SpecMaker`` their specs)."""
 
 
+class CaseLife(Protocol):
+    """What a kind does over a whole case whose schedule has one of its faults (the power loss:
+    the workdir on a lossy file system from the first attempt to the last): ``open`` before the
+    first launch, ``attempts`` after each step (its launches reaped: what the kind adds to their
+    records), ``close`` at the case's end, however it ends."""
+
+    def open(self) -> None: ...
+
+    def attempts(self, batch: list[Attempt]) -> list[Attempt]: ...
+
+    def close(self) -> None: ...
+
+
+Life = Callable[[Schedule, Scene], CaseLife]
+"""The case-long part of a kind, built once per case whose schedule has one of its faults."""
+
+
 @dataclass(frozen=True)
 class FaultKind:
     """A kind of fault: ``name`` (``points.Fault.acts``), ``act`` (its nemesis for one launch),
-    ``launches`` (when its step is more than its one launch; None: the one)."""
+    ``launches`` (when its step is more than its one launch; None: the one), ``life`` (what it
+    does over the whole case; None: nothing)."""
 
     name: str
     act: Act
     launches: Launches | None = None
     summary: str = ""
+    life: Life | None = None
 
 
 _KINDS: Registry[FaultKind] = Registry(
@@ -133,6 +153,18 @@ def step(schedule: Schedule, number: int, make: SpecMaker, scene: Scene) -> Batc
         return kind.launches(fault, number, schedule, make, scene)
     spec = make(number, fault)
     return Batch([spec], act(fault, spec, scene))
+
+
+def lives(schedule: Schedule, scene: Scene) -> list[CaseLife]:
+    """The case-long parts of the kinds of ``schedule``'s faults (one per kind that has one)."""
+    out: list[CaseLife] = []
+    seen: set[str] = set()
+    for fault in schedule:
+        kind = kind_of(fault)
+        if kind.life is not None and kind.name not in seen:
+            seen.add(kind.name)
+            out.append(kind.life(schedule, scene))
+    return out
 
 
 def kinds() -> dict[str, FaultKind]:

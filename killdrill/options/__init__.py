@@ -128,6 +128,7 @@ class DrillOptions:
     effect_table: Mapping[str, Any] = field(default_factory=dict)  # name -> (columns, query): db rows
     effect_db: str | None = None  # the URL of the agent's own database (killdrill.drill.db_effects)
     existing: str | None = None  # objects every run's fakes hold before it starts (fakes/existing.py)
+    power_loss_paths: tuple[str, ...] = ()  # powerloss: folders lossy besides the workdir (faults.powerloss)
     # The enabled integrations' own options by field (their records' rows, checked by the drill).
     integration_options: Mapping[str, Any] = field(default_factory=dict)
     # How the caller named the fields (for messages only: not an option, not compared).
@@ -249,6 +250,14 @@ OPTIONS: tuple[Option, ...] = (
         "--ledger-url",
         discovery=True,
         reproduce=False,  # may hold a password; the reproduction uses its own ledger
+    ),
+    Option(
+        "power_loss_paths",
+        Names(metavar="PATH"),
+        (),
+        "with a powerloss: fault, this folder too loses what was not synced, as the workdir does (an "
+        "existing directory; {workdir} and {thread} filled; repeat for more)",
+        "--power-loss-path",
     ),
     Option("resumers", _COUNT, 1, "concurrent resumers after the first kill", "--resumers"),
     Option(

@@ -236,6 +236,9 @@ class Attempt:
     # The deployment's process this launch was (a ``--serve`` service or replica, ``driver``);
     # None: the one command of a drill without services.
     process: str | None = None
+    # A power loss after this attempt (``powerloss:POINT``): each file whose unsynced data it
+    # dropped ({path, size_seen, size_kept, unsynced_bytes, ever_synced}; faults.powerloss).
+    lost_writes: tuple[dict[str, Any], ...] = ()
 
     @property
     def ended(self) -> str:
@@ -252,6 +255,7 @@ class Attempt:
         d["trace"] = [e.to_dict() for e in self.trace] if trace else []
         d["notes"] = list(self.notes)
         d["unfinished"] = list(self.unfinished)
+        d["lost_writes"] = [dict(w) for w in self.lost_writes]
         return d
 
     @classmethod
@@ -260,6 +264,7 @@ class Attempt:
         kw["trace"] = tuple(TraceEvent.from_dict(e) for e in d.get("trace", ()))
         kw["notes"] = tuple(d.get("notes", ()))
         kw["unfinished"] = tuple(d.get("unfinished", ()))
+        kw["lost_writes"] = tuple(dict(w) for w in d.get("lost_writes", ()))
         return cls(**kw)
 
 

@@ -30,6 +30,7 @@ class CauseName(StableName):
     KEY_ABANDONED = "key_abandoned"
     COMPENSATION_OUT_OF_ORDER = "compensation_out_of_order"
     WORK_RESUBMITTED = "work_resubmitted"
+    UNSYNCED_WRITE = "unsynced_write"
     CONSEQUENCE = "consequence"
     RESUME_CRASHED = "resume_crashed"
     ATTEMPT_LIMIT = "attempt_limit"
@@ -96,6 +97,12 @@ FIXES: dict[CauseName, str] = {
     "Idempotency-Key header, the order's own id), the same on every retry and re-run, and the server "
     "starts the work under an id derived from it (the workflow or task id), so a re-sent request "
     "attaches to the run already started, or recovered, instead of starting another",
+    CauseName.UNSYNCED_WRITE: (
+        "make the checkpoint durable before acting on it: write it to a temporary file, flush and os.fsync "
+        "it, os.replace it over the old one, then fsync the directory (open it O_RDONLY, os.fsync); SQLite "
+        "in WAL mode: PRAGMA synchronous=FULL (NORMAL syncs no commit); a checkpointer library: its durable"
+        " setting.  A SIGKILL keeps what the kernel holds, a power loss does not"
+    ),
     CauseName.CONSEQUENCE: "fix the violation it is listed under",
     CauseName.RESUME_CRASHED: "the resumed attempt failed on its own: fix what its stderr shows (shown with "
     "the attempt); a resume must start from the checkpoint and tolerate the killed attempt's leftovers",

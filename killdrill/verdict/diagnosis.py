@@ -45,6 +45,7 @@ from killdrill.verdict.causes import FIXES, CauseName
 from killdrill.verdict.consequences import roots_and_consequences
 from killdrill.verdict.model_ids import issued_ids, model_id_story
 from killdrill.verdict.phrases import format_identity, is_row
+from killdrill.verdict.power_loss import power_loss_cause
 from killdrill.verdict.resubmission import resubmitted_story
 from killdrill.verdict.runtime_keys import runtime_attempt_in_key
 
@@ -355,6 +356,11 @@ def diagnose(
             else:
                 cause, observed = _diagnose_one(v, attempts, stopped if stopped is not v else None)
             v = replace(v, cause=str(cause), observed=observed, fix=FIXES[cause])
+            lost = power_loss_cause(v, attempts, str(cause))
+            if lost is not None:  # the resume ran on what a power loss left
+                v = replace(
+                    v, cause=str(CauseName.UNSYNCED_WRITE), observed=f"{lost[0]}; {observed}", fix=lost[1]
+                )
             v = _framework_cause(v, attempts, integrations)
         out.append(v)
     return roots_and_consequences(out, baseline)

@@ -112,6 +112,7 @@ NON_DEFAULT_FLAGS = [
     "--effect-table", f"paid(order_id, amount)={PAID}",
     "--effect-db", "sqlite:///{workdir}/app.db",
     "--existing", "existing.toml",
+    "--power-loss-path", "/srv/agent-state",
 ]  # fmt: skip
 
 
@@ -195,6 +196,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "effect_table": ["receipts (order_id)", f"paid(order_id,amount) = {PAID}"],
         "effect_db": "sqlite:///{workdir}/app.db",
         "existing": "existing.toml",
+        "power_loss_paths": ["/srv/agent-state"],
     }
     from_ini = from_fields({k: convert(ROWS[k], v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)

@@ -1,0 +1,108 @@
+"""Power loss drills a checkpoint's durability: a JSON checkpoint written without fsync and SQLite in
+WAL mode under synchronous=NORMAL survive every SIGKILL and are caught by a power loss (a
+duplicate charge, cause unsynced_write, the file named); with fsync / synchronous=FULL the same
+agents are exactly-once at every point."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from killdrill.drill import Drill, DrillOptions
+from killdrill.faults.lossy_mount import is_mounted, unavailable
+from killdrill.records import DUPLICATE_EFFECT, CaseResult
+
+pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+
+AGENTS = Path(__file__).parents[1] / "agents" / "power"
+JSON = [sys.executable, str(AGENTS / "json_checkpoint.py"), "--ckpt", "{workdir}/checkpoint.json"]
+SQLITE = [sys.executable, str(AGENTS / "sqlite_checkpoint.py"), "--db", "{workdir}/state.db"]
+
+
+def charges(case: CaseResult) -> dict[str, list[str]]:
+    """Each payee's landed charges in the case's ledger, by key."""
+    assert case.ledger is not None
+    out: dict[str, list[str]] = {}
+    for c in case.ledger.calls:
+        if c.op == "charge" and c.landed:
+            out.setdefault(str(c.payload["customer"]), []).append(str(c.key))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("command", "lost"),
+    [([*JSON, "--bug", "no-fsync"], "checkpoint.json"), ([*SQLITE, "--bug", "normal"], "state.db-wal")],
+    ids=["json-no-fsync", "sqlite-normal"],
+)
+def test_a_checkpoint_not_synced_survives_a_kill_and_a_power_loss_repeats_the_charge(
+    tmp_path: Path, command: list[str], lost: str
+) -> None:
+    with Drill(command, DrillOptions(root=tmp_path)) as drill:
+        killed = drill.run_case("after:pay_alice")
+        assert killed.ok, killed.text()
+        case = drill.run_case("powerloss:after:pay_alice")
+    assert not case.ok
+    duplicate = next(v for v in case.violations if v.kind == DUPLICATE_EFFECT)
+    assert duplicate.cause == "unsynced_write"
+    assert f"dropped the unsynced data of {lost}" in duplicate.observed
+    assert "synchronous=FULL" in duplicate.fix if lost.endswith("-wal") else "os.fsync" in duplicate.fix
+    first = case.attempts[0]
+    assert [w["path"] for w in first.lost_writes] == [lost]
+    # the ledger: alice charged twice under two keys (the checkpointed key was lost), bob once
+    paid = charges(case)
+    assert len(paid["alice"]) == 2 and len(set(paid["alice"])) == 2 and len(paid["bob"]) == 1
+    assert "reproduce" in case.to_dict() and "powerloss:after:pay_alice" in case.reproduce
+    assert not is_mounted(Path(case.workdir))
+    assert [p.name for p in tmp_path.rglob(".killdrill-lossy-*")] == []
+
+
+def exactly_once(case: CaseResult) -> None:
+    assert case.ok, case.text()
+    paid = charges(case)
+    assert sorted(paid) == ["alice", "bob"] and all(len(keys) == 1 for keys in paid.values()), paid
+    assert case.attempts[0].killed_at is not None
+    assert not any(w["path"] in ("checkpoint.json", "state.db-wal") for w in case.attempts[0].lost_writes)
+
+
+@pytest.mark.parametrize("command", [JSON, SQLITE], ids=["json-fsync", "sqlite-full"])
+def test_a_synced_checkpoint_is_exactly_once_under_a_power_loss_while_the_charge_is_answered(
+    tmp_path: Path, command: list[str]
+) -> None:
+    with Drill(command, DrillOptions(root=tmp_path)) as drill:
+        exactly_once(drill.run_case("powerloss:during:payments.charge"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [JSON, SQLITE], ids=["json-fsync", "sqlite-full"])
+def test_a_synced_checkpoint_is_exactly_once_under_a_power_loss_at_every_point(
+    tmp_path: Path, command: list[str]
+) -> None:
+    with Drill(command, DrillOptions(root=tmp_path)) as drill:
+        points = drill.points()
+        result = drill.run_all([f"powerloss:{p}" for p in points])
+    assert len(result.cases) == len(points) == 6
+    for case in result.cases:
+        exactly_once(case)
+
+
+def test_a_folder_outside_the_workdir_loses_its_unsynced_data_when_named(tmp_path: Path) -> None:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    command = [*JSON, "--bug", "no-fsync"]
+    command[command.index("{workdir}/checkpoint.json")] = str(state / "{thread}.json")
+    with Drill(command, DrillOptions(root=tmp_path / "plain")) as drill:
+        assert drill.run_case("powerloss:after:pay_alice").ok  # its checkpoint is not in the workdir
+    with Drill(command, DrillOptions(root=tmp_path / "named", power_loss_paths=(str(state),))) as drill:
+        case = drill.run_case("powerloss:after:pay_alice")
+    duplicate = next(v for v in case.violations if v.kind == DUPLICATE_EFFECT)
+    assert duplicate.cause == "unsynced_write"
+    (lost,) = case.attempts[0].lost_writes
+    assert lost["path"] == str(state / f"{case.thread}.json") and lost["size_kept"] == 0
+    assert "--power-loss-path" in case.reproduce
+    assert not is_mounted(state) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "agent-state",
+        "named",
+        "plain",
+    ]
