@@ -31,6 +31,7 @@ from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
+from killdrill.faults.proxied import Proxies
 from killdrill.faults.resumers import Barrier
 from killdrill.integrations import (
     Service,
@@ -298,7 +299,8 @@ class AttemptLauncher:
         """Run one case of the deployment (``--serve``): its services and its driver, ``schedule``'s
         faults aimed at any of them, the driver run at most ``max_attempts`` times."""
         assert self.topology is not None
-        processes = self.topology.processes(run.thread, str(run.workdir))
+        ports: dict[str, int] = {}
+        processes = self.topology.processes(run.thread, str(run.workdir), ports)
         check_faults(schedule, [p.name for p in processes])
         for p in processes:
             if p.ready is not None and p.ready.startswith("tcp:") and accepts(int(p.ready[4:])):
@@ -339,7 +341,8 @@ class AttemptLauncher:
             and bool(r.trace)
             and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
         )
-        attempts = self.launch(run, hook.specs(), hook=hook)
+        upstreams = self.topology.upstreams(run.thread, str(run.workdir), ports)
+        attempts = self.launch(run, hook.specs(), hook=hook, upstreams=upstreams)
         return hook.finish(attempts)
 
     def launch(
@@ -347,10 +350,12 @@ class AttemptLauncher:
         run: RunContext,
         specs: list[LaunchSpec],
         hook: Barrier | fleet.Pause | DeploymentHook | None = None,
+        upstreams: Mapping[str, str] | None = None,
     ) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, with the HTTP fakes around them: always for
         the model (every attempt's model SDKs point at the model fake, scripted or not), and the
-        effects' routes' URL given to the agent when asked."""
+        effects' routes' URL given to the agent when asked; and the ``--proxy`` fault proxies
+        (``upstreams``: their targets with a deployment's ``{port:NAME}`` filled)."""
         self.effect_rows.prepare(run)  # the run's own schema exists before anything writes to it
         servers: list[FakesServer | SmtpFake] = []
         wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
@@ -369,6 +374,8 @@ class AttemptLauncher:
             servers.append(smtp)
             smtp.start()
 
+        proxies = Proxies(self.options.proxy if upstreams is None else upstreams)
+
         def prepare(spec: LaunchSpec) -> None:
             """Each launch its own fakes URL and SMTP port: its calls are its own, however many run."""
             url, secret = http.attempt_url(id(spec))  # every launch talks to the model fake
@@ -377,6 +384,7 @@ class AttemptLauncher:
                 spec.env = {**spec.env, "KILLDRILL_FAKES_URL": url, "KILLDRILL_FAKES_SECRET": secret}
             if smtp is not None:
                 spec.env = {**spec.env, "KILLDRILL_SMTP": smtp.attempt_address(id(spec))}
+            proxies.prepare(spec)
             spec.env = expand_env(spec.env, self.options.env)
 
         for spec in specs:
@@ -392,6 +400,7 @@ class AttemptLauncher:
                     server.bind(run.thread, running.spec.number, address, token, launch=id(running.spec))
                     if hasattr(server, "arm"):
                         server.arm(running)  # a drop:/reset: connection fault of this attempt
+                proxies.on_start(running)  # its own port's points and connection fault
 
         supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
         if hook is not None:
@@ -401,3 +410,4 @@ class AttemptLauncher:
         finally:
             for server in servers:
                 server.stop()
+            proxies.close()

@@ -20,6 +20,8 @@ import re
 import struct
 from dataclasses import dataclass
 
+from killdrill.options.proxies import SCHEMES
+
 __all__ = ["PROTOCOLS", "Message", "Protocol", "protocol"]
 
 _SSL_REQUEST = 80877103
@@ -216,8 +218,8 @@ def _resp_command(buffer: bytearray) -> tuple[int | None, str | None]:
 
 PROTOCOLS: dict[str, type[Protocol]] = {"postgres": Postgres, "redis": Redis, "tcp": Protocol}
 """The protocols a proxy speaks, by the scheme of its upstream (``postgres://HOST:PORT``)."""
-ALIASES = {"postgresql": "postgres", "pg": "postgres", "amqp": "tcp", "grpc": "tcp"}
-"""Other spellings of a scheme (AMQP and gRPC, a Temporal server's, are bytes to the proxy)."""
+ALIASES = SCHEMES
+"""Every scheme ``--proxy`` takes, as the protocol it is read as (``killdrill.options.proxies``)."""
 
 
 def protocol(name: str) -> Protocol:

@@ -31,6 +31,7 @@ from typing import Any
 
 from killdrill.options.db_effects import DB_EFFECT_ROWS
 from killdrill.options.fakes import FAKE_ROWS
+from killdrill.options.proxies import PROXY_ROWS
 from killdrill.options.kinds import (
     Answers,
     Choice,
@@ -104,6 +105,7 @@ class DrillOptions:
     effect_table: Mapping[str, Any] = field(default_factory=dict)  # name -> (columns, query): db rows
     effect_db: str | None = None  # the URL of the agent's own database (killdrill.drill.db_effects)
     existing: str | None = None  # objects every run's fakes hold before it starts (fakes/existing.py)
+    proxy: Mapping[str, str] = field(default_factory=dict)  # name -> SCHEME://HOST:PORT (faults.proxy)
     # The enabled integrations' own options by field (their records' rows, checked by the drill).
     integration_options: Mapping[str, Any] = field(default_factory=dict)
     # How the caller named the fields (for messages only: not an option, not compared).
@@ -154,6 +156,7 @@ OPTIONS: tuple[Option, ...] = (
         "--resume-with",
     ),
     *SERVICE_ROWS,
+    *PROXY_ROWS,
     *DB_EFFECT_ROWS,
     Option(
         "pass_env",
