@@ -266,7 +266,7 @@ class _Link:
         assert self.upstream is not None
         self.from_client += data
         out = bytearray()
-        for msg in self.protocol.client(self.from_client):
+        for msg in self._read(self.protocol.client, self.from_client):
             if msg.reply is not None:
                 self.client.sendall(msg.reply)
                 continue
@@ -284,7 +284,7 @@ class _Link:
     def _from_server(self, data: bytes) -> bool:
         self.from_server += data
         out = bytearray()
-        for msg in self.protocol.server(self.from_server):
+        for msg in self._read(self.protocol.server, self.from_server):
             if msg.op is not None and msg.op in self.protocol.announces:
                 if out:
                     self.client.sendall(out)
@@ -295,6 +295,18 @@ class _Link:
         if out:
             self.client.sendall(out)
         return True
+
+    def _read(self, read: Callable[[bytearray], list[Message]], buffer: bytearray) -> list[Message]:
+        """The whole messages of ``buffer``; bytes the protocol cannot read (not the protocol the
+        ``--proxy`` scheme said) make the connection a plain byte pipe from here on, never a
+        fault nobody asked for."""
+        before = bytes(buffer)
+        try:
+            return read(buffer)
+        except (ValueError, IndexError, struct.error):
+            self.protocol = Protocol()
+            buffer[:] = before
+            return self.protocol.client(buffer)
 
     def _announce(self, msg: Message) -> bool:
         """The dependency answered ``msg.op``: say ``during:NAME.OP`` and apply an armed drop.

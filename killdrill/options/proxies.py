@@ -22,7 +22,7 @@ SCHEMES = {
     "amqp": "tcp",
     "grpc": "tcp",
 }
-"""The schemes ``--proxy`` takes, and the protocol each is read as (AMQP and gRPC, a Temporal
+"""The schemes ``--proxy`` takes, and the protocol each is read as (AMQP and gRPC, a runtime
 server's, are bytes to the proxy: only the whole-connection faults apply)."""
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
