@@ -121,6 +121,21 @@ def _irreversible(provider: str) -> bool:
     return bool(ops) and not any(o.keyed for o in ops) and any(o.read and o.name == "lookup" for o in ops)
 
 
+def _row_again(calls: Sequence[Call], attempts: Sequence[Attempt]) -> str:
+    """Who inserted a row again: a later attempt, or the same one retrying (after a connection
+    fault that lost the answer to a commit that landed: ``drop:``)."""
+    writers = {c.attempt for c in calls if c.landed}
+    if len(writers) != 1 or 0 in writers:
+        return "a later attempt inserted the row again instead of finding the one an earlier attempt wrote"
+    (number,) = writers
+    kill = next((a.kill for a in attempts if a.number == number), None) or ""
+    lost = f" after {kill} lost the answer to a commit that landed" if kill.startswith("drop:") else ""
+    return (
+        f"attempt {number} inserted the row again on a retry{lost}, instead of checking whether its"
+        " first write had landed"
+    )
+
+
 def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] | None:
     """The key story of one effect's calls, for ``duplicate_effect`` and ``key_changed``."""
     calls = list(v.calls)
@@ -131,10 +146,8 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[Cause, str] |
         n = len([c for c in calls if c.landed])
         known = all(c.attempt for c in calls)  # 0: a deployment's, whose processes run at once
         by = f" (written by {_attempts_phrase(c.attempt for c in calls)})" if known else ""
-        return (
-            Cause.ROW_NOT_UNIQUE,
-            f"{provider} has {n} rows for {format_identity(v.identity)}{by}: a later attempt inserted"
-            " the row again instead of finding the one an earlier attempt wrote",
+        return Cause.ROW_NOT_UNIQUE, f"{provider} has {n} rows for {format_identity(v.identity)}{by}: " + (
+            _row_again(calls, attempts)
         )
     declared = spec(provider)
     operation = declared.operation(op)

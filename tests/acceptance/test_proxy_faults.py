@@ -44,6 +44,8 @@ def test_a_blind_retry_after_a_lost_commit_answer_books_twice(tmp_path: Path, po
     (v,) = dropped.violations
     assert (v.provider, v.op, v.identity) == ("db:payouts", "insert", {"order_id": "{thread}"})
     assert [c.attempt for c in v.calls] == [1, 1]  # the retry inside the attempt that lost the answer
+    assert v.cause == "row_not_unique"
+    assert "attempt 1 inserted the row again on a retry after drop:pg.commit" in v.observed, v.observed
     assert "dropped the answer of pg.commit" in dropped.attempts[0].notes[0]
     assert killed.kinds == ("duplicate_effect",), killed.text()
     assert [c.attempt for c in killed.violations[0].calls] == [1, 2]
