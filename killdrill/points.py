@@ -53,6 +53,48 @@ _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 _PROCESS_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_\-]*(?:\[\d+\])?):(?P<rest>.+)$")
 """``NAME:POINT`` aims at one process of a deployment (``api:before:x``, ``worker[1]:offset:2s``)."""
 _WORDS = frozenset((*KINDS, *NET_FAULTS, "offset", "pause", "start"))
+_ACTION_RE = re.compile(r"^(?P<action>[a-z][a-z0-9_]*)(?:=(?P<target>[^:,=\s]+))?:(?P<trigger>.+)$")
+"""``KIND[=TARGET]:TRIGGER``: a fault kind of :data:`GRAMMAR`, what it acts on, and when."""
+
+
+@dataclass(frozen=True)
+class FaultGrammar:
+    """The grammar entry of a fault kind written ``KIND[=TARGET]:TRIGGER`` (a machine's fault,
+    a dependency's): its word, what its target and trigger may be, and the module of
+    ``killdrill/faults/`` that acts it out (``faults.kinds`` loads it by this name).
+
+    ``target``: ``"none"`` (the kind acts on something fixed: the case's file system),
+    ``"optional"`` or ``"required"`` (``KIND=TARGET:...``: a process, a service, a dependency).
+    ``triggers``: ``"point"`` (``[PROCESS:]KIND:NAME[#N][+Xms|+F%]``, a point some process
+    reaches) and/or ``"time"`` (``[PROCESS:]offset:Xms``, ``start+F%``).  ``kills``: the launch
+    that triggers it is meant to die (an attempt it never landed on is ``point_not_reached``).
+    """
+
+    name: str
+    module: str
+    target: str = "none"
+    triggers: tuple[str, ...] = ("point",)
+    kills: bool = False
+    summary: str = ""
+
+
+BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
+    # one line a kind, e.g. FaultGrammar("powerloss", "killdrill.faults.powerloss", kills=True, summary=...),
+)
+GRAMMAR: dict[str, FaultGrammar] = {g.name: g for g in BUILTIN_GRAMMAR}
+"""The fault kinds written ``KIND[=TARGET]:TRIGGER``, by word: one entry a kind (its file in
+``killdrill/faults/`` is named by ``module``).  The kill family's own forms (``POINT``,
+``pause:``, ``drop:``, ``reset:``, ``offset:``, ``start+F%``, ``NAME:POINT``) are parsed below."""
+
+
+def declare(grammar: FaultGrammar) -> FaultGrammar:
+    """Add a fault kind's grammar entry in-process (a plugin's, a test's); the same entry again
+    is a no-op, another under a known word (or a word of the kill family) is refused."""
+    known = GRAMMAR.get(grammar.name)
+    if grammar.name in _WORDS or (known is not None and known != grammar):
+        raise UsageError(f"fault kind {grammar.name!r} is already declared")
+    GRAMMAR[grammar.name] = grammar
+    return grammar
 
 
 class ScheduleError(UsageError, ValueError):
@@ -115,12 +157,30 @@ class Fault:
     until: str | None = None  # with pause: the resumer's point (label, ``#M`` kept) that wakes it
     fault: str | None = None  # "drop" / "reset": a connection fault at ``during:PROVIDER.OP``
     process: str | None = None  # ``NAME:POINT``: only that process of a deployment (a service, ``driver``)
+    action: str | None = (
+        None  # ``KIND[=TARGET]:TRIGGER``: a kind of :data:`GRAMMAR` (the rest is its trigger)
+    )
+    target: str | None = None  # ``KIND=TARGET:...``: what the kind acts on (a service, a dependency)
 
     @property
     def is_kill(self) -> bool:
         """False for a pure hold (``POINT~Xs``), a pause or a connection fault: the attempt is not
         meant to die."""
+        if self.action is not None:
+            return self.action in GRAMMAR and GRAMMAR[self.action].kills
         return self.hold_ms is None and not self.pause and self.fault is None
+
+    @property
+    def acts(self) -> str:
+        """The fault kind that acts this fault out (``faults.kinds``): ``kill`` (at a point, a
+        delay, an offset), ``hold``, ``pause``, ``drop``, ``reset``, or a kind of :data:`GRAMMAR`."""
+        if self.action is not None:
+            return self.action
+        if self.pause:
+            return "pause"
+        if self.fault is not None:
+            return self.fault
+        return "hold" if self.hold_ms is not None else "kill"
 
     @property
     def is_named(self) -> bool:
@@ -139,7 +199,10 @@ class Fault:
 
     def __str__(self) -> str:
         text = self._text()
-        return f"{self.process}:{text}" if self.process else text
+        text = f"{self.process}:{text}" if self.process else text
+        if self.action is not None:
+            return f"{self.action}{'=' + self.target if self.target else ''}:{text}"
+        return text
 
     def _text(self) -> str:
         if self.point is None:
@@ -169,7 +232,11 @@ def parse_fault(text: str) -> Fault:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
     ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``
     (the zombie, killdrill.faults.fleet); or a connection fault toward the HTTP fakes:
-    ``drop:payments.charge#2~1s``, ``reset:payments.charge``."""
+    ``drop:payments.charge#2~1s``, ``reset:payments.charge``; or a kind of :data:`GRAMMAR`,
+    ``KIND[=TARGET]:TRIGGER`` (``restart=redis:worker:before:charge``)."""
+    m = _ACTION_RE.match(text.strip())
+    if m and (m["action"] in GRAMMAR or (m["target"] is not None and m["action"] not in _WORDS)):
+        return _parse_action(text, m["action"], m["target"], m["trigger"])
     m = _PROCESS_RE.match(text.strip())
     if m and m["name"] not in _WORDS and (":" in m["rest"] or m["rest"].startswith("start")):
         try:
@@ -238,6 +305,32 @@ def _parse_plain(text: str) -> Fault:
         else:
             hold = ms
     return Fault(point=f"{m['kind']}:{m['name']}", occurrence=occ, delay_ms=delay, hold_ms=hold, pct=pct)
+
+
+def _parse_action(raw: str, action: str, target: str | None, trigger: str) -> Fault:
+    """``KIND[=TARGET]:TRIGGER``: the trigger is a kill's point or time, checked against the
+    kind's grammar entry."""
+    grammar = GRAMMAR.get(action)
+    if grammar is None:
+        why = f"unknown fault kind {action!r}"
+        close = difflib.get_close_matches(action, list(GRAMMAR), n=1)
+        raise ScheduleError(raw, why + (f" (did you mean {close[0]}?)" if close else ""))
+    form = f"{action}{'=TARGET' if grammar.target == 'required' else ''}:TRIGGER"
+    if target is None and grammar.target == "required":
+        raise ScheduleError(raw, f"expected {form}: {action} needs a target")
+    if target is not None and grammar.target == "none":
+        raise ScheduleError(raw, f"expected {action}:TRIGGER: {action} takes no target")
+    try:
+        when = parse_fault(trigger)
+    except ScheduleError as exc:
+        raise ScheduleError(raw, f"after {action}: {exc.why}") from None
+    if when.action is not None or when.pause or when.fault is not None or when.hold_ms is not None:
+        raise ScheduleError(raw, f"expected {form} with a point or a time as TRIGGER, not {trigger!r}")
+    if when.point is not None and "point" not in grammar.triggers:
+        raise ScheduleError(raw, f"{action} is triggered at a time (offset:Xms, start+F%), not at a point")
+    if when.point is None and "time" not in grammar.triggers:
+        raise ScheduleError(raw, f"{action} is triggered at a point (KIND:NAME[#N][+Xms]), not at a time")
+    return replace(when, action=action, target=target)
 
 
 def _parse_pause(raw: str, text: str) -> Fault:

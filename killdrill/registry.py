@@ -71,7 +71,9 @@ def nearest(word: str, candidates: Sequence[str]) -> str | None:
 class Registry(Generic[T]):
     """``what`` things by name; ``group``: their entry-point group; ``builtins``: modules whose
     import registers killdrill's own; ``same``: whether a second declaration is the first one;
-    ``find``: a lookup of a name nobody registered (a module named after it, for integrations)."""
+    ``find``: a lookup of a name nobody registered (a module named after it, for integrations);
+    ``module_of``: the module whose import declares a name nobody registered yet (a fault kind's,
+    named by its grammar entry), imported here when the name is asked for."""
 
     def __init__(
         self,
@@ -81,12 +83,14 @@ class Registry(Generic[T]):
         builtins: Sequence[str] = (),
         same: Callable[[T, T], bool] = operator.eq,
         find: Callable[[str], T | None] | None = None,
+        module_of: Callable[[str], str | None] | None = None,
     ) -> None:
         self.what = what
         self.group = group
         self.builtins = tuple(builtins)
         self._same = same
         self._find = find
+        self._module_of = module_of
         self._items: dict[str, T] = {}
         self._lock = threading.RLock()
         self._loaded: set[str] = set()  # the stages done: "builtins", "entry points"
@@ -150,6 +154,11 @@ class Registry(Generic[T]):
                     found = self._find(name)
                     if found is not None:
                         self.register(name, found)
+        module = self._module_of(name) if found is None and self._module_of is not None else None
+        if module is not None:
+            with self._lock:
+                importlib.import_module(module)
+                found = self._items.get(name)
         if found is None:
             self.load_entry_points()
             found = self._items.get(name)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from killdrill.drill.db_effects import EffectRows
-from killdrill.drill.deployment import Deployed, DeploymentHook, check_faults
+from killdrill.drill.deployment import Deployed, DeploymentCase, check_faults
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, fill_env, model_env, resolve_command
 from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
@@ -31,8 +31,8 @@ from killdrill.fakes.http import FakesServer
 from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
+from killdrill.faults.kinds import Scene
 from killdrill.faults.proxied import Proxies
-from killdrill.faults.resumers import Barrier
 from killdrill.integrations import (
     Service,
     check_options,
@@ -55,6 +55,7 @@ from killdrill.options import (
 )
 from killdrill.points import Fault, Schedule
 from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, ServiceHost, python_target
+from killdrill.process.nemesis import Nemesis
 from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import EXITED, Attempt
@@ -326,7 +327,7 @@ class AttemptLauncher:
                 control_dir=str(state / "ctl"),
             )
 
-        hook = DeploymentHook(
+        case = DeploymentCase(
             processes,
             make_spec,
             schedule,
@@ -334,28 +335,36 @@ class AttemptLauncher:
             restart_delay=self.options.restart_delay,
             ready_timeout=self.options.timeout,
             grace=self.options.grace,
+            scene=self.scene(run),
         )
         aborts = exit_aborts(self.options.integrations)
-        hook.known_abort = lambda r: (
+        case.known_abort = lambda r: (
             r.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
             and bool(r.trace)
             and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
         )
         upstreams = self.topology.upstreams(run.thread, str(run.workdir), ports)
-        attempts = self.launch(run, hook.specs(), hook=hook, upstreams=upstreams)
-        return hook.finish(attempts)
+        attempts = self.launch(run, case.specs(), [case, case.aimed], case.aimed.scene, upstreams=upstreams)
+        return case.finish(attempts)
+
+    def scene(self, run: RunContext) -> Scene:
+        """What the nemeses of ``run``'s launches may reach of it (``faults.kinds.Scene``)."""
+        return Scene(workdir=run.workdir, state=run.state, thread=run.thread, options=self.options)
 
     def launch(
         self,
         run: RunContext,
         specs: list[LaunchSpec],
-        hook: Barrier | fleet.Pause | DeploymentHook | None = None,
+        faults: Sequence[Nemesis] = (),
+        scene: Scene | None = None,
         upstreams: Mapping[str, str] | None = None,
     ) -> list[Attempt]:
-        """Run ``specs`` at once under one supervisor, with the HTTP fakes around them: always for
-        the model (every attempt's model SDKs point at the model fake, scripted or not), and the
-        effects' routes' URL given to the agent when asked; and the ``--proxy`` fault proxies
-        (``upstreams``: their targets with a deployment's ``{port:NAME}`` filled)."""
+        """Run ``specs`` at once under one supervisor, ``faults`` acting on them, with the HTTP
+        fakes around them (``scene.fakes`` while they run): always for the model (every attempt's
+        model SDKs point at the model fake, scripted or not), and the effects' routes' URL given
+        to the agent when asked; and the ``--proxy`` fault proxies, one port per launch
+        (``upstreams``: their targets with a deployment's ``{port:NAME}`` filled; in
+        ``scene.fakes`` too, where a connection fault arms them)."""
         self.effect_rows.prepare(run)  # the run's own schema exists before anything writes to it
         servers: list[FakesServer | SmtpFake] = []
         wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
@@ -387,27 +396,20 @@ class AttemptLauncher:
             proxies.prepare(spec)
             spec.env = expand_env(spec.env, self.options.env)
 
-        for spec in specs:
-            prepare(spec)
-        if isinstance(hook, DeploymentHook):
-            hook.prepare = prepare
-        on_start: Callable[[Running], None] | None = None
-        if servers:
+        def on_start(running: Running) -> None:
+            for server in servers:
+                address, token = running.listener.address, running.listener.token
+                server.bind(run.thread, running.spec.number, address, token, launch=id(running.spec))
+            proxies.bind(running)  # its own port's during: points go to its channel
 
-            def on_start(running: Running) -> None:
-                for server in servers:
-                    address, token = running.listener.address, running.listener.token
-                    server.bind(run.thread, running.spec.number, address, token, launch=id(running.spec))
-                    if hasattr(server, "arm"):
-                        server.arm(running)  # a drop:/reset: connection fault of this attempt
-                proxies.on_start(running)  # its own port's points and connection fault
-
-        supervisor = Supervisor(on_attempt_start=on_start, boundary_hook=hook)
-        if hook is not None:
-            hook.bind(supervisor)
+        if scene is not None:
+            scene.fakes = [*servers, proxies]
+        supervisor = Supervisor(on_attempt_start=on_start, prepare=prepare, faults=faults)
         try:
             return [self._forgive_exit_abort(a) for a in supervisor.run_many(specs)]
         finally:
             for server in servers:
                 server.stop()
             proxies.close()
+            if scene is not None:
+                scene.fakes = []

@@ -24,9 +24,9 @@ from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError
 from killdrill.faults import fleet
-from killdrill.faults.resumers import Barrier
+from killdrill.faults.plan import Plan
 from killdrill.ledger import LedgerError
-from killdrill.points import Fault, Schedule, parse_schedule
+from killdrill.points import Schedule, parse_schedule
 from killdrill.records import (
     EXITED,
     HANG,
@@ -258,8 +258,15 @@ class CaseRunner:
             return deployed
         out = CaseAttempts()
         number = 0
-        resumers_used = False
         seen: LedgerSnapshot | None = None
+        scene = self.launcher.scene(run)
+        plan = Plan(
+            sched,
+            lambda n, fault, suffix: self.launcher.spec(run, n, fault, suffix=suffix),
+            scene,
+            resumers=self.options.resumers,
+            barrier=self.options.barrier,
+        )
         while number < max_attempts:
             number += 1
             out.ledger = None  # the between-attempts command may write to it
@@ -268,16 +275,10 @@ class CaseRunner:
                 if between is not None:
                     out.violations.append(between)
                     break
-            kill = sched.for_attempt(number)
             clock.mark("restart" if number > 1 else "setup")
-            if number == 2 and self.options.resumers > 1 and not resumers_used:
-                resumers_used = True
-                batch = self._concurrent(run, number, kill)
-            elif kill is not None and kill.pause:  # the zombie: this attempt and its resumer at once
-                batch = self._paused(run, number, kill, sched.for_attempt(number + 1))
-                number += len(batch) - 1
-            else:
-                batch = self.launcher.launch(run, [self.launcher.spec(run, number, kill)])
+            step = plan.step(number)  # one launch, a zombie and its resumer, N resumers
+            batch = self.launcher.launch(run, step.specs, step.faults, scene)
+            number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)
@@ -345,14 +346,6 @@ class CaseRunner:
             out.violations.append(never_completed(drivers))
         return out
 
-    def _paused(self, run: RunContext, number: int, kill: Fault, next_kill: Fault | None) -> list[Attempt]:
-        """Attempt ``number`` paused at ``kill`` (the zombie), attempt ``number + 1`` resuming
-        meanwhile; the attempts that ran (the resumer is absent when the point was never reached)."""
-        zombie = self.launcher.spec(run, number, kill)
-        resumer = self.launcher.spec(run, number + 1, next_kill)
-        resumer.deferred = True
-        return self.launcher.launch(run, [zombie, resumer], hook=fleet.Pause(kill, resumer))
-
     def _check_ledger(
         self, run: RunContext, mark: str, seen: LedgerSnapshot | None, number: int
     ) -> tuple[LedgerSnapshot | None, Violation | None]:
@@ -396,14 +389,6 @@ class CaseRunner:
                 f"the between-attempts command {shlex.join(argv)} exited {proc.returncode}: {last_line(err)}",
             )
         return None
-
-    def _concurrent(self, run: RunContext, number: int, kill: Fault | None) -> list[Attempt]:
-        """``resumers`` attempts numbered ``number`` at once, held at barriers (concurrent resumers)."""
-        specs = [
-            self.launcher.spec(run, number, kill if i == 0 else None, suffix=f".{i + 1}")
-            for i in range(self.options.resumers)
-        ]
-        return self.launcher.launch(run, specs, hook=Barrier(self.options.barrier))
 
 
 def with_held(v: Violation, held: tuple[str, dict[str, Any]] | None) -> Violation:

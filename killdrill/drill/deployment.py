@@ -20,20 +20,21 @@ from dataclasses import dataclass, field, replace
 from killdrill.drill.env import how_ended, last_line
 from killdrill.drill.topology import DRIVER, Process
 from killdrill.errors import HarnessError, UsageError
+from killdrill.faults.aimed import Aimed
+from killdrill.faults.kinds import Scene
 from killdrill.integrations._work import unfinished, without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
+from killdrill.process.nemesis import AtPoints, Nemesis, Stage
 from killdrill.process.readiness import listening, probed_port, ready
 from killdrill.process.reaping import kill_tree, tail
-from killdrill.process.supervisor import Supervisor
 from killdrill.records import (
     DRAINED,
     KILLED,
     RESUME_FAILED,
     Attempt,
     AttemptOutcome,
-    CatalogueEntry,
     TraceEvent,
     Violation,
 )
@@ -58,9 +59,10 @@ class Deployed:
 
 
 def check_faults(schedule: Schedule, names: Sequence[str]) -> None:
-    """A deployment takes kills at points and at offsets; ``NAME:`` must name one of its processes."""
+    """A deployment takes kills at points and at offsets, and the kinds of ``points.GRAMMAR``;
+    ``NAME:`` must name one of its processes."""
     for fault in schedule.faults:
-        if not fault.is_kill:
+        if not fault.is_kill and fault.action is None:
             raise UsageError(
                 f"{fault}: a deployment's schedule takes kills (a point, +Xms, offset:), not holds,"
                 " pauses or connection faults"
@@ -81,8 +83,10 @@ def aims_at(fault: Fault, name: str) -> bool:
     return name == fault.process or name.startswith(fault.process + "[")
 
 
-class DeploymentHook:
-    """The supervisor's boundary and exit hook for one deployment case."""
+class DeploymentCase(Nemesis):
+    """One deployment case on its supervisor: the case's orchestration (readiness, the driver's
+    start and re-runs, a killed service's restart, the settling and the end) and the schedule's
+    kills aimed at whichever process reaches them, all through the nemesis protocol."""
 
     def __init__(
         self,
@@ -94,7 +98,10 @@ class DeploymentHook:
         restart_delay: float,
         ready_timeout: float,
         grace: float,
+        scene: Scene,
     ) -> None:
+        self.aimed = Aimed(scene)  # the faults of other kinds than a kill, once they landed
+        scene.targets = self
         self.processes = list(processes)
         self.make_spec = make_spec
         self.faults = list(schedule.faults)
@@ -102,8 +109,6 @@ class DeploymentHook:
         self.restart_delay = restart_delay
         self.ready_timeout = ready_timeout
         self.grace = grace
-        self.supervisor: Supervisor | None = None
-        self.prepare: Callable[[LaunchSpec], None] = lambda spec: None
         # the framework's known abort at exit once its work closed (an exit_abort): a clean exit
         self.known_abort: Callable[[Running], bool] = lambda run: False
         self.names: dict[int, Process] = {}  # id(spec) -> process
@@ -132,8 +137,13 @@ class DeploymentHook:
         services = [self._spec(p) for p in self.processes if p.name != DRIVER]
         return [*services, self.driver]
 
-    def bind(self, supervisor: Supervisor) -> None:
-        self.supervisor = supervisor
+    @property
+    def supervisor(self) -> Stage | None:
+        return self.stage
+
+    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
+        # every process waits (or sends one way: its spec says so when no fault aims at it)
+        return AtPoints.WAIT
 
     def begin(self) -> None:
         """The services are started: wait for them to be ready, then start the driver."""
@@ -203,8 +213,8 @@ class DeploymentHook:
         probe = self.names[id(run.spec)].ready
         return probe is None or ready(probe, run.spec.stdout_path, run.spec.stderr_path)
 
-    # ---- the supervisor's hooks ----------------------------------------------------------------
-    def __call__(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+    # ---- the nemesis's protocol --------------------------------------------------------------
+    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
         """A waiting boundary: the current fault lands here if it aims at this process and point."""
         group = service_of(self._name(run))
         self.counts[(group, event.point)] += 1
@@ -219,6 +229,8 @@ class DeploymentHook:
         sup = self.supervisor
         assert sup is not None
         self.fired[id(run.spec)] = str(fault)
+        if fault.acts != "kill":  # another kind's nemesis acts it out (it must answer the point)
+            return self.aimed.land(replace(fault, occurrence=occurrence), run, event, conn)
         run.fired = True
         if fault.delay_ms is not None:
             sup.release(run, conn)
@@ -255,17 +267,30 @@ class DeploymentHook:
             self._end()
             err = "; ".join(run.errors) or _last(run) or "(no stderr)"
             raise HarnessError(
-                f"service {process.name} {_ended(rc)} before it was ready; its stderr ends with: {err}"
+                f"service {process.name} {ended(rc)} before it was ready; its stderr ends with: {err}"
             )
         self.result.violations.append(
             Violation(
                 RESUME_FAILED,
-                f"service {process.name} (attempt {run.spec.number}) {_ended(rc)} while the driver was"
+                f"service {process.name} (attempt {run.spec.number}) {ended(rc)} while the driver was"
                 f" still running" + (f"; its stderr ends with: {_last(run)}" if _last(run) else ""),
                 detail={"process": process.name, "attempt": run.spec.number, "returncode": rc},
             )
         )
         self._end()
+
+    # ---- what other kinds' nemeses aim at (faults.kinds.Targets) -------------------------------
+    def launches(self, name: str) -> list[Running]:
+        sup = self.supervisor
+        assert sup is not None
+        return [r for r in sup.running if r.alive and name in (self._name(r), service_of(self._name(r)))]
+
+    def kill(self, run: Running, label: str) -> None:
+        sup = self.supervisor
+        assert sup is not None
+        self.fired[id(run.spec)] = label
+        run.fired = True
+        sup.kill(run, label)
 
     # ---- the case's end ------------------------------------------------------------------------
     def _settle(self) -> None:
@@ -329,7 +354,6 @@ class DeploymentHook:
             return
         if self.names[id(spec)].name == DRIVER:
             self.driver_runs += 1
-        self.prepare(spec)
         run = sup.start(spec)
         fault = self.current
         if (
@@ -340,11 +364,14 @@ class DeploymentHook:
         ):
             self.faults.pop(0)
             self.fired[id(spec)] = str(fault)
-            run.fired = True
             # the driver's first run: offsets count from the case's first start, as the catalogue's
             # times do (start+F% resolves against them); any other launch: from its own start
             since = min(r.started for r in sup.running) if spec is self.driver else run.started
             delay = max(0.0, fault.offset_ms / 1000.0 - (time.monotonic() - since))
+            if fault.acts != "kill":  # another kind's nemesis, its time counted from now
+                self.aimed.land(replace(fault, offset_ms=delay * 1000.0), run, None, None)
+                return
+            run.fired = True
             sup.at(delay, lambda: sup.kill(run, str(fault)))
 
     def _end(self) -> None:
@@ -410,74 +437,10 @@ def _text(path: str) -> str:
         return ""
 
 
-def _ended(rc: int | None) -> str:
+def ended(rc: int | None) -> str:
     return how_ended(Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0))
-
-
-def merged(attempts: Sequence[Attempt], started: dict[int, float]) -> Attempt:
-    """A clean deployment run as one attempt for the catalogue: every process's points, a
-    service's named ``NAME:POINT``, at ms since the first start (its duration too)."""
-    zero = min(started.values()) if started else 0.0
-    events: list[TraceEvent] = []
-    for a in attempts:
-        shift = (started.get(a.number, zero) - zero) * 1000.0
-        prefix = "" if a.process in (None, DRIVER) else f"{service_of(a.process or '')}:"
-        events += [replace(e, point=prefix + e.point, t_ms=round(e.t_ms + shift, 3)) for e in a.trace]
-    events.sort(key=lambda e: e.t_ms)
-    seen: Counter[str] = Counter()  # a service's replicas count one point together
-    for i, e in enumerate(events):
-        seen[e.point] += 1
-        events[i] = replace(e, occurrence=seen[e.point])
-    drivers = [a for a in attempts if a.process == DRIVER]
-    if not drivers:  # the services never got ready: what the first of them left
-        return attempts[0]
-    last = drivers[-1]
-    span = last.duration_ms + (started.get(last.number, zero) - zero) * 1000.0  # from the first start
-    return replace(last, trace=tuple(events), duration_ms=round(span, 3))
-
-
-def clean_failure(deployed: Deployed) -> tuple[str, str] | None:
-    """Why a deployment's clean run failed, said of the process that failed: ``(what happened,
-    the stderr to show)``.  A service that ended on its own is named with its exit and stderr,
-    not the driver stopped after it; a driver that failed with a service's traceback in the
-    service's log shows that log's tail beside the driver's."""
-    for v in deployed.violations:
-        name, number = v.detail.get("process"), v.detail.get("attempt")
-        if name is None:
-            continue
-        own = next((a for a in deployed.attempts if a.number == number), None)
-        text = own.stderr_tail.strip() if own is not None else ""
-        how = f"service {name} {_ended(v.detail.get('returncode'))} while the driver was still running"
-        return how, f"--- service {name} (attempt {number}) stderr (tail) ---\n{text or '(no stderr)'}"
-    drivers = [a for a in deployed.attempts if a.process == DRIVER]
-    if not drivers:
-        return None
-    driver, shown, crashed = drivers[-1], [], []
-    if driver.stderr_tail.strip():
-        shown.append(f"--- driver stderr (tail) ---\n{driver.stderr_tail.strip()}")
-    for a in deployed.attempts:
-        if a.process not in (None, DRIVER) and "Traceback (most recent call last)" in a.stderr_tail:
-            crashed.append(f"service {a.process}")
-            heading = f"--- service {a.process} (attempt {a.number}) stderr (tail) ---"
-            shown.append(f"{heading}\n{a.stderr_tail.strip()}")
-    if not crashed:
-        return None
-    quiet = "" if driver.stderr_tail.strip() else " (it wrote no stderr)"
-    how = f"driver {how_ended(driver)}{quiet}; {' and '.join(crashed)} logged a traceback"
-    return how, "\n".join(shown)
 
 
 def service_of(name: str) -> str:
     """The service a process is a replica of (``worker[1]`` -> ``worker``)."""
     return re.sub(r"\[\d+\]$", "", name)
-
-
-def catalogue_has(catalogue: Sequence[CatalogueEntry], label: str) -> bool:
-    """Is ``label`` (``before:x`` or ``api:before:x``) reached by some process of the catalogue?"""
-    name, _, point = label.partition(":")
-    return any(
-        e.label == label
-        or e.label.endswith(":" + label)
-        or (e.label.startswith(name + "[") and e.label.endswith("]:" + point))
-        for e in catalogue
-    )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.db_effects import with_rows
-from killdrill.drill.deployment import catalogue_has, clean_failure, merged
+from killdrill.drill.deployment_catalogue import catalogue_has, clean_failure, merged
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
 from killdrill.drill.setup_checks import (
     diverged_hint,

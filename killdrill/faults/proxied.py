@@ -47,11 +47,14 @@ class Proxies:
         env.update({proxy_variable(name): f"127.0.0.1:{port}" for name, port in ports.items()})
         spec.env = env
 
-    def on_start(self, run: Running) -> None:
-        """``run``'s announcements go to its channel; its ``drop:``/``reset:`` of a proxy's op is armed."""
-        launch = id(run.spec)
+    def bind(self, run: Running) -> None:
+        """``run``'s announcements (``during:NAME.OP``) go to its control channel."""
         for proxy in self.proxies.values():
-            proxy.bind(launch, run.listener.address, run.listener.token)
+            proxy.bind(id(run.spec), run.listener.address, run.listener.token)
+
+    def arm(self, run: Running) -> None:
+        """Arm ``run``'s schedule item when it is a ``drop:``/``reset:`` of a proxy's op (the
+        connection fault's nemesis asks every server of the scene, ``killdrill.faults.connection``)."""
         kill = run.spec.kill
         if kill is None or kill.fault is None or kill.point is None:
             return
@@ -65,7 +68,10 @@ class Proxies:
             run.notes.append(note)
 
         hold_s = (kill.hold_ms or 0.0) / 1000.0
-        proxy.arm(launch, Armed(kill.fault, op, kill.occurrence, hold_s, applied))
+        proxy.arm(id(run.spec), Armed(kill.fault, op, kill.occurrence, hold_s, applied))
+
+    def get(self, name: str) -> FaultProxy | None:
+        return self.proxies.get(name)
 
     def close(self) -> None:
         for proxy in self.proxies.values():

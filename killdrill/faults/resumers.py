@@ -18,26 +18,34 @@ boundary by one that is blocked waits ``patience_s`` at each, not ever longer.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from killdrill.faults.kinds import Batch, Scene, act
+from killdrill.points import Fault
+from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
-from killdrill.process.supervisor import Running, Supervisor
+from killdrill.process.nemesis import AtPoints, Nemesis
 from killdrill.records import TraceEvent
 
+Maker = Callable[[int, Fault | None, str], LaunchSpec]
+"""The spec of attempt ``number`` armed with a fault, its log files' suffix (``.2``) last."""
 
-@dataclass
-class Barrier:
+
+@dataclass(eq=False)
+class Barrier(Nemesis):
+    """The lockstep of the resumers launched together (every launch of its step)."""
+
     point: str | None = None
     patience_s: float = 1.0
-    supervisor: Supervisor | None = None
     waiting: dict[str, list[tuple[Running, Connection]]] = field(default_factory=dict)
     released: int = 0
     _together: dict[int, float] = field(default_factory=dict)  # id(run) -> when it was last let go
 
-    def bind(self, supervisor: Supervisor) -> None:
-        self.supervisor = supervisor
+    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
+        return AtPoints.WAIT  # every resumer waits at every point: the barrier answers late
 
-    def __call__(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
         if self.point is not None and event.point != self.point:
             return False
         if run.spec.kill is not None and not run.fired and run.spec.kill.at(event.point, event.occurrence):
@@ -45,10 +53,10 @@ class Barrier:
         label = event.label
         first = label not in self.waiting
         self.waiting.setdefault(label, []).append((run, conn))
-        if first and self.supervisor is not None:
+        if first and self.stage is not None:
             since = self._together.get(id(run), run.started)
             patience = max(self.patience_s, time.monotonic() - since)
-            self.supervisor.at(patience, lambda: self._give_up(label, patience))
+            self.stage.at(patience, lambda: self._give_up(label, patience))
         self._check(label)
         return True
 
@@ -57,8 +65,7 @@ class Barrier:
             self._check(label)
 
     def _live(self) -> list[Running]:
-        assert self.supervisor is not None
-        return [r for r in self.supervisor.running if r.alive and r.outcome is None]
+        return [r for r in self.bound().running if r.alive and r.outcome is None]
 
     def _check(self, label: str) -> None:
         arrived = {id(r) for r, _ in self.waiting.get(label, ())}
@@ -68,15 +75,22 @@ class Barrier:
     def _give_up(self, label: str, patience: float) -> None:
         if label in self.waiting:
             for run, _ in self.waiting[label]:
-                run.notes.append(
-                    f"barrier at {label} released after {patience:.3g}s: not every resumer came"
-                )
+                run.notes.append(f"barrier at {label} released after {patience:.3g}s: not every resumer came")
             self._release(label)
 
     def _release(self, label: str) -> None:
-        assert self.supervisor is not None
+        stage = self.bound()
         now = time.monotonic()
         for run, conn in self.waiting.pop(label, ()):
-            self.supervisor.release(run, conn)
+            stage.release(run, conn)
             self._together[id(run)] = now
         self.released += 1
+
+
+def resumers(
+    number: int, fault: Fault | None, count: int, point: str | None, make: Maker, scene: Scene
+) -> Batch:
+    """``count`` resumers numbered ``number`` at once (the first armed with ``fault``), held at
+    barriers; the barrier is asked first, the first resumer's own fault goes before it."""
+    specs = [make(number, fault if i == 0 else None, f".{i + 1}") for i in range(count)]
+    return Batch(specs, [Barrier(point), *act(fault, specs[0], scene)])

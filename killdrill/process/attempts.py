@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from killdrill.points import Fault
-from killdrill.process.control import Connection, ControlListener
+from killdrill.process.control import ControlListener
 from killdrill.process.launcher import Launcher
 from killdrill.records import TraceEvent
 
@@ -24,18 +24,13 @@ class LaunchSpec:
     stdout_path: str
     stderr_path: str
     number: int
-    kill: Fault | None
+    kill: Fault | None  # the schedule's fault aimed at this launch (its record; a nemesis acts it out)
     timeout_s: float
     signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
     grace_s: float = 5.0
     control_dir: str = ""
     launcher: Launcher | None = None  # fork from a warm template instead of spawning
-    deferred: bool = False  # not started by run_many: a hook starts it (``Supervisor.start``), or never
-
-
-BoundaryHook = Callable[["Running", TraceEvent, Connection], bool]
-"""Called for every boundary before the kill decision; return True to take over the answer
-(the hook must then call ``Running.release`` itself later, e.g. a barrier)."""
+    deferred: bool = False  # not started by run_many: a nemesis starts it (``Supervisor.start``), or never
 
 
 @dataclass

@@ -17,13 +17,13 @@ from typing import IO, Any
 from killdrill.errors import HarnessError
 from killdrill.integrations._work import without_work
 from killdrill.process import containment
-from killdrill.process.attempts import BoundaryHook as BoundaryHook
 from killdrill.process.attempts import LaunchSpec as LaunchSpec
 from killdrill.process.attempts import Running as Running
 from killdrill.process.control import BoundaryMessage, Connection, ControlListener, ProtocolViolation
 from killdrill.process.interrupts import Interrupted as Interrupted
 from killdrill.process.interrupts import last_signal, signals_raise
 from killdrill.process.launcher import LaunchError, live_launchers, warden
+from killdrill.process.nemesis import AtPoints, Nemesis
 from killdrill.process.reaping import kill_tree as kill_tree
 from killdrill.process.reaping import sweep as sweep
 from killdrill.process.reaping import tail as tail
@@ -80,18 +80,23 @@ def clear_interrupt() -> None:
 class Supervisor:
     """Runs attempts.  Thread-compatible, not thread-safe: one event loop per call.
 
+    ``prepare(spec)`` completes each launch's spec just before it starts (its own fakes URL),
     ``on_attempt_start(running)`` lets the caller bind per-attempt services (the HTTP
-    fakes need the attempt's control address to announce ``during:`` points).
+    fakes need the attempt's control address to announce ``during:`` points).  ``faults``: the
+    case's nemeses (``process.nemesis``), set up on this supervisor; it routes every launch's
+    start, waiting boundary and exit to them, in order, and knows nothing of what they do.
     """
 
     def __init__(
         self,
         *,
         on_attempt_start: Callable[[Running], None] | None = None,
-        boundary_hook: BoundaryHook | None = None,
+        prepare: Callable[[LaunchSpec], None] | None = None,
+        faults: Sequence[Nemesis] = (),
     ) -> None:
         self.on_attempt_start = on_attempt_start
-        self.boundary_hook = boundary_hook
+        self.prepare = prepare
+        self.faults = tuple(faults)
         self._selector: selectors.BaseSelector | None = None
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -113,12 +118,13 @@ class Supervisor:
             _active.add(self)
         try:
             with _terminate_as_exception():
+                for fault in self.faults:
+                    fault.setup(self)
                 for spec in specs:
                     if not spec.deferred:
                         self.start(spec)
-                begin = getattr(self.boundary_hook, "begin", None)
-                if begin is not None:
-                    begin()  # a hook that starts its deferred specs itself (a deployment's driver)
+                for fault in self.faults:
+                    fault.begin()  # may start deferred specs itself (a deployment's driver)
                 self._loop()
         finally:
             with _active_lock:
@@ -130,16 +136,20 @@ class Supervisor:
                 self._cleanup(run)
             self._selector.close()
             self._selector = None
+            for fault in self.faults:
+                fault.teardown()
         return [self._attempt(run) for run in self._running]
 
     def start(self, spec: LaunchSpec) -> Running:
-        """Start one more attempt inside the running loop (a hook's deferred resumer)."""
+        """Start one more attempt inside the running loop (a nemesis's deferred resumer)."""
+        if self.prepare is not None:
+            self.prepare(spec)
         run = self._start(spec)
         self._running.append(run)
         return run
 
     def release(self, run: Running, conn: Connection) -> None:
-        """Let a held agent go on (used by hooks that took over an answer)."""
+        """Let a held agent go on (used by nemeses that took over an answer)."""
         if run.alive and conn.waiting is not None:
             run.listener.release(conn)
 
@@ -178,7 +188,8 @@ class Supervisor:
         env["KILLDRILL_CONTROL"] = listener.address
         env["KILLDRILL_CONTROL_TOKEN"] = listener.token
         env["KILLDRILL_ATTEMPT"] = str(spec.number)
-        if self.boundary_hook is None and (spec.kill is None or spec.kill.point is None):
+        at_points = self.at_points(spec)
+        if at_points is AtPoints.ONE_WAY:
             # No point to act on (a clean run, a resume, a timed kill): every point goes one way.
             # An attempt armed at a point still waits at all of them, as it always did: its other
             # threads reach the kill at the pace they always had.  With every point one way, a
@@ -186,7 +197,7 @@ class Supervisor:
             # cases (the other branches ran on to their commits first); waiting, 40 of 180, the
             # tree before 26 of 180.
             env["KILLDRILL_WAIT_AT"] = "[]"
-        elif self.boundary_hook is None and spec.kill is not None and spec.kill.hold_ms is None:
+        elif at_points is AtPoints.GATE:
             env["KILLDRILL_KILL_GATE"] = "1"  # killdrill.agent._Gate: no effect lands while it is decided
         launcher, exec_ = spec.launcher, False
         try:
@@ -246,14 +257,18 @@ class Supervisor:
             self._selector.register(run.pidfd, selectors.EVENT_READ, (None, run))
         except (AttributeError, OSError):
             run.pidfd = None
-        kill = spec.kill
-        if kill is not None and kill.offset_ms is not None:
-            label = str(kill)
-            self.at(kill.offset_ms / 1000.0, lambda: self._fire(run, label))
         self.at(spec.timeout_s, lambda: self._timeout(run))
         if self.on_attempt_start is not None:
             self.on_attempt_start(run)
+        for fault in self.faults:
+            fault.on_start(run)
         return run
+
+    def at_points(self, spec: LaunchSpec) -> AtPoints:
+        """How ``spec``'s launch treats its points: the strongest say of the nemeses (one way
+        when none acts at them)."""
+        said = [a for a in (fault.at_points(spec) for fault in self.faults) if a is not None]
+        return max(said, default=AtPoints.ONE_WAY)
 
     def at(self, delay_s: float, action: Callable[[], None]) -> None:
         """Run ``action`` on the event loop after ``delay_s`` seconds."""
@@ -327,33 +342,15 @@ class Supervisor:
         if run.outcome is not None:  # already being killed or drained: let it run on
             run.listener.release(msg.conn)
             return
-        if self.boundary_hook is not None and self.boundary_hook(run, event, msg.conn):
-            return
-        kill = run.spec.kill
-        if kill is not None and _kill_is_at(run, event):
-            run.fired = True
-            if kill.hold_ms is not None:
-                conn = msg.conn
-                run.notes.append(f"held at {event.label} for {kill.hold_ms:g}ms")
-                self.at(kill.hold_ms / 1000.0, lambda: self.release(run, conn))
+        for fault in self.faults:
+            if fault.on_boundary(run, event, msg.conn):
                 return
-            if kill.delay_ms is not None:
-                run.listener.release(msg.conn)
-                label = str(kill)
-                self.at(kill.delay_ms / 1000.0, lambda: self._fire(run, label))
-                return
-            self.kill(run, event.label)
-            return
         run.listener.release(msg.conn)
 
     def _refuse(self, run: Running, why: str) -> None:
         """The agent broke the control protocol: the attempt is killed as a harness error."""
         run.errors.append(f"control channel: {why}")
         self.kill(run, "protocol-error", outcome=AttemptOutcome.HARNESS_ERROR)
-
-    def _fire(self, run: Running, label: str) -> None:
-        run.fired = True
-        self.kill(run, label)
 
     def _timeout(self, run: Running) -> None:
         # A drain in progress is bounded by its grace period, not by the timeout.
@@ -393,9 +390,8 @@ class Supervisor:
         if run.outcome is None or run.term_sent:  # it ran on to its end: keep every point it passed
             _trace_drained(run)
         run.listener.close_all_connections()
-        on_exit = getattr(self.boundary_hook, "on_exit", None)
-        if on_exit is not None:
-            on_exit(run)
+        for fault in self.faults:
+            fault.on_exit(run)
 
     @property
     def running(self) -> list[Running]:

@@ -139,6 +139,14 @@ def _spec(workdir: Path, argv: Sequence[str], kill: str | None, number: int = 1)
     )
 
 
+def _armed_run(spec: Any) -> Any:
+    """One attempt under a supervisor, its own fault (a kill) acted out by its nemesis."""
+    from killdrill.faults.kinds import Scene, nemeses
+    from killdrill.process.supervisor import Supervisor
+
+    return Supervisor(faults=nemeses([spec], Scene())).run(spec)
+
+
 def bench_armed(root: Path, n: int, runs: int = 5) -> dict[str, float]:
     """Armed round trip, timed in the agent around each ``boundary()`` call.
 
@@ -150,7 +158,6 @@ def bench_armed(root: Path, n: int, runs: int = 5) -> dict[str, float]:
     call waits for the supervisor's answer; ``_one_way_``: no kill at it, every call but the
     connection's first sends and goes on (issue 23).  Attempt by attempt, in alternating order.
     """
-    from killdrill.process.supervisor import Supervisor
 
     kills = {"armed": f"before:tick#{n + 1}", "one_way": None}
     samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in kills}
@@ -159,7 +166,7 @@ def bench_armed(root: Path, n: int, runs: int = 5) -> dict[str, float]:
         for name in kills if i % 2 == 0 else reversed(list(kills)):
             wd = root / f"{name}-{i}"
             out = wd / "lat.txt"
-            attempt = Supervisor().run(_spec(wd, [PY, "-c", _ARMED_AGENT, str(n), str(out)], kills[name]))
+            attempt = _armed_run(_spec(wd, [PY, "-c", _ARMED_AGENT, str(n), str(out)], kills[name]))
             assert attempt.returncode == 0, attempt.stderr_tail
             assert len(attempt.trace) == n, (name, len(attempt.trace))  # every call traced either way
             lat = sorted(int(x) / 1000 for x in out.read_text().split()[1:])  # drop the connect
@@ -186,14 +193,13 @@ def bench_supervisor(root: Path, reps: int) -> dict[str, float]:
     2 shared cores) swamps a difference of medians taken apart.
     """
     from killdrill.ledger import Ledger
-    from killdrill.process.supervisor import Supervisor
 
     argv = [PY, "-c", _ATTEMPT_AGENT]
 
     def supervised(i: int) -> float:
         wd = root / f"sup-{i}"
         t = time.perf_counter()
-        a = Supervisor().run(_spec(wd, argv, "before:stop"))
+        a = _armed_run(_spec(wd, argv, "before:stop"))
         Ledger(str(wd / ".killdrill" / "ledger.sqlite"), "bench").snapshot()
         took = time.perf_counter() - t
         assert a.killed_at == "before:stop", a
@@ -231,7 +237,6 @@ def bench_containment(root: Path, reps: int) -> dict[str, float]:
 
     from killdrill.process import containment
     from killdrill.process.launcher import warden
-    from killdrill.process.supervisor import Supervisor
 
     setpriv = sh.which("setpriv")
     if not containment.supported() or setpriv is None:
@@ -242,13 +247,13 @@ def bench_containment(root: Path, reps: int) -> dict[str, float]:
     supported = containment.supported
     for i in range(reps):
         t = time.perf_counter()
-        a = Supervisor().run(_spec(root / f"kept-{i}", argv, "before:stop"))
+        a = _armed_run(_spec(root / f"kept-{i}", argv, "before:stop"))
         kept.append(time.perf_counter() - t)
         assert a.killed_at == "before:stop", a
         containment.supported = lambda: False  # type: ignore[assignment]
         try:
             t = time.perf_counter()
-            a = Supervisor().run(
+            a = _armed_run(
                 _spec(root / f"unkept-{i}", [setpriv, "--pdeathsig", "KILL", "--", *argv], "before:stop")
             )
             bare.append(time.perf_counter() - t)

@@ -48,14 +48,14 @@ def _run(number: int, kill: str | None = None) -> Running:
 
 def _arrive(barrier: Barrier, run: Running, point: str, occurrence: int = 1) -> tuple[bool, Connection]:
     conn = Connection(sock=None, peer_pid=0, waiting=point)  # type: ignore[arg-type]
-    return barrier(run, TraceEvent(point, occurrence, 1.0, 0), conn), conn
+    return barrier.on_boundary(run, TraceEvent(point, occurrence, 1.0, 0), conn), conn
 
 
 def _setup(n: int, **kw: Any) -> tuple[Barrier, RecordingSupervisor, list[Running]]:
     runs = [_run(i + 2) for i in range(n)]
     sup = RecordingSupervisor(running=runs)
     barrier = Barrier(**kw)
-    barrier.bind(sup)  # type: ignore[arg-type]
+    barrier.setup(sup)  # type: ignore[arg-type]
     return barrier, sup, runs
 
 

@@ -1,0 +1,61 @@
+"""The kill: SIGKILL of one launch's whole process tree at a point, a delay after it, or at a time.
+
+``POINT`` kills the agent parked at the point's ``#N``-th occurrence; ``POINT+Xms`` lets it go
+and kills it X ms later (``POINT+F%`` resolved against the clean run's intervals to that);
+``offset:Xms`` kills X ms after the launch started, wherever it is (``start+F%`` resolved to
+that).  The supervisor's ``kill`` does the killing (or the TERM drain of ``--signal TERM``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from killdrill.faults.kinds import FaultKind, Scene, register
+from killdrill.points import Fault
+from killdrill.process.attempts import LaunchSpec, Running
+from killdrill.process.control import Connection
+from killdrill.process.nemesis import AtPoints, Nemesis
+from killdrill.records import TraceEvent
+
+
+@dataclass(eq=False)
+class Kill(Nemesis):
+    """Kills the launch of ``spec`` as ``fault`` says (``Running.fired`` once it acts)."""
+
+    fault: Fault
+    spec: LaunchSpec
+
+    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
+        if spec is not self.spec:
+            return None
+        return AtPoints.ONE_WAY if self.fault.point is None else AtPoints.GATE
+
+    def on_start(self, run: Running) -> None:
+        if run.spec is self.spec and self.fault.offset_ms is not None:
+            self.bound().at(self.fault.offset_ms / 1000.0, lambda: self._fire(run, str(self.fault)))
+
+    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+        if run.spec is not self.spec or run.fired or not self.fault.at(event.point, event.occurrence):
+            return False
+        stage = self.bound()
+        run.fired = True
+        if self.fault.delay_ms is not None:
+            stage.release(run, conn)
+            label = str(self.fault)
+            stage.at(self.fault.delay_ms / 1000.0, lambda: self._fire(run, label))
+        else:
+            stage.kill(run, event.label)
+        return True
+
+    def _fire(self, run: Running, label: str) -> None:
+        run.fired = True
+        self.bound().kill(run, label)
+
+
+def _act(fault: Fault, spec: LaunchSpec, scene: Scene) -> Kill:
+    return Kill(fault, spec)
+
+
+KIND = register(
+    FaultKind("kill", _act, summary="SIGKILL of the launch's tree at a point, a delay after it, or a time")
+)

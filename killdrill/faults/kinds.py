@@ -1,0 +1,145 @@
+"""The table of fault kinds: what acts out each fault of a schedule, and what one step launches.
+
+A fault kind is one file of ``killdrill/faults/`` declaring a :class:`FaultKind` with
+:func:`register` at import: its name (``points.Fault.acts``), how to build the nemesis
+(``process.nemesis.Nemesis``) that acts out one schedule item, and, when its attempt is more than
+one launch (the zombie and its resumer), what the step launches.  The kill family's kinds
+(``kill``, ``hold``, ``pause``, ``drop``, ``reset``) are loaded by name from :data:`BUILTIN_MODULES`;
+a kind written ``KIND[=TARGET]:TRIGGER`` from the module its grammar entry names
+(``points.GRAMMAR``), so a new kind is its file plus that entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from killdrill.errors import HarnessError
+from killdrill.options import DrillOptions
+from killdrill.points import GRAMMAR, Fault, Schedule
+from killdrill.process.attempts import LaunchSpec, Running
+from killdrill.process.nemesis import Nemesis
+from killdrill.registry import Registry
+
+ENTRY_POINT_GROUP = "killdrill.faults"
+BUILTIN_MODULES = (
+    "killdrill.faults.kill",
+    "killdrill.faults.hold",
+    "killdrill.faults.pause",
+    "killdrill.faults.connection",
+)
+
+
+class Targets(Protocol):
+    """The processes of a case a nemesis may aim at by name (a deployment's: ``Scene.targets``)."""
+
+    def launches(self, name: str) -> list[Running]:
+        """The live launches of process ``name`` (``worker``: every replica; ``worker[1]``: one;
+        ``driver``: the command after ``--``)."""
+        ...
+
+    def kill(self, run: Running, label: str) -> None:
+        """Kill ``run``'s tree as a fault does, recorded at ``label``: a killed service is started
+        again after ``--restart-delay``, a killed driver re-run (its resume)."""
+        ...
+
+
+@dataclass
+class Scene:
+    """What a nemesis may reach of its case besides the supervisor (its ``Stage``): the case's
+    workdir, state folder and thread, the drill's options, and the servers of the launches
+    running now (``fakes``: the HTTP fakes and the SMTP fake, set by the drill around each batch;
+    ``FakesServer.arm`` arms a connection fault for one launch).  ``targets``: a deployment's
+    processes by name (None for a single command: its launch is the nemesis's ``spec``).
+    ``extra``: whatever else a drill part hands its own nemeses."""
+
+    workdir: Path = field(default_factory=Path)
+    state: Path = field(default_factory=Path)
+    thread: str = ""
+    options: DrillOptions | None = None
+    fakes: list[Any] = field(default_factory=list)
+    targets: Targets | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+SpecMaker = Callable[[int, Fault | None], LaunchSpec]
+"""The launch spec of attempt ``number`` armed with ``fault`` (its env, log files, channel)."""
+
+
+@dataclass
+class Batch:
+    """What one step of a case launches at once under one supervisor: its specs (deferred ones
+    started by a nemesis), the nemeses acting on them (asked in this order), and how many
+    attempt numbers the step used."""
+
+    specs: list[LaunchSpec]
+    faults: list[Nemesis] = field(default_factory=list)
+    numbers: int = 1
+
+
+Act = Callable[[Fault, LaunchSpec, Scene], Nemesis]
+"""The nemesis acting out ``fault`` on the launch of ``spec`` (the attempt it is scheduled for)."""
+Launches = Callable[[Fault, int, Schedule, SpecMaker, Scene], Batch]
+"""What the step of attempt ``number`` launches when ``fault`` is its fault (the schedule gives
+the next attempts' faults, ``SpecMaker`` their specs)."""
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """A kind of fault: ``name`` (``points.Fault.acts``), ``act`` (its nemesis for one launch),
+    ``launches`` (when its step is more than its one launch; None: the one)."""
+
+    name: str
+    act: Act
+    launches: Launches | None = None
+    summary: str = ""
+
+
+_KINDS: Registry[FaultKind] = Registry(
+    "fault kind",
+    ENTRY_POINT_GROUP,
+    builtins=BUILTIN_MODULES,
+    module_of=lambda name: GRAMMAR[name].module if name in GRAMMAR else None,  # its grammar entry's
+)
+
+
+def register(kind: FaultKind) -> FaultKind:
+    """Declare a fault kind (at its module's import).  The same declaration again is a no-op."""
+    return _KINDS.register(kind.name, kind)
+
+
+def kind_of(fault: Fault) -> FaultKind:
+    """The kind that acts out ``fault``; a kind the grammar knows but nothing acts out is a
+    harness error (its module did not register it)."""
+    kind = _KINDS.get(fault.acts)
+    if kind is None:
+        raise HarnessError(f"{fault}: no fault kind {fault.acts!r} is registered (killdrill.faults.kinds)")
+    return kind
+
+
+def act(fault: Fault | None, spec: LaunchSpec, scene: Scene) -> list[Nemesis]:
+    """The nemeses of one launch armed with ``fault`` (none when it runs free)."""
+    return [] if fault is None else [kind_of(fault).act(fault, spec, scene)]
+
+
+def step(schedule: Schedule, number: int, make: SpecMaker, scene: Scene) -> Batch:
+    """What attempt ``number`` of ``schedule`` launches: its one spec with its fault's nemesis,
+    or what its fault's kind launches for it (a zombie and its resumer)."""
+    fault = schedule.for_attempt(number)
+    kind = kind_of(fault) if fault is not None else None
+    if fault is not None and kind is not None and kind.launches is not None:
+        return kind.launches(fault, number, schedule, make, scene)
+    spec = make(number, fault)
+    return Batch([spec], act(fault, spec, scene))
+
+
+def kinds() -> dict[str, FaultKind]:
+    """Every registered kind, by name."""
+    return _KINDS.all()
+
+
+def nemeses(specs: Sequence[LaunchSpec], scene: Scene) -> list[Nemesis]:
+    """The nemeses acting out each spec's own fault (``LaunchSpec.kill``), in order."""
+    return [n for spec in specs for n in act(spec.kill, spec, scene)]

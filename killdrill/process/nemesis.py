@@ -1,0 +1,109 @@
+"""The protocol of a fault as the supervisor sees it (Jepsen's nemesis): what it routes to.
+
+A *fault* is what a schedule says (``points.Fault``: ``before:charge+3ms``, ``pause:after:x``); a
+*nemesis* is the object that acts it out on running processes: one class per fault kind, in
+``killdrill/faults/`` (one file each), built from the schedule by ``faults.kinds``.  The supervisor
+knows nothing of kills, holds, pauses or barriers: it asks its nemeses, in order, at each step of
+its loop, and keeps its own generic duties (timeouts, reaping, the TERM drain, protocol errors).
+
+The protocol lives here, below ``faults/``, because the supervisor (``process``) may not import
+what is above it; the implementations import it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Protocol
+
+from killdrill.process.attempts import LaunchSpec, Running
+from killdrill.process.control import Connection
+from killdrill.records import KILLED, TraceEvent
+
+
+class AtPoints(enum.IntEnum):
+    """How a launch treats its points, asked of the nemeses before it starts (the strongest wins).
+
+    ``ONE_WAY``: no nemesis acts at this launch's points; every point is sent one way
+    (``KILLDRILL_WAIT_AT=[]``), the agent never waits.  ``GATE``: the agent waits at every point,
+    and no effect lands while a kill at it is decided (``KILLDRILL_KILL_GATE``).  ``WAIT``: the
+    agent waits at every point without the gate (a nemesis that answers a point late, a hold, a
+    barrier, a pause, a deployment's routing, overrides a kill's gate).
+    """
+
+    ONE_WAY = 0
+    GATE = 1
+    WAIT = 2
+
+
+class Stage(Protocol):
+    """What a nemesis may do through the supervisor running it (its loop's start, answer, kill
+    and timers); a stand-in with these members drives a nemesis in a unit test."""
+
+    @property
+    def running(self) -> list[Running]:
+        """Every launch started so far, in order, live or not."""
+        ...
+
+    def start(self, spec: LaunchSpec) -> Running:
+        """Start one more launch inside the running loop (a deferred resumer, a restart)."""
+        ...
+
+    def release(self, run: Running, conn: Connection) -> None:
+        """Answer a boundary the nemesis took: the agent goes on."""
+        ...
+
+    def kill(self, run: Running, label: str, outcome: str = KILLED) -> None:
+        """Kill ``run``'s whole tree now (or begin the TERM drain), recording ``label`` as where."""
+        ...
+
+    def at(self, delay_s: float, action: Callable[[], None]) -> None:
+        """Run ``action`` on the loop after ``delay_s`` seconds (a nemesis's timers)."""
+        ...
+
+
+class Nemesis:
+    """One fault acting on a supervisor's launches.  Every method is a no-op by default: a
+    nemesis overrides what it acts on.  Called on the supervisor's loop, one at a time, in the
+    order the nemeses were given (the first to take a boundary ends its routing).
+
+    ``setup`` binds it to the stage before any launch; ``begin`` runs once the launches not
+    deferred are started (start deferred ones: a deployment's driver once its services are
+    ready); ``at_points`` says, before a launch starts, whether it acts at the launch's points;
+    ``on_start`` / ``on_exit`` see each launch start and end (reaped); ``on_boundary`` sees each
+    point a launch waits at and returns True when it took the answer (it must then release or
+    kill the launch itself, now or from a timer); ``teardown`` runs once the loop is over, every
+    launch reaped; ``notes`` says what it did, for the case's report (what it did to one launch
+    goes in ``Running.notes``)."""
+
+    stage: Stage | None = None
+
+    def setup(self, stage: Stage) -> None:
+        self.stage = stage
+
+    def begin(self) -> None:
+        return None
+
+    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
+        """None: this nemesis has no say about ``spec``'s points."""
+        return None
+
+    def on_start(self, run: Running) -> None:
+        return None
+
+    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+        return False
+
+    def on_exit(self, run: Running) -> None:
+        return None
+
+    def teardown(self) -> None:
+        return None
+
+    def notes(self) -> list[str]:
+        return []
+
+    def bound(self) -> Stage:
+        """The stage this nemesis was set up on (a nemesis acting before ``setup`` is a bug)."""
+        assert self.stage is not None, f"{type(self).__name__} acted before setup"
+        return self.stage
