@@ -23,7 +23,7 @@ from killdrill.drill.thread_view import with_thread_view
 from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError
-from killdrill.faults import fleet
+from killdrill.faults import fleet, kinds
 from killdrill.faults.plan import Plan
 from killdrill.ledger import LedgerError
 from killdrill.points import Schedule, parse_schedule
@@ -106,6 +106,7 @@ class CaseRunner:
         clock = PhaseClock()
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
+        kinds.check_schedule(sched, self.options)  # a target naming nothing: before any run
         discovery = self.discoverer.discover()
         clock.mark("discovery")  # when this case is the first to need it (shared by all)
         if check:

@@ -95,6 +95,9 @@ class FaultKind:
     act: Act
     launches: Launches | None = None
     summary: str = ""
+    check: Callable[[Fault, DrillOptions], None] | None = None
+    """Refuse a fault of this kind the drill cannot act out (a target naming nothing), before
+    any run: a one-line UsageError (``check_schedule``)."""
 
 
 _KINDS: Registry[FaultKind] = Registry(
@@ -133,6 +136,15 @@ def step(schedule: Schedule, number: int, make: SpecMaker, scene: Scene) -> Batc
         return kind.launches(fault, number, schedule, make, scene)
     spec = make(number, fault)
     return Batch([spec], act(fault, spec, scene))
+
+
+def check_schedule(schedule: Schedule, options: DrillOptions) -> None:
+    """Each fault of ``schedule`` its kind can act out under ``options`` (its ``check``)."""
+    for fault in schedule.faults:
+        if fault.action is not None:
+            kind = kind_of(fault)
+            if kind.check is not None:
+                kind.check(fault, options)
 
 
 def kinds() -> dict[str, FaultKind]:

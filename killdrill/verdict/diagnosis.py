@@ -121,6 +121,23 @@ def _irreversible(provider: str) -> bool:
     return bool(ops) and not any(o.keyed for o in ops) and any(o.read and o.name == "lookup" for o in ops)
 
 
+def _restarted_under(attempts: Sequence[Attempt]) -> str:
+    """What a dependency killed under the run (the target of a ``KIND=TARGET:TRIGGER`` fault, a
+    ``restart=``) may have taken with it, said after a run that never completed."""
+    gone = []
+    for a in attempts:
+        head = (a.kill or "").split(":", 1)[0]
+        if a.killed_at and "=" in head and head.split("=", 1)[1] == (a.process or "").split("[", 1)[0]:
+            gone.append(f"{a.process} (attempt {a.number}, {a.kill})")
+    if not gone:
+        return ""
+    return (
+        f"; the run's dependency {', '.join(gone)} was killed and restarted under it: what it held and"
+        " had not made durable (a queued or unacknowledged message, a result not yet stored, a"
+        " transaction in flight) went with it, and the run waited for it"
+    )
+
+
 def _row_again(calls: Sequence[Call], attempts: Sequence[Attempt]) -> str:
     """Who inserted a row again: a later attempt, or the same one retrying (after a connection
     fault that lost the answer to a commit that landed: ``drop:``)."""
@@ -314,9 +331,9 @@ def _diagnose_one(v: Violation, attempts: Sequence[Attempt], stopped: Violation 
             )
         if v.detail.get("attempt_limit") is not None:
             return Cause.ATTEMPT_LIMIT, v.message
-        return Cause.RESUME_CRASHED, v.message
+        return Cause.RESUME_CRASHED, v.message + _restarted_under(attempts)
     if kind == HANG:
-        return Cause.HANG, v.message
+        return Cause.HANG, v.message + _restarted_under(attempts)
     if kind == POINT_NOT_REACHED:
         return Cause.POINT_NOT_REACHED, v.message
     if kind == HARNESS_ERROR:
