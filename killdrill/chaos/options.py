@@ -30,7 +30,8 @@ CHAOS_OPTIONS: tuple[Option, ...] = (
         Some(CHAOS_FAULTS, always=("kill",), what="fault"),
         ("kill",),
         "faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with), "
-        "net (drop:/reset: toward the HTTP fakes, one run in two)",
+        "net (drop:/reset: toward the HTTP fakes and --proxy, one run in two), deps (restart= a --serve"
+        " service, cut=/rst= a --proxy, at a catalogue point, one run in two)",
     ),
     _chaos(
         "seed", Number(int, None, "a whole number"), None, "seed of the schedules (default: random, printed)"
@@ -81,7 +82,7 @@ CHAOS_UPGRADE = Rule(
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    """``kill,pause,upgrade,net`` (``--faults``): kills are always drawn."""
+    """``kill,pause,upgrade,net,deps`` (``--faults``): kills are always drawn."""
     row = next(r for r in CHAOS_OPTIONS if r.field == "faults")
     try:
         return tuple(row.kind.from_text(text))

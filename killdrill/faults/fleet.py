@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from killdrill.points import Fault, Schedule, ScheduleError
 from killdrill.records import Attempt
 
-CHAOS_FAULTS = ("kill", "pause", "upgrade", "net")
+CHAOS_FAULTS = ("kill", "pause", "upgrade", "net", "deps")
 """What chaos may draw (``--faults``): kills always; pauses, upgrades and connection faults
-(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) when asked."""
+(``net``: drop:/reset: toward the HTTP fakes and the proxies, killdrill.faults.network) and a
+dependency's faults (``deps``: restart=, cut=, rst=) when asked."""
 
 
 def draw_faults(

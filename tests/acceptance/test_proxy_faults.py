@@ -9,6 +9,7 @@ agent that books a payout row and retries the step on a connection error
   again when resumed; the one that checks first does not.
 - ``reset:pg.commit``: the connection is reset before COMMIT is sent: nothing committed, the
   retry books it once, for both.
+- ``cut=pg:during:pg.commit``: every connection of the proxy closed at that point: as a drop.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def test_a_blind_retry_after_a_lost_commit_answer_books_twice(tmp_path: Path, po
         dropped = d.run_case("drop:pg.commit")
         killed = d.run_case("during:pg.commit")
         reset = d.run_case("reset:pg.commit")
+        cut = d.run_case("cut=pg:during:pg.commit")  # every connection of the proxy, at the point
     assert dropped.kinds == ("duplicate_effect",), dropped.text()
     (v,) = dropped.violations
     assert (v.provider, v.op, v.identity) == ("db:payouts", "insert", {"order_id": "{thread}"})
@@ -50,6 +52,8 @@ def test_a_blind_retry_after_a_lost_commit_answer_books_twice(tmp_path: Path, po
     assert killed.kinds == ("duplicate_effect",), killed.text()
     assert [c.attempt for c in killed.violations[0].calls] == [1, 2]
     assert reset.ok, reset.text()  # nothing was committed: the retry's row is the only one
+    assert cut.kinds == ("duplicate_effect",), cut.text()
+    assert "connection through proxy pg closed at during:pg.commit" in cut.attempts[0].notes[0]
     assert "--proxy pg=postgres://127.0.0.1:5432" in dropped.reproduce
 
 

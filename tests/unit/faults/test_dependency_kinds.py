@@ -50,3 +50,30 @@ def test_a_target_naming_nothing_is_one_line(schedule: str, options: DrillOption
         return
     with pytest.raises(UsageError, match=why.replace("(", r"\(").replace(")", r"\)")):
         check_schedule(parse_schedule(schedule), options)
+
+
+class _Catalogue:
+    """What the draw reads of a discovery: its labels."""
+
+    def __init__(self, *labels: str) -> None:
+        self._labels = list(labels)
+
+    def labels(self) -> list[str]:
+        return self._labels
+
+
+def test_chaos_draws_a_dependency_fault_one_run_in_two_triggered_elsewhere() -> None:
+    from killdrill.faults.network import with_dependency_fault
+
+    catalogue = _Catalogue("worker:before:charge", "redis:before:noise", "driver:after:submit")
+    drawn = [
+        with_dependency_fault(parse_schedule("before:x"), catalogue, 7, i, ["redis"], ["pg"])  # type: ignore[arg-type]
+        for i in range(40)
+    ]
+    firsts = [str(s.faults[0]) for s in drawn if len(s) == 2]
+    assert 10 < len(firsts) < 30  # about one run in two
+    assert all(f.split("=", 1)[0] in ("restart", "cut", "rst") for f in firsts)
+    assert not any(f.startswith("restart=redis:redis:") for f in firsts)  # never its own point
+    again = with_dependency_fault(parse_schedule("before:x"), catalogue, 7, 3, ["redis"], ["pg"])  # type: ignore[arg-type]
+    assert again == drawn[3]  # the seed and the run's index decide
+    assert with_dependency_fault(parse_schedule("before:x"), catalogue, 7, 3, [], []) == parse_schedule("before:x")
