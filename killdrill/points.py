@@ -78,11 +78,12 @@ class FaultGrammar:
     summary: str = ""
 
 
+_ANY = ("point", "time")
 BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
     # one line a kind, e.g. FaultGrammar("powerloss", "killdrill.faults.powerloss", kills=True, summary=...),
-    FaultGrammar("restart", "killdrill.faults.restart", "required", ("point", "time"), summary="kill and restart a --serve service"),
-    FaultGrammar("cut", "killdrill.faults.cut", "required", ("point", "time"), summary="close every connection of a --proxy"),
-    FaultGrammar("rst", "killdrill.faults.cut", "required", ("point", "time"), summary="reset every connection of a --proxy"),
+    FaultGrammar("restart", "killdrill.faults.restart", "required", _ANY, summary="kill, restart a service"),
+    FaultGrammar("cut", "killdrill.faults.cut", "required", _ANY, summary="close a proxy's connections"),
+    FaultGrammar("rst", "killdrill.faults.cut", "required", _ANY, summary="reset a proxy's connections"),
 )
 GRAMMAR: dict[str, FaultGrammar] = {g.name: g for g in BUILTIN_GRAMMAR}
 """The fault kinds written ``KIND[=TARGET]:TRIGGER``, by word: one entry a kind (its file in

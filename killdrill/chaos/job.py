@@ -118,7 +118,7 @@ class ChaosOptions:
     shrink_runs: int = 24
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
-    faults: tuple[str, ...] = ("kill",)  # also "pause", "upgrade" (killdrill.faults.fleet), "net", "deps" (network)
+    faults: tuple[str, ...] = ("kill",)  # also "pause", "upgrade" (faults.fleet), "net", "deps" (network)
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
 

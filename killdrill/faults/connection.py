@@ -3,7 +3,8 @@ the response is held, the connection closed unanswered) and ``reset:PROVIDER.OP[
 before the request is processed); and toward a dependency through its ``--proxy NAME``
 (``drop:NAME.commit``: the server committed, the answer is lost; ``reset:NAME.commit``: reset with
 ``COMMIT`` unsent).  The fakes and the proxies apply them (``FakesServer.arm`` counts the launch's
-requests of the op, ``Proxies.arm`` its proxy's); this nemesis arms them for its launch as it starts.  Not a kill: the
+requests of the op, ``Proxies.arm`` its proxy's); this nemesis arms them for its launch as it
+starts.  Not a kill: the
 attempt lives on and its client retries; the fault counts as reached once it landed."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from killdrill.fakes.http import FakesServer
-from killdrill.faults.proxied import Proxies
 from killdrill.faults.kinds import FaultKind, Scene, register
+from killdrill.faults.proxied import Proxies
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.nemesis import AtPoints, Nemesis

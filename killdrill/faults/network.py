@@ -5,8 +5,9 @@ One run in two (decided by the seed and the run's index alone, like every chaos 
 ``drop:`` or ``reset:`` fault on a ``during:PROVIDER.OP[#N]`` point of the catalogue for its first
 attempt, ahead of its kills: the client's own retry logic is drilled, then the process's resume.
 Only points a clean run reached are drawn, so a fault on an op the agent calls in-process (not
-over HTTP) shows up as ``point_not_reached``: drill such agents with ``--http-fakes`` clients.  A ``--proxy``'s ``during:NAME.commit`` points
-are in the catalogue like a fake's, so ``net`` draws ``drop:``/``reset:`` on them too.
+over HTTP) shows up as ``point_not_reached``: drill such agents with ``--http-fakes`` clients.  A
+``--proxy``'s ``during:NAME.commit`` points are in the catalogue like a fake's, so ``net`` draws
+``drop:``/``reset:`` on them too.
 
 ``deps``: one run in two gets a dependency's fault ahead of its kills, triggered at a point of the
 catalogue that another process reaches: ``restart=SERVICE:POINT`` for a ``--serve`` service,
@@ -16,7 +17,6 @@ catalogue that another process reaches: ``restart=SERVICE:POINT`` for a ``--serv
 from __future__ import annotations
 
 import random
-
 from collections.abc import Sequence
 
 from killdrill.points import NET_FAULTS, Schedule, parse_fault

@@ -208,7 +208,9 @@ class FaultProxy:
                 link = _Link(self, entry, client)
                 with self._lock:
                     self._links.add(link)
-                threading.Thread(target=link.run, name=f"killdrill-proxy-{self.name}-link", daemon=True).start()
+                threading.Thread(
+                    target=link.run, name=f"killdrill-proxy-{self.name}-link", daemon=True
+                ).start()
 
     def _forget(self, link: _Link) -> None:
         with self._lock:
@@ -273,7 +275,9 @@ class _Link:
             armed = self.launch.armed
             if msg.op is not None and armed is not None and armed.take(msg.op, "reset"):
                 self.upstream.sendall(out)
-                armed.applied(f"reset the connection of {self._label(msg, armed)} before the request was sent")
+                armed.applied(
+                    f"reset the connection of {self._label(msg, armed)} before the request was sent"
+                )
                 self.close(rst=True)
                 return False
             out += msg.data

@@ -31,7 +31,6 @@ from typing import Any
 
 from killdrill.options.db_effects import DB_EFFECT_ROWS
 from killdrill.options.fakes import FAKE_ROWS
-from killdrill.options.proxies import PROXY_ROWS
 from killdrill.options.kinds import (
     Answers,
     Choice,
@@ -55,6 +54,7 @@ from killdrill.options.kinds import (
     _split_env,
     _split_identity,
 )
+from killdrill.options.proxies import PROXY_ROWS
 from killdrill.options.rules import Rule, _spelling
 from killdrill.options.services import SERVICE_ROWS, SERVICE_RULES
 

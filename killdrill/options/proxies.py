@@ -26,7 +26,9 @@ SCHEMES = {
 server's, are bytes to the proxy: only the whole-connection faults apply)."""
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-_UPSTREAM = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[^\]]+\]|[^:/\[\]]+):(?P<port>\d{1,5}|\{port:[^{}]+\})/?$")
+_UPSTREAM = re.compile(
+    r"^(?P<scheme>[a-z]+)://(?P<host>\[[^\]]+\]|[^:/\[\]]+):(?P<port>\d{1,5}|\{port:[^{}]+\})/?$"
+)
 
 
 def _loopback(host: str) -> bool:

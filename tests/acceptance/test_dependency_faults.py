@@ -22,7 +22,14 @@ from tests.leftovers import survivors
 
 DEPLOY = Path(__file__).parent.parent / "agents" / "deploy"
 SHOP = f"api=python {DEPLOY / 'shop.py'} --port {{port}} --state {{workdir}}/orders"
-CLIENT = ["python", str(DEPLOY / "client.py"), "--url", "http://127.0.0.1:{port}/orders", "--order", "{thread}"]
+CLIENT = [
+    "python",
+    str(DEPLOY / "client.py"),
+    "--url",
+    "http://127.0.0.1:{port}/orders",
+    "--order",
+    "{thread}",
+]
 PAYOUTS = Path(__file__).parent.parent / "agents" / "celery_restart" / "payouts.py"
 
 
@@ -33,7 +40,9 @@ def drill(tmp_path: Path, *args: str) -> tuple[int, str]:
 
 
 def test_a_service_killed_when_the_client_reaches_a_point_is_restarted(tmp_path: Path) -> None:
-    rc, text = drill(tmp_path, "--schedule", "restart=api:driver:before:submit", "--serve", SHOP, "--", *CLIENT)
+    rc, text = drill(
+        tmp_path, "--schedule", "restart=api:driver:before:submit", "--serve", SHOP, "--", *CLIENT
+    )
     assert rc == 0, text
     assert re.search(r"\(api\) kill restart=api:driver:before:submit: killed by SIGKILL", text), text
     assert "(api) ran free: drained" in text  # started again, stopped at the case's end
@@ -47,7 +56,8 @@ def test_a_celery_worker_whose_redis_restarts_mid_task(tmp_path: Path, retry: st
     pytest.importorskip("celery")
     rc, text = drill(
         tmp_path,
-        "--schedule", "restart=redis:worker:during:payments.charge", "--restart-delay", "1", "--timeout", "15",
+        "--schedule", "restart=redis:worker:during:payments.charge",
+        "--restart-delay", "1", "--timeout", "15",
         "--integration", "celery",
         "--serve", "redis=redis-server --port {port} --save '' --appendonly no",
         "--serve", f"worker=python {PAYOUTS} worker",

@@ -35,7 +35,9 @@ def drill(tmp_path: Path, server_url: str, retry: str) -> Drill:
     return Drill(["python", str(AGENT), "--order", "{thread}", "--retry", retry], options)
 
 
-def test_a_blind_retry_after_a_lost_commit_answer_books_twice(tmp_path: Path, postgres_server_url: str) -> None:
+def test_a_blind_retry_after_a_lost_commit_answer_books_twice(
+    tmp_path: Path, postgres_server_url: str
+) -> None:
     with drill(tmp_path, postgres_server_url, "blind") as d:
         assert [e.label for e in d.discover().catalogue] == ["during:pg.commit"]
         dropped = d.run_case("drop:pg.commit")

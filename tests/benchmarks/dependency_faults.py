@@ -7,12 +7,15 @@ schedule, in an order that rotates every round (shared cores: only cases next to
 compare):
 
 - the psycopg payout agent (``tests/agents/db/pg_retry.py --retry check``) through ``--proxy
-  pg``: ``none`` (a clean case through the proxy), ``none`` without the proxy (``direct``),
-  ``during:pg.commit`` (the plain kill: killed once the server committed, resumed),
-  ``drop:pg.commit``, ``reset:pg.commit``, ``cut=pg:during:pg.commit``;
+  pg``: ``none`` (a clean case through the proxy), ``during:pg.commit`` (the plain kill: killed
+  once the server committed, resumed), ``drop:pg.commit``, ``reset:pg.commit``, ``cut=pg:during:pg.commit``;
 - the order service and its client (``tests/agents/deploy``): ``api:during:payments.charge``
   (the plain kill of the service, restarted) and ``restart=api:driver:before:submit`` (the
   service killed and restarted when the client reaches a point).
+
+Beside them, the proxy's own cost: 200 one-row transactions with psycopg straight to PostgreSQL
+and through a proxy that announces nothing (``pg_commit_direct_ms`` / ``pg_commit_proxied_ms``,
+per transaction, alternating, median of the rounds).
 
 Every case must pass (the correct agents): a figure of a failing case would time its failure.
 Prints the median seconds per case and each fault's ratio to its plain kill (median of the
@@ -37,23 +40,54 @@ AGENTS = Path(__file__).resolve().parents[1] / "agents"
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 PAYOUT = ["python", str(AGENTS / "db" / "pg_retry.py"), "--order", "{thread}", "--retry", "check"]
 SHOP = ["python", str(AGENTS / "deploy" / "shop.py"), "--port", "{port}", "--state", "{workdir}/orders"]
-CLIENT = ["python", str(AGENTS / "deploy" / "client.py"), "--url", "http://127.0.0.1:{port}/orders", "--order", "{thread}"]
+CLIENT = [
+    "python",
+    str(AGENTS / "deploy" / "client.py"),
+    "--url",
+    "http://127.0.0.1:{port}/orders",
+    "--order",
+    "{thread}",
+]
 
 
-def _pg(root: Path, proxied: bool) -> Drill:
-    url = "127.0.0.1:{proxy:pg}" if proxied else "127.0.0.1:5432"
+def _pg(root: Path) -> Drill:
     options = DrillOptions(
         root=root,
-        proxy={"pg": "postgres://127.0.0.1:5432"} if proxied else {},
+        proxy={"pg": "postgres://127.0.0.1:5432"},
         effect_table={"payouts": (("order_id",), None)},
         effect_db=PG,
-        env={"DATABASE_URL": f"postgresql://postgres@{url}/test"},
+        env={"DATABASE_URL": "postgresql://postgres@127.0.0.1:{proxy:pg}/test"},
     )
     return Drill(PAYOUT, options)
 
 
 def _deploy(root: Path) -> Drill:
     return Drill(CLIENT, DrillOptions(root=root, serve={"api": SHOP}, discovery_runs=1))
+
+
+def _commits(direct_first: bool, n: int = 200) -> tuple[float, float]:
+    """Milliseconds per one-row transaction, straight to PostgreSQL and through a proxy."""
+    import psycopg
+
+    from killdrill.faults.proxy import FaultProxy
+
+    def loop(port: int) -> float:
+        with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="test") as conn:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS t (x int)")
+            conn.commit()
+            t = time.perf_counter()
+            for i in range(n):
+                conn.execute("INSERT INTO t VALUES (%s)", (i,))
+                conn.commit()
+            return (time.perf_counter() - t) * 1000.0 / n
+
+    with FaultProxy("pg", "postgres", ("127.0.0.1", 5432)) as proxy:
+        port = proxy.listen("bench")
+        if direct_first:
+            direct = loop(5432)
+            return direct, loop(port)
+        proxied = loop(port)
+        return loop(5432), proxied
 
 
 def _time(drill: Drill, schedule: str) -> float:
@@ -66,14 +100,9 @@ def _time(drill: Drill, schedule: str) -> float:
 
 def run(rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kd-bench-dep-") as tmp:
-        drills = {
-            "proxied": _pg(Path(tmp) / "p", True),
-            "direct": _pg(Path(tmp) / "d", False),
-            "deploy": _deploy(Path(tmp) / "s"),
-        }
+        drills = {"proxied": _pg(Path(tmp) / "p"), "deploy": _deploy(Path(tmp) / "s")}
         cases = [
-            ("pg_clean_direct", "direct", "none"),
-            ("pg_clean_proxied", "proxied", "none"),
+            ("pg_clean", "proxied", "none"),
             ("pg_kill", "proxied", "during:pg.commit"),
             ("pg_drop", "proxied", "drop:pg.commit"),
             ("pg_reset", "proxied", "reset:pg.commit"),
@@ -88,6 +117,9 @@ def run(rounds: int) -> dict[str, Any]:
             for r in range(rounds):
                 for name, which, schedule in cases[r % len(cases) :] + cases[: r % len(cases)]:
                     times[name].append(_time(drills[which], schedule))
+                direct, proxied = _commits(r % 2 == 0)
+                times.setdefault("pg_commit_direct", []).append(direct)
+                times.setdefault("pg_commit_proxied", []).append(proxied)
         finally:
             for d in drills.values():
                 d.close()
@@ -95,9 +127,12 @@ def run(rounds: int) -> dict[str, Any]:
     def ratio(a: str, b: str) -> float:
         return round(statistics.median(x / y for x, y in zip(times[a], times[b], strict=True)), 3)
 
-    out: dict[str, Any] = {f"{k}_s": round(statistics.median(v), 3) for k, v in times.items()}
+    out: dict[str, Any] = {
+        f"{k}_ms" if k.startswith("pg_commit") else f"{k}_s": round(statistics.median(v), 3)
+        for k, v in times.items()
+    }
     out.update(
-        pg_proxy_clean_ratio=ratio("pg_clean_proxied", "pg_clean_direct"),
+        pg_proxy_commit_ratio=ratio("pg_commit_proxied", "pg_commit_direct"),
         pg_drop_to_kill_ratio=ratio("pg_drop", "pg_kill"),
         pg_reset_to_kill_ratio=ratio("pg_reset", "pg_kill"),
         pg_cut_to_kill_ratio=ratio("pg_cut", "pg_kill"),

@@ -76,4 +76,6 @@ def test_chaos_draws_a_dependency_fault_one_run_in_two_triggered_elsewhere() -> 
     assert not any(f.startswith("restart=redis:redis:") for f in firsts)  # never its own point
     again = with_dependency_fault(parse_schedule("before:x"), catalogue, 7, 3, ["redis"], ["pg"])  # type: ignore[arg-type]
     assert again == drawn[3]  # the seed and the run's index decide
-    assert with_dependency_fault(parse_schedule("before:x"), catalogue, 7, 3, [], []) == parse_schedule("before:x")
+    assert with_dependency_fault(parse_schedule("before:x"), catalogue, 7, 3, [], []) == parse_schedule(
+        "before:x"
+    )

@@ -204,9 +204,8 @@ def test_redis_commands_are_framed_and_exec_is_announced(tmp_path: Any) -> None:
         client = redis.Redis(host="127.0.0.1", port=proxy.listen("a1"), retry=Retry(NoBackoff(), 0))
         try:
             client.set(key, "1")
-            with pytest.raises(redis.ConnectionError):
-                with client.pipeline(transaction=True) as pipe:
-                    pipe.incr(key).incr(key).execute()
+            with pytest.raises(redis.ConnectionError), client.pipeline(transaction=True) as pipe:
+                pipe.incr(key).incr(key).execute()
             direct = redis.Redis(host="127.0.0.1", port=6379)
             assert direct.get(key) == b"3"  # the transaction was applied, its answer lost
             direct.delete(key)
