@@ -32,6 +32,7 @@ from killdrill.fakes.model import ModelFake
 from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.kinds import Scene
+from killdrill.faults.plan import Plan
 from killdrill.faults.proxied import Proxies
 from killdrill.integrations import (
     Service,
@@ -64,6 +65,9 @@ from killdrill.verdict import OPT_IN_CHECKS
 if TYPE_CHECKING:
     from killdrill.fakes.wire.smtp import SmtpFake
 
+
+UPSTREAMS = "proxy_upstreams"
+"""``Scene.extra``'s key of a deployment case's ``--proxy`` targets, ``{port:NAME}`` filled."""
 
 # Who starts fork templates for a drill that does not own one: (python, preload, env, cwd) -> a
 # started Launcher (killdrill.pytest_plugin's session pool).
@@ -294,11 +298,32 @@ class AttemptLauncher:
             launcher=self.get_launcher(),
         )
 
+    def plan(self, run: RunContext, schedule: Schedule, max_attempts: int) -> Plan | DeploymentCase:
+        """The plan of ``run``'s case (what each step of its launch loop starts): the schedule's
+        faults with the concurrent resumers, or, for a deployment, its one step, the whole case."""
+        if self.topology is not None:
+            return self.deployment(run, schedule, max_attempts)
+        return Plan(
+            schedule,
+            lambda number, fault, suffix: self.spec(run, number, fault, suffix=suffix),
+            self.scene(run),
+            resumers=self.options.resumers,
+            barrier=self.options.barrier,
+        )
+
     def deploy(
         self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
     ) -> Deployed:
         """Run one case of the deployment (``--serve``): its services and its driver, ``schedule``'s
         faults aimed at any of them, the driver run at most ``max_attempts`` times."""
+        case = self.deployment(run, schedule, max_attempts, detect=detect)
+        step = case.step(1)
+        return case.whole(self.launch(run, step.specs, step.faults, case.scene))
+
+    def deployment(
+        self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
+    ) -> DeploymentCase:
+        """One case of the deployment (``--serve``), ready to launch."""
         assert self.topology is not None
         ports: dict[str, int] = {}
         processes = self.topology.processes(run.thread, str(run.workdir), ports)
@@ -343,9 +368,9 @@ class AttemptLauncher:
             and bool(r.trace)
             and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
         )
-        upstreams = self.topology.upstreams(run.thread, str(run.workdir), ports)
-        attempts = self.launch(run, case.specs(), [case, case.aimed], case.aimed.scene, upstreams=upstreams)
-        return case.finish(attempts)
+        # the --proxy targets with the case's {port:NAME} filled, for its launches (launch)
+        case.scene.extra[UPSTREAMS] = self.topology.upstreams(run.thread, str(run.workdir), ports)
+        return case
 
     def scene(self, run: RunContext) -> Scene:
         """What the nemeses of ``run``'s launches may reach of it (``faults.kinds.Scene``)."""
@@ -357,14 +382,13 @@ class AttemptLauncher:
         specs: list[LaunchSpec],
         faults: Sequence[Nemesis] = (),
         scene: Scene | None = None,
-        upstreams: Mapping[str, str] | None = None,
     ) -> list[Attempt]:
         """Run ``specs`` at once under one supervisor, ``faults`` acting on them, with the HTTP
         fakes around them (``scene.fakes`` while they run): always for the model (every attempt's
         model SDKs point at the model fake, scripted or not), and the effects' routes' URL given
-        to the agent when asked; and the ``--proxy`` fault proxies, one port per launch
-        (``upstreams``: their targets with a deployment's ``{port:NAME}`` filled; in
-        ``scene.fakes`` too, where a connection fault arms them)."""
+        to the agent when asked; and the ``--proxy`` fault proxies, one port per launch (their
+        targets with a deployment's ``{port:NAME}`` filled in ``scene.extra``; in ``scene.fakes``
+        too, where a connection fault arms them)."""
         self.effect_rows.prepare(run)  # the run's own schema exists before anything writes to it
         servers: list[FakesServer | SmtpFake] = []
         wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
@@ -383,7 +407,7 @@ class AttemptLauncher:
             servers.append(smtp)
             smtp.start()
 
-        proxies = Proxies(self.options.proxy if upstreams is None else upstreams)
+        proxies = Proxies((scene.extra.get(UPSTREAMS) if scene is not None else None) or self.options.proxy)
 
         def prepare(spec: LaunchSpec) -> None:
             """Each launch its own fakes URL and SMTP port: its calls are its own, however many run."""

@@ -10,11 +10,12 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from killdrill.drill.base import AttemptLauncher
 from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.db_effects import with_rows
+from killdrill.drill.deployment import Deployed
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.env import fill, last_line, resolve_command
 from killdrill.drill.intervals import resolve_schedule
@@ -24,7 +25,7 @@ from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError
 from killdrill.faults import fleet, kinds
-from killdrill.faults.plan import Plan
+from killdrill.faults.kinds import Batch, Scene
 from killdrill.ledger import LedgerError
 from killdrill.points import Schedule, parse_schedule
 from killdrill.records import (
@@ -58,6 +59,17 @@ class Yardstick:
 
     baseline: LedgerSnapshot
     note: str
+
+
+class CasePlan(Protocol):
+    """What each step of a case's launch loop starts (``faults.plan.Plan``; a deployment's case,
+    ``drill.deployment.DeploymentCase``, whose one step is the whole case: ``whole`` reads it)."""
+
+    scene: Scene
+
+    def step(self, number: int) -> Batch: ...
+
+    def whole(self, attempts: Sequence[Attempt]) -> Deployed | None: ...
 
 
 @dataclass
@@ -253,21 +265,10 @@ class CaseRunner:
         mark = uuid.uuid4().hex
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
-        if self.launcher.topology is not None:
-            deployed = self._deployed(run, sched, mark, max_attempts, offsets_may_miss)
-            clock.mark("deployment")
-            return deployed
+        plan: CasePlan = self.launcher.plan(run, sched, max_attempts)
         out = CaseAttempts()
         number = 0
         seen: LedgerSnapshot | None = None
-        scene = self.launcher.scene(run)
-        plan = Plan(
-            sched,
-            lambda n, fault, suffix: self.launcher.spec(run, n, fault, suffix=suffix),
-            scene,
-            resumers=self.options.resumers,
-            barrier=self.options.barrier,
-        )
         while number < max_attempts:
             number += 1
             out.ledger = None  # the between-attempts command may write to it
@@ -277,8 +278,13 @@ class CaseRunner:
                     out.violations.append(between)
                     break
             clock.mark("restart" if number > 1 else "setup")
-            step = plan.step(number)  # one launch, a zombie and its resumer, N resumers
-            batch = self.launcher.launch(run, step.specs, step.faults, scene)
+            step = plan.step(number)  # one launch, a zombie and its resumer, N resumers, a deployment
+            batch = self.launcher.launch(run, step.specs, step.faults, plan.scene)
+            out.notes.extend(note for fault in step.faults for note in fault.notes())  # what they did
+            whole = plan.whole(batch)
+            if whole is not None:  # the step was the whole case: a deployment's services and driver
+                clock.mark("deployment")
+                return self._deployed(run, whole, mark, offsets_may_miss, out.notes)
             number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
@@ -315,12 +321,12 @@ class CaseRunner:
         return out
 
     def _deployed(
-        self, run: RunContext, sched: Schedule, mark: str, max_attempts: int, offsets_may_miss: bool
+        self, run: RunContext, deployed: Deployed, mark: str, offsets_may_miss: bool, notes: list[str]
     ) -> CaseAttempts:
-        """A deployment's case: services and driver under one supervisor (killdrill.drill.deployment).
-        ``offsets_may_miss`` (chaos): a timed kill the driver finished before is a miss, a note."""
-        deployed = self.launcher.deploy(run, sched, max_attempts)
-        out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations))
+        """What a deployment's case left (services and driver under one supervisor,
+        killdrill.drill.deployment), judged.  ``offsets_may_miss`` (chaos): a timed kill the driver
+        finished before is a miss, a note."""
+        out = CaseAttempts(attempts=deployed.attempts, violations=list(deployed.violations), notes=notes)
         out.ledger, broken = self._check_ledger(run, mark, None, len(out.attempts))
         if broken is not None:
             out.violations.append(broken)

@@ -21,7 +21,7 @@ from killdrill.drill.env import how_ended, last_line
 from killdrill.drill.topology import DRIVER, Process
 from killdrill.errors import HarnessError, UsageError
 from killdrill.faults.aimed import Aimed
-from killdrill.faults.kinds import Scene
+from killdrill.faults.kinds import Batch, Scene
 from killdrill.integrations._work import unfinished, without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
@@ -100,6 +100,7 @@ class DeploymentCase(Nemesis):
         grace: float,
         scene: Scene,
     ) -> None:
+        self.scene = scene
         self.aimed = Aimed(scene)  # the faults of other kinds than a kill, once they landed
         scene.targets = self
         self.processes = list(processes)
@@ -126,6 +127,16 @@ class DeploymentCase(Nemesis):
         self.elsewhere: dict[int, float] = {}  # id(spec) -> since when it listens off its probe's port
         self.settling: float | None = None  # when the driver finished, while services finish their work
         self.settled: dict[int, tuple[Running, list[str]]] = {}  # id(spec) -> the work waited for
+
+    # ---- the plan of the case: one step, the whole case ----------------------------------------
+    def step(self, number: int) -> Batch:
+        """Every process's first launch, this case and the nemeses of its other faults acting on
+        them: the whole case (the driver re-run and the services restarted inside it)."""
+        return Batch(self.specs(), [self, self.aimed], numbers=self.max_attempts)
+
+    def whole(self, attempts: Sequence[Attempt]) -> Deployed:
+        """What the case left, read from its one step's attempts."""
+        return self.finish(attempts)
 
     # ---- set up ------------------------------------------------------------------------------
     def specs(self) -> list[LaunchSpec]:

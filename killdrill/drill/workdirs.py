@@ -69,7 +69,9 @@ class Workdirs:
                 if self._root is None:
                     sweep_in_background()
                     if self._given_root is not None:
-                        root = Path(self._given_root)
+                        # absolute: a service run from another folder (--cwd, or one that
+                        # changes directory) is handed {workdir} paths under it
+                        root = Path(self._given_root).absolute()
                         root.mkdir(mode=0o700, parents=True, exist_ok=True)
                     else:
                         root = Path(tempfile.mkdtemp(prefix="killdrill-"))

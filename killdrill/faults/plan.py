@@ -8,6 +8,7 @@ launches what it gets, whatever it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from killdrill.faults import kinds
@@ -15,6 +16,7 @@ from killdrill.faults.kinds import Batch, Scene
 from killdrill.faults.resumers import Maker, resumers
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec
+from killdrill.records import Attempt
 
 
 @dataclass
@@ -34,6 +36,10 @@ class Plan:
             fault = self.schedule.for_attempt(number)
             return resumers(number, fault, self.resumers, self.barrier, self.make, self.scene)
         return kinds.step(self.schedule, number, self._one, self.scene)
+
+    def whole(self, attempts: Sequence[Attempt]) -> None:
+        """None: a step of this plan is one step of the case, not the whole of it."""
+        return None
 
     def _one(self, number: int, fault: Fault | None) -> LaunchSpec:
         return self.make(number, fault, "")

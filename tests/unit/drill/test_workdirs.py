@@ -182,3 +182,13 @@ def test_existing_objects_are_in_every_run_and_no_call(tmp_path: Path, shared: b
     for run in (case, clean):
         workdirs.discard(run.workdir)
     workdirs.close()
+
+
+def test_a_relative_root_gives_absolute_workdirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process started in another folder (``--cwd``, a service that changes directory) is given
+    ``{workdir}`` and ``KILLDRILL_WORKDIR``: a path relative to the harness's folder would name
+    another place there."""
+    monkeypatch.chdir(tmp_path)
+    workdirs = Workdirs("drills", None)
+    wd = workdirs.new("case")
+    assert wd.is_absolute() and wd.parent == tmp_path / "drills"
