@@ -40,6 +40,10 @@ class Targets(Protocol):
         ``driver``: the command after ``--``)."""
         ...
 
+    def ready(self, run: Running) -> bool:
+        """Does ``run`` pass its process's readiness probe (``--ready``, or its ``{port}``)?"""
+        ...
+
     def kill(self, run: Running, label: str) -> None:
         """Kill ``run``'s tree as a fault does, recorded at ``label``: a killed service is started
         again after ``--restart-delay``, a killed driver re-run (its resume)."""

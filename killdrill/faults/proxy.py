@@ -241,9 +241,9 @@ class _Link:
             pass
         finally:
             self.close()
-            for sock in (self.client, self.upstream):
-                if sock is not None:
-                    sock.close()
+            for end in (self.client, self.upstream):
+                if end is not None:
+                    end.close()
             self.proxy._forget(self)
 
     def _pump(self) -> None:
@@ -254,7 +254,7 @@ class _Link:
             while not self.closed:
                 for key, _ in sel.select():
                     self.proxy._held.wait()
-                    if self.closed:
+                    if self._ended():  # cut from another thread while this one waited
                         return
                     sock: socket.socket = key.fileobj  # type: ignore[assignment]
                     data = sock.recv(_CHUNK)
@@ -337,6 +337,9 @@ class _Link:
     def _label(self, msg: Message, armed: Armed) -> str:
         op = f"{self.proxy.name}.{msg.op}"
         return op if armed.occurrence == 1 else f"{op}#{armed.occurrence}"
+
+    def _ended(self) -> bool:
+        return self.closed
 
     def close(self, rst: bool = False) -> None:
         """End both sides (``rst``: the client's with a reset, no FIN); any thread may call it, the

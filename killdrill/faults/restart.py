@@ -1,7 +1,9 @@
 """A dependency that dies: ``restart=SERVICE:TRIGGER`` SIGKILLs a ``--serve`` service (its whole
 tree: a broker, a database, a runtime's server) when another process reaches a point, or at a
 time, and the deployment starts it again as it restarts any killed service (same command, same
-port, after ``--restart-delay``; probed again before it counts as ready).
+port, after ``--restart-delay``).  The processes are not held meanwhile: they meet the outage and
+the service's startup; the case's notes say how long the service was down (from the kill to its
+new launch passing its readiness probe).
 
 ``restart=redis:worker:after:charge``: when process ``worker`` reaches ``after:charge``, redis
 goes down; the worker is let go at once and meets the outage where it is (an unacknowledged
@@ -34,6 +36,7 @@ class Restart(Nemesis):
     targets: Targets
     done: bool = False
     said: list[str] = field(default_factory=list)
+    watching: str | None = None  # what was done, while the service is not back yet
 
     def at_points(self, spec: LaunchSpec) -> AtPoints | None:
         return AtPoints.WAIT if spec is self.spec else None
@@ -65,11 +68,27 @@ class Restart(Nemesis):
         for victim in victims:
             self.targets.kill(victim, f"{self.fault}")
         names = ", ".join(f"attempt {v.spec.number}" for v in victims)
-        self.said.append(
-            f"service {target} ({names}) killed when {where} was reached at"
-            f" {time.strftime('%H:%M:%S')}, and started again"
-        )
+        gone = {id(v.spec) for v in victims}
         trigger.notes.append(f"{target} killed and restarted here ({self.fault})")
+        what = f"service {target} ({names}) killed when {where} was reached"
+        self._watch(target, gone, what, time.monotonic())
+
+    def _watch(self, target: str, gone: set[int], what: str, since: float) -> None:
+        """Note when the service is back: a new launch of it passing its readiness probe."""
+        fresh = [r for r in self.targets.launches(target) if id(r.spec) not in gone]
+        if fresh and all(self.targets.ready(r) for r in fresh):
+            down_ms = (time.monotonic() - since) * 1000.0
+            back = ", ".join(f"attempt {r.spec.number}" for r in fresh)
+            self.said.append(f"{what}; ready again ({back}) {down_ms:.0f} ms later")
+            self.watching = None
+            return
+        self.watching = what
+        self.bound().at(0.05, lambda: self._watch(target, gone, what, since))
+
+    def teardown(self) -> None:
+        if self.watching is not None:
+            self.said.append(f"{self.watching}; not ready again when the case ended")
+            self.watching = None
 
     def notes(self) -> list[str]:
         return list(self.said)

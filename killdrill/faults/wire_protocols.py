@@ -90,10 +90,10 @@ class Postgres(Protocol):
                 self.started = code != _CANCEL_REQUEST
                 out.append(Message(data))
                 continue
-            data = _typed(buffer)
-            if data is None:
+            typed = _typed(buffer)
+            if typed is None:
                 return out
-            out.append(Message(data, "commit" if _is_commit(data) else None))
+            out.append(Message(typed, "commit" if _is_commit(typed) else None))
 
     def server(self, buffer: bytearray) -> list[Message]:
         out: list[Message] = []
@@ -176,7 +176,7 @@ def _resp_value(buffer: bytearray, start: int) -> int | None:
     eol = _line(buffer, start)
     if eol is None:
         return None
-    kind, head = buffer[start : start + 1], bytes(buffer[start + 1 : eol])
+    kind, head = bytes(buffer[start : start + 1]), bytes(buffer[start + 1 : eol])
     after = eol + 2
     if kind in (b"$", b"=", b"!"):  # bulk string, verbatim, bulk error
         n = int(head or b"-1")

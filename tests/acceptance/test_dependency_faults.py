@@ -47,6 +47,11 @@ def test_a_service_killed_when_the_client_reaches_a_point_is_restarted(tmp_path:
     assert re.search(r"\(api\) kill restart=api:driver:before:submit: killed by SIGKILL", text), text
     assert "(api) ran free: drained" in text  # started again, stopped at the case's end
     assert "api killed and restarted here (restart=api:driver:before:submit)" in text  # the client's note
+    assert re.search(
+        r"service api \(attempt 2\) killed when before:submit was reached;"
+        r" ready again \(attempt 3\) \d+ ms later",
+        text,
+    ), text
     assert "(driver) kill restart=api:driver:before:submit: exited rc 0" in text  # it went on
 
 
