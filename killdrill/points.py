@@ -84,6 +84,7 @@ BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
     FaultGrammar("restart", "killdrill.faults.restart", "required", _ANY, summary="kill, restart a service"),
     FaultGrammar("cut", "killdrill.faults.cut", "required", _ANY, summary="close a proxy's connections"),
     FaultGrammar("rst", "killdrill.faults.cut", "required", _ANY, summary="reset a proxy's connections"),
+    FaultGrammar("stall", "killdrill.faults.cut", "required", _ANY, summary="a proxy stops a while"),
 )
 GRAMMAR: dict[str, FaultGrammar] = {g.name: g for g in BUILTIN_GRAMMAR}
 """The fault kinds written ``KIND[=TARGET]:TRIGGER``, by word: one entry a kind (its file in

@@ -94,7 +94,6 @@ class FaultProxy:
         self._stopped = False
         self._thread = threading.Thread(target=self._accept_loop, name=f"killdrill-proxy-{name}", daemon=True)
         self._thread.start()
-        self.notes: list[str] = []  # what the whole-connection faults did, for the case's notes
 
     # ---- launches ------------------------------------------------------------------------------
     def listen(self, launch: Hashable) -> int:

@@ -65,6 +65,10 @@ def test_checking_before_the_retry_books_once(tmp_path: Path, postgres_server_ur
             case = d.run_case(schedule)
             assert case.ok, case.text()
             assert case.summary["db:payouts"]["exactly_once"] == 1
+        stalled = d.run_case("stall=pg~1s:during:pg.commit")  # the answer late, not lost
+    assert stalled.ok, stalled.text()
+    assert "proxy pg forwarded nothing for 1s from during:pg.commit" in stalled.attempts[0].notes[0]
+    assert stalled.attempts[0].duration_ms >= 1000
 
 
 def test_a_proxy_placeholder_naming_no_proxy_is_one_line(tmp_path: Path) -> None:

@@ -42,6 +42,9 @@ def test_target_and_trigger_are_named_apart(
         ("cut=pg:after:charge", PROXIED, None),
         ("rst=db:after:charge", PROXIED, "no --proxy named 'db' (proxies: pg)"),
         ("cut=pg:after:charge", DrillOptions(), "no --proxy named 'pg' (proxies: none)"),
+        ("stall=pg~2s:after:charge", PROXIED, None),
+        ("stall=pg~0s:after:charge", PROXIED, "a stall lasts more than 0 and at most 3600 s"),
+        ("cut=pg~2s:after:charge", PROXIED, "expected cut=PROXY"),
     ],
 )
 def test_a_target_naming_nothing_is_one_line(schedule: str, options: DrillOptions, why: str | None) -> None:
