@@ -3,7 +3,7 @@
 A *point* is a named boundary an agent reaches (``before:charge_customer``,
 ``during:payments.charge``).  A *kill* says what to do to one attempt (kill at the
 N-th occurrence of a point, a few milliseconds after it, at an offset from spawn, or
-hold the agent there for a while, or pause it: the zombie worker of killdrill.faults.fleet).  A
+hold the agent there for a while, or pause it: the zombie worker of killdrill.faults.pause).  A
 *schedule* is one kill per attempt.
 
 Parsing errors are :class:`ScheduleError` carrying the exact offending text, so the
@@ -236,7 +236,7 @@ class Fault:
 def parse_fault(text: str) -> Fault:
     """Parse one kill: ``before:x``, ``during:payments.charge#2``, ``after:x+3.5ms``,
     ``before:x~5s``, ``offset:137ms``, ``after:x+37.5%``, ``start+12%``, ``pause:after:x@before:y``
-    (the zombie, killdrill.faults.fleet); or a connection fault toward the HTTP fakes:
+    (the zombie, killdrill.faults.pause); or a connection fault toward the HTTP fakes:
     ``drop:payments.charge#2~1s``, ``reset:payments.charge``; or a kind of :data:`GRAMMAR`,
     ``KIND[=TARGET]:TRIGGER`` (``restart=redis:worker:before:charge``)."""
     m = _ACTION_RE.match(text.strip())
