@@ -83,6 +83,7 @@ POWER_LOSS = "powerloss"
 case's workdir, on a lossy file system for every attempt, drops what was not fsynced
 (killdrill.faults.powerloss)."""
 
+_ANY = ("point", "time")
 BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
     FaultGrammar(
         POWER_LOSS,
@@ -91,6 +92,10 @@ BUILTIN_GRAMMAR: tuple[FaultGrammar, ...] = (
         kills=True,
         summary="the machine loses power: the attempt's tree killed, the workdir's unsynced data dropped",
     ),
+    FaultGrammar("restart", "killdrill.faults.restart", "required", _ANY, summary="kill, restart a service"),
+    FaultGrammar("cut", "killdrill.faults.cut", "required", _ANY, summary="close a proxy's connections"),
+    FaultGrammar("rst", "killdrill.faults.cut", "required", _ANY, summary="reset a proxy's connections"),
+    FaultGrammar("stall", "killdrill.faults.cut", "required", _ANY, summary="a proxy stops a while"),
 )
 GRAMMAR: dict[str, FaultGrammar] = {g.name: g for g in BUILTIN_GRAMMAR}
 """The fault kinds written ``KIND[=TARGET]:TRIGGER``, by word: one entry a kind (its file in

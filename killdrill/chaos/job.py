@@ -56,7 +56,7 @@ from killdrill.chaos.stream import RunStream, merged_reports, write_json_stream
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import ExitCode
 from killdrill.faults import fleet
-from killdrill.faults.network import with_net_fault
+from killdrill.faults.network import with_dependency_fault, with_net_fault
 from killdrill.faults.powerloss import check_power_loss, with_power_loss
 from killdrill.options import (
     OPTIONS,
@@ -119,7 +119,8 @@ class ChaosOptions:
     shrink_runs: int = 24
     max_failures: int | None = None  # stop the random phase after this many failing runs
     progress: bool | None = None  # None: a bar on a terminal, periodic lines otherwise
-    faults: tuple[str, ...] = ("kill",)  # also "pause", "upgrade" (killdrill.faults.fleet), "net", "power"
+    # also "pause", "upgrade" (killdrill.faults.fleet), "net", "deps" (faults.network), "power"
+    faults: tuple[str, ...] = ("kill",)
     # How the caller named the fields (for messages only: not an option, not compared).
     spelled: Spelled = field(default=Spelling.KEYWORD, compare=False, repr=False)
 
@@ -264,6 +265,9 @@ def _run_chaos(
             sched = with_net_fault(sched, discovery, options.seed, index)
         if "power" in options.faults:
             sched = with_power_loss(sched, options.seed, index)
+        if "deps" in options.faults:
+            services, proxies = list(drill_options.serve), list(drill_options.proxy)
+            sched = with_dependency_fault(sched, discovery, options.seed, index, services, proxies)
         text = str(sched)
         if plans is not None:  # before the run starts: a crash still leaves the reproduction
             line = {

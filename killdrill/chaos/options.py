@@ -30,8 +30,9 @@ CHAOS_OPTIONS: tuple[Option, ...] = (
         Some(CHAOS_FAULTS, always=("kill",), what="fault"),
         ("kill",),
         "faults drawn: kill (always), pause (the zombie), upgrade (resumes run --resume-with), "
-        "net (drop:/reset: toward the HTTP fakes, one run in two), power (a kill turned into a power "
-        "loss, one run in two: needs FUSE)",
+        "net (drop:/reset: toward the HTTP fakes and --proxy, one run in two), deps (restart= a --serve"
+        " service, cut=/rst= a --proxy, at a catalogue point, one run in two), power (a kill turned into"
+        " a power loss, one run in two: needs FUSE)",
     ),
     _chaos(
         "seed", Number(int, None, "a whole number"), None, "seed of the schedules (default: random, printed)"
@@ -82,7 +83,7 @@ CHAOS_UPGRADE = Rule(
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    """``kill,pause,upgrade,net,power`` (``--faults``): kills are always drawn."""
+    """``kill,pause,upgrade,net,power,deps`` (``--faults``): kills are always drawn."""
     row = next(r for r in CHAOS_OPTIONS if r.field == "faults")
     try:
         return tuple(row.kind.from_text(text))

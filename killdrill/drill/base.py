@@ -34,6 +34,7 @@ from killdrill.fakes.model_script import load_script
 from killdrill.faults import fleet
 from killdrill.faults.kinds import Scene
 from killdrill.faults.plan import Plan
+from killdrill.faults.proxied import Proxies
 from killdrill.integrations import (
     Service,
     check_options,
@@ -65,6 +66,9 @@ from killdrill.verdict import OPT_IN_CHECKS
 if TYPE_CHECKING:
     from killdrill.fakes.wire.smtp import SmtpFake
 
+
+UPSTREAMS = "proxy_upstreams"
+"""``Scene.extra``'s key of a deployment case's ``--proxy`` targets, ``{port:NAME}`` filled."""
 
 # Who starts fork templates for a drill that does not own one: (python, preload, env, cwd) -> a
 # started Launcher (killdrill.pytest_plugin's session pool).
@@ -325,7 +329,8 @@ class AttemptLauncher:
     ) -> DeploymentCase:
         """One case of the deployment (``--serve``), ready to launch."""
         assert self.topology is not None
-        processes = self.topology.processes(run.thread, str(run.workdir))
+        ports: dict[str, int] = {}
+        processes = self.topology.processes(run.thread, str(run.workdir), ports)
         check_faults(schedule, [p.name for p in processes])
         for p in processes:
             if p.ready is not None and p.ready.startswith("tcp:") and accepts(int(p.ready[4:])):
@@ -368,6 +373,8 @@ class AttemptLauncher:
             and bool(r.trace)
             and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
         )
+        # the --proxy targets with the case's {port:NAME} filled, for its launches (launch)
+        case.scene.extra[UPSTREAMS] = self.topology.upstreams(run.thread, str(run.workdir), ports)
         return case
 
     def scene(self, run: RunContext) -> Scene:
@@ -384,7 +391,9 @@ class AttemptLauncher:
         """Run ``specs`` at once under one supervisor, ``faults`` acting on them, with the HTTP
         fakes around them (``scene.fakes`` while they run): always for the model (every attempt's
         model SDKs point at the model fake, scripted or not), and the effects' routes' URL given
-        to the agent when asked."""
+        to the agent when asked; and the ``--proxy`` fault proxies, one port per launch (their
+        targets with a deployment's ``{port:NAME}`` filled in ``scene.extra``; in ``scene.fakes``
+        too, where a connection fault arms them)."""
         self.effect_rows.prepare(run)  # the run's own schema exists before anything writes to it
         servers: list[FakesServer | SmtpFake] = []
         wire = {"hooks": {"routes": dict(self.options.hooks), "key_header": self.options.hook_key_header}}
@@ -403,6 +412,8 @@ class AttemptLauncher:
             servers.append(smtp)
             smtp.start()
 
+        proxies = Proxies((scene.extra.get(UPSTREAMS) if scene is not None else None) or self.options.proxy)
+
         def prepare(spec: LaunchSpec) -> None:
             """Each launch its own fakes URL and SMTP port: its calls are its own, however many run."""
             url, secret = http.attempt_url(id(spec))  # every launch talks to the model fake
@@ -411,20 +422,23 @@ class AttemptLauncher:
                 spec.env = {**spec.env, envvars.FAKES_URL: url, envvars.FAKES_SECRET: secret}
             if smtp is not None:
                 spec.env = {**spec.env, envvars.SMTP: smtp.attempt_address(id(spec))}
+            proxies.prepare(spec)
             spec.env = expand_env(spec.env, self.options.env)
 
         def on_start(running: Running) -> None:
             for server in servers:
                 address, token = running.listener.address, running.listener.token
                 server.bind(run.thread, running.spec.number, address, token, launch=id(running.spec))
+            proxies.bind(running)  # its own port's during: points go to its channel
 
         if scene is not None:
-            scene.fakes = list(servers)
+            scene.fakes = [*servers, proxies]
         supervisor = Supervisor(on_attempt_start=on_start, prepare=prepare, faults=faults)
         try:
             return [self._forgive_exit_abort(a) for a in supervisor.run_many(specs)]
         finally:
             for server in servers:
                 server.stop()
+            proxies.close()
             if scene is not None:
                 scene.fakes = []

@@ -121,6 +121,7 @@ class CaseRunner:
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
         powerloss.check_schedule(sched, deployment=self.launcher.topology is not None)
+        kinds.check_schedule(sched, self.options)  # a target naming nothing: before any run
         discovery = self.discoverer.discover()
         clock.mark("discovery")  # when this case is the first to need it (shared by all)
         if check:

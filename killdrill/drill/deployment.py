@@ -297,6 +297,9 @@ class DeploymentCase(Nemesis):
         assert sup is not None
         return [r for r in sup.running if r.alive and name in (self._name(r), service_of(self._name(r)))]
 
+    def ready(self, run: Running) -> bool:
+        return run.alive and self._ready(run)
+
     def kill(self, run: Running, label: str) -> None:
         sup = self.supervisor
         assert sup is not None

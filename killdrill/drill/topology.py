@@ -1,6 +1,7 @@
 """A deployment's processes: the ``--serve`` services (each replica its own process), the driver,
 their ports and readiness, and the placeholders filled in every command, ``--env`` value and
-``--ready`` probe: ``{thread}``, ``{workdir}``, ``{port}``, ``{port:NAME}``, ``{replica}``.
+``--ready`` probe: ``{thread}``, ``{workdir}``, ``{port}``, ``{port:NAME}``, ``{replica}`` (and
+``{proxy:NAME}``, a ``--proxy``'s port, filled per launch by ``killdrill.faults.proxied``).
 
 Ports are picked once per case (free when picked) and kept across restarts.  ``{port}`` in a
 service's own command and probe is that process's port (each replica its own); elsewhere it is
@@ -26,6 +27,7 @@ DRIVER = "driver"
 """The process name of the command after ``--`` (``driver:POINT`` aims at it)."""
 
 _PLACEHOLDER = re.compile(r"\{(thread|workdir|replica|port(?::([^{}]*))?)\}")
+_PROXY = re.compile(r"\{proxy:([^{}]*)\}")  # filled per launch (killdrill.faults.proxied)
 _OWN_PORT = re.compile(r"\{port(?::([^{}]+))?\}")
 _PORT_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-]*)(?:\[(\d+)\])?$")
 
@@ -35,6 +37,7 @@ _IN = {
     "env": Rule("{env} {name}: {why}"),
     "between": Rule("{between}: {why}"),
     "resume_with": Rule("{resume_with}: {why}"),
+    "proxy": Rule("{proxy} {name}: {why}"),
 }
 NO_SERVICE = {
     "ready": Rule("{ready} {name}: no {serve} service of that name (services: {known})"),
@@ -52,6 +55,10 @@ def _placeholder_mistake(text: str, options: DrillOptions, flag: str = "--serve"
     """Why a placeholder in ``text`` cannot be filled (None: every one can); ``flag``: ``--serve``
     as the caller spells it."""
     serve = options.serve
+    for m in _PROXY.finditer(text):
+        if m.group(1).strip() not in options.proxy:
+            known = ", ".join(options.proxy) or "none"
+            return f"{m.group(0)}: no --proxy named {m.group(1).strip()!r} (proxies: {known})"
     for m in _PLACEHOLDER.finditer(text):
         word, name = m.group(1), m.group(2)
         if word == "replica" and not serve:
@@ -91,7 +98,7 @@ def check_placeholders(options: DrillOptions, command: Sequence[str]) -> None:
     for name, value in options.env.items():
         if why := _placeholder_mistake(value, options, flag):
             raise _IN["env"].error(options, spelled, name=name, why=why)
-    for field, texts in (("serve", options.serve), ("ready", options.ready)):
+    for field, texts in (("serve", options.serve), ("ready", options.ready), ("proxy", options.proxy)):
         for name, given in texts.items():
             for arg in [given] if isinstance(given, str) else given:
                 if why := _placeholder_mistake(arg, options, flag):
@@ -157,10 +164,10 @@ class Topology:
         n = self.options.replicas.get(name, 1)
         return [name] if n == 1 else [f"{name}[{i}]" for i in range(n)]
 
-    def processes(self, thread: str, workdir: str) -> list[Process]:
+    def processes(self, thread: str, workdir: str, ports: dict[str, int] | None = None) -> list[Process]:
         """The case's processes, services first, the driver last, every placeholder filled (the
-        ports picked now, for the whole case)."""
-        ports: dict[str, int] = {}
+        ports picked now, for the whole case, into ``ports`` when given)."""
+        ports = {} if ports is None else ports
         first = next(iter(self.services), None)
         out: list[Process] = []
         for name, argv in self.services.items():
@@ -195,6 +202,12 @@ class Topology:
             )
         )
         return out
+
+    def upstreams(self, thread: str, workdir: str, ports: dict[str, int]) -> dict[str, str]:
+        """The ``--proxy`` targets with ``{port:NAME}`` filled from the case's ``ports``."""
+        first = next(iter(self.services), None)
+        filler = _Filler(thread, workdir, ports, own=None, replica=0, service=None, default=first)
+        return {name: filler.fill(text) for name, text in self.options.proxy.items()}
 
     def _env(self, filler: _Filler, name: str, replica: int) -> dict[str, str]:
         env = {k: filler.fill(v) for k, v in self.options.env.items()}

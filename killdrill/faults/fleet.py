@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from killdrill.points import Fault, Schedule, ScheduleError
 from killdrill.records import Attempt
 
-CHAOS_FAULTS = ("kill", "pause", "upgrade", "net", "power")
+CHAOS_FAULTS = ("kill", "pause", "upgrade", "net", "power", "deps")
 """What chaos may draw (``--faults``): kills always; pauses, upgrades, connection faults
-(``net``: drop:/reset: toward the HTTP fakes, killdrill.faults.network) and power losses
-(``power``: a kill turned into ``powerloss:``, killdrill.faults.powerloss) when asked."""
+(``net``: drop:/reset: toward the HTTP fakes and the proxies, killdrill.faults.network), power
+losses (``power``: a kill turned into ``powerloss:``, killdrill.faults.powerloss) and a
+dependency's faults (``deps``: restart=, cut=, rst=) when asked."""
 
 
 def draw_faults(

@@ -41,6 +41,10 @@ class Targets(Protocol):
         ``driver``: the command after ``--``)."""
         ...
 
+    def ready(self, run: Running) -> bool:
+        """Does ``run`` pass its process's readiness probe (``--ready``, or its ``{port}``)?"""
+        ...
+
     def kill(self, run: Running, label: str) -> None:
         """Kill ``run``'s tree as a fault does, recorded at ``label``: a killed service is started
         again after ``--restart-delay``, a killed driver re-run (its resume)."""
@@ -115,6 +119,9 @@ class FaultKind:
     launches: Launches | None = None
     summary: str = ""
     life: Life | None = None
+    check: Callable[[Fault, DrillOptions], None] | None = None
+    """Refuse a fault of this kind the drill cannot act out (a target naming nothing), before
+    any run: a one-line UsageError (``check_schedule``)."""
 
 
 _KINDS: Registry[FaultKind] = Registry(
@@ -165,6 +172,15 @@ def lives(schedule: Schedule, scene: Scene) -> list[CaseLife]:
             seen.add(kind.name)
             out.append(kind.life(schedule, scene))
     return out
+
+
+def check_schedule(schedule: Schedule, options: DrillOptions) -> None:
+    """Each fault of ``schedule`` its kind can act out under ``options`` (its ``check``)."""
+    for fault in schedule.faults:
+        if fault.action is not None:
+            kind = kind_of(fault)
+            if kind.check is not None:
+                kind.check(fault, options)
 
 
 def kinds() -> dict[str, FaultKind]:

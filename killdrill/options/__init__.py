@@ -55,6 +55,7 @@ from killdrill.options.kinds import (
     _split_env,
     _split_identity,
 )
+from killdrill.options.proxies import PROXY_ROWS
 from killdrill.options.rules import Rule, _spelling
 from killdrill.options.services import SERVICE_ROWS, SERVICE_RULES
 
@@ -129,6 +130,7 @@ class DrillOptions:
     effect_db: str | None = None  # the URL of the agent's own database (killdrill.drill.db_effects)
     existing: str | None = None  # objects every run's fakes hold before it starts (fakes/existing.py)
     power_loss_paths: tuple[str, ...] = ()  # powerloss: folders lossy besides the workdir (faults.powerloss)
+    proxy: Mapping[str, str] = field(default_factory=dict)  # name -> SCHEME://HOST:PORT (faults.proxy)
     # The enabled integrations' own options by field (their records' rows, checked by the drill).
     integration_options: Mapping[str, Any] = field(default_factory=dict)
     # How the caller named the fields (for messages only: not an option, not compared).
@@ -179,6 +181,7 @@ OPTIONS: tuple[Option, ...] = (
         "--resume-with",
     ),
     *SERVICE_ROWS,
+    *PROXY_ROWS,
     *DB_EFFECT_ROWS,
     Option(
         "pass_env",

@@ -122,6 +122,38 @@ def _irreversible(provider: str) -> bool:
     return bool(ops) and not any(o.keyed for o in ops) and any(o.read and o.name == "lookup" for o in ops)
 
 
+def _restarted_under(attempts: Sequence[Attempt]) -> str:
+    """What a dependency killed under the run (the target of a ``KIND=TARGET:TRIGGER`` fault, a
+    ``restart=``) may have taken with it, said after a run that never completed."""
+    gone = []
+    for a in attempts:
+        head = (a.kill or "").split(":", 1)[0]
+        if a.killed_at and "=" in head and head.split("=", 1)[1] == (a.process or "").split("[", 1)[0]:
+            gone.append(f"{a.process} (attempt {a.number}, {a.kill})")
+    if not gone:
+        return ""
+    return (
+        f"; the run's dependency {', '.join(gone)} was killed and restarted under it: what it held and"
+        " had not made durable (a queued or unacknowledged message, a result not yet stored, a"
+        " transaction in flight) went with it, and the run waited for it"
+    )
+
+
+def _row_again(calls: Sequence[Call], attempts: Sequence[Attempt]) -> str:
+    """Who inserted a row again: a later attempt, or the same one retrying (after a connection
+    fault that lost the answer to a commit that landed: ``drop:``)."""
+    writers = {c.attempt for c in calls if c.landed}
+    if len(writers) != 1 or 0 in writers:
+        return "a later attempt inserted the row again instead of finding the one an earlier attempt wrote"
+    (number,) = writers
+    kill = next((a.kill for a in attempts if a.number == number), None) or ""
+    lost = f" after {kill} lost the answer to a commit that landed" if kill.startswith("drop:") else ""
+    return (
+        f"attempt {number} inserted the row again on a retry{lost}, instead of checking whether its"
+        " first write had landed"
+    )
+
+
 def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[CauseName, str] | None:
     """The key story of one effect's calls, for ``duplicate_effect`` and ``key_changed``."""
     calls = list(v.calls)
@@ -134,8 +166,7 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[CauseName, st
         by = f" (written by {_attempts_phrase(c.attempt for c in calls)})" if known else ""
         return (
             CauseName.ROW_NOT_UNIQUE,
-            f"{provider} has {n} rows for {format_identity(v.identity)}{by}: a later attempt inserted"
-            " the row again instead of finding the one an earlier attempt wrote",
+            f"{provider} has {n} rows for {format_identity(v.identity)}{by}: " + _row_again(calls, attempts),
         )
     declared = spec(provider)
     operation = declared.operation(op)
@@ -307,9 +338,9 @@ def _diagnose_one(
             )
         if v.detail.get("attempt_limit") is not None:
             return CauseName.ATTEMPT_LIMIT, v.message
-        return CauseName.RESUME_CRASHED, v.message
+        return CauseName.RESUME_CRASHED, v.message + _restarted_under(attempts)
     if kind == HANG:
-        return CauseName.HANG, v.message
+        return CauseName.HANG, v.message + _restarted_under(attempts)
     if kind == POINT_NOT_REACHED:
         return CauseName.POINT_NOT_REACHED, v.message
     if kind == HARNESS_ERROR:

@@ -111,6 +111,8 @@ def key_change_scope(calls: Sequence[Call]) -> str:
 
 def why_duplicated(landed: Sequence[Call]) -> str:
     if landed and is_row(landed[0]):
+        if len({c.attempt for c in landed}) == 1 and landed[0].attempt:
+            return "the same attempt wrote the row again (a retry) instead of finding the first"
         return "a later attempt wrote the row again instead of finding the first"
     keys = [c.key for c in landed]
     if all(k is None for k in keys):

@@ -101,7 +101,7 @@ def test_chaos_options_are_checked_by_their_rows() -> None:
         ({"shard": (3, 2)}, "shard=: need 1 <= K <= N, got (3, 2)"),
         (
             {"faults": ("zombie",)},
-            "faults=: unknown fault 'zombie'; expected some of kill, pause, upgrade, net, power",
+            "faults=: unknown fault 'zombie'; expected some of kill, pause, upgrade, net, power, deps",
         ),
         ({"min_kills": 3, "max_kills": 2}, "min_kills= is more than max_kills="),
     ]:

@@ -34,7 +34,19 @@ NOT_TAKEN_FIX = (
 
 
 def _killed_workers(attempts: Sequence[Attempt]) -> list[Attempt]:
-    return [a for a in attempts if a.killed_at and a.process not in (None, "driver")]
+    """The services killed at a fault of their own: not one killed as another fault's target
+    (``restart=redis:worker:...`` kills the broker, not a worker holding a task)."""
+    return [
+        a
+        for a in attempts
+        if a.killed_at and a.process not in (None, "driver") and not _target_of(a.killed_at, a.process or "")
+    ]
+
+
+def _target_of(label: str, process: str) -> bool:
+    """Is ``process`` the target named by a ``KIND=TARGET:TRIGGER`` fault ``label``?"""
+    head = label.split(":", 1)[0]
+    return "=" in head and head.split("=", 1)[1] in (process, process.split("[", 1)[0])
 
 
 def causes(v: Violation, attempts: Sequence[Attempt]) -> Cause | None:

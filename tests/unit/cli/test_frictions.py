@@ -61,3 +61,5 @@ def test_an_smtp_variable_without_the_smtp_fake_names_the_flag() -> None:
         expand_env({"SMTP_HOST": "{KILLDRILL_SMTP}"}, {"SMTP_HOST": "{KILLDRILL_SMTP}"})
     with pytest.raises(HarnessError, match=r"add --http-fakes"):
         expand_env({"API": "{KILLDRILL_FAKES_URL}"}, {"API": "{KILLDRILL_FAKES_URL}"})
+    with pytest.raises(HarnessError, match=r"the fault proxy of that name is off: add --proxy NAME="):
+        expand_env({"DB": "{KILLDRILL_PROXY_PG}"}, {"DB": "{KILLDRILL_PROXY_PG}"})

@@ -1,0 +1,121 @@
+"""A dependency that dies: ``restart=SERVICE:TRIGGER`` SIGKILLs a ``--serve`` service (its whole
+tree: a broker, a database, a runtime's server) when another process reaches a point, or at a
+time, and the deployment starts it again as it restarts any killed service (same command, same
+port, after ``--restart-delay``).  The processes are not held meanwhile: they meet the outage and
+the service's startup; the case's notes say how long the service was down (from the kill to its
+new launch passing its readiness probe).
+
+``restart=redis:worker:after:charge``: when process ``worker`` reaches ``after:charge``, redis
+goes down; the worker is let go at once and meets the outage where it is (an unacknowledged
+message, a transaction in flight, a task mid-dispatch).  ``restart=redis:offset:2s``: 2 s into
+the case.  The target is named apart from the trigger (``points.GRAMMAR``); the process that
+reaches the trigger is not killed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from killdrill.errors import UsageError
+from killdrill.faults.kinds import FaultKind, Scene, Targets, register
+from killdrill.options import DrillOptions
+from killdrill.points import Fault
+from killdrill.process.attempts import LaunchSpec, Running
+from killdrill.process.control import Connection
+from killdrill.process.nemesis import AtPoints, Nemesis
+from killdrill.records import TraceEvent
+
+
+@dataclass(eq=False)
+class Restart(Nemesis):
+    """Kills every live launch of service ``fault.target`` once ``fault``'s trigger is reached."""
+
+    fault: Fault
+    spec: LaunchSpec
+    targets: Targets
+    done: bool = False
+    said: list[str] = field(default_factory=list)
+    watching: str | None = None  # what was done, while the service is not back yet
+
+    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
+        return AtPoints.WAIT if spec is self.spec else None
+
+    def on_start(self, run: Running) -> None:
+        """A time trigger: the deployment hands over the launch it counts from, the delay left in
+        ``fault.offset_ms``."""
+        if self.done or self.fault.point is not None or run.spec is not self.spec:
+            return
+        self.done = True
+        delay = (self.fault.offset_ms or 0.0) / 1000.0
+        self.bound().at(delay, lambda: self._act(run, f"offset:{self.fault.offset_ms or 0.0:g}ms"))
+
+    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
+        if self.done or run.spec is not self.spec or not self.fault.at(event.point, event.occurrence):
+            return False
+        self.done = True
+        self._act(run, event.label)
+        self.bound().release(run, conn)  # the trigger's process goes on into the outage
+        return True
+
+    def _act(self, trigger: Running, where: str) -> None:
+        target = self.fault.target or ""
+        victims = self.targets.launches(target)
+        trigger.fired = True
+        if not victims:
+            trigger.notes.append(f"{self.fault}: service {target} was not running at {where}: nothing killed")
+            return
+        for victim in victims:
+            self.targets.kill(victim, f"{self.fault}")
+        names = ", ".join(f"attempt {v.spec.number}" for v in victims)
+        gone = {id(v.spec) for v in victims}
+        trigger.notes.append(f"{target} killed and restarted here ({self.fault})")
+        what = f"service {target} ({names}) killed when {where} was reached"
+        self._watch(target, gone, what, time.monotonic())
+
+    def _watch(self, target: str, gone: set[int], what: str, since: float) -> None:
+        """Note when the service is back: a new launch of it passing its readiness probe."""
+        fresh = [r for r in self.targets.launches(target) if id(r.spec) not in gone]
+        if fresh and all(self.targets.ready(r) for r in fresh):
+            down_ms = (time.monotonic() - since) * 1000.0
+            back = ", ".join(f"attempt {r.spec.number}" for r in fresh)
+            self.said.append(f"{what}; ready again ({back}) {down_ms:.0f} ms later")
+            self.watching = None
+            return
+        self.watching = what
+        self.bound().at(0.05, lambda: self._watch(target, gone, what, since))
+
+    def teardown(self) -> None:
+        if self.watching is not None:
+            self.said.append(f"{self.watching}; not ready again when the case ended")
+            self.watching = None
+
+    def notes(self) -> list[str]:
+        return list(self.said)
+
+
+def _check(fault: Fault, options: DrillOptions) -> None:
+    services = list(options.serve)
+    if not services:
+        raise UsageError(f"{fault}: restart= kills and restarts a --serve service; this drill has none")
+    if fault.target not in services:
+        raise UsageError(f"{fault}: no --serve service {fault.target!r} (services: {', '.join(services)})")
+
+
+def _act(fault: Fault, spec: LaunchSpec, scene: Scene) -> Restart:
+    if scene.options is not None:
+        _check(fault, scene.options)
+    if scene.targets is None:
+        raise UsageError(f"{fault}: restart= kills and restarts a --serve service; this drill has none")
+    return Restart(fault, spec, scene.targets)
+
+
+KIND = register(
+    FaultKind(
+        "restart",
+        _act,
+        summary="a --serve service (a broker, a database, a runtime's server) killed and started again"
+        " when another process reaches a point, or at a time",
+        check=_check,
+    )
+)

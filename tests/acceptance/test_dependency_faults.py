@@ -1,0 +1,81 @@
+"""A dependency that dies under a running agent, drilled for real: ``restart=SERVICE:TRIGGER``
+kills a ``--serve`` service when another process reaches a point and the deployment starts it
+again; the target and the trigger are named apart, the process that reached the trigger goes on.
+
+The order service and its client (``tests/agents/deploy``): the service dies as the client is
+about to post, and the client's retries reach the restarted service.  A Celery worker on a Redis
+the drill started, Redis killed as the worker's charge landed (``-m slow``: a Celery worker's
+start and the outage cost ~10 s a case): with Celery's defaults the task's result is never
+stored (the outage ate it) and the submitter waits forever, a hang naming the restart; with
+``result_backend_always_retry`` the result is stored once Redis is back: exactly-once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.cli_support import run_cli
+from tests.leftovers import survivors
+
+DEPLOY = Path(__file__).parent.parent / "agents" / "deploy"
+SHOP = f"api=python {DEPLOY / 'shop.py'} --port {{port}} --state {{workdir}}/orders"
+CLIENT = [
+    "python",
+    str(DEPLOY / "client.py"),
+    "--url",
+    "http://127.0.0.1:{port}/orders",
+    "--order",
+    "{thread}",
+]
+PAYOUTS = Path(__file__).parent.parent / "agents" / "celery_restart" / "payouts.py"
+
+
+def drill(tmp_path: Path, *args: str) -> tuple[int, str]:
+    out = run_cli(tmp_path, "run", "--discovery-runs", "1", "--root", str(tmp_path / "w"), *args)
+    assert not survivors(str(tmp_path / "w"), seconds=0.3), "a process of the case survived it"
+    return out.returncode, out.stdout + out.stderr
+
+
+def test_a_service_killed_when_the_client_reaches_a_point_is_restarted(tmp_path: Path) -> None:
+    rc, text = drill(
+        tmp_path, "--schedule", "restart=api:driver:before:submit", "--serve", SHOP, "--", *CLIENT
+    )
+    assert rc == 0, text
+    assert re.search(r"\(api\) kill restart=api:driver:before:submit: killed by SIGKILL", text), text
+    assert "(api) ran free: drained" in text  # started again, stopped at the case's end
+    assert "api killed and restarted here (restart=api:driver:before:submit)" in text  # the client's note
+    assert re.search(
+        r"service api \(attempt 2\) killed when before:submit was reached;"
+        r" ready again \(attempt 3\) \d+ ms later",
+        text,
+    ), text
+    assert "(driver) kill restart=api:driver:before:submit: exited rc 0" in text  # it went on
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("retry", ["0", "1"], ids=["defaults", "result_backend_always_retry"])
+def test_a_celery_worker_whose_redis_restarts_mid_task(tmp_path: Path, retry: str) -> None:
+    pytest.importorskip("celery")
+    rc, text = drill(
+        tmp_path,
+        "--schedule", "restart=redis:worker:during:payments.charge",
+        "--restart-delay", "1", "--timeout", "15",
+        "--integration", "celery",
+        "--serve", "redis=redis-server --port {port} --save '' --appendonly no",
+        "--serve", f"worker=python {PAYOUTS} worker",
+        "--env", "CELERY_BROKER_URL=redis://127.0.0.1:{port:redis}/0",
+        "--env", "CELERY_RESULT_BACKEND=redis://127.0.0.1:{port:redis}/1",
+        "--env", f"PAYOUTS_RESULT_RETRY={retry}",
+        "--", "python", str(PAYOUTS), "submit", "--order", "{thread}", "--workdir", "{workdir}",
+    )  # fmt: skip
+    assert "payments 1 exactly-once" in text, text  # the payout was made once either way
+    assert re.search(r"\(redis\) kill restart=redis:worker:during:payments\.charge: killed by SIGKILL", text)
+    if retry == "1":
+        assert rc == 0, text
+    else:
+        assert rc == 1, text
+        assert "hang: attempt 1 hung" in text, text
+        assert "the run's dependency redis (attempt 2, restart=redis:worker:during:payments.charge)" in text
