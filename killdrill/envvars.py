@@ -20,6 +20,7 @@ Layer: root, beside ``errors``; imports nothing (the agent's bootstrap reads it 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 __all__ = [
@@ -39,12 +40,14 @@ __all__ = [
     "LEDGER",
     "PREFIX",
     "PROCESS",
+    "PROXY_PREFIX",
     "REPLICA",
     "SMTP",
     "THREAD",
     "WAIT_AT",
     "WORKDIR",
     "integration_prefix",
+    "proxy_variable",
     "without_drill",
 ]
 
@@ -140,6 +143,17 @@ one of the distributions named."""
 DISABLE_PLUGINS = "KILLDRILL_DISABLE_PLUGINS"
 """Set by the user (as pytest's ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``); read by ``killdrill.registry``.
 Not empty and not ``0``: no entry point of another distribution is loaded."""
+
+
+PROXY_PREFIX = "KILLDRILL_PROXY_"
+"""Set by the drill for each ``--proxy NAME`` (``KILLDRILL_PROXY_<NAME>``, upper case, other
+characters as ``_``: :func:`proxy_variable`), read by the agent: the proxy's ``127.0.0.1:PORT``
+for that launch (killdrill.faults.proxied)."""
+
+
+def proxy_variable(name: str) -> str:
+    """The variable that gives the agent proxy ``name``'s address: ``KILLDRILL_PROXY_NAME``."""
+    return PROXY_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
 
 def integration_prefix(name: str) -> str:

@@ -92,7 +92,7 @@ def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str
         def fill(m: re.Match[str], name: str = name) -> str:
             if m.group(1) not in out:
                 off = _SERVED_BY.get(m.group(1))
-                if off is None and m.group(1).startswith("KILLDRILL_PROXY_"):
+                if off is None and m.group(1).startswith(envvars.PROXY_PREFIX):
                     off = ("fault proxy of that name", "--proxy NAME=SCHEME://HOST:PORT")
                 raise HarnessError(
                     f"--env {name}: {{{m.group(1)}}} is not set for the agent"

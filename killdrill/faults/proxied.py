@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from killdrill.envvars import proxy_variable
 from killdrill.faults.proxy import Armed, FaultProxy
-from killdrill.options.proxies import proxy_variable, upstream_of
+from killdrill.options.proxies import upstream_of
 from killdrill.process.attempts import LaunchSpec, Running
 
 __all__ = ["PLACEHOLDER", "Proxies"]

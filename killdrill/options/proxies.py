@@ -10,6 +10,8 @@ import ipaddress
 import re
 from typing import Any
 
+from killdrill import envvars
+from killdrill.envvars import proxy_variable
 from killdrill.options.kinds import Option, OptionError, Pairs
 
 __all__ = ["PROXY_ROWS", "SCHEMES", "proxy_variable", "split_proxy", "upstream_of"]
@@ -72,18 +74,13 @@ def _join(name: str, value: Any) -> str:
     return f"{name}={value}"
 
 
-def proxy_variable(name: str) -> str:
-    """The variable that gives the agent proxy ``name``'s address: ``KILLDRILL_PROXY_NAME``."""
-    return "KILLDRILL_PROXY_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-
-
 PROXY_ROWS: tuple[Option, ...] = (
     Option(
         "proxy",
         Pairs(split_proxy, _join, "NAME=SCHEME://HOST:PORT", once="the proxy"),
         {},
         "a fault proxy between the agent and a dependency (postgres, redis, tcp), reached at"
-        " {proxy:NAME} / $KILLDRILL_PROXY_NAME: points during:NAME.commit, faults drop:/reset:",
+        " {proxy:NAME} / $" + envvars.PROXY_PREFIX + "NAME: points during:NAME.commit, faults drop:/reset:",
         "--proxy",
         discovery=True,
     ),

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from killdrill import ownership
+from killdrill import envvars, ownership
 from killdrill.errors import HarnessError, UsageError
 from killdrill.integrations import ServiceHost
 from killdrill.integrations.celery import (
@@ -161,7 +161,7 @@ class CeleryBroker:
         """Run ``argv`` to its end: under the harness's containment when a host was lent (an
         Erlang VM that outlived a killed harness added a vhost after the harness's claim was
         swept), else as a plain child."""
-        env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})
+        env = isolated(envvars.without_drill(os.environ))
         if self.host is None:
             done = subprocess.run(
                 argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
