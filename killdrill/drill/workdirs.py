@@ -23,10 +23,13 @@ from killdrill.ledger import Ledger
 from killdrill.records import LedgerSnapshot
 from killdrill.verdict.baselines import LEDGER_MARKER
 
-TMP_PATH_LIMIT = 64
+TMP_PATH_LIMIT = 72
 """Longest temporary folder given to a run's processes: a socket a program binds in a folder it
 makes there (multiprocessing's ``pymp-XXXXXXXX/listener-XXXXXXXX``, 32 bytes more) must fit in
-an ``AF_UNIX`` path (107 bytes)."""
+an ``AF_UNIX`` path (107 bytes: at most 75, 3 to spare)."""
+
+ROOT_TEMP = ".tmp"
+"""The runs' temporary folders in the drill's root, when a workdir's own is too long a path."""
 
 TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")
 """Where programs put their temporary files (Python's tempfile reads all three, Go and C TMPDIR)."""
@@ -65,7 +68,7 @@ class Workdirs:
         self._lock = threading.Lock()
         self._private: set[str] = set()  # workdirs whose ledger stays their own SQLite file
         self._blank: bytes | None = None  # a new SQLite ledger: its schema and nothing else
-        self._short_tmp: tuple[Path, str] | None = None  # the claimed folder of runs' short temp dirs
+        self._short_tmp: tuple[Path, str | None] | None = None  # the claimed folder of runs' short temp dirs
 
     @property
     def root(self) -> Path:
@@ -106,12 +109,21 @@ class Workdirs:
         return dict.fromkeys(TEMP_VARIABLES, str(tmp))
 
     def _short_temp(self) -> Path:
+        """The folder of the runs' short temporary folders: in the root (``.tmp``, gone with it;
+        under pytest, inside the test's own folder) while its runs' paths fit, else a folder the
+        drill claims in the system's temporary directory."""
         with self._lock:
             if self._short_tmp is None:
-                path = tempfile.mkdtemp(prefix="killdrill-tmp-")
-                claim = ownership.claim(ownership.FOLDER, path=path)
-                self._short_tmp = (Path(path), claim)
-                weakref.finalize(self, _remove_claimed, path, claim)
+                near = self.root / ROOT_TEMP
+                if len(os.fsencode(near / f"{10**6:d}")) <= TMP_PATH_LIMIT:
+                    near.mkdir(mode=0o700, exist_ok=True)
+                    self._short_tmp = (near, None)
+                    weakref.finalize(self, shutil.rmtree, str(near), True)
+                else:
+                    path = tempfile.mkdtemp(prefix="killdrill-tmp-")
+                    claim = ownership.claim(ownership.FOLDER, path=path)
+                    self._short_tmp = (Path(path), claim)
+                    weakref.finalize(self, _remove_claimed, path, claim)
             return self._short_tmp[0]
 
     def close(self) -> None:
@@ -332,9 +344,10 @@ def unfinished_roots() -> list[Path]:
     return [r for r in roots if r.is_dir() and any(r.iterdir())]
 
 
-def _remove_claimed(path: str, claim: str) -> None:
+def _remove_claimed(path: str, claim: str | None) -> None:
     shutil.rmtree(path, ignore_errors=True)
-    ownership.release(claim)
+    if claim is not None:
+        ownership.release(claim)
 
 
 def finish_made_root(root: Path, claim: str) -> None:

@@ -294,6 +294,9 @@ class _Link:
                     out.clear()
                 if not self._announce(msg):
                     return False
+                self.proxy._held.wait()  # a stall= its point started holds this very answer
+                if self._ended():
+                    return False
             out += msg.data
         if out:
             self.client.sendall(out)

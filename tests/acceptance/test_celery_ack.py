@@ -53,9 +53,9 @@ def receipts() -> Iterator[tuple[str, str]]:
         db.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def drill(tmp_path: Path, url: str, receipts: tuple[str, str], *args: str) -> str:
+def drill(tmp_path: Path, url: str, receipts: tuple[str, str], *args: str, refused: bool = False) -> str:
     """``killdrill ARGS`` on the deployed order worker; asserts nothing is left running or in the
-    broker; returns rc and output."""
+    broker (``refused``: nothing made at all, not even a case's folder); returns rc and output."""
     root = tmp_path / "w"
     db, table = receipts
     out = run_cli(
@@ -66,7 +66,10 @@ def drill(tmp_path: Path, url: str, receipts: tuple[str, str], *args: str) -> st
     )  # fmt: skip
     text = out.stdout + out.stderr
     assert not survivors(str(root), seconds=0.3), f"a process of the case survived it:\n{text}"
-    assert left_in_broker(url, root) == [], f"the case left its queues or results behind:\n{text}"
+    if refused:
+        assert not root.exists() or not any(root.iterdir()), f"a refused drill left {list(root.iterdir())}"
+    else:
+        assert left_in_broker(url, root) == [], f"the case left its queues or results behind:\n{text}"
     return f"rc={out.returncode}\n{text}"
 
 
@@ -113,7 +116,7 @@ def test_a_kill_in_the_redis_pop_window_is_its_own_finding(tmp_path: Path, recei
 
 def test_the_pop_window_is_refused_on_rabbitmq(tmp_path: Path, receipts: tuple[str, str]) -> None:
     args = ("run", "--pop-window", "--schedule", "worker:committed:charge_order")
-    text = drill(tmp_path, AMQP, receipts, *args)
+    text = drill(tmp_path, AMQP, receipts, *args, refused=True)
     assert text.startswith("rc=2\n"), text
     assert "--pop-window drills the Redis transport's BRPOP window" in text, text
 

@@ -113,6 +113,7 @@ NON_DEFAULT_FLAGS = [
     "--effect-db", "sqlite:///{workdir}/app.db",
     "--existing", "existing.toml",
     "--power-loss-path", "/srv/agent-state",
+    "--proxy", "pg=postgres://127.0.0.1:5432",
 ]  # fmt: skip
 
 
@@ -197,6 +198,7 @@ def test_ini_values_give_the_same_options_as_the_flags() -> None:
         "effect_db": "sqlite:///{workdir}/app.db",
         "existing": "existing.toml",
         "power_loss_paths": ["/srv/agent-state"],
+        "proxy": ["pg=postgres://127.0.0.1:5432"],
     }
     from_ini = from_fields({k: convert(ROWS[k], v, f"ini killdrill_{k}") for k, v in ini.items()})
     assert from_ini == parse_cli(NON_DEFAULT_FLAGS)

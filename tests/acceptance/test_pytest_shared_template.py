@@ -239,5 +239,8 @@ def test_the_prestarted_template_makes_nothing_outside_basetemp(inner: pytest.Py
     assert res.ret == 0, res.stdout.str()
     seen = json.loads(out.read_text())
     outside = [p for p in seen["made"] if "killdrill-" in Path(p).name and not p.startswith(seen["basetemp"])]
-    assert outside == [], seen
+    # but the runs' short temporary folder, when pytest's paths are too long for a socket under
+    # them (killdrill.drill.workdirs.TMP_PATH_LIMIT): claimed, and gone with the session
+    short = [p for p in outside if Path(p).name.startswith("killdrill-tmp-")]
+    assert outside == short and not any(Path(p).exists() for p in short), seen
     assert leftovers.wait_gone(sorted(set(leftovers.templates(os.getpid())) - before), 10) < 10

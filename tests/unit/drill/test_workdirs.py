@@ -231,3 +231,18 @@ def test_the_users_tmpdir_wins(tmp_path: Path) -> None:
     assert "TEMP" not in template or template["TEMP"] == os.environ.get("TEMP")  # each fork: its run's
     assert not (drill.workdirs.root / ".killdrill").exists()
     drill.close()
+
+
+def test_a_runs_temp_dir_too_long_in_its_workdir_is_in_the_roots_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long case label makes the workdir's path too long for a socket under it; the root's
+    ``.tmp`` is short enough: the run's temporary folder stays inside the drill's root."""
+    near = Workdirs(tmp_path / "r", None)
+    monkeypatch.setattr(workdirs, "TMP_PATH_LIMIT", len(str(near.root / ".tmp" / "1000000")))
+    wd = near.new("before:" + "x" * 80)
+    tmp = Path(near.temp_env(wd)["TMPDIR"])
+    assert tmp.parent == near.root / ".tmp" and tmp.is_dir()
+    near.discard(wd)
+    near.close()
+    assert not (near.root / ".tmp").exists()
