@@ -22,7 +22,6 @@ from killdrill import envvars
 from killdrill.drill.db_effects import EffectRows
 from killdrill.drill.deployment import Deployed, DeploymentCase, check_faults
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, fill_env, model_env, resolve_command
-from killdrill.drill.errors import DrillOptions
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.topology import Process, Topology, check_placeholders
 from killdrill.drill.workdirs import RunContext, Workdirs
@@ -46,7 +45,6 @@ from killdrill.integrations import (
     record_waits,
     start_services,
 )
-from killdrill.integrations._answers import ANSWERS_ENV
 from killdrill.isolation import isolated
 from killdrill.options import (
     ANSWER_CANNOT,
@@ -54,9 +52,10 @@ from killdrill.options import (
     FORK_NEEDS_PYTHON,
     FORK_NEEDS_PYTHON_RESUME,
     UNKNOWN_CHECK,
+    DrillOptions,
 )
 from killdrill.points import Fault, Schedule
-from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, ServiceHost, python_target
+from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, WardenHost, python_target
 from killdrill.process.nemesis import Nemesis
 from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
@@ -166,7 +165,7 @@ class AttemptLauncher:
         with self._lock:
             if self._services is None:
                 self._services = start_services(
-                    self.options.integrations, self.root, ServiceHost(), self.options
+                    self.options.integrations, self.root, WardenHost(), self.options
                 )
                 for service in self._services:
                     weakref.finalize(self, service.close)
@@ -275,7 +274,7 @@ class AttemptLauncher:
             }
         )
         if self.options.answer:
-            env[ANSWERS_ENV] = json.dumps(list(self.options.answer))
+            env[envvars.ANSWERS] = json.dumps(list(self.options.answer))
         if self.options.integrations:
             env[envvars.INTEGRATIONS] = ",".join(self.options.integrations)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [bootstrap_dir(), env.get("PYTHONPATH")]))

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from killdrill import envvars
-from killdrill.drill.env import how_ended, last_line
+from killdrill.drill.env import last_line
 from killdrill.drill.topology import DRIVER, Process
 from killdrill.errors import HarnessError, UsageError
 from killdrill.faults.aimed import Aimed
 from killdrill.faults.kinds import Batch, Scene
-from killdrill.integrations._work import unfinished, without_work
+from killdrill.integrations import unfinished, without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
@@ -453,7 +453,7 @@ def _text(path: str) -> str:
 
 
 def ended(rc: int | None) -> str:
-    return how_ended(Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0))
+    return Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0).ended
 
 
 def service_of(name: str) -> str:

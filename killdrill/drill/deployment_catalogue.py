@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from killdrill.drill.deployment import Deployed, ended, service_of
-from killdrill.drill.env import how_ended
 from killdrill.drill.topology import DRIVER
 from killdrill.records import Attempt, CatalogueEntry, TraceEvent
 
@@ -63,7 +62,7 @@ def clean_failure(deployed: Deployed) -> tuple[str, str] | None:
     if not crashed:
         return None
     quiet = "" if driver.stderr_tail.strip() else " (it wrote no stderr)"
-    how = f"driver {how_ended(driver)}{quiet}; {' and '.join(crashed)} logged a traceback"
+    how = f"driver {driver.ended}{quiet}; {' and '.join(crashed)} logged a traceback"
     return how, "\n".join(shown)
 
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 
 from killdrill import envvars
 from killdrill.errors import HarnessError
-from killdrill.records import Attempt
 
 
 def slug(text: str) -> str:
@@ -102,11 +101,6 @@ def expand_env(env: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str
 
         out[name] = _HARNESS_VAR.sub(fill, value)
     return out
-
-
-def how_ended(a: Attempt) -> str:
-    """``a.ended``: kept only for ``drill.deployment`` (being rewritten on another branch)."""
-    return a.ended
 
 
 def last_line(text: str) -> str:

@@ -6,9 +6,6 @@ import difflib
 from collections.abc import Sequence
 
 from killdrill.errors import HarnessError
-from killdrill.options import DrillOptions as DrillOptions  # only for drill.base (being rewritten
-
-# on another branch): DrillOptions is killdrill.options'
 from killdrill.points import ScheduleError
 
 STATE_DIR = ".killdrill"

@@ -112,9 +112,10 @@ class Workdirs:
         """The folder of the runs' short temporary folders: in the root (``.tmp``, gone with it;
         under pytest, inside the test's own folder) while its runs' paths fit, else a folder the
         drill claims in the system's temporary directory."""
+        root = self.root  # made under the same lock
         with self._lock:
             if self._short_tmp is None:
-                near = self.root / ROOT_TEMP
+                near = root / ROOT_TEMP
                 if len(os.fsencode(near / f"{10**6:d}")) <= TMP_PATH_LIMIT:
                     near.mkdir(mode=0o700, exist_ok=True)
                     self._short_tmp = (near, None)

@@ -368,7 +368,6 @@ class WardenHost:
             containment.kill_attempt(proc.pid, proc.keeper)
 
 
-ServiceHost = WardenHost
 """The old name, kept only for ``drill.base`` (being rewritten on another branch): import WardenHost."""
 
 

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from killdrill import envvars
 from killdrill.errors import HarnessError
-from killdrill.integrations._work import without_work
+from killdrill.integrations import without_work
 from killdrill.process import containment
 from killdrill.process.attempts import LaunchSpec as LaunchSpec
 from killdrill.process.attempts import Running as Running

@@ -155,8 +155,8 @@ touch "$KD_CTL_PIDS.added"
 ADDS = """
 from pathlib import Path
 from killdrill.integrations.celery.broker import CeleryBroker
-from killdrill.process.launcher import ServiceHost
-CeleryBroker(Path({root!r}), {{"broker": {url!r}}}, ServiceHost())._rabbitmqctl("add_vhost", "kd-x")
+from killdrill.process.launcher import WardenHost
+CeleryBroker(Path({root!r}), {{"broker": {url!r}}}, WardenHost())._rabbitmqctl("add_vhost", "kd-x")
 """
 
 

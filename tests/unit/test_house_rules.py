@@ -279,13 +279,8 @@ def test_a_cycle_is_found() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
 
 
-# Importers still to move to the package's public name (both modules are being rewritten on
-# another branch): the name each should import instead.
-PRIVATE_IMPORTS_TO_MOVE = {
-    ("killdrill.drill.base", "killdrill.integrations._answers"): "killdrill.envvars.ANSWERS",
-    ("killdrill.drill.deployment", "killdrill.integrations._work"): "killdrill.integrations",
-    ("killdrill.process.supervisor", "killdrill.integrations._work"): "killdrill.integrations",
-}
+PRIVATE_IMPORTS_TO_MOVE: dict[tuple[str, str], str] = {}
+"""Importers of another package's private module, each with the public name to import instead."""
 
 
 def test_no_private_module_is_imported_from_another_package() -> None:
