@@ -146,11 +146,14 @@ class _State:
 
                 Ledger(opts["ledger_url"], "kd-check").close()
             root = _session_folder(self.config, "killdrill-discovery")
+            drill: Drill | None = None
             try:
                 drill = Drill(command, checked, root=root)
                 drill.share_launchers(self.pool)  # the tests of this command fork from its template
                 return drill.discover()
             finally:
+                if drill is not None:
+                    drill.close()  # its runs' short temporary folder too; the pool's template lives on
                 if not opts.get("keep"):  # its clean runs' workdirs are deleted in the background
                     from killdrill.drill.workdirs import remove_when_emptied
 

@@ -211,6 +211,7 @@ def _v2(tmp_path: Path) -> str:
     return str(upgraded)
 
 
+@pytest.mark.slow  # ~16 s: two versions of the app; the per-push upgrade test is test_fleet's
 def test_upgrade_that_changes_the_workflow_names_the_version_rule(tmp_path: Path) -> None:
     """DBOS recovers only its own application version: the resumed v2 never picks the workflow
     up and waits for it forever; the drill says why instead of a bare hang."""

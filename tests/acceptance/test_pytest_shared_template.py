@@ -242,5 +242,8 @@ def test_the_prestarted_template_makes_nothing_outside_basetemp(inner: pytest.Py
     # but the runs' short temporary folder, when pytest's paths are too long for a socket under
     # them (killdrill.drill.workdirs.TMP_PATH_LIMIT): claimed, and gone with the session
     short = [p for p in outside if Path(p).name.startswith("killdrill-tmp-")]
+    deadline = time.monotonic() + 10  # the session's drills close as its template stops
+    while any(Path(p).exists() for p in short) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert outside == short and not any(Path(p).exists() for p in short), seen
     assert leftovers.wait_gone(sorted(set(leftovers.templates(os.getpid())) - before), 10) < 10

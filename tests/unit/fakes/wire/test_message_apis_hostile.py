@@ -88,6 +88,7 @@ def test_what_was_stored_from_odd_but_accepted_bodies_reads_back(server: tuple[s
             assert client.get(path).status_code < 500, path
 
 
+@pytest.mark.slow  # 15 cases, ~6 s: each provider's error shape is also checked per push by its own tests
 @pytest.mark.parametrize("name", sorted(VALID))
 @pytest.mark.parametrize(
     ("fault", "status"), [("error_first", 500), ("rate_limit_first", 429), ("indeterminate_first", 500)]
