@@ -16,16 +16,14 @@ from dataclasses import dataclass, field
 from killdrill.errors import UsageError
 from killdrill.faults.kinds import FaultKind, Scene, register
 from killdrill.faults.proxied import Proxies
+from killdrill.faults.triggered import AtTrigger
 from killdrill.options import DrillOptions
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
-from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Nemesis
-from killdrill.records import TraceEvent
 
 
 @dataclass(eq=False)
-class Cut(Nemesis):
+class Cut(AtTrigger):
     """Cuts (``rst``: resets) every connection of proxy ``fault.target`` at ``fault``'s trigger."""
 
     fault: Fault
@@ -33,24 +31,6 @@ class Cut(Nemesis):
     scene: Scene
     done: bool = False
     said: list[str] = field(default_factory=list)
-
-    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
-        return AtPoints.WAIT if spec is self.spec else None
-
-    def on_start(self, run: Running) -> None:
-        if self.done or self.fault.point is not None or run.spec is not self.spec:
-            return
-        self.done = True
-        delay = (self.fault.offset_ms or 0.0) / 1000.0
-        self.bound().at(delay, lambda: self._act(run, f"offset:{self.fault.offset_ms or 0.0:g}ms"))
-
-    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
-        if self.done or run.spec is not self.spec or not self.fault.at(event.point, event.occurrence):
-            return False
-        self.done = True
-        self._act(run, event.label)
-        self.bound().release(run, conn)
-        return True
 
     def _act(self, trigger: Running, where: str) -> None:
         name, stall_s = _target(self.fault)

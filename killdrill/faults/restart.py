@@ -19,16 +19,14 @@ from dataclasses import dataclass, field
 
 from killdrill.errors import UsageError
 from killdrill.faults.kinds import FaultKind, Scene, Targets, register
+from killdrill.faults.triggered import AtTrigger
 from killdrill.options import DrillOptions
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
-from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Nemesis
-from killdrill.records import TraceEvent
 
 
 @dataclass(eq=False)
-class Restart(Nemesis):
+class Restart(AtTrigger):
     """Kills every live launch of service ``fault.target`` once ``fault``'s trigger is reached."""
 
     fault: Fault
@@ -37,26 +35,6 @@ class Restart(Nemesis):
     done: bool = False
     said: list[str] = field(default_factory=list)
     watching: str | None = None  # what was done, while the service is not back yet
-
-    def at_points(self, spec: LaunchSpec) -> AtPoints | None:
-        return AtPoints.WAIT if spec is self.spec else None
-
-    def on_start(self, run: Running) -> None:
-        """A time trigger: the deployment hands over the launch it counts from, the delay left in
-        ``fault.offset_ms``."""
-        if self.done or self.fault.point is not None or run.spec is not self.spec:
-            return
-        self.done = True
-        delay = (self.fault.offset_ms or 0.0) / 1000.0
-        self.bound().at(delay, lambda: self._act(run, f"offset:{self.fault.offset_ms or 0.0:g}ms"))
-
-    def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
-        if self.done or run.spec is not self.spec or not self.fault.at(event.point, event.occurrence):
-            return False
-        self.done = True
-        self._act(run, event.label)
-        self.bound().release(run, conn)  # the trigger's process goes on into the outage
-        return True
 
     def _act(self, trigger: Running, where: str) -> None:
         target = self.fault.target or ""
