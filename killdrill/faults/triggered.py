@@ -5,6 +5,8 @@ trigger (``restart=``, ``cut=``/``rst=``/``stall=``) say only what they do there
 
 from __future__ import annotations
 
+import abc
+
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
@@ -12,7 +14,7 @@ from killdrill.process.nemesis import AtPoints, Nemesis
 from killdrill.records import TraceEvent
 
 
-class AtTrigger(Nemesis):
+class AtTrigger(Nemesis, abc.ABC):
     """Acts once at ``fault``'s trigger in launch ``spec`` (subclasses are dataclasses with the
     fields ``fault``, ``spec`` and ``done``)."""
 
@@ -40,6 +42,6 @@ class AtTrigger(Nemesis):
         self.bound().release(run, conn)  # the trigger's process goes on into what the fault did
         return True
 
+    @abc.abstractmethod
     def _act(self, trigger: Running, where: str) -> None:
         """Do the fault, ``trigger`` being the launch that reached it, ``where`` the trigger's label."""
-        raise NotImplementedError
