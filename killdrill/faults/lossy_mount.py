@@ -151,18 +151,23 @@ def _drop_spare() -> None:
     with _SPARE_LOCK:
         held, _spare = _spare, None
     if held is not None and held[0] == os.getpid():
-        proc = held[1]
-        with contextlib.suppress(OSError, ValueError):
-            if proc.stdin is not None:
-                proc.stdin.close()  # end of input: it exits
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _end(held[1], timeout_s=5)
+
+
+def _end(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """End a file system process: its input closed (a living one unmounts itself and exits),
+    its process group killed if it is still there after ``timeout_s``."""
+    with contextlib.suppress(OSError, ValueError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 class LossyMount:
@@ -273,17 +278,7 @@ class LossyMount:
 
     def _stop(self, proc: subprocess.Popen[bytes]) -> None:
         self._proc = None
-        with contextlib.suppress(OSError, ValueError):
-            if proc.stdin is not None:
-                proc.stdin.close()  # a living file system unmounts itself at end of input
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _end(proc, timeout_s=10)
         unmount(self.mountpoint)
 
     def close(self, *, flush: bool = True) -> None:
