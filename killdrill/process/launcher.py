@@ -368,9 +368,6 @@ class WardenHost:
             containment.kill_attempt(proc.pid, proc.keeper)
 
 
-"""The old name, kept only for ``drill.base`` (being rewritten on another branch): import WardenHost."""
-
-
 def live_launchers() -> list[Launcher]:
     """The launchers of this process that may have attempts running (for interrupts)."""
     with _warden_lock:
