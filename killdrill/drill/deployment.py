@@ -238,18 +238,9 @@ class DeploymentCase(Nemesis):
             return False
         self.faults.pop(0)
         self.counts.clear()  # the next fault counts from here, as a single command's next attempt
-        sup = self.supervisor
-        assert sup is not None
         self.fired[id(run.spec)] = str(fault)
-        if fault.acts != "kill":  # another kind's nemesis acts it out (it must answer the point)
-            return self.aimed.land(replace(fault, occurrence=occurrence), run, event, conn)
-        run.fired = True
-        if fault.delay_ms is not None:
-            sup.release(run, conn)
-            sup.at(fault.delay_ms / 1000.0, lambda: sup.kill(run, str(fault)))
-        else:
-            sup.kill(run, event.label)
-        return True
+        # its kind's nemesis acts it out (faults/kill.py for a kill; it must answer the point)
+        return self.aimed.land(replace(fault, occurrence=occurrence), run, event, conn)
 
     def on_exit(self, run: Running) -> None:
         """A process ended: restart it, re-run it, or end the case."""
@@ -383,11 +374,7 @@ class DeploymentCase(Nemesis):
             # times do (start+F% resolves against them); any other launch: from its own start
             since = min(r.started for r in sup.running) if spec is self.driver else run.started
             delay = max(0.0, fault.offset_ms / 1000.0 - (time.monotonic() - since))
-            if fault.acts != "kill":  # another kind's nemesis, its time counted from now
-                self.aimed.land(replace(fault, offset_ms=delay * 1000.0), run, None, None)
-                return
-            run.fired = True
-            sup.at(delay, lambda: sup.kill(run, str(fault)))
+            self.aimed.land(replace(fault, offset_ms=delay * 1000.0), run, None, None)  # from now
 
     def _end(self) -> None:
         """The case is over: every process still running gets SIGTERM, SIGKILL after the grace."""

@@ -2,9 +2,9 @@
 right service to reach the point), built when they land and routed to from then on.
 
 A deployment's case counts a point over every replica and restart of a service and lands the
-schedule's current fault on the process that reaches it; a kill it acts out itself, any other
-kind is handed here: its kind's nemesis is built for that launch, set up on the supervisor, and
-given the boundary (the occurrence the deployment counted) or, for a time, the launch's start.
+schedule's current fault on the process that reaches it, here, whatever its kind (a kill too):
+its kind's nemesis is built for that launch, set up on the supervisor, and given the boundary
+(the occurrence the deployment counted) or, for a time, the launch's start.
 """
 
 from __future__ import annotations
