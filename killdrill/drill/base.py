@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -177,13 +176,12 @@ class AttemptLauncher:
 
     def _forgive_exit_abort(self, a: Attempt) -> Attempt:
         """An attempt a framework's known abort at exit ended after its work closed (the record's
-        ``exit_abort``: SIGABRT once the workflow completed) as the clean exit it is, with the
+        ``exit_abort``: SIGABRT or SIGSEGV once the workflow completed) as the clean exit it is, with the
         integration's note; any other abort, or one before that point, stays as it is."""
-        if a.outcome != EXITED or a.returncode not in (-signal.SIGABRT, 128 + signal.SIGABRT) or not a.trace:
+        if a.outcome != EXITED or not a.trace:
             return a
-        last = a.trace[-1].point
         for rule in exit_aborts(self.options.integrations):
-            if last.startswith(rule.after):
+            if rule.forgives(a.returncode, a.trace[-1].point):
                 note = f"{rule.note} (exit {a.returncode} after {a.trace[-1].label})"
                 return replace(a, returncode=0, notes=(*a.notes, note))
         return a
@@ -367,10 +365,8 @@ class AttemptLauncher:
             scene=self.scene(run),
         )
         aborts = exit_aborts(self.options.integrations)
-        case.known_abort = lambda r: (
-            r.returncode in (-signal.SIGABRT, 128 + signal.SIGABRT)
-            and bool(r.trace)
-            and any(r.trace[-1].point.startswith(rule.after) for rule in aborts)
+        case.known_abort = lambda r: bool(r.trace) and any(
+            rule.forgives(r.returncode, r.trace[-1].point) for rule in aborts
         )
         # the --proxy targets with the case's {port:NAME} filled, for its launches (launch)
         case.scene.extra[UPSTREAMS] = self.topology.upstreams(run.thread, str(run.workdir), ports)

@@ -122,11 +122,18 @@ class Cause:
 @dataclass(frozen=True)
 class ExitAbort:
     """A framework's own abort at interpreter exit, once its work is done: forgiven only when the
-    attempt's last point starts with ``after`` (the integration reached it when the work closed:
-    nothing ran after it but the exit), and said in ``note``."""
+    attempt ended by one of ``signals`` (as ``-N`` or a shell's ``128+N``) and its last point
+    starts with ``after`` (the integration reached it when the work closed: nothing ran after it
+    but the exit), and said in ``note``."""
 
     after: str
     note: str
+    signals: tuple[int, ...] = (6,)  # SIGABRT
+
+    def forgives(self, returncode: int | None, last_point: str) -> bool:
+        """Is an exit with ``returncode`` after ``last_point`` this known abort?"""
+        ended_by = {-returncode, returncode - 128} if returncode is not None else set()
+        return bool(ended_by & set(self.signals)) and last_point.startswith(self.after)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -108,12 +109,14 @@ INTEGRATION = Integration(
         options={"timeout": 60.0},
     ),
     examples=("killdrill.examples.payout_temporal", "killdrill.examples.pydantic_ai_temporal"),
-    # sdk-python#300: the SDK's core can abort the interpreter at exit (SIGABRT, exit 134) once
-    # the workflow closed; after:workflow.TYPE is reached only when result() returned it.
+    # sdk-python#300: the SDK's core (a tokio runtime behind PyO3) can crash the interpreter at
+    # exit once the workflow closed: SIGABRT (exit 134) or, racing finalization, SIGSEGV
+    # (PyO3/pyo3-async-runtimes#40); after:workflow.TYPE is reached only when result() returned it.
     exit_abort=ExitAbort(
         after="after:workflow.",
-        note="the Temporal SDK aborted at interpreter exit after the workflow closed (sdk-python#300): "
+        note="the Temporal SDK crashed at interpreter exit after the workflow closed (sdk-python#300): "
         "not a verdict",
+        signals=(signal.SIGABRT, signal.SIGSEGV),
     ),
     answers=True,
     options=(

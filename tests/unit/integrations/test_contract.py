@@ -126,3 +126,17 @@ def test_a_causes_hook_that_raises_is_said_and_the_drills_diagnosis_stands(
     assert [str(w.message) for w in said] == [
         "the acme integration's causes hook raised KeyError: 'attempt'; the drill's own diagnosis stands"
     ]
+
+
+def test_an_exit_abort_is_forgiven_only_by_its_signals_after_its_point() -> None:
+    import signal
+
+    from killdrill.integrations.contract import ExitAbort
+
+    rule = ExitAbort(after="after:workflow.", note="n", signals=(signal.SIGABRT, signal.SIGSEGV))
+    for rc in (-6, 134, -11, 139):  # killed by the signal, or a shell's 128+N
+        assert rule.forgives(rc, "after:workflow.Settle"), rc
+    for rc in (0, 1, -9, 137, None):  # a clean exit needs no forgiving; SIGKILL is never the SDK's
+        assert not rule.forgives(rc, "after:workflow.Settle"), rc
+    assert not rule.forgives(-11, "before:charge")  # the work was still open: a crash, a verdict
+    assert not ExitAbort(after="after:", note="n").forgives(-11, "after:x")  # SIGABRT only by default
