@@ -31,11 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Engine
-from sqlalchemy.pool import NullPool
+from typing import TYPE_CHECKING, Any
 
 from killdrill import envvars, ownership
 from killdrill.canonical import canonical_json
@@ -45,7 +41,18 @@ from killdrill.errors import HarnessError, UsageError
 from killdrill.providers import ROWS
 from killdrill.records import CREATED, Call, LedgerSnapshot
 
+if TYPE_CHECKING:  # imported where effect tables are used: a drill without them never pays for it
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Engine
+
 __all__ = ["INSERT", "EffectRows", "with_rows"]
+
+
+def _backend(url: str) -> str:
+    import sqlalchemy as sa
+
+    return str(sa.engine.make_url(url).get_backend_name())
+
 
 INSERT = "insert"
 """The op of a row's call: it was written (the drill sees rows, not statements)."""
@@ -71,7 +78,7 @@ class EffectRows:
         # workdir -> a row's content -> the attempt after which each of its copies was first seen
         self._seen: dict[str, dict[str, list[int]]] = {}
         self._generated: dict[str, frozenset[str]] = {}  # table -> columns the database fills
-        self.postgres = bool(url) and sa.engine.make_url(url or "").get_backend_name() == "postgresql"
+        self.postgres = bool(url) and _backend(url or "") == "postgresql"
         if url and not self.postgres and "{workdir}" not in url:
             raise UsageError(
                 f"--effect-db {url}: put {{workdir}} in it (sqlite:///{{workdir}}/app.db), so every run"
@@ -122,6 +129,8 @@ class EffectRows:
         next run's sweep, which drops only what a dead harness of this machine claimed)."""
         if not (self.active and self.postgres):
             return
+        import sqlalchemy as sa
+
         schema = self.schema(run)
         with self._lock:
             if schema in self._schemas:
@@ -183,6 +192,8 @@ class EffectRows:
         self._seen.pop(str(run.workdir), None)
         if not (self.active and self.postgres):
             return
+        import sqlalchemy as sa
+
         schema = self.schema(run)
         with self._lock:
             claim = self._schemas.pop(schema, None)
@@ -201,6 +212,8 @@ class EffectRows:
             self._admin = None
 
     def _engine(self) -> Engine:
+        import sqlalchemy as sa
+
         with self._lock:
             if self._admin is None:
                 self._admin = sa.create_engine(self.url or "", pool_size=2, max_overflow=8)
@@ -209,6 +222,9 @@ class EffectRows:
     def _read(self, run: RunContext, must_exist: bool = False) -> dict[str, list[dict[str, Any]]]:
         """Every effect table's rows in ``run``'s database (values JSON can hold, without the
         columns the database fills: an auto-increment id, a ``now()`` default)."""
+        import sqlalchemy as sa
+        from sqlalchemy.pool import NullPool
+
         out: dict[str, list[dict[str, Any]]] = {}
         url = self.run_url(run)
         if self.postgres:
@@ -251,6 +267,8 @@ class EffectRows:
         self, conn: sa.Connection, table: str, schema: str | None, identity: Sequence[str]
     ) -> frozenset[str]:
         """The columns of ``table`` whose values the database makes (never an identity column)."""
+        import sqlalchemy as sa
+
         found = self._generated.get(table)
         if found is None:
             inspector = sa.inspect(conn)
