@@ -21,9 +21,9 @@ from killdrill.process import containment
 from killdrill.process.attempts import LaunchSpec as LaunchSpec
 from killdrill.process.attempts import Running as Running
 from killdrill.process.control import BoundaryMessage, Connection, ControlListener, ProtocolViolation
+from killdrill.process.forks import TemplateError, live_templates, warden
 from killdrill.process.interrupts import Interrupted as Interrupted
 from killdrill.process.interrupts import last_signal, signals_raise
-from killdrill.process.launcher import LaunchError, live_launchers, warden
 from killdrill.process.nemesis import AtPoints, Nemesis
 from killdrill.process.reaping import kill_tree as kill_tree
 from killdrill.process.reaping import sweep as sweep
@@ -60,8 +60,8 @@ def interrupt_all() -> None:
     _interrupted.set()
     with _active_lock:
         supervisors = list(_active)
-    for launcher in live_launchers():
-        launcher.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
+    for template in live_templates():
+        template.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
     for sup in supervisors:
         for run in list(sup.running):
             if run.alive and getattr(run.popen, "keeper", None) is None:
@@ -200,17 +200,17 @@ class Supervisor:
             env[envvars.WAIT_AT] = "[]"
         elif at_points is AtPoints.GATE:
             env[envvars.KILL_GATE] = "1"  # killdrill.agent._Gate: no effect lands while it is decided
-        launcher, exec_ = spec.launcher, False
+        template, exec_ = spec.template, False
         try:
-            if launcher is None and containment.supported():
-                launcher, exec_ = warden(), True
-            if launcher is not None:
-                forked = launcher.spawn(
+            if template is None and containment.supported():
+                template, exec_ = warden(), True
+            if template is not None:
+                forked = template.spawn(
                     spec.argv, env=env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path,
                     exec_=exec_,
                 )  # fmt: skip
                 return self._track(spec, listener, forked, None, None)
-        except LaunchError as exc:
+        except TemplateError as exc:
             listener.close()
             raise HarnessError(str(exc)) from exc
         return self._popen(spec, listener, env)
@@ -371,9 +371,9 @@ class Supervisor:
             return
         try:
             rc = run.popen.wait() if block else run.popen.poll()
-        except LaunchError:
+        except TemplateError:
             # Its keeper killed the whole attempt when the template died (or was killed by it).
-            run.errors.append("the launcher template died during the attempt; every process of it was killed")
+            run.errors.append("the fork template died during the attempt; every process of it was killed")
             rc = -signal.SIGKILL
         if rc is None:
             return

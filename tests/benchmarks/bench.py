@@ -239,7 +239,7 @@ def bench_containment(root: Path, reps: int) -> dict[str, float]:
     import shutil as sh
 
     from killdrill.process import containment
-    from killdrill.process.launcher import warden
+    from killdrill.process.forks import warden
 
     setpriv = sh.which("setpriv")
     if not containment.supported() or setpriv is None:

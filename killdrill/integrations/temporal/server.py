@@ -7,7 +7,7 @@ clean run has its own, so a clean run that re-judges a case's thread never finds
 thread's workflow already closed.
 
 Containment: the server runs through the :class:`~killdrill.integrations.ServiceHost` the
-harness lends (an "attempt" of its warden launcher, under its own keeper).  So it dies with the
+harness lends (an "attempt" of its warden, under its own keeper).  So it dies with the
 harness however the harness ends: :meth:`close` at the end of the drill, the interrupt handler's
 ``kill_all`` on Ctrl-C / SIGTERM, and on SIGKILL of the harness the template sees its socket close and kills
 every keeper's subtree (the server's own children included).  Nothing here relies on a
