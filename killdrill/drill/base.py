@@ -51,6 +51,7 @@ from killdrill.options import (
     ANSWER_NEEDS_INTEGRATION,
     FORK_NEEDS_PYTHON,
     FORK_NEEDS_PYTHON_RESUME,
+    OPTIONS,
     UNKNOWN_CHECK,
     DrillOptions,
 )
@@ -103,14 +104,16 @@ class DrillSetup:
         spelled = self.options.spelled
         unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
         if unknown:
-            raise UNKNOWN_CHECK.error(self.options, spelled, name=unknown[0], known=", ".join(OPT_IN_CHECKS))
+            raise UNKNOWN_CHECK.error(
+                self.options, spelled, OPTIONS, name=unknown[0], known=", ".join(OPT_IN_CHECKS)
+            )
         if self.options.answer:
             self._check_answers()
         self.model = self._load_model()
         if self.options.launcher == "fork" and not python_target(self.argv):
-            raise FORK_NEEDS_PYTHON.error(self.options, spelled)
+            raise FORK_NEEDS_PYTHON.error(self.options, spelled, OPTIONS)
         if self.options.launcher == "fork" and self._resume_argv and not python_target(self._resume_argv):
-            raise FORK_NEEDS_PYTHON_RESUME.error(self.options, spelled)
+            raise FORK_NEEDS_PYTHON_RESUME.error(self.options, spelled, OPTIONS)
 
     def _check_answers(self) -> None:
         """``--answer`` needs an enabled integration that answers its framework's interrupts."""
@@ -125,8 +128,8 @@ class DrillSetup:
             return
         spelled = self.options.spelled
         if not enabled:
-            raise ANSWER_NEEDS_INTEGRATION.error(self.options, spelled, can=" or ".join(can))
-        raise ANSWER_CANNOT.error(self.options, spelled, name=enabled[0].name, can=", ".join(can))
+            raise ANSWER_NEEDS_INTEGRATION.error(self.options, spelled, OPTIONS, can=" or ".join(can))
+        raise ANSWER_CANNOT.error(self.options, spelled, OPTIONS, name=enabled[0].name, can=", ".join(can))
 
     def _load_model(self) -> ModelFake | None:
         """The model fake of this drill, its script read and checked now (a one-line ScriptError)."""

@@ -32,7 +32,7 @@ from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError, UsageError
 from killdrill.ledger import LedgerError
-from killdrill.options import NO_ANSWER
+from killdrill.options import NO_ANSWER, OPTIONS
 from killdrill.points import Schedule, occurrence_label
 from killdrill.process.forks import TemplateError
 from killdrill.records import (
@@ -135,7 +135,7 @@ class Discoverer:
         after = f", after the {given} answer{'s' if given > 1 else ''} given" if given else ""
         where = f"{kind} {node!r} asks {value}{after}"
         command = shlex.join(self.command)
-        raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
+        raise NO_ANSWER.error(self.options, self.options.spelled, OPTIONS, command=command, interrupt=where)
 
     def discover(self, *, force: bool = False) -> Discovery:
         """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.
