@@ -284,9 +284,9 @@ class DrillSetup:
         return env
 
     def spec(
-        self, run: RunContext, number: int, kill: Fault | None, suffix: str = "", detect: bool = False
+        self, run: RunContext, number: int, fault: Fault | None, suffix: str = "", detect: bool = False
     ) -> LaunchSpec:
-        """Attempt ``number`` of ``run``, armed with ``kill`` (``detect``: a clean run, traced)."""
+        """Attempt ``number`` of ``run``, armed with ``fault`` (``detect``: a clean run, traced)."""
         state = run.state
         env = {**self.env(run), **self._service_env(run)}
         return LaunchSpec(
@@ -296,7 +296,7 @@ class DrillSetup:
             stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),
             stderr_path=str(state / f"attempt-{number}{suffix}.stderr"),
             number=number,
-            kill=kill,
+            fault=fault,
             timeout_s=self.options.timeout,
             signal_name=self.options.signal,
             grace_s=self.options.grace,
@@ -351,7 +351,7 @@ class DrillSetup:
                 stdout_path=str(state / f"attempt-{number}.stdout"),
                 stderr_path=str(state / f"attempt-{number}.stderr"),
                 number=number,
-                kill=None,
+                fault=None,
                 timeout_s=self.options.timeout,
                 signal_name="KILL",
                 grace_s=self.options.grace,

@@ -24,7 +24,7 @@ class LaunchSpec:
     stdout_path: str
     stderr_path: str
     number: int
-    kill: Fault | None  # the schedule's fault aimed at this launch (its record; a nemesis acts it out)
+    fault: Fault | None  # the schedule's fault aimed at this launch (its record; a nemesis acts it out)
     timeout_s: float
     signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
     grace_s: float = 5.0
