@@ -1,7 +1,7 @@
 """Counting fake providers: one per effect class, every call recorded in the durable ledger.
 
 ``connect()`` reads ``KILLDRILL_LEDGER``, ``KILLDRILL_THREAD`` and ``KILLDRILL_ATTEMPT`` (set by
-the supervisor; from the agent's environment when a launcher stripped them, ``locate``); outside a
+the supervisor; from the agent's environment when what started it stripped them, ``locate``); outside a
 drill it records to a temporary ledger, so an agent runs by hand; under a drill it cannot find,
 it refuses (``locate.DrillNotFound``), never recording into a ledger of its own.
 

@@ -139,12 +139,12 @@ def connect(
     attempt: int | None = None,
 ) -> Fakes:
     """The fakes of this run: ledger, thread and attempt default to the supervisor's environment
-    (or the agent's, when a launcher stripped this one: :mod:`killdrill.fakes.locate`)."""
+    (or the agent's, when what started it stripped this one: :mod:`killdrill.fakes.locate`)."""
     if isinstance(ledger, Ledger):
         if thread is not None and thread != ledger.thread:
             ledger = Ledger(ledger.url, thread)
     else:
-        adopt()  # a launcher stripped the drill's variables: the nearest ancestor that has them
+        adopt()  # what started us stripped the drill's variables: the nearest ancestor that has them
         if ledger is not None:
             ledger = fill(os.fspath(ledger))  # --ledger {KILLDRILL_LEDGER}
         where = ledger if ledger is not None else os.environ.get(envvars.LEDGER) or _temporary_ledger()

@@ -304,17 +304,17 @@ class FakesServer:
                 self._server.bindings[secret] = binding
 
     def arm(self, run: Any) -> None:
-        """Arm the connection fault of the attempt just bound (a supervisor's ``Running`` whose kill
+        """Arm the connection fault of the attempt just bound (a supervisor's ``Running`` whose fault
         is a ``drop:``/``reset:`` schedule item); when it lands, the attempt counts as reached."""
-        kill = run.spec.kill
-        if kill is None or kill.fault is None:
+        fault = run.spec.fault
+        if fault is None or fault.fault is None:
             return
 
         def applied(note: str) -> None:
             run.fired = True
             run.notes.append(note)
 
-        plan = FaultPlan(kill.fault, kill.point, kill.occurrence, (kill.hold_ms or 0.0) / 1000.0, applied)
+        plan = FaultPlan(fault.fault, fault.point, fault.occurrence, (fault.hold_ms or 0.0) / 1000.0, applied)
         self._set_binding(replace(self._initial, faults=plan), self._initial_launch)
 
     def stop(self) -> None:

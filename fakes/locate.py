@@ -1,4 +1,4 @@
-"""How a fake finds its drill when a launcher stripped the environment.
+"""How a fake finds its drill when whatever started it stripped the environment.
 
 MCP clients start a stdio server with a minimal environment by default (the ``mcp`` SDK's
 ``get_default_environment``: ``HOME``, ``PATH``, ...; the Agents SDK's ``MCPServerStdio`` uses
@@ -13,7 +13,7 @@ Three answers, told apart:
 
 - the drill was found (in this environment or an ancestor's): the fake records into its ledger;
 - no ancestor was started by a drill: not under a drill (a run by hand);
-- an ancestor was started by killdrill's launcher but none shows the drill's variables (a
+- an ancestor was started by one of killdrill's fork templates but none shows the drill's variables (a
   server re-parented to the attempt's keeper): :class:`DrillNotFound`, one line saying why and
   what to pass; never a ledger of its own.
 
@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from killdrill import envvars
 from killdrill.errors import HarnessError
 
-__all__ = ["LAUNCHER_MARK", "DrillNotFound", "adopt", "fill"]
+__all__ = ["TEMPLATE_MARK", "DrillNotFound", "adopt", "fill"]
 
-LAUNCHER_MARK = envvars.LAUNCHER
-"""Set in the environment of killdrill's launcher templates (killdrill.process.launcher): a
+TEMPLATE_MARK = envvars.TEMPLATE
+"""Set in the environment of killdrill's fork templates (killdrill.process.forks): a
 process whose ancestor shows it runs under a drill, even where no ancestor shows the drill's variables."""
 
 _DRILL = (envvars.CONTROL, envvars.LEDGER)
@@ -60,7 +60,7 @@ class DrillNotFound(HarnessError):
 
 
 def adopt() -> int | None:
-    """Make this process's environment carry the drill's variables when a launcher stripped them.
+    """Make this process's environment carry the drill's variables when whatever started it stripped them.
 
     Returns the pid they were read from (None: this environment has them, or not under a drill);
     raises :class:`DrillNotFound` when an ancestor was launched by a drill that cannot be read.
@@ -73,7 +73,7 @@ def adopt() -> int | None:
                 if name.startswith(envvars.PREFIX):
                     os.environ.setdefault(name, value)
             return pid
-        if LAUNCHER_MARK in environ:
+        if TEMPLATE_MARK in environ:
             shown = _shown(pid)  # an agent forked from the template shows its variables in a file
             if all(shown.get(name) for name in _DRILL):
                 for name, value in shown.items():
@@ -81,7 +81,7 @@ def adopt() -> int | None:
                 return pid
             raise DrillNotFound(
                 f"killdrill: this fake runs under a drill but cannot find its ledger (process {pid},"
-                f" started by killdrill's launcher, shows no drill variables): {_STRIPPED}"
+                f" started by killdrill's fork template, shows no drill variables): {_STRIPPED}"
             )
     return None
 
@@ -98,7 +98,7 @@ def fill(value: str) -> str:
         if not found:
             raise DrillNotFound(
                 f"killdrill: {value!r} names the drill's {name}, but no drill shows it to this process"
-                " (not under a drill, or an environment stripped by the agent's launcher: pass the"
+                " (not under a drill, or an environment stripped by what the agent started it with: pass the"
                 " agent's environment to what it starts)"
             )
         return found

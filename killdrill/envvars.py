@@ -11,7 +11,7 @@ Three kinds, told apart by who sets them:
 
 - the drill's channel to an agent (set by the harness in every launch, read by the agent-side
   code: ``killdrill.agent``, the fakes, the integrations' bootstrap);
-- marks between the harness's own processes (:data:`LAUNCHER`, :data:`DETECT`);
+- marks between the harness's own processes (:data:`TEMPLATE`, :data:`DETECT`);
 - the user's switches (:data:`DISABLE_PLUGINS`).  A harness setting is an option row, never a
   variable of the harness's own environment (``killdrill.options``, an integration's record).
 
@@ -36,13 +36,13 @@ __all__ = [
     "FAKES_URL",
     "INTEGRATIONS",
     "KILL_GATE",
-    "LAUNCHER",
     "LEDGER",
     "PREFIX",
     "PROCESS",
     "PROXY_PREFIX",
     "REPLICA",
     "SMTP",
+    "TEMPLATE",
     "THREAD",
     "WAIT_AT",
     "WORKDIR",
@@ -129,8 +129,8 @@ texts, in order."""
 
 # --- marks between the harness's own processes ----------------------------------------------
 
-LAUNCHER = "KILLDRILL_LAUNCHER"
-"""Set (``1``) by ``process.launcher`` in its fork templates; read by ``fakes.locate``: an ancestor
+TEMPLATE = "KILLDRILL_TEMPLATE"
+"""Set (``1``) by ``process.forks`` in its fork templates; read by ``fakes.locate``: an ancestor
 showing it runs under a drill even where it shows no drill variables."""
 
 DETECT = "KILLDRILL_DETECT"

@@ -67,7 +67,8 @@ class FaultGrammar:
     ``"optional"`` or ``"required"`` (``KIND=TARGET:...``: a process, a service, a dependency).
     ``triggers``: ``"point"`` (``[PROCESS:]KIND:NAME[#N][+Xms|+F%]``, a point some process
     reaches) and/or ``"time"`` (``[PROCESS:]offset:Xms``, ``start+F%``).  ``kills``: the launch
-    that triggers it is meant to die (an attempt it never landed on is ``point_not_reached``).
+    that triggers it is meant to die (``Fault.is_kill``); its nemesis says an attempt that did not
+    die of it is ``point_not_reached`` (``Nemesis.missed``: a ``faults.kill.Kill`` does).
     """
 
     name: str

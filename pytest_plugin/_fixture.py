@@ -91,7 +91,7 @@ class KilldrillFixture:
             error: Exception | None = None
             try:
                 drill = Drill(command, checked)
-                drill.share_launchers(self._state.pool)  # one template per session, not per test
+                drill.share_templates(self._state.pool)  # one template per session, not per test
                 drill.use_discovery(self._state.discovery(command, options, spelled))
             except _harness_errors() as exc:
                 error = exc

@@ -27,25 +27,25 @@ from typing import TYPE_CHECKING
 from killdrill import envvars
 
 if TYPE_CHECKING:
-    from killdrill.process.launcher import Launcher
+    from killdrill.process.forks import ForkTemplate
 
 # Set per drill (its root) or per test (pytest's current test) in a template's environment; no
 # template process reads them, and every attempt's own environment has its values.
 _PER_DRILL = frozenset({envvars.WORKDIR, envvars.LEDGER, envvars.THREAD, "PYTEST_CURRENT_TEST"})
 
 
-class LauncherPool:
-    """Fork templates keyed by how they are started; a ``killdrill.drill.base.LauncherSource``."""
+class TemplatePool:
+    """Fork templates keyed by how they are started; a ``killdrill.drill.base.TemplateSource``."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._templates: dict[str, Launcher] = {}
+        self._templates: dict[str, ForkTemplate] = {}
         self.started = 0  # templates this pool started (the tests check the sharing with it)
 
     def __call__(
         self, python: str, preload: Sequence[str], env: Mapping[str, str], cwd: str | None
-    ) -> Launcher:
-        from killdrill.process.launcher import Launcher
+    ) -> ForkTemplate:
+        from killdrill.process.forks import ForkTemplate
 
         clean = {k: v for k, v in env.items() if k not in _PER_DRILL}
         key = json.dumps([python, list(preload), sorted(clean.items()), cwd])
@@ -56,14 +56,14 @@ class LauncherPool:
                 return found
             if found is not None:
                 found.close()
-            launcher = Launcher(python, preload=preload, env=clean, cwd=cwd).start()
+            template = ForkTemplate(python, preload=preload, env=clean, cwd=cwd).start()
             self.started += 1
-            self._templates[key] = launcher
-            return launcher
+            self._templates[key] = template
+            return template
 
     def close(self) -> None:
         """Stop every template (each has its keepers clean up first)."""
         with self._lock:
             templates, self._templates = list(self._templates.values()), {}
-        for launcher in templates:
-            launcher.close()
+        for template in templates:
+            template.close()

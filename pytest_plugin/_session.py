@@ -21,7 +21,7 @@ from killdrill.options import OptionError, Spelled, Spelling, from_fields
 from killdrill.pytest_plugin._cache import DiscoveryCache, Key, discovery_key
 from killdrill.pytest_plugin._concurrent import AheadCases
 from killdrill.pytest_plugin._options import _check_schedule, _ini_options, _Usage
-from killdrill.pytest_plugin._pool import LauncherPool
+from killdrill.pytest_plugin._pool import TemplatePool
 
 if TYPE_CHECKING:
     from killdrill.records import Discovery
@@ -47,7 +47,7 @@ class _State:
     concurrent: bool = True  # workers > 1 starts a drill test's cases at once (not in an xdist worker)
     ahead: AheadCases = field(default_factory=AheadCases)
     errors: dict[str, str] = field(default_factory=dict)
-    pool: LauncherPool = field(default_factory=LauncherPool)
+    pool: TemplatePool = field(default_factory=TemplatePool)
     keys: dict[str, Key] = field(default_factory=dict)
 
     @classmethod
@@ -149,7 +149,7 @@ class _State:
             drill: Drill | None = None
             try:
                 drill = Drill(command, checked, root=root)
-                drill.share_launchers(self.pool)  # the tests of this command fork from its template
+                drill.share_templates(self.pool)  # the tests of this command fork from its template
                 return drill.discover()
             finally:
                 if drill is not None:
@@ -180,8 +180,8 @@ class _State:
 
             try:
                 drill = Drill(command, **opts, root=root)
-                drill.share_launchers(self.pool)
-                drill.launcher.get_launcher()  # the template, started now
+                drill.share_templates(self.pool)
+                drill.setup.fork_template()  # the template, started now
                 drill.close()
             except Exception:  # the discovery or the test reports it, in one line
                 pass
@@ -200,9 +200,9 @@ def _harness_errors() -> tuple[type[Exception], ...]:
     from killdrill.errors import HarnessError, KilldrillError
     from killdrill.ledger import LedgerError
     from killdrill.points import ScheduleError
-    from killdrill.process.launcher import LaunchError
+    from killdrill.process.forks import TemplateError
 
-    return (KilldrillError, HarnessError, LedgerError, LaunchError, ScheduleError)
+    return (KilldrillError, HarnessError, LedgerError, TemplateError, ScheduleError)
 
 
 def _session_folder(config: pytest.Config, prefix: str) -> Path:

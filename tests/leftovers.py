@@ -46,7 +46,7 @@ def survivors(marker: str, seconds: float = 1.0, interval: float = 0.02) -> set[
 
 
 def templates(harness: int) -> list[int]:
-    """The harness's launcher templates (they clean up after a harness that was SIGKILLed)."""
+    """The harness's fork templates (they clean up after a harness that was SIGKILLed)."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():

@@ -231,7 +231,9 @@ def _run_chaos(
     started = time.monotonic()
     spelled = {**spelled_fields(drill_options, OPTIONS), **spelled_fields(options, CHAOS_OPTIONS)}
     CHAOS_UPGRADE.check(
-        {"faults": options.faults, "resume_with": drill_options.resume_with}, spelled, CHAOS_OPTIONS
+        {"faults": options.faults, "resume_with": drill_options.resume_with},
+        spelled,
+        (*OPTIONS, *CHAOS_OPTIONS),
     )
     if "power" in options.faults:
         check_power_loss()  # one line before any run, not a harness error in every other one

@@ -437,14 +437,14 @@ def _kept() -> str:
 
 
 def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> int:
-    """As the program, exit now: the launchers' exit handlers run (unless ``exit_handlers`` is
+    """As the program, exit now: the fork templates' exit handlers run (unless ``exit_handlers`` is
     False), the interpreter's teardown (seconds on a loaded machine, nothing left to save) does not."""
     if not as_program:
         return code
     import atexit
 
     if exit_handlers:
-        atexit._run_exitfuncs()  # stops the launcher templates (nothing of any attempt is left)
+        atexit._run_exitfuncs()  # stops the fork templates (nothing of any attempt is left)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -9,8 +9,8 @@ A case also proves that it tested something: the kill landed where it was schedu
 (``point_not_reached`` otherwise, never a pass), and a resume that re-entered at the
 very first boundary after progress had been made is flagged ``resumed_from_start``.
 
-:class:`Drill` is composed of parts, one module each, that share one ``AttemptLauncher``
-(``base``: workdirs, fork template, services, launching attempts): the ``Discoverer``
+:class:`Drill` is composed of parts, one module each, that share one ``DrillSetup``
+(``base``: the command and options, workdirs, fork template, services, launching attempts): the ``Discoverer``
 (``discovery``), the ``CaseJudge`` (``case_verdict``) and the ``CaseRunner`` (``case``);
 ``env`` and ``workdirs`` hold what they share.
 
@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from killdrill.drill.base import AttemptLauncher, LauncherSource
+from killdrill.drill.base import DrillSetup, TemplateSource
 from killdrill.drill.case import CaseRunner
 from killdrill.drill.case_verdict import CaseJudge
 from killdrill.drill.discovery import Discoverer
@@ -66,13 +66,13 @@ class Drill:
 
     def __init__(self, command: Sequence[str], options: DrillOptions | None = None, **overrides: Any) -> None:
         # the overrides are keywords: a new options value, checked once (killdrill.options)
-        self.launcher = AttemptLauncher(command, override(options or DrillOptions(), overrides))
-        self.command = self.launcher.command
-        self.options = self.launcher.options
-        self.workdirs: Workdirs = self.launcher.workdirs
-        self.discoverer = Discoverer(self.launcher)
+        self.setup = DrillSetup(command, override(options or DrillOptions(), overrides))
+        self.command = self.setup.command
+        self.options = self.setup.options
+        self.workdirs: Workdirs = self.setup.workdirs
+        self.discoverer = Discoverer(self.setup)
         self.judge = CaseJudge(self.discoverer)
-        self.runner = CaseRunner(self.launcher, self.discoverer, self.judge, self.reproduce_line)
+        self.runner = CaseRunner(self.setup, self.discoverer, self.judge, self.reproduce_line)
 
     def __enter__(self) -> Drill:
         return self
@@ -87,11 +87,11 @@ class Drill:
 
     def close(self) -> None:
         """Stop the fork template and the integrations' services; remove an empty root we made."""
-        self.launcher.close()
+        self.setup.close()
 
-    def share_launchers(self, source: LauncherSource) -> None:
+    def share_templates(self, source: TemplateSource) -> None:
         """Fork attempts from the templates ``source`` keeps (a pytest session's pool)."""
-        self.launcher.share_launchers(source)
+        self.setup.share_templates(source)
 
     def discover(self, *, force: bool = False) -> Discovery:
         """The kill-point catalogue and baseline (clean runs, once; see :class:`Discoverer`)."""
@@ -111,7 +111,7 @@ class Drill:
 
     def reproduce_line(self, schedule: str) -> str:
         """``killdrill run`` of this case (:func:`killdrill.options.reproduce.reproduce_line`)."""
-        return reproduce_line(self.command, self.options, schedule, self.launcher.option_rows)
+        return reproduce_line(self.command, self.options, schedule, self.setup.option_rows)
 
     def run_case(
         self,

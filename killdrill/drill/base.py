@@ -1,6 +1,6 @@
 """A drill's resources (workdirs, fork template, services, model fake) and how it launches attempts.
 
-:class:`killdrill.drill.Drill` is composed of parts that share one :class:`AttemptLauncher`:
+:class:`killdrill.drill.Drill` is composed of parts that share one :class:`DrillSetup`:
 discovery (:mod:`killdrill.drill.discovery`), the judge of a case
 (:mod:`killdrill.drill.case_verdict`) and the runner of a case's attempts
 (:mod:`killdrill.drill.case`).
@@ -50,11 +50,12 @@ from killdrill.options import (
     ANSWER_NEEDS_INTEGRATION,
     FORK_NEEDS_PYTHON,
     FORK_NEEDS_PYTHON_RESUME,
+    OPTIONS,
     UNKNOWN_CHECK,
     DrillOptions,
 )
 from killdrill.points import Fault, Schedule
-from killdrill.process.launcher import DEFAULT_PRELOAD, Launcher, WardenHost, python_target
+from killdrill.process.forks import DEFAULT_PRELOAD, ForkTemplate, WardenHost, python_target
 from killdrill.process.nemesis import Nemesis
 from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
@@ -69,11 +70,11 @@ UPSTREAMS = "proxy_upstreams"
 """``Scene.extra``'s key of a deployment case's ``--proxy`` targets, ``{port:NAME}`` filled."""
 
 # Who starts fork templates for a drill that does not own one: (python, preload, env, cwd) -> a
-# started Launcher (killdrill.pytest_plugin's session pool).
-LauncherSource = Callable[[str, Sequence[str], Mapping[str, str], str | None], Launcher]
+# started ForkTemplate (killdrill.pytest_plugin's session pool).
+TemplateSource = Callable[[str, Sequence[str], Mapping[str, str], str | None], ForkTemplate]
 
 
-class AttemptLauncher:
+class DrillSetup:
     """What every part of a drill shares: the command and options, the workdirs, the fork template,
     the integrations' services and the model fake, and how attempts are launched."""
 
@@ -90,8 +91,8 @@ class AttemptLauncher:
         self.workdirs = Workdirs(self.options.root, self.options.ledger_url, existing)
         self.effect_rows = EffectRows(self.options.effect_table, self.options.effect_db)  # --effect-table
         self._lock = threading.Lock()
-        self._launcher: Launcher | None = None
-        self._launchers: LauncherSource | None = None  # set: templates someone else keeps
+        self._template: ForkTemplate | None = None
+        self._template_source: TemplateSource | None = None  # set: templates someone else keeps
         self._services: list[Service] | None = None  # integrations' services (a runtime's server)
         # --serve: the case is a deployment (services and this command as their driver)
         self.topology = Topology(self.options, self.argv) if self.options.serve else None
@@ -102,14 +103,16 @@ class AttemptLauncher:
         spelled = self.options.spelled
         unknown = [c for c in self.options.checks if c not in OPT_IN_CHECKS]
         if unknown:
-            raise UNKNOWN_CHECK.error(self.options, spelled, name=unknown[0], known=", ".join(OPT_IN_CHECKS))
+            raise UNKNOWN_CHECK.error(
+                self.options, spelled, OPTIONS, name=unknown[0], known=", ".join(OPT_IN_CHECKS)
+            )
         if self.options.answer:
             self._check_answers()
         self.model = self._load_model()
         if self.options.launcher == "fork" and not python_target(self.argv):
-            raise FORK_NEEDS_PYTHON.error(self.options, spelled)
+            raise FORK_NEEDS_PYTHON.error(self.options, spelled, OPTIONS)
         if self.options.launcher == "fork" and self._resume_argv and not python_target(self._resume_argv):
-            raise FORK_NEEDS_PYTHON_RESUME.error(self.options, spelled)
+            raise FORK_NEEDS_PYTHON_RESUME.error(self.options, spelled, OPTIONS)
 
     def _check_answers(self) -> None:
         """``--answer`` needs an enabled integration that answers its framework's interrupts."""
@@ -124,8 +127,8 @@ class AttemptLauncher:
             return
         spelled = self.options.spelled
         if not enabled:
-            raise ANSWER_NEEDS_INTEGRATION.error(self.options, spelled, can=" or ".join(can))
-        raise ANSWER_CANNOT.error(self.options, spelled, name=enabled[0].name, can=", ".join(can))
+            raise ANSWER_NEEDS_INTEGRATION.error(self.options, spelled, OPTIONS, can=" or ".join(can))
+        raise ANSWER_CANNOT.error(self.options, spelled, OPTIONS, name=enabled[0].name, can=", ".join(can))
 
     def _load_model(self) -> ModelFake | None:
         """The model fake of this drill, its script read and checked now (a one-line ScriptError)."""
@@ -133,17 +136,17 @@ class AttemptLauncher:
             return None
         return ModelFake(load_script(os.path.abspath(self.options.model_script)), self.options.model_variance)
 
-    def share_launchers(self, source: LauncherSource) -> None:
+    def share_templates(self, source: TemplateSource) -> None:
         """Fork attempts from the templates ``source`` keeps (a pytest session's pool): this drill
         then neither starts nor closes one, so its heavy imports are paid once per session."""
-        self._launchers = source
+        self._template_source = source
 
-    def get_launcher(self) -> Launcher | None:
+    def fork_template(self) -> ForkTemplate | None:
         """The fork template, started on first use and closed with the drill (or at exit)."""
         if self.options.launcher != "fork":
             return None
         with self._lock:
-            if self._launcher is None:
+            if self._template is None:
                 preload = [*DEFAULT_PRELOAD, *self.options.preload]
                 preload += preload_modules(self.options.integrations)
                 env = detection_env(
@@ -151,13 +154,13 @@ class AttemptLauncher:
                     self.options.integrations,
                     bootstrap_dir(),
                 )
-                if self._launchers is not None:
-                    return self._launchers(self.argv[0], preload, env, self.options.cwd)
-                self._launcher = Launcher(
+                if self._template_source is not None:
+                    return self._template_source(self.argv[0], preload, env, self.options.cwd)
+                self._template = ForkTemplate(
                     self.argv[0], preload=preload, env=env, cwd=self.options.cwd
                 ).start()
-                weakref.finalize(self, self._launcher.close)
-            return self._launcher
+                weakref.finalize(self, self._template.close)
+            return self._template
 
     def _service_env(self, run: RunContext) -> dict[str, str]:
         """What the integrations' services add to a launch of ``run`` (started on first use)."""
@@ -246,9 +249,9 @@ class AttemptLauncher:
             service.close()
         self._services = None
         self.effect_rows.close()
-        if self._launcher is not None:
-            self._launcher.close()
-            self._launcher = None
+        if self._template is not None:
+            self._template.close()
+            self._template = None
         self.workdirs.close()
 
     @property
@@ -279,9 +282,9 @@ class AttemptLauncher:
         return env
 
     def spec(
-        self, run: RunContext, number: int, kill: Fault | None, suffix: str = "", detect: bool = False
+        self, run: RunContext, number: int, fault: Fault | None, suffix: str = "", detect: bool = False
     ) -> LaunchSpec:
-        """Attempt ``number`` of ``run``, armed with ``kill`` (``detect``: a clean run, traced)."""
+        """Attempt ``number`` of ``run``, armed with ``fault`` (``detect``: a clean run, traced)."""
         state = run.state
         env = {**self.env(run), **self._service_env(run)}
         return LaunchSpec(
@@ -291,12 +294,12 @@ class AttemptLauncher:
             stdout_path=str(state / f"attempt-{number}{suffix}.stdout"),
             stderr_path=str(state / f"attempt-{number}{suffix}.stderr"),
             number=number,
-            kill=kill,
+            fault=fault,
             timeout_s=self.options.timeout,
             signal_name=self.options.signal,
             grace_s=self.options.grace,
             control_dir=str(state / "ctl"),
-            launcher=self.get_launcher(),
+            template=self.fork_template(),
         )
 
     def plan(self, run: RunContext, schedule: Schedule, max_attempts: int) -> Plan | DeploymentCase:
@@ -346,12 +349,12 @@ class AttemptLauncher:
                 stdout_path=str(state / f"attempt-{number}.stdout"),
                 stderr_path=str(state / f"attempt-{number}.stderr"),
                 number=number,
-                kill=None,
+                fault=None,
                 timeout_s=self.options.timeout,
                 signal_name="KILL",
                 grace_s=self.options.grace,
                 control_dir=str(state / "ctl"),
-                launcher=self.get_launcher() if python_target(process.argv) else None,  # --launcher fork
+                template=self.fork_template() if python_target(process.argv) else None,  # --launcher fork
             )
 
         case = DeploymentCase(

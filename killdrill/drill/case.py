@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from killdrill import envvars
-from killdrill.drill.base import AttemptLauncher
+from killdrill.drill.base import DrillSetup
 from killdrill.drill.case_verdict import CaseJudge, first_label, workload_shaped
 from killdrill.drill.db_effects import with_rows
 from killdrill.drill.deployment import Deployed
@@ -93,16 +93,16 @@ class CaseRunner:
 
     def __init__(
         self,
-        launcher: AttemptLauncher,
+        setup: DrillSetup,
         discoverer: Discoverer,
         judge: CaseJudge,
         reproduce_line: Callable[[str], str],
     ) -> None:
-        self.launcher = launcher
+        self.setup = setup
         self.discoverer = discoverer
         self.judge = judge
-        self.options = launcher.options
-        self.workdirs = launcher.workdirs
+        self.options = setup.options
+        self.workdirs = setup.workdirs
         self.reproduce_line = reproduce_line
 
     def run_case(
@@ -120,7 +120,7 @@ class CaseRunner:
         clock = PhaseClock()
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
-        powerloss.check_schedule(sched, deployment=self.launcher.topology is not None)
+        powerloss.check_schedule(sched, deployment=self.setup.topology is not None)
         kinds.check_schedule(sched, self.options)  # a target naming nothing: before any run
         discovery = self.discoverer.discover()
         clock.mark("discovery")  # when this case is the first to need it (shared by all)
@@ -143,11 +143,11 @@ class CaseRunner:
             if clock.kills and len(ran.attempts) > 1:  # what the runtime held after a kill
                 fresh = clean_attempt(discovery)
                 waits = clip_waits(
-                    self.launcher.runtime_waits(run, clock.timeline, fresh), clock.kills, time.time()
+                    self.setup.runtime_waits(run, clock.timeline, fresh), clock.kills, time.time()
                 )
                 clock.mark("verdict")
         finally:
-            self.launcher.release(run)
+            self.setup.release(run)
             clock.mark("release")
 
         violations, notes = ran.violations, ran.notes
@@ -181,9 +181,9 @@ class CaseRunner:
         catalogue = clean.catalogue if clean is not None else discovery.catalogue
         notes.extend(self.judge.resume_notes(catalogue, ran.attempts, ledger))
         notes.extend(filter(None, [unscripted_line(ledger)]))
-        notes.extend(fleet.upgrade_notes(self.launcher.command, self.options.resume_with, ran.attempts))
+        notes.extend(fleet.upgrade_notes(self.setup.command, self.options.resume_with, ran.attempts))
         result = CaseResult(
-            command=self.launcher.command,
+            command=self.setup.command,
             schedule=text,
             thread=thread,
             workdir=str(run.workdir),
@@ -242,7 +242,7 @@ class CaseRunner:
     def _rows(self, run: RunContext, ran: CaseAttempts) -> list[Call]:
         """The run's effect rows (``--effect-table``); unreadable: a harness error of the case."""
         try:
-            return self.launcher.effect_rows.read(run)
+            return self.setup.effect_rows.read(run)
         except HarnessError as exc:
             ran.violations.append(Violation(HARNESS_ERROR, str(exc)))
             return []
@@ -250,7 +250,7 @@ class CaseRunner:
     def _write_plan(self, run: RunContext, schedule: str, seed: int | None, reproduce: str) -> None:
         """``plan.json``: what this case is, written before attempt 1 (a killed harness leaves it)."""
         plan = {
-            "command": list(self.launcher.command),
+            "command": list(self.setup.command),
             "schedule": schedule,
             "seed": seed,
             "thread": run.thread,
@@ -265,7 +265,7 @@ class CaseRunner:
     ) -> CaseAttempts:
         """The case's launches inside what its faults' kinds do over the whole case (the power
         loss's lossy workdir: ``faults.kinds.lives``), undone however the case ends."""
-        lives = kinds.lives(sched, self.launcher.scene(run))
+        lives = kinds.lives(sched, self.setup.scene(run))
         try:
             for life in lives:
                 life.open()
@@ -287,7 +287,7 @@ class CaseRunner:
         mark = uuid.uuid4().hex
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
-        plan: CasePlan = self.launcher.plan(run, sched, max_attempts)
+        plan: CasePlan = self.setup.plan(run, sched, max_attempts)
         out = CaseAttempts()
         number = 0
         seen: LedgerSnapshot | None = None
@@ -301,7 +301,7 @@ class CaseRunner:
                     break
             clock.mark("restart" if number > 1 else "setup")
             step = plan.step(number)  # one launch, a zombie and its resumer, N resumers, a deployment
-            batch = self.launcher.launch(run, step.specs, step.faults, plan.scene)
+            batch = self.setup.launch(run, step.specs, step.faults, plan.scene)
             out.notes.extend(note for fault in step.faults for note in fault.notes())  # what they did
             whole = plan.whole(batch)
             if whole is not None:  # the step was the whole case: a deployment's services and driver
@@ -315,7 +315,7 @@ class CaseRunner:
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)
-            self.launcher.effect_rows.observe(run, number)  # the rows this attempt wrote
+            self.setup.effect_rows.observe(run, number)  # the rows this attempt wrote
             now, broken = self._check_ledger(run, mark, seen, number)
             seen = now if now is not None else seen
             out.ledger = now
@@ -326,7 +326,7 @@ class CaseRunner:
             for a in batch:
                 v = self.judge.attempt_violation(a)
                 if v is not None and v.kind == HANG:  # the runtime's side (its service's explain_hang)
-                    v = with_held(v, self.launcher.explain_hang(run))
+                    v = with_held(v, self.setup.explain_hang(run))
                 if v is not None and offsets_may_miss and v.kind == POINT_NOT_REACHED:
                     v, note = offset_missed(a, sched, v)
                     if note:
@@ -361,7 +361,7 @@ class CaseRunner:
         for a in out.attempts:
             v = self.judge.attempt_violation(a)
             if v is not None:
-                out.violations.append(with_held(v, self.launcher.explain_hang(run)) if v.kind == HANG else v)
+                out.violations.append(with_held(v, self.setup.explain_hang(run)) if v.kind == HANG else v)
         missed = deployed.unreached
         if missed is not None and offsets_may_miss and not missed.is_named and deployed.completed:
             out.notes.append(f"kill missed: the driver was done before {missed} could land")
@@ -403,7 +403,7 @@ class CaseRunner:
     def _between(self, run: RunContext, number: int) -> Violation | None:
         """The between-attempts command (reconciliation), run before attempt ``number``."""
         argv = fill(resolve_command(self.options.between or ()), run.thread, str(run.workdir))
-        env = self.launcher.env(run)
+        env = self.setup.env(run)
         env[envvars.ATTEMPT] = str(number)
         try:
             proc = subprocess.run(

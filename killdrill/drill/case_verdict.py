@@ -53,7 +53,7 @@ class CaseJudge:
     def naming(self) -> EffectNaming:
         """How this drill names an effect: the ``--identity`` fields, else the payload without the
         fields its clean runs showed to be volatile."""
-        identity = {**self.discoverer.launcher.effect_rows.naming(), **self.options.identity}
+        identity = {**self.discoverer.setup.effect_rows.naming(), **self.options.identity}
         return EffectNaming(identity, self.discoverer.discover().volatile)
 
     def own_thread_baseline(

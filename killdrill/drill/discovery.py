@@ -9,7 +9,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from killdrill.drill.base import AttemptLauncher
+from killdrill.drill.base import DrillSetup
 from killdrill.drill.db_effects import with_rows
 from killdrill.drill.deployment_catalogue import catalogue_has, clean_failure, merged
 from killdrill.drill.errors import DiscoveryError, UnknownPointError
@@ -32,9 +32,9 @@ from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError, UsageError
 from killdrill.ledger import LedgerError
-from killdrill.options import NO_ANSWER
+from killdrill.options import NO_ANSWER, OPTIONS
 from killdrill.points import Schedule, occurrence_label
-from killdrill.process.launcher import LaunchError
+from killdrill.process.forks import TemplateError
 from killdrill.records import (
     EXITED,
     PER_THREAD_BASELINE,
@@ -54,11 +54,11 @@ from killdrill.verdict.model_work import unscripted_line
 class Discoverer:
     """A command's catalogue and baseline: discovered once by clean runs, or reused."""
 
-    def __init__(self, launcher: AttemptLauncher) -> None:
-        self.launcher = launcher
-        self.command = launcher.command
-        self.options = launcher.options
-        self.workdirs = launcher.workdirs
+    def __init__(self, setup: DrillSetup) -> None:
+        self.setup = setup
+        self.command = setup.command
+        self.options = setup.options
+        self.workdirs = setup.workdirs
         self._discovery: Discovery | None = None
         self._imported: set[str] = set()  # watched modules the clean runs imported (setup_checks)
 
@@ -70,26 +70,26 @@ class Discoverer:
         with self.workdirs.private_ledger(workdir) if private else contextlib.nullcontext():
             self.workdirs.plant(run)  # --existing: the objects the agent expects to find
             try:
-                if self.launcher.topology is not None:  # every process's points, the services' named
-                    deployed = self.launcher.deploy(run, Schedule(()), 1, detect=True)
+                if self.setup.topology is not None:  # every process's points, the services' named
+                    deployed = self.setup.deploy(run, Schedule(()), 1, detect=True)
                     attempt = merged(deployed.attempts, deployed.started)
                     failed = clean_failure(deployed)  # said of the process that failed
                     if deployed.violations:
                         attempt = replace(attempt, returncode=attempt.returncode or 1)
                 else:
-                    attempt = self.launcher.launch(run, [self.launcher.spec(run, 1, None, detect=True)])[0]
+                    attempt = self.setup.launch(run, [self.setup.spec(run, 1, None, detect=True)])[0]
                     failed = None
                 # the agent's own rows, read before the release drops its schema
                 ok = attempt.outcome == EXITED and attempt.returncode == 0
-                rows = self.launcher.effect_rows.read(run, clean=True) if ok else []
-            except (LaunchError, HarnessError, UsageError):
+                rows = self.setup.effect_rows.read(run, clean=True) if ok else []
+            except (TemplateError, HarnessError, UsageError):
                 # the agent never started, or the harness could not run it (a broker that does not
                 # answer, a service never ready, an integration's option refused when its service
                 # starts: said in the error): no folder left behind unprinted
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
             finally:
-                self.launcher.release(run)
+                self.setup.release(run)
             self._imported |= imported_modules(run.state)
             if attempt.outcome == EXITED:
                 self._check_answered(workdir)  # exit 0, or a driver that failed asking a person
@@ -135,7 +135,7 @@ class Discoverer:
         after = f", after the {given} answer{'s' if given > 1 else ''} given" if given else ""
         where = f"{kind} {node!r} asks {value}{after}"
         command = shlex.join(self.command)
-        raise NO_ANSWER.error(self.options, self.options.spelled, command=command, interrupt=where)
+        raise NO_ANSWER.error(self.options, self.options.spelled, OPTIONS, command=command, interrupt=where)
 
     def discover(self, *, force: bool = False) -> Discovery:
         """Run the command clean (traced, unarmed): the kill-point catalogue and the baseline.
@@ -241,6 +241,6 @@ class Discoverer:
             if first.process is not None and first.process != DRIVER:
                 label = f"{first.process}:{label}"
             entries = self.discover().catalogue
-            deployed = self.launcher.topology is not None and catalogue_has(entries, label)
+            deployed = self.setup.topology is not None and catalogue_has(entries, label)
             if label not in catalogue and not deployed:
                 raise UnknownPointError(str(first), catalogue)

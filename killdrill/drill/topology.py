@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from killdrill import envvars
 from killdrill.drill.env import resolve_command
 from killdrill.errors import HarnessError, UsageError
-from killdrill.options import DrillOptions, Rule
+from killdrill.options import OPTIONS, DrillOptions, Rule
 from killdrill.process.readiness import check, free_port
 
 DRIVER = "driver"
@@ -87,22 +87,22 @@ def check_placeholders(options: DrillOptions, command: Sequence[str]) -> None:
     mistake is a one-line UsageError naming the option as the caller spelled it (never a port
     picked for a name no service has, never a placeholder left raw)."""
     spelled = options.spelled
-    flag = str(SERVE_AS.error(options, spelled))
+    flag = str(SERVE_AS.error(options, spelled, OPTIONS))
     for arg in command:
         if why := _placeholder_mistake(arg, options, flag):
             raise UsageError(f"the command: {why}")
     for field in ("between", "resume_with"):
         for arg in getattr(options, field) or ():
             if why := _placeholder_mistake(arg, options, flag):
-                raise _IN[field].error(options, spelled, why=why)
+                raise _IN[field].error(options, spelled, OPTIONS, why=why)
     for name, value in options.env.items():
         if why := _placeholder_mistake(value, options, flag):
-            raise _IN["env"].error(options, spelled, name=name, why=why)
+            raise _IN["env"].error(options, spelled, OPTIONS, name=name, why=why)
     for field, texts in (("serve", options.serve), ("ready", options.ready), ("proxy", options.proxy)):
         for name, given in texts.items():
             for arg in [given] if isinstance(given, str) else given:
                 if why := _placeholder_mistake(arg, options, flag):
-                    raise _IN[field].error(options, spelled, name=name, why=why)
+                    raise _IN[field].error(options, spelled, OPTIONS, name=name, why=why)
 
 
 @dataclass(frozen=True)
@@ -127,9 +127,11 @@ class Topology:
         for field, names in (("ready", options.ready), ("replicas", options.replicas)):
             for name in names:
                 if name not in serve:
-                    raise NO_SERVICE[field].error(options, spelled, name=name, known=", ".join(serve))
+                    raise NO_SERVICE[field].error(
+                        options, spelled, OPTIONS, name=name, known=", ".join(serve)
+                    )
         if DRIVER in serve:
-            raise SERVE_DRIVER.error(options, spelled)
+            raise SERVE_DRIVER.error(options, spelled, OPTIONS)
         check_placeholders(options, driver)
         for name, spec in options.ready.items():
             # its placeholders stand for what a case fills in (a port, a path): checked filled
@@ -137,7 +139,7 @@ class Topology:
             why = check(sample.fill(spec))
             if why:
                 why = why.replace(sample.fill(spec), spec)
-                raise _IN["ready"].error(options, spelled, name=name, why=why)
+                raise _IN["ready"].error(options, spelled, OPTIONS, name=name, why=why)
         alone = [
             flag
             for flag, on in (
@@ -149,7 +151,7 @@ class Topology:
             if on
         ]
         if alone:
-            raise SERVE_ALONE.error(options, spelled, what=alone[0])
+            raise SERVE_ALONE.error(options, spelled, OPTIONS, what=alone[0])
         self.services: dict[str, list[str]] = {}
         for name, argv in serve.items():
             try:
@@ -158,7 +160,7 @@ class Topology:
                 named = any("=" in a for a in argv[:2])
                 hint = " (a service is NAME=CMD, NAME ASCII letters, digits, _ and -)" if named else ""
                 shown = " ".join(argv) if named else name
-                raise SERVE_COMMAND.error(options, spelled, name=shown, why=f"{exc}{hint}") from None
+                raise SERVE_COMMAND.error(options, spelled, OPTIONS, name=shown, why=f"{exc}{hint}") from None
 
     def _replica_names(self, name: str) -> list[str]:
         n = self.options.replicas.get(name, 1)

@@ -49,7 +49,7 @@ ORDER_AGENT_PRELOAD = (
     "stripe",
     "httpx",
 )
-"""Modules the fork launcher imports once for the order agent (``--launcher fork --preload ...``)."""
+"""Modules the fork template imports once for the order agent (``--launcher fork --preload ...``)."""
 
 BILLING_OPENAI_AGENTS = (
     "python",
@@ -77,7 +77,7 @@ BILLING_OPENAI_AGENTS_ENV = {
 """How the billing agent's own settings point at the fakes (``--env NAME=VALUE``)."""
 
 BILLING_OPENAI_AGENTS_PRELOAD = ("agents", "stripe", "httpx")
-"""Modules the fork launcher imports once for the billing agent (``--preload``)."""
+"""Modules the fork template imports once for the billing agent (``--preload``)."""
 
 HOTEL_REVIEW = (
     "python",

@@ -4,6 +4,9 @@
 and kills it X ms later (``POINT+F%`` resolved against the clean run's intervals to that);
 ``offset:Xms`` kills X ms after the launch started, wherever it is (``start+F%`` resolved to
 that).  The supervisor's ``kill`` does the killing (or the TERM drain of ``--signal TERM``).
+
+A kill lands only when its launch dies of it: fired is not enough (a delay the launch outlived
+by exiting first, a timer that found it gone), and the launch is then ``point_not_reached``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from killdrill.faults.kinds import FaultKind, Scene, register
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Nemesis
+from killdrill.process.nemesis import AtPoints, Missed, Nemesis
 from killdrill.records import TraceEvent
 
 
@@ -46,6 +49,17 @@ class Kill(Nemesis):
         else:
             stage.kill(run, event.label)
         return True
+
+    def missed(self, run: Running) -> Missed | None:
+        """Its launch ended by itself although the kill fired: it missed.  A delay's timer that
+        found the launch gone (no signal sent) says so; a signal that raced the launch's own exit
+        is the supervisor's note."""
+        if run.spec is not self.spec or not run.fired or run.killed_at is not None:
+            return super().missed(run)
+        delay = self.fault.delay_ms
+        if delay is not None and run.sent_signal is None:
+            return Missed(f"exited within {delay:g}ms of {self.fault.point}: the kill missed")
+        return Missed()
 
     def _fire(self, run: Running, label: str) -> None:
         run.fired = True

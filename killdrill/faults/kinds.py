@@ -189,5 +189,5 @@ def kinds() -> dict[str, FaultKind]:
 
 
 def nemeses(specs: Sequence[LaunchSpec], scene: Scene) -> list[Nemesis]:
-    """The nemeses acting out each spec's own fault (``LaunchSpec.kill``), in order."""
-    return [n for spec in specs for n in act(spec.kill, spec, scene)]
+    """The nemeses acting out each spec's own fault (``LaunchSpec.fault``), in order."""
+    return [n for spec in specs for n in act(spec.fault, spec, scene)]

@@ -31,7 +31,7 @@ from killdrill.points import Fault, Schedule, occurrence_label
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.containment import signal_all, subtree, until_stopped
 from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Nemesis
+from killdrill.process.nemesis import AtPoints, Nemesis, fault_armed_at
 from killdrill.records import TraceEvent
 
 
@@ -84,8 +84,7 @@ class Pause(Nemesis):
         if self.state == "paused" and (self.zombie is None or not self.zombie.alive):
             self.state = "continued"  # killed while paused (its timeout): nothing to wake, no one to hold for
         if run is self.resumer_run and self.state == "paused" and self.kill.until == event.label:
-            own = run.spec.kill
-            if own is not None and not run.fired and own.at(event.point, event.occurrence):
+            if fault_armed_at(run, event):
                 return False  # the resumer's scheduled kill comes first
             self.held = (run, conn)
             run.notes.append(f"held at {event.label} while the paused attempt {self._number} ran on")

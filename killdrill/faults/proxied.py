@@ -56,10 +56,10 @@ class Proxies:
     def arm(self, run: Running) -> None:
         """Arm ``run``'s schedule item when it is a ``drop:``/``reset:`` of a proxy's op (the
         connection fault's nemesis asks every server of the scene, ``killdrill.faults.connection``)."""
-        kill = run.spec.kill
-        if kill is None or kill.fault is None or kill.point is None:
+        fault = run.spec.fault
+        if fault is None or fault.fault is None or fault.point is None:
             return
-        name, _, op = kill.point.split(":", 1)[1].rpartition(".")
+        name, _, op = fault.point.split(":", 1)[1].rpartition(".")
         proxy = self.proxies.get(name)
         if proxy is None:
             return
@@ -68,8 +68,8 @@ class Proxies:
             run.fired = True
             run.notes.append(note)
 
-        hold_s = (kill.hold_ms or 0.0) / 1000.0
-        proxy.arm(id(run.spec), Armed(kill.fault, op, kill.occurrence, hold_s, applied))
+        hold_s = (fault.hold_ms or 0.0) / 1000.0
+        proxy.arm(id(run.spec), Armed(fault.fault, op, fault.occurrence, hold_s, applied))
 
     def get(self, name: str) -> FaultProxy | None:
         return self.proxies.get(name)

@@ -25,7 +25,7 @@ from killdrill.faults.kinds import Batch, Scene, act
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Nemesis
+from killdrill.process.nemesis import AtPoints, Nemesis, fault_armed_at
 from killdrill.records import TraceEvent
 
 Maker = Callable[[int, Fault | None, str], LaunchSpec]
@@ -48,7 +48,7 @@ class Barrier(Nemesis):
     def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
         if self.point is not None and event.point != self.point:
             return False
-        if run.spec.kill is not None and not run.fired and run.spec.kill.at(event.point, event.occurrence):
+        if fault_armed_at(run, event):
             return False  # the scheduled kill of this resumer takes precedence
         label = event.label
         first = label not in self.waiting

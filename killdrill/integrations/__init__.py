@@ -19,7 +19,9 @@ among the known records' names and aliases.  :func:`register` adds one in-proces
 Imported by the agent too (through the bootstrap): standard library and ``killdrill.errors``
 only at import (an integration that declares options imports ``killdrill.options.kinds`` too,
 standard library only).  A harness-side service module inside a folder (``temporal/server.py``) is
-imported by its factory only when the harness calls it, and imports nothing above this layer.
+imported by its factory only when the harness calls it, and imports nothing above this layer nor
+the record: what the two share (variables, option rows, read with :func:`option_value`) is a
+module below both (``temporal/settings.py``).
 
 Layer: beside ledger and effects; may import ``agent``, ``records`` and ``errors`` only.
 """
@@ -88,6 +90,7 @@ __all__ = [
     "internal_steps",
     "known",
     "option_rows",
+    "option_value",
     "preload_modules",
     "register",
     "rescan",
@@ -153,9 +156,16 @@ class Integration:
     def option(self, options: object, name: str) -> Any:
         """The value of this record's own option ``name`` in a drill's ``options`` (what its
         service is given), or its row's default when the drill was not given it."""
-        row = next(r for r in self.options if r.field == name)
-        value = (getattr(options, "integration_options", None) or {}).get(name)
-        return row.default if value is None else value
+        return option_value(self.options, options, name)
+
+
+def option_value(rows: Iterable[Option], options: object, name: str) -> Any:
+    """The value of the integration's option ``name`` (one of its ``rows``) in a drill's
+    ``options``, or its row's default when the drill was not given it: what a service module
+    reads from the rows it shares with its record, never importing the record above it."""
+    row = next(r for r in rows if r.field == name)
+    value = (getattr(options, "integration_options", None) or {}).get(name)
+    return row.default if value is None else value
 
 
 class IntegrationNotFound(UsageError, ImportError):
@@ -422,7 +432,7 @@ def check_options(options: Any) -> dict[str, Any]:
     """``options.integration_options`` (of a DrillOptions) parsed by their rows' kinds.  An option no
     integration declares, one whose integration is off, or a bad value is a one-line OptionError
     naming the option as the caller spelled it (``--broker``, ``killdrill_broker``, ``broker=``)."""
-    from killdrill.options import OptionError, Rule, spelled_fields
+    from killdrill.options import OPTIONS, OptionError, Rule, spelled_fields
 
     given = dict(options.integration_options)
     if not given:
@@ -441,7 +451,8 @@ def check_options(options: Any) -> dict[str, Any]:
             needs = Rule(
                 f"{{{name}}} needs {{integrations}} {integration.name} (an option of that integration)"
             )
-            raise needs.error({**given, "integrations": options.integrations}, options.spelled, rows)
+            values = {**given, "integrations": options.integrations}
+            raise needs.error(values, options.spelled, (*OPTIONS, *rows))
         try:
             out[name] = None if value is None else row.kind.from_value(value)
         except OptionError as exc:

@@ -181,7 +181,7 @@ class ServiceProcess(Protocol):
 
 class ServiceHost(Protocol):
     """What the harness lends a service to run its processes contained (they die with the harness,
-    however it ends): the drill passes the launcher's host."""
+    however it ends): the drill passes the warden's host."""
 
     def spawn(
         self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, stdout: str, stderr: str

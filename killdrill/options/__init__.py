@@ -114,7 +114,7 @@ class DrillOptions:
     resumers: int = 1  # concurrent resumers after the first kill
     barrier: str | None = None  # with resumers: only this point is a barrier (default: all)
     workers: int = 1  # cases run in parallel by run_all
-    launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.process.launcher)
+    launcher: str = "spawn"  # "fork": attempts forked from a warm template (killdrill.process.forks)
     preload: tuple[str, ...] = ()  # modules the fork template imports once (beyond killdrill's own)
     checks: tuple[str, ...] = ()  # opt-in verdict checks, e.g. ("compensation_order",)
     model_script: str | None = None  # serve a scripted model on the HTTP fakes (fakes/model_script.py)

@@ -1,6 +1,9 @@
 """The rule engine: options that go together (:class:`Rule`), each message naming the options
 as the caller spelled them.  The tables' rules live beside their rows (``DRILL_RULES``, the
-chaos rules); rules that need more than the options are worded here and checked by the drill."""
+chaos rules); rules that need more than the options are worded there and checked by the drill.
+
+A rule knows no table: whoever checks it passes the rows its message names (the drill's table,
+another's, or both), so this module sits below every table and imports none of them."""
 
 from __future__ import annotations
 
@@ -35,8 +38,8 @@ class Rule:
     holds: Callable[[Mapping[str, Any]], bool] | None = None
     ini_default: bool = False  # an ini value of its first option is a session's default: not checked
 
-    def check(self, values: Mapping[str, Any], spelled: Spelled, rows: Iterable[Option] = ()) -> None:
-        """Raise this rule's error unless it holds for ``values``."""
+    def check(self, values: Mapping[str, Any], spelled: Spelled, rows: Iterable[Option]) -> None:
+        """Raise this rule's error unless it holds for ``values`` (``rows``: as for :meth:`error`)."""
         if self.ini_default:
             first = next((f for _, f, _, _ in string.Formatter().parse(self.message) if f), "")
             if _spelling(spelled, first, None) is Spelling.INI:
@@ -44,11 +47,11 @@ class Rule:
         if self.holds is not None and not self.holds(values):
             raise self.error(values, spelled, rows)
 
-    def error(self, values: Any, spelled: Spelled, rows: Iterable[Option] = (), **extra: Any) -> OptionError:
-        """The error of this rule for ``values`` (an options object or a mapping of fields)."""
-        from killdrill.options import OPTIONS  # the drill's table (its module builds on this one)
-
-        table = {r.field: r for r in (*OPTIONS, *rows)}  # ``rows`` (another table's) win a shared name
+    def error(self, values: Any, spelled: Spelled, rows: Iterable[Option], **extra: Any) -> OptionError:
+        """The error of this rule for ``values`` (an options object or a mapping of fields), its
+        options named from ``rows`` (the table, or tables, its message names: a later row wins a
+        shared name)."""
+        table = {r.field: r for r in rows}
 
         def get(name: str) -> Any:
             return values.get(name) if isinstance(values, Mapping) else getattr(values, name, None)

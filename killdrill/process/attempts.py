@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from killdrill.points import Fault
 from killdrill.process.control import ControlListener
-from killdrill.process.launcher import Launcher
+from killdrill.process.forks import ForkTemplate
 from killdrill.records import TraceEvent
 
 
@@ -24,12 +24,12 @@ class LaunchSpec:
     stdout_path: str
     stderr_path: str
     number: int
-    kill: Fault | None  # the schedule's fault aimed at this launch (its record; a nemesis acts it out)
+    fault: Fault | None  # the schedule's fault aimed at this launch (its record; a nemesis acts it out)
     timeout_s: float
     signal_name: str = "KILL"  # "KILL", or "TERM" for drain drills
     grace_s: float = 5.0
     control_dir: str = ""
-    launcher: Launcher | None = None  # fork from a warm template instead of spawning
+    template: ForkTemplate | None = None  # fork from a warm template instead of spawning
     deferred: bool = False  # not started by run_many: a nemesis starts it (``Supervisor.start``), or never
 
 
@@ -39,9 +39,9 @@ class Running:
 
     spec: LaunchSpec
     listener: ControlListener
-    popen: Any  # subprocess.Popen, or a launcher.ForkedProcess
+    popen: Any  # subprocess.Popen, or a forks.ForkedProcess
     started: float
-    stdout: IO[bytes] | None  # the attempt's log files; None under a launcher (its keeper writes them)
+    stdout: IO[bytes] | None  # the attempt's log files; None under a template (its keeper writes them)
     stderr: IO[bytes] | None
     trace: list[TraceEvent] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)

@@ -2,8 +2,8 @@
 
 A process group misses children in new sessions, an environment marker misses daemons that
 clear their environment or never exec, and a one-shot scan misses a daemon that changes pid.
-So each attempt gets a *keeper*: a small process, forked from the launcher template
-(killdrill.process.launcher), that is the attempt's parent and a child subreaper
+So each attempt gets a *keeper*: a small process, forked from the fork template
+(killdrill.process.forks), that is the attempt's parent and a child subreaper
 (``PR_SET_CHILD_SUBREAPER``).  Whatever the agent's processes do (setsid, double fork, exit of
 every parent), the orphans are re-parented to the keeper, never to init, so they stay in its
 subtree.  The keeper:
@@ -217,7 +217,7 @@ def kill_attempt(pid: int, keeper: int | None, sig: int = signal.SIGKILL, *, sca
         signal_all([keeper], signal.SIGTERM)
 
 
-# ---- the keeper (runs in a process forked by the launcher template) ----------------------------
+# ---- the keeper (runs in a process forked by the fork template) ----------------------------
 
 
 class _Stop(BaseException):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from killdrill.process.attempts import LaunchSpec, Running
@@ -34,6 +35,21 @@ class AtPoints(enum.IntEnum):
     ONE_WAY = 0
     GATE = 1
     WAIT = 2
+
+
+@dataclass(frozen=True)
+class Missed:
+    """A fault aimed at a launch that did not land: the launch's outcome is ``point_not_reached``
+    (a case that tested nothing there is no pass), with ``note`` added to its notes (None: none)."""
+
+    note: str | None = None
+
+
+def fault_armed_at(run: Running, event: TraceEvent) -> bool:
+    """Is ``run``'s own fault (``LaunchSpec.fault``) yet to act at ``event`` (not fired, and aimed
+    at this point and occurrence)?  What comes first at a point: the launch's scheduled fault."""
+    fault = run.spec.fault
+    return fault is not None and not run.fired and fault.at(event.point, event.occurrence)
 
 
 class Stage(Protocol):
@@ -63,9 +79,10 @@ class Stage(Protocol):
 
 
 class Nemesis:
-    """One fault acting on a supervisor's launches.  Every method is a no-op by default: a
-    nemesis overrides what it acts on.  Called on the supervisor's loop, one at a time, in the
-    order the nemeses were given (the first to take a boundary ends its routing).
+    """One fault acting on a supervisor's launches.  Every method is a no-op by default (but the
+    two questions below): a nemesis overrides what it acts on.  Called on the supervisor's loop,
+    one at a time, in the order the nemeses were given (the first to take a boundary ends its
+    routing).
 
     ``setup`` binds it to the stage before any launch; ``begin`` runs once the launches not
     deferred are started (start deferred ones: a deployment's driver once its services are
@@ -74,7 +91,15 @@ class Nemesis:
     point a launch waits at and returns True when it took the answer (it must then release or
     kill the launch itself, now or from a timer); ``teardown`` runs once the loop is over, every
     launch reaped; ``notes`` says what it did, for the case's report (what it did to one launch
-    goes in ``Running.notes``)."""
+    goes in ``Running.notes``).
+
+    Two questions the supervisor asks to judge a launch, whose defaults read the launch's own
+    record (its ``LaunchSpec.fault``; ``Running.fired``, set by whichever nemesis acted it out),
+    so every nemesis gives the same default answer and a kind says only what differs:
+    ``armed_at`` (a point sent one way where a fault was yet to act: the agent broke the
+    protocol) and ``missed`` (the launch ended by itself: did its fault land?).  A fault that
+    never acted did not land; the kill's rule is stricter (``faults.kill``: its launch must die
+    of it)."""
 
     stage: Stage | None = None
 
@@ -96,6 +121,16 @@ class Nemesis:
 
     def on_exit(self, run: Running) -> None:
         return None
+
+    def armed_at(self, run: Running, event: TraceEvent) -> bool:
+        """Is a fault yet to act at ``event`` of ``run``?  (The supervisor refuses a launch that
+        sent such a point one way: its fault could not land there.)"""
+        return fault_armed_at(run, event)
+
+    def missed(self, run: Running) -> Missed | None:
+        """Asked once ``run`` ended by itself (no kill, no harness error): a fault aimed at it that
+        did not land, or None (it landed, or none was aimed at it)."""
+        return Missed() if run.spec.fault is not None and not run.fired else None
 
     def teardown(self) -> None:
         return None

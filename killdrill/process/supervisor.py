@@ -21,9 +21,9 @@ from killdrill.process import containment
 from killdrill.process.attempts import LaunchSpec as LaunchSpec
 from killdrill.process.attempts import Running as Running
 from killdrill.process.control import BoundaryMessage, Connection, ControlListener, ProtocolViolation
+from killdrill.process.forks import TemplateError, live_templates, warden
 from killdrill.process.interrupts import Interrupted as Interrupted
 from killdrill.process.interrupts import last_signal, signals_raise
-from killdrill.process.launcher import LaunchError, live_launchers, warden
 from killdrill.process.nemesis import AtPoints, Nemesis
 from killdrill.process.reaping import kill_tree as kill_tree
 from killdrill.process.reaping import sweep as sweep
@@ -60,8 +60,8 @@ def interrupt_all() -> None:
     _interrupted.set()
     with _active_lock:
         supervisors = list(_active)
-    for launcher in live_launchers():
-        launcher.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
+    for template in live_templates():
+        template.kill_all()  # every attempt under a keeper, even one whose spawn reply is in flight
     for sup in supervisors:
         for run in list(sup.running):
             if run.alive and getattr(run.popen, "keeper", None) is None:
@@ -200,17 +200,17 @@ class Supervisor:
             env[envvars.WAIT_AT] = "[]"
         elif at_points is AtPoints.GATE:
             env[envvars.KILL_GATE] = "1"  # killdrill.agent._Gate: no effect lands while it is decided
-        launcher, exec_ = spec.launcher, False
+        template, exec_ = spec.template, False
         try:
-            if launcher is None and containment.supported():
-                launcher, exec_ = warden(), True
-            if launcher is not None:
-                forked = launcher.spawn(
+            if template is None and containment.supported():
+                template, exec_ = warden(), True
+            if template is not None:
+                forked = template.spawn(
                     spec.argv, env=env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path,
                     exec_=exec_,
                 )  # fmt: skip
                 return self._track(spec, listener, forked, None, None)
-        except LaunchError as exc:
+        except TemplateError as exc:
             listener.close()
             raise HarnessError(str(exc)) from exc
         return self._popen(spec, listener, env)
@@ -332,8 +332,8 @@ class Supervisor:
                 run.listener.release(msg.conn)  # a TERM drain goes on, untraced
             return
         event = _traced(run, msg)
-        if not msg.waits:  # nobody waits for an answer: only a point the kill is not at
-            if run.outcome is None and _kill_is_at(run, event):
+        if not msg.waits:  # nobody waits for an answer: only a point no fault is armed at
+            if run.outcome is None and any(fault.armed_at(run, event) for fault in self.faults):
                 self._refuse(
                     run,
                     f"the agent did not wait at {event.label}, where it was to be killed: the kill could"
@@ -371,9 +371,9 @@ class Supervisor:
             return
         try:
             rc = run.popen.wait() if block else run.popen.poll()
-        except LaunchError:
+        except TemplateError:
             # Its keeper killed the whole attempt when the template died (or was killed by it).
-            run.errors.append("the launcher template died during the attempt; every process of it was killed")
+            run.errors.append("the fork template died during the attempt; every process of it was killed")
             rc = -signal.SIGKILL
         if rc is None:
             return
@@ -412,12 +412,13 @@ class Supervisor:
             run.notes.append(f"killed {len(escaped)} process(es) that escaped the tree: {escaped}")
 
     def _attempt(self, run: Running) -> Attempt:
+        """``run`` as the attempt it was: how it ended (a harness error, killed, drained, hung,
+        exited), or, when it ended by itself, ``point_not_reached`` if a nemesis says the fault
+        aimed at it missed (``Nemesis.missed``)."""
         spec = run.spec
-        kill = spec.kill
         rc = run.returncode
         outcome = run.outcome
         notes = list(run.notes)
-        exited_first = False
         if outcome == KILLED and run.term_sent:
             if rc == DRAINED_EXIT_CODE:
                 outcome = DRAINED
@@ -426,23 +427,18 @@ class Supervisor:
         elif outcome == KILLED and rc is not None and rc >= 0:
             # A timed kill fired in the instant between the agent's own exit and its reaping:
             # it finished by itself, so the kill did not land.
-            outcome, run.killed_at, exited_first = None, None, True
-            notes.append(f"exited {rc} by itself before the kill at {kill} landed")
+            outcome, run.killed_at = None, None
+            notes.append(f"exited {rc} by itself before the kill at {spec.fault} landed")
         if run.errors:
             outcome = AttemptOutcome.HARNESS_ERROR
         elif outcome is None:
-            if kill is not None and not run.fired:
-                outcome = AttemptOutcome.POINT_NOT_REACHED
-            elif kill is not None and kill.is_kill and run.killed_at is None:
-                outcome = AttemptOutcome.POINT_NOT_REACHED
-                if kill.delay_ms is not None and not exited_first:
-                    notes.append(f"exited within {kill.delay_ms:g}ms of {kill.point}: the kill missed")
-            else:
-                outcome = EXITED
+            said = [m for m in (fault.missed(run) for fault in self.faults) if m is not None]
+            outcome = AttemptOutcome.POINT_NOT_REACHED if said else EXITED
+            notes.extend(dict.fromkeys(m.note for m in said if m.note))
         duration = ((run.ended or time.monotonic()) - run.started) * 1000.0
         return Attempt(
             number=spec.number,
-            kill=str(kill) if kill is not None else None,
+            kill=str(spec.fault) if spec.fault is not None else None,
             outcome=outcome,
             returncode=rc,
             duration_ms=round(duration, 3),
@@ -486,9 +482,3 @@ def _trace_drained(run: Running) -> None:
         if len(run.trace) >= MAX_POINTS:
             break
         _traced(run, msg)
-
-
-def _kill_is_at(run: Running, event: TraceEvent) -> bool:
-    """Is ``event`` where ``run``'s kill (not fired yet) is armed?"""
-    kill = run.spec.kill
-    return kill is not None and not run.fired and kill.at(event.point, event.occurrence)

@@ -1,6 +1,6 @@
-"""The launcher template process (``python -m killdrill.process.template FD``): forks one keeper per attempt.
+"""The fork template process (``python -m killdrill.process.template FD``): forks one keeper per attempt.
 
-Started by killdrill.process.launcher.Launcher; speaks its JSON-lines protocol on the socket ``FD``.
+Started by killdrill.process.forks.ForkTemplate; speaks its JSON-lines protocol on the socket ``FD``.
 It is a child subreaper: orphans of a keeper that died hard are re-parented to it, and it
 kills them.  When the harness's end of the socket closes (even on SIGKILL) it has every keeper
 clean its attempt, kills whatever is left under it, and exits.

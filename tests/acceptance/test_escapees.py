@@ -129,13 +129,13 @@ def test_killed_harness_leaves_nothing(
         assert_nothing_left(marker, late)  # the harness waited for every keeper before exiting
     else:
         # Nobody is left in the harness to wait: the templates see its socket close, clean up, exit.
-        assert leftovers.wait_gone(templates) < 10, "a launcher template outlived the harness"
+        assert leftovers.wait_gone(templates) < 10, "a fork template outlived the harness"
         assert_nothing_left(marker, late)
 
 
 def test_keeper_reports_the_agents_status(tmp_path: Path) -> None:
     """The keeper exits last but with the agent's own status: a code, or the signal it died of."""
-    from killdrill.process.launcher import warden
+    from killdrill.process.forks import warden
 
     out, err = str(tmp_path / "out"), str(tmp_path / "err")
     env = dict(os.environ)
@@ -149,10 +149,10 @@ def test_a_killed_spare_keeper_is_replaced_and_the_next_attempt_starts(tmp_path:
     killed, the attempt still starts (under a new one) and nothing of the dead one is left."""
     import psutil
 
-    from killdrill.process.launcher import Launcher
+    from killdrill.process.forks import ForkTemplate
 
     out, err = str(tmp_path / "out"), str(tmp_path / "err")
-    with Launcher(PY, preload=()) as template:
+    with ForkTemplate(PY, preload=()) as template:
         assert template._proc is not None
         deadline = time.monotonic() + 5  # the template forks it once it said it is ready
         while time.monotonic() < deadline and not psutil.Process(template._proc.pid).children():
@@ -192,7 +192,7 @@ def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
     (tmp_path / ".killdrill").mkdir()
     with Drill([PY, str(AGENT), f"all,{victim}", marker, str(late)], options) as drill:
         run = RunContext(tmp_path, "t")
-        spec: LaunchSpec = drill.launcher.spec(run, 1, None)
+        spec: LaunchSpec = drill.setup.spec(run, 1, None)
         attempt = Supervisor().run(spec)
         assert attempt.returncode == -signal.SIGKILL, attempt
         assert kinds_seen(late) == KINDS
@@ -201,7 +201,7 @@ def test_an_agent_that_kills_its_keeper_or_template_leaves_nothing(
             assert attempt.outcome == HARNESS_ERROR, attempt
             if launcher == "fork":
                 drill.close()  # its template is gone: the drill starts another
-            again = drill.launcher.spec(run, 2, None)
+            again = drill.setup.spec(run, 2, None)
             (tmp_path / "ok.py").write_text("pass\n")
             again.argv = [PY, str(tmp_path / "ok.py")]
             assert Supervisor().run(again).returncode == 0

@@ -53,6 +53,6 @@ def test_agents_die_with_the_harness(tmp_path: Path, sig: signal.Signals) -> Non
     while not (gone(agent) and gone(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(agent), f"the agent outlived the harness ({sig.name})"
-    # Even after a SIGKILL of the harness: the launcher template sees its socket close and
+    # Even after a SIGKILL of the harness: the fork template sees its socket close and
     # has the attempt's keeper kill the whole tree.
     assert gone(grandchild), f"the agent's child outlived the harness ({sig.name})"

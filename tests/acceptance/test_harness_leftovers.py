@@ -155,7 +155,7 @@ touch "$KD_CTL_PIDS.added"
 ADDS = """
 from pathlib import Path
 from killdrill.integrations.celery.broker import CeleryBroker
-from killdrill.process.launcher import WardenHost
+from killdrill.process.forks import WardenHost
 CeleryBroker(Path({root!r}), {{"broker": {url!r}}}, WardenHost())._rabbitmqctl("add_vhost", "kd-x")
 """
 

@@ -442,7 +442,7 @@ def test_option_mistakes_in_ini_and_marker_are_one_line(inner: pytest.Pytester) 
     res = inner.runpytest("-rfE")
     res.assert_outcomes(failed=2, errors=2)
     out = res.stdout.str()
-    assert "Traceback" not in out and "drill.py:" not in out and "launcher.py:" not in out
+    assert "Traceback" not in out and "drill.py:" not in out and "forks.py:" not in out
     assert "killdrill marker max_attempts=: expected a whole number >= 1, got 0" in out
     assert "killdrill option launcher=: expected one of spawn, fork, got 'thread'" in out
     assert "cannot preload no_such_module_kd: ModuleNotFoundError" in out

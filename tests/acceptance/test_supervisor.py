@@ -202,7 +202,7 @@ def test_control_channel_abuse_is_reported_not_a_crash(mode: str, opts: DrillOpt
         stdout_path=f"{wd}/x/o",
         stderr_path=f"{wd}/x/e",
         number=1,
-        kill=None,
+        fault=None,
         timeout_s=10,
         control_dir=f"{wd}/x/.killdrill/ctl",
     )

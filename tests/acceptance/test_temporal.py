@@ -146,7 +146,7 @@ def test_a_server_the_user_runs_is_never_reached(tmp_path: Path) -> None:
     from temporalio.client import Client
 
     from killdrill.integrations.temporal.server import TemporalDevServer
-    from killdrill.process.launcher import WardenHost
+    from killdrill.process.forks import WardenHost
 
     async def workflows_on(address: str) -> list[str]:
         client = await Client.connect(address)
@@ -195,7 +195,7 @@ def test_a_long_activity_without_heartbeat_hangs_the_resume(tmp_path: Path) -> N
 
 def test_each_workdir_has_its_own_namespace(tmp_path: Path) -> None:
     from killdrill.integrations.temporal.server import TemporalDevServer
-    from killdrill.process.launcher import WardenHost
+    from killdrill.process.forks import WardenHost
 
     server = TemporalDevServer(tmp_path, WardenHost())
     try:

@@ -136,7 +136,7 @@ def _spec(workdir: Path, argv: Sequence[str], kill: str | None, number: int = 1)
         stdout_path=str(state / f"a{number}.out"),
         stderr_path=str(state / f"a{number}.err"),
         number=number,
-        kill=parse_fault(kill) if kill else None,
+        fault=parse_fault(kill) if kill else None,
         timeout_s=120,
         control_dir=str(state / "ctl"),
     )
@@ -239,7 +239,7 @@ def bench_containment(root: Path, reps: int) -> dict[str, float]:
     import shutil as sh
 
     from killdrill.process import containment
-    from killdrill.process.launcher import warden
+    from killdrill.process.forks import warden
 
     setpriv = sh.which("setpriv")
     if not containment.supported() or setpriv is None:

@@ -128,9 +128,9 @@ def plain_run(drill: Any, command: Sequence[str], root: Path) -> float:
     run = RunContext(workdir, thread)
     env = isolated({k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")})  # as a drill's
     env["KILLDRILL_LEDGER"] = str(workdir / ".killdrill" / "ledger.sqlite")
-    env.update(drill.launcher._service_env(run))  # the runtime's server / broker, as the drill's
+    env.update(drill.setup._service_env(run))  # the runtime's server / broker, as the drill's
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    topology = drill.launcher.topology
+    topology = drill.setup.topology
     processes = (
         topology.processes(thread, str(workdir))
         if topology is not None
@@ -175,7 +175,7 @@ def plain_run(drill: Any, command: Sequence[str], root: Path) -> float:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     seconds = time.perf_counter() - t0
-    drill.launcher.release(run)
+    drill.setup.release(run)
     return seconds
 
 

@@ -274,14 +274,14 @@ def _supervision(drill: Any, pairs: int) -> tuple[list[float], list[float]]:
         for side in ("supervised", "bare") if i % 2 == 0 else ("bare", "supervised"):
             run = RunContext(drill.workdirs.new(side), f"t-{uuid.uuid4().hex[:8]}")
             drill.workdirs.mark(run, uuid.uuid4().hex)
-            spec = drill.launcher.spec(run, 1, None)
+            spec = drill.setup.spec(run, 1, None)
             if side == "supervised":
                 attempt = Supervisor().run(spec)
                 assert attempt.returncode == 0, attempt.stderr_tail
                 supervised.append(attempt.duration_ms / 1000)
                 continue
-            assert spec.launcher is not None  # the fork template
-            forked = spec.launcher.spawn(
+            assert spec.template is not None  # the fork template
+            forked = spec.template.spawn(
                 spec.argv, env=spec.env, cwd=spec.cwd, stdout=spec.stdout_path, stderr=spec.stderr_path
             )
             t0 = time.perf_counter()

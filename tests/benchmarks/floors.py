@@ -113,7 +113,7 @@ def floor_case(
     env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
     env.update(options.env, KILLDRILL_LEDGER=ledger)
     run = RunContext(workdir, thread)
-    env.update(drill.launcher._service_env(run))  # the runtime's server / broker, as the drill's
+    env.update(drill.setup._service_env(run))  # the runtime's server / broker, as the drill's
     assert command[:2] == ("python", "-m"), command
     argv = [command[2], *fill(list(command[3:]), thread, str(workdir))]  # the module, its arguments
     kill = KillAt(workdir, point)
@@ -137,5 +137,5 @@ def floor_case(
             codes.append(proc.wait(timeout=120))
         seconds = time.perf_counter() - t0
     kill.close()
-    drill.launcher.release(run)
+    drill.setup.release(run)
     return {"s": seconds, "codes": codes, "ok": codes[0] == -signal.SIGKILL and codes[1] == 0}

@@ -73,7 +73,7 @@ def main() -> None:
     if len(argv) < 3 or argv[1] != "-m":
         parser.error("the command must be: python -m MODULE ARGS...")
     from killdrill.integrations import find, preload_modules
-    from killdrill.process.launcher import DEFAULT_PRELOAD
+    from killdrill.process.forks import DEFAULT_PRELOAD
 
     for name in [*DEFAULT_PRELOAD, *args.preload, *preload_modules(args.integration)]:
         importlib.import_module(name)

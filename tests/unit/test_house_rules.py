@@ -175,17 +175,7 @@ def test_a_new_literal_is_caught(tmp_path: Path) -> None:
 
 PACKAGES = {"killdrill": "killdrill", "fakes": "killdrill.fakes", "pytest_plugin": "killdrill.pytest_plugin"}
 # Cycles left to break, each with why it is still there (a new cycle fails; a broken one must leave).
-KNOWN_CYCLES = {
-    frozenset({"killdrill.integrations.celery", "killdrill.integrations.celery.broker"}): (
-        "an integration's service factory imports its service module when the harness calls it"
-    ),
-    frozenset({"killdrill.integrations.temporal", "killdrill.integrations.temporal.server"}): (
-        "an integration's service factory imports its service module when the harness calls it"
-    ),
-    frozenset({"killdrill.options", "killdrill.options.rules", "killdrill.options.services"}): (
-        "a rule's error reads the drill's table by default (every caller would pass it)"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _module_names() -> dict[str, Path]:

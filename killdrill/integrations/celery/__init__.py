@@ -30,7 +30,8 @@ Every fake call of a task's body is recorded with the task's name, id, Celery's 
 the broker's redelivered flag and the worker's hostname (:func:`killdrill.agent.in_runtime`),
 so a duplicate names the deliveries that landed it.
 
-Isolation, set by the harness's service (:mod:`killdrill.integrations.celery.broker`) through the
+Isolation, set by the harness's service (:mod:`killdrill.integrations.celery.broker`; the names
+it shares with the patches: :mod:`.settings`) through the
 environment of every process of a case: ``CELERY_BROKER_URL`` and ``CELERY_RESULT_BACKEND``
 (Celery reads them before the app's own configuration), and on Redis
 ``KILLDRILL_CELERY_KEYPREFIX``, put in front of every key kombu and the Redis result backend
@@ -59,7 +60,12 @@ from killdrill.agent import boundary, in_runtime
 from killdrill.integrations import Integration, Service, ServiceHost
 from killdrill.integrations.celery import acks
 from killdrill.integrations.celery.causes import causes
-from killdrill.options.kinds import Duration, Flag, Option, Text
+from killdrill.integrations.celery.settings import (
+    KEYPREFIX_ENV,
+    OPTIONS,
+    POP_WINDOW_ENV,
+    VISIBILITY_ENV,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,18 +82,6 @@ __all__ = [
     "point_name",
     "task_point_name",
 ]
-
-KEYPREFIX_ENV = "KILLDRILL_CELERY_KEYPREFIX"
-"""The case's Redis key prefix (set by the harness for a Redis broker only)."""
-POP_WINDOW_ENV = acks.POP_WINDOW_ENV
-"""``1``: Redis workers emit ``during:redis.brpop`` (set by the harness for ``--pop-window``)."""
-VISIBILITY_ENV = "KILLDRILL_CELERY_VISIBILITY_TIMEOUT"
-"""Seconds before Redis redelivers an unacknowledged task (set by the harness for Redis, from the
-option ``--visibility-timeout``)."""
-VISIBILITY_TIMEOUT_S = 3.0
-"""The case's visibility timeout unless ``--visibility-timeout`` says otherwise: a killed worker's
-task is handed on within seconds (kombu's default is an hour; a live worker keeps its own
-deliveries fresh every third of it)."""
 
 
 def service(root: Path, host: ServiceHost, options: object = None) -> Service:
@@ -106,32 +100,7 @@ INTEGRATION = Integration(
     preload=("celery", "celery.app.trace", "kombu.transport.redis"),
     service=service,
     examples=("killdrill.examples.checkout_celery",),
-    options=(
-        Option(
-            "broker",
-            Text(metavar="URL"),
-            None,
-            "the broker each case gets its own queues on, redis://... or amqp://... "
-            "(default: redis://127.0.0.1:6379/0)",
-            "--broker",
-            discovery=True,
-        ),
-        Option(
-            "pop_window",
-            Flag(),
-            False,
-            "on Redis, also kill at during:redis.brpop: Redis popped a task's message for the worker "
-            "and kombu has not yet recorded it as unacknowledged (a kill there loses the message)",
-            "--pop-window",
-            discovery=True,
-        ),
-        Option(
-            "visibility_timeout",
-            Duration(),
-            VISIBILITY_TIMEOUT_S,
-            "on Redis, how long a killed worker's unacknowledged task waits before the next worker gets it",
-        ),
-    ),
+    options=OPTIONS,
     causes=causes,
 )
 

@@ -13,7 +13,7 @@ production passes through in microseconds: frozen there, a kill loses the popped
 waits until the loop read the reply (the message is then in ``unacked``, or there was none) or
 the channel closes.  A BRPOP blocked on empty queues is no such state (an idle worker).  The
 window itself is a point of its own, ``during:redis.brpop`` (the message popped, not yet
-recorded), emitted when the drill asks for it (:data:`POP_WINDOW_ENV`): a kill there loses the
+recorded), emitted when the drill asks for it (``settings.POP_WINDOW_ENV``): a kill there loses the
 message whatever the task's code does.
 """
 
@@ -29,10 +29,10 @@ from typing import Any
 from killdrill.agent import boundary
 from killdrill.integrations._work import said as services_say
 from killdrill.integrations._work import work_line
+from killdrill.integrations.celery.settings import POP_WINDOW_ENV
 
 __all__ = [
     "POP_POINT",
-    "POP_WINDOW_ENV",
     "starting",
     "wrap_ack",
     "wrap_acknowledge",
@@ -41,8 +41,6 @@ __all__ = [
     "wrap_deliver",
 ]
 
-POP_WINDOW_ENV = "KILLDRILL_CELERY_POP_WINDOW"
-"""``1``: emit :data:`POP_POINT` in Redis workers (set by the harness for ``--pop-window``)."""
 POP_POINT = "during:redis.brpop"
 """Redis popped a message for this worker (``BRPOP`` answered) and kombu has not yet recorded it
 in ``unacked``: the one moment a kill loses a message that ``acks_late`` was to keep."""

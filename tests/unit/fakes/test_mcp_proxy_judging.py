@@ -82,12 +82,12 @@ def _stripped(tmp_path: Path) -> dict[str, str]:
     return {**env, "TMPDIR": str(tmp_path)}
 
 
-def test_under_a_launcher_without_drill_variables_the_proxy_refuses_in_one_line(tmp_path: Path) -> None:
-    """An ancestor started by killdrill's launcher (a forked attempt: /proc shows the template's
+def test_under_a_fork_template_without_drill_variables_the_proxy_refuses_in_one_line(tmp_path: Path) -> None:
+    """An ancestor started by a killdrill fork template (a forked attempt: /proc shows the template's
     environment) and no drill variables anywhere: exit 2, one line, no ledger made."""
     env = _stripped(tmp_path)
     inner = f"import subprocess, sys; sys.exit(subprocess.run({PROXY!r}, env={env!r}).returncode)"
-    out = _run([sys.executable, "-c", inner], {**_stripped(tmp_path), "KILLDRILL_LAUNCHER": "1"})
+    out = _run([sys.executable, "-c", inner], {**_stripped(tmp_path), "KILLDRILL_TEMPLATE": "1"})
     assert out.returncode == 2, out
     assert out.stderr.count("\n") == 1 and "runs under a drill but cannot find its ledger" in out.stderr
     assert "env=dict(os.environ)" in out.stderr

@@ -128,7 +128,7 @@ def _spec(root: Path, number: int, fault: Fault | None) -> LaunchSpec:
         stdout_path=str(state / f"a{number}.out"),
         stderr_path=str(state / f"a{number}.err"),
         number=number,
-        kill=fault,
+        fault=fault,
         timeout_s=30,
         control_dir=str(state / "ctl"),
     )

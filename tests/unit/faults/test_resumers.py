@@ -40,7 +40,7 @@ class RecordingSupervisor:
 def _run(number: int, kill: str | None = None) -> Running:
     spec = LaunchSpec(
         argv=["agent"], env={}, cwd=None, stdout_path="", stderr_path="", number=number,
-        kill=parse_fault(kill) if kill else None, timeout_s=10,
+        fault=parse_fault(kill) if kill else None, timeout_s=10,
     )
     started = time.monotonic()
     return Running(spec=spec, listener=None, popen=None, started=started, stdout=None, stderr=None)  # type: ignore[arg-type]
@@ -97,7 +97,7 @@ def test_a_resumer_already_judged_is_not_waited_for() -> None:
 
 def test_the_scheduled_kill_of_a_resumer_takes_precedence() -> None:
     barrier, sup, (a, b) = _setup(2)
-    a.spec.kill = parse_fault("before:insert")
+    a.spec.fault = parse_fault("before:insert")
     taken, _ = _arrive(barrier, a, "before:insert")
     assert not taken  # the supervisor's kill decision sees this boundary, not the barrier
     assert _arrive(barrier, b, "before:insert")[0]
@@ -109,11 +109,11 @@ def test_the_scheduled_kill_of_a_resumer_takes_precedence() -> None:
 
 def test_a_kill_that_already_fired_leaves_the_point_to_the_barrier() -> None:
     barrier, _, (a, _b) = _setup(2)
-    a.spec.kill = parse_fault("before:insert")
+    a.spec.fault = parse_fault("before:insert")
     a.fired = True
     assert _arrive(barrier, a, "before:insert")[0]
     b = _setup(1)[2][0]
-    b.spec.kill = parse_fault("before:insert")
+    b.spec.fault = parse_fault("before:insert")
     assert _arrive(barrier, b, "before:insert", occurrence=2)[0]  # not the kill's occurrence
 
 

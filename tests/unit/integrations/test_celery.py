@@ -16,6 +16,7 @@ need("celery", "celery", "kombu")
 from celery import Celery  # noqa: E402
 
 from killdrill.integrations import celery as integration  # noqa: E402
+from killdrill.integrations.celery import settings  # noqa: E402
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_the_visibility_timeout_is_the_drills_option_and_reaches_the_workers(tmp
     from killdrill.integrations.celery.broker import CeleryBroker
     from killdrill.options import DrillOptions
 
-    assert CeleryBroker(tmp_path, None).visibility_s == integration.VISIBILITY_TIMEOUT_S
+    assert CeleryBroker(tmp_path, None).visibility_s == settings.VISIBILITY_TIMEOUT_S
     given = DrillOptions(integrations=("celery",), integration_options={"visibility_timeout": "20s"})
     broker = CeleryBroker(tmp_path, replace(given, integration_options=check_options(given)))
     assert broker.visibility_s == 20.0

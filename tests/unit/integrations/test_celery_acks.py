@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from killdrill.integrations import Cause
-from killdrill.integrations.celery import acks
+from killdrill.integrations.celery import acks, settings
 from killdrill.integrations.celery.causes import NOT_TAKEN_CAUSE, POP_WINDOW_CAUSE, causes
 from killdrill.records import HANG, Attempt, Violation
 
@@ -167,7 +167,7 @@ def test_the_pop_window_is_a_point_inside_a_brpop_read_only_when_asked(
     deliver(None, {}, "celery")  # a fanout delivery, not a pop
     assert events == ["delivered", "delivered"]
     events.clear()
-    monkeypatch.setenv(acks.POP_WINDOW_ENV, "1")
+    monkeypatch.setenv(settings.POP_WINDOW_ENV, "1")
     read(Popping(events))
     deliver(None, {}, "celery")
     assert events == [f"point {acks.POP_POINT}", "delivered", "delivered"]

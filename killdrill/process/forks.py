@@ -1,8 +1,8 @@
-"""Launcher templates: every attempt starts under its own keeper, forked from a small template.
+"""Fork templates, harness side: every attempt starts under its own keeper, forked from a small template.
 
 Two kinds of template, one protocol.  The *warden* (``warden()``, one per harness process)
 imports nothing of the agent and execs each spawned command.  A pre-forking template
-(``Launcher(python, preload=...)``, ``--launcher fork``) imports the agent's heavy modules
+(``ForkTemplate(python, preload=...)``, ``--launcher fork``) imports the agent's heavy modules
 once (a framework and SQLAlchemy: the import time dominates a framework's drill) and
 each attempt runs as a ``fork()`` of it, set up as a fresh process would be: its own session
 and process group, environment, argv, working directory, stdio files, reseeded randomness.
@@ -45,8 +45,8 @@ from killdrill.process import containment
 DEFAULT_PRELOAD = ("killdrill", "killdrill.fakes", "killdrill.effects")
 
 
-class LaunchError(HarnessError, RuntimeError):
-    """The template could not start or could not fork an attempt."""
+class TemplateError(HarnessError, RuntimeError):
+    """A fork template could not start, could not fork an attempt, or died."""
 
 
 def python_target(argv: Sequence[str]) -> bool:
@@ -59,14 +59,14 @@ def python_target(argv: Sequence[str]) -> bool:
     return (argv[1] == "-m" and len(argv) > 2) or not argv[1].startswith("-")
 
 
-_templates: weakref.WeakSet[Launcher] = weakref.WeakSet()
+_templates: weakref.WeakSet[ForkTemplate] = weakref.WeakSet()
 
 
 class ForkedProcess:
     """The part of ``subprocess.Popen`` the supervisor uses, for a child of the template."""
 
-    def __init__(self, launcher: Launcher, pid: int, keeper: int) -> None:
-        self.launcher = launcher
+    def __init__(self, template: ForkTemplate, pid: int, keeper: int) -> None:
+        self.template = template
         self.pid = pid
         self.keeper = keeper  # the attempt's subreaper: it exits once nothing of the attempt is left
         self.returncode: int | None = None
@@ -81,17 +81,17 @@ class ForkedProcess:
         return code
 
     def _take(self, timeout: float | None) -> int | None:
-        # The launcher forgets the status only once it is ours: an exception raised in between
+        # The template forgets the status only once it is ours: an exception raised in between
         # (Ctrl-C lands anywhere) must not lose it, or the next wait() would wait forever.
         if self.returncode is None:
-            self.returncode = self.launcher.exit_code(self.pid, timeout=timeout)
+            self.returncode = self.template.exit_code(self.pid, timeout=timeout)
             if self.returncode is not None:
-                self.launcher.forget(self.pid)
+                self.template.forget(self.pid)
         return self.returncode
 
 
-class Launcher:
-    """Harness side: starts the template and asks it to fork attempts.  Thread-safe.
+class ForkTemplate:
+    """The harness's client of one template process: starts it and asks it to fork attempts.  Thread-safe.
 
     No reader thread: whoever waits for a message (a spawn's reply, an attempt's exit) reads the
     socket for every waiter while the others sleep on the condition (leader and followers).
@@ -112,8 +112,8 @@ class Launcher:
         self.preload = list(dict.fromkeys(preload))
         self.env = dict(env if env is not None else os.environ)
         # A process under this template whose environment was stripped learns from it that it
-        # runs under a drill (killdrill.fakes.locate, which names this variable LAUNCHER_MARK).
-        self.env[envvars.LAUNCHER] = "1"
+        # runs under a drill (killdrill.fakes.locate, which names this variable TEMPLATE_MARK).
+        self.env[envvars.TEMPLATE] = "1"
         self.cwd = cwd
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -128,7 +128,7 @@ class Launcher:
         self._poll: select.poll | None = None
         self.owner = os.getpid()
 
-    def start(self) -> Launcher:
+    def start(self) -> ForkTemplate:
         _templates.add(self)
         parent, child = socket.socketpair()
         self._proc = subprocess.Popen(
@@ -149,7 +149,7 @@ class Launcher:
         if reply is None or "error" in reply:
             err = (reply or {}).get("error") or self._stderr()
             self.close()
-            raise LaunchError(f"the pre-forking template could not start: {err}")
+            raise TemplateError(f"the pre-forking template could not start: {err}")
         return self
 
     def _wait(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
@@ -273,9 +273,9 @@ class Launcher:
         }
         reply = self._request({"spawn": spec})
         if reply is None:
-            raise LaunchError(f"the launcher template died: {self._stderr()}")
+            raise TemplateError(f"the fork template died: {self._stderr()}")
         if "error" in reply:
-            raise LaunchError(reply["error"])
+            raise TemplateError(reply["error"])
         with self._cond:
             if reply["pid"] not in self._exits:
                 self._live[reply["pid"]] = reply["keeper"]
@@ -295,7 +295,7 @@ class Launcher:
             if pid in self._exits:
                 return self._exits[pid]
             if self._dead:
-                raise LaunchError("the pre-forking template died")
+                raise TemplateError("the pre-forking template died")
             return None
 
     def forget(self, pid: int) -> None:
@@ -321,19 +321,19 @@ class Launcher:
                 self._proc.stderr.close()
             self._proc = None
 
-    def __enter__(self) -> Launcher:
+    def __enter__(self) -> ForkTemplate:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-_warden: Launcher | None = None
+_warden: ForkTemplate | None = None
 _warden_lock = threading.Lock()
 
 
-def warden() -> Launcher:
-    """The process-wide launcher that execs spawned attempts, each under its own keeper.
+def warden() -> ForkTemplate:
+    """The process-wide template that execs spawned attempts, each under its own keeper.
 
     Started on first use (one small interpreter, ~20 ms once), restarted if it died or if this
     process is a fork of the one that started it; it stops when this process exits, even by
@@ -348,7 +348,7 @@ def warden() -> Launcher:
             # The template must import this killdrill, even one found through a sys.path edit.
             here = os.path.dirname(os.path.dirname(os.path.abspath(containment.__file__)))
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
-            _warden = Launcher(sys.executable, preload=(), env=env).start()
+            _warden = ForkTemplate(sys.executable, preload=(), env=env).start()
             atexit.register(_warden.close)
         return _warden
 
@@ -368,8 +368,8 @@ class WardenHost:
             containment.kill_attempt(proc.pid, proc.keeper)
 
 
-def live_launchers() -> list[Launcher]:
-    """The launchers of this process that may have attempts running (for interrupts)."""
+def live_templates() -> list[ForkTemplate]:
+    """The fork templates of this process that may have attempts running (for interrupts)."""
     with _warden_lock:
         found = [_warden] if _warden is not None and _warden.owner == os.getpid() else []
     return found + [la for la in list(_templates) if la.owner == os.getpid()]

@@ -1,4 +1,4 @@
-"""The pre-forking launcher: forked attempts behave as spawned ones, verdict for verdict."""
+"""The fork template (``--launcher fork``): forked attempts behave as spawned ones, verdict for verdict."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import UsageError
-from killdrill.process.launcher import Launcher, python_target
+from killdrill.process.forks import ForkTemplate, python_target
 
 AGENTS = Path(__file__).parents[1] / "agents" / "basic"
 PY = sys.executable
@@ -49,11 +49,11 @@ def test_forked_child_is_set_up_as_a_fresh_process(tmp_path: Path) -> None:
         " random.random())\n"
         "sys.exit(7)\n"
     )
-    with Launcher(PY, preload=["json"]) as launcher:
+    with ForkTemplate(PY, preload=["json"]) as template:
         outs = []
         for i in range(2):
             out = tmp_path / f"out{i}"
-            child = launcher.spawn(
+            child = template.spawn(
                 [PY, str(script), "a", "b"],
                 env={"PROBE": "yes"},
                 cwd=str(tmp_path),
@@ -74,10 +74,10 @@ def test_fork_needs_a_python_command(tmp_path: Path) -> None:
         Drill(["/bin/sh", "-c", "true"], DrillOptions(root=tmp_path, launcher="fork"))
 
 
-def _ahead(launcher: Launcher) -> list[int]:
+def _ahead(template: ForkTemplate) -> list[int]:
     """The agents forked ahead: children of the template's idle keeper."""
-    template = psutil.Process(launcher._proc.pid)  # type: ignore[union-attr]
-    return [c.pid for keeper in template.children() for c in keeper.children()]
+    process = psutil.Process(template._proc.pid)  # type: ignore[union-attr]
+    return [c.pid for keeper in process.children() for c in keeper.children()]
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -96,9 +96,9 @@ def test_an_attempt_starts_in_the_agent_forked_ahead(tmp_path: Path) -> None:
         "import os, sys\nprint(os.getpid(), os.getcwd(), os.environ.get('PROBE'))\nsys.exit(3)\n"
     )
 
-    def run(launcher: Launcher, argv: list[str], i: int, exec_: bool = False) -> tuple[int, list[str]]:
+    def run(template: ForkTemplate, argv: list[str], i: int, exec_: bool = False) -> tuple[int, list[str]]:
         out = tmp_path / f"out{i}"
-        child = launcher.spawn(
+        child = template.spawn(
             argv,
             env={"PROBE": str(i)},
             cwd=str(tmp_path),
@@ -109,28 +109,28 @@ def test_an_attempt_starts_in_the_agent_forked_ahead(tmp_path: Path) -> None:
         code = child.wait(timeout=10)
         return code, [str(child.pid), *out.read_text().split()[1:]] if code == 3 else []
 
-    with Launcher(PY, preload=["json"]) as launcher:
-        assert run(launcher, [PY, str(script)], 0)[0] == 3
-        _wait_for(lambda: len(_ahead(launcher)) == 1)
-        [waiting] = _ahead(launcher)
-        code, seen = run(launcher, [PY, str(script)], 1)
+    with ForkTemplate(PY, preload=["json"]) as template:
+        assert run(template, [PY, str(script)], 0)[0] == 3
+        _wait_for(lambda: len(_ahead(template)) == 1)
+        [waiting] = _ahead(template)
+        code, seen = run(template, [PY, str(script)], 1)
         assert (code, seen) == (3, [str(waiting), str(tmp_path), "1"])  # it ran in the one forked ahead
-        _wait_for(lambda: len(_ahead(launcher)) == 1)
-        [killed] = _ahead(launcher)
+        _wait_for(lambda: len(_ahead(template)) == 1)
+        [killed] = _ahead(template)
         os.kill(killed, signal.SIGKILL)
-        code, seen = run(launcher, [PY, str(script)], 2)
+        code, seen = run(template, [PY, str(script)], 2)
         assert code == 3 and seen[0] != str(killed) and seen[1:] == [str(tmp_path), "2"]
         # killed as it is given its spec (stopped, so the spec reaches its pipe, then killed):
         # before, its silence read as "set up" and the attempt was the dead one (exit -9)
-        _wait_for(lambda: len(_ahead(launcher)) == 1)
-        [stopped] = _ahead(launcher)
+        _wait_for(lambda: len(_ahead(template)) == 1)
+        [stopped] = _ahead(template)
         os.kill(stopped, signal.SIGSTOP)
         threading.Timer(0.3, os.kill, (stopped, signal.SIGKILL)).start()
-        code, seen = run(launcher, [PY, str(script)], 4)
+        code, seen = run(template, [PY, str(script)], 4)
         assert code == 3 and seen[0] != str(stopped) and seen[1:] == [str(tmp_path), "4"]
-        _wait_for(lambda: len(_ahead(launcher)) == 1)
-        [discarded] = _ahead(launcher)
-        code, _ = run(launcher, ["/bin/sh", "-c", "exit 3"], 3, exec_=True)  # spawned, not forked
+        _wait_for(lambda: len(_ahead(template)) == 1)
+        [discarded] = _ahead(template)
+        code, _ = run(template, ["/bin/sh", "-c", "exit 3"], 3, exec_=True)  # spawned, not forked
         assert code == 3
         _wait_for(lambda: not psutil.pid_exists(discarded) or psutil.Process(discarded).status() == "zombie")
-        _wait_for(lambda: _ahead(launcher) == [])  # and the next spare forks none
+        _wait_for(lambda: _ahead(template) == [])  # and the next spare forks none

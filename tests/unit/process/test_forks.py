@@ -1,4 +1,4 @@
-"""The launcher's socket has no reader thread: whoever waits reads for everyone.
+"""A fork template's socket has no reader thread: whoever waits reads for everyone.
 
 Real templates and real attempts: what must hold is that no message is lost or taken by the
 wrong waiter when several threads spawn and wait at once, and that a dead template is noticed
@@ -18,15 +18,15 @@ import psutil
 import pytest
 
 from killdrill.process import containment
-from killdrill.process.launcher import Launcher, LaunchError
+from killdrill.process.forks import ForkTemplate, TemplateError
 
 pytestmark = pytest.mark.skipif(not containment.supported(), reason="keepers need Linux prctl")
 ENV = dict(os.environ)
 
 
 @pytest.fixture()
-def launcher() -> Launcher:
-    with Launcher(sys.executable, preload=(), env=ENV) as la:
+def template() -> ForkTemplate:
+    with ForkTemplate(sys.executable, preload=(), env=ENV) as la:
         yield la
 
 
@@ -37,7 +37,7 @@ def _exits_with(tmp_path: Path, code: int, sleep_s: float) -> list[str]:
 
 
 def test_threads_spawning_and_waiting_at_once_each_get_their_own_exit(
-    launcher: Launcher, tmp_path: Path
+    template: ForkTemplate, tmp_path: Path
 ) -> None:
     got: dict[int, list[int]] = {}
     errors: list[BaseException] = []
@@ -49,7 +49,7 @@ def test_threads_spawning_and_waiting_at_once_each_get_their_own_exit(
                 code = 10 * t + i
                 argv = _exits_with(tmp_path, code, 0.001 * ((t * 7 + i * 3) % 5))
                 out = str(tmp_path / f"{code}.out")
-                proc = launcher.spawn(
+                proc = template.spawn(
                     argv, env=dict(os.environ), cwd=None, stdout=out, stderr=out, exec_=i % 2 == 0
                 )
                 codes.append(proc.wait(timeout=30))
@@ -67,29 +67,29 @@ def test_threads_spawning_and_waiting_at_once_each_get_their_own_exit(
 
 
 def test_a_killed_template_is_noticed_by_a_waiter_and_by_the_pool_that_asks(
-    launcher: Launcher, tmp_path: Path
+    template: ForkTemplate, tmp_path: Path
 ) -> None:
     out = str(tmp_path / "out")
-    proc = launcher.spawn(
+    proc = template.spawn(
         _exits_with(tmp_path, 0, 30), env=dict(os.environ), cwd=None, stdout=out, stderr=out
     )
-    assert not launcher.dead
-    assert launcher._proc is not None
-    threading.Timer(0.2, os.kill, (launcher._proc.pid, signal.SIGKILL)).start()
+    assert not template.dead
+    assert template._proc is not None
+    threading.Timer(0.2, os.kill, (template._proc.pid, signal.SIGKILL)).start()
     t0 = time.monotonic()
-    with pytest.raises(LaunchError, match="template died"):
+    with pytest.raises(TemplateError, match="template died"):
         proc.wait(timeout=10)
     assert time.monotonic() - t0 < 5
-    assert launcher.dead
+    assert template.dead
 
 
-def test_dead_is_seen_without_anyone_waiting(launcher: Launcher) -> None:
-    assert launcher._proc is not None
-    os.kill(launcher._proc.pid, signal.SIGKILL)
+def test_dead_is_seen_without_anyone_waiting(template: ForkTemplate) -> None:
+    assert template._proc is not None
+    os.kill(template._proc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while not launcher.dead and time.monotonic() < deadline:
+    while not template.dead and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert launcher.dead
+    assert template.dead
 
 
 class _Interrupt(Exception):
@@ -97,12 +97,12 @@ class _Interrupt(Exception):
 
 
 def test_a_wait_interrupted_mid_read_hangs_up_and_the_template_kills_the_attempt(
-    launcher: Launcher, tmp_path: Path
+    template: ForkTemplate, tmp_path: Path
 ) -> None:
-    """Ctrl-C while waiting: the waiter may have read part of a line, so the launcher trusts
+    """Ctrl-C while waiting: the waiter may have read part of a line, so the template trusts
     nothing more; it hangs up, and the template kills every attempt (nothing runs untracked)."""
     out = str(tmp_path / "out")
-    proc = launcher.spawn(_exits_with(tmp_path, 0, 30), env=ENV, cwd=None, stdout=out, stderr=out)
+    proc = template.spawn(_exits_with(tmp_path, 0, 30), env=ENV, cwd=None, stdout=out, stderr=out)
     agent = psutil.Process(proc.pid)
 
     def interrupt(*_: object) -> None:
@@ -116,7 +116,7 @@ def test_a_wait_interrupted_mid_read_hangs_up_and_the_template_kills_the_attempt
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-    assert launcher.dead
+    assert template.dead
     agent.wait(timeout=5)  # killed by its keeper when the template saw the hang-up
-    with pytest.raises(LaunchError):
+    with pytest.raises(TemplateError):
         proc.wait(timeout=1)
