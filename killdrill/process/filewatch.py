@@ -17,6 +17,7 @@ import ctypes
 import os
 import struct
 import sys
+import weakref
 from collections.abc import Callable
 
 __all__ = ["FileWatch"]
@@ -53,6 +54,7 @@ class FileWatch:
     def __init__(self, libc: ctypes.CDLL, fd: int) -> None:
         self._libc = libc
         self._fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)  # a watch dropped unclosed frees its fd
         self._paths: dict[int, str] = {}  # watch descriptor -> path
         self._actions: dict[str, list[Callable[[], None]]] = {}  # path -> what a write to it calls
 
@@ -125,8 +127,7 @@ class FileWatch:
                     action()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._closer()
+        self._fd = -1
         self._paths.clear()
         self._actions.clear()
