@@ -28,7 +28,9 @@ def test_the_ports_a_process_listens_on() -> None:
     assert listening(2**22 + 7) == set()  # no such process
 
 
-def test_a_log_probe_reads_only_what_was_appended_and_sees_a_line_split_between_writes(tmp_path: Path) -> None:
+def test_a_log_probe_reads_only_what_was_appended_and_finds_a_line_split_between_writes(
+    tmp_path: Path,
+) -> None:
     out, err = tmp_path / "out", tmp_path / "err"
     out.write_bytes(b"starting\n")
     probe = Probe("log:server is up", str(out), str(err))  # stderr not written yet
