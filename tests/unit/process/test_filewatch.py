@@ -120,7 +120,6 @@ def test_the_supervisor_runs_a_watched_fds_action_on_its_loop(tmp_path: Path) ->
     assert attempt.killed_at == "watched"
 
 
-
 def test_a_watch_dropped_unclosed_frees_its_fd() -> None:
     w = FileWatch.open()
     assert w is not None
