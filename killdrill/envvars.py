@@ -37,6 +37,7 @@ __all__ = [
     "INTEGRATIONS",
     "KILL_GATE",
     "LEDGER",
+    "LISTEN_MARK",
     "PREFIX",
     "PROCESS",
     "PROXY_PREFIX",
@@ -126,6 +127,13 @@ REPLICA = "KILLDRILL_REPLICA"
 ANSWERS = "KILLDRILL_ANSWERS"
 """Set by the drill with ``--answer``; read by ``integrations._answers``.  A JSON list of the answers'
 texts, in order."""
+
+LISTEN_MARK = "KILLDRILL_LISTEN_MARK"
+"""Set by a deployment (``drill.deployment``) in a service probed on a port (``tcp:``,
+``http://``) where it can watch files; read by the bootstrap (``integrations._bootstrap``), which
+then appends ``PID PORT`` to this file at each ``socket.listen()`` of the service's Python
+processes, so the harness tries the probe the moment a port opens, not on its next timer.  A path
+in the case's state folder; the file exists before the launch (the bootstrap never creates it)."""
 
 # --- marks between the harness's own processes ----------------------------------------------
 

@@ -19,16 +19,17 @@ from dataclasses import dataclass, field, replace
 
 from killdrill import envvars
 from killdrill.drill.env import last_line
+from killdrill.drill.service_watch import HeldWork, ServiceWatch
 from killdrill.drill.topology import DRIVER, Process
 from killdrill.errors import HarnessError, UsageError
 from killdrill.faults.aimed import Aimed
 from killdrill.faults.kinds import Batch, Scene
-from killdrill.integrations import unfinished, without_work
+from killdrill.integrations import without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
 from killdrill.process.nemesis import AtPoints, Nemesis, Stage
-from killdrill.process.readiness import listening, probed_port, ready
+from killdrill.process.readiness import listening, probed_port
 from killdrill.process.reaping import kill_tree, tail
 from killdrill.records import (
     DRAINED,
@@ -87,7 +88,13 @@ def aims_at(fault: Fault, name: str) -> bool:
 class DeploymentCase(Nemesis):
     """One deployment case on its supervisor: the case's orchestration (readiness, the driver's
     start and re-runs, a killed service's restart, the settling and the end) and the schedule's
-    kills aimed at whichever process reaches them, all through the nemesis protocol."""
+    kills aimed at whichever process reaches them, all through the nemesis protocol.
+
+    A service's readiness and the work lines of the settling are noticed as they are written
+    (``drill.service_watch``); ``poll_s`` is the fallback timer's interval, for what no watched
+    write tells (a test sets it high: only a write could then be noticed in time)."""
+
+    poll_s = _POLL_S
 
     def __init__(
         self,
@@ -120,7 +127,10 @@ class DeploymentCase(Nemesis):
         self.number = 0
         self.driver_runs = 0
         self.ending = False
-        self.waiting: list[Running] = []  # services not ready yet (their first start)
+        self.waiting: list[Running] = []  # every service's first start, the driver started once all are ready
+        self.watch = ServiceWatch()
+        self.watch.on_ready.append(lambda run: self._drive_if_ready())
+        self.ticking = False  # the fallback timer is set
         self.deadline = 0.0
         self.driver: LaunchSpec | None = None
         # occurrences of a point in a service (all its replicas and restarts), since the last fault
@@ -128,6 +138,7 @@ class DeploymentCase(Nemesis):
         self.elsewhere: dict[int, float] = {}  # id(spec) -> since when it listens off its probe's port
         self.settling: float | None = None  # when the driver finished, while services finish their work
         self.settled: dict[int, tuple[Running, list[str]]] = {}  # id(spec) -> the work waited for
+        self.work = HeldWork(self.watch, lambda: self._settle(timer=False))
 
     # ---- the plan of the case: one step, the whole case ----------------------------------------
     def step(self, number: int) -> Batch:
@@ -157,10 +168,26 @@ class DeploymentCase(Nemesis):
         # every process waits (or sends one way: its spec says so when no fault aims at it)
         return AtPoints.WAIT
 
+    def setup(self, stage: Stage) -> None:
+        super().setup(stage)
+        self.watch.setup(stage)
+
+    def teardown(self) -> None:
+        self.watch.close()
+
     def begin(self) -> None:
         """The services are started: wait for them to be ready, then start the driver."""
+        sup = self.supervisor
+        assert sup is not None
         self.deadline = time.monotonic() + self.ready_timeout
-        self._poll_ready()
+        self.waiting = list(sup.running)  # the driver is deferred: every service, its first start
+        self._tick()
+
+    def on_start(self, run: Running) -> None:
+        process = self.names[id(run.spec)]
+        if process.name != DRIVER:
+            self.watch.start(run, process.ready)
+            self._ticks()
 
     def _spec(self, process: Process) -> LaunchSpec:
         self.number += 1
@@ -169,6 +196,8 @@ class DeploymentCase(Nemesis):
             spec.timeout_s = 365 * 86400.0  # a service runs as long as the driver needs it
         if not any(aims_at(f, process.name) for f in self.faults):
             spec.env = {**spec.env, envvars.WAIT_AT: "[]"}  # no fault for it: every point one way
+        if process.name != DRIVER:
+            self.watch.prepare(spec, process.ready)
         self.names[id(spec)] = process
         return spec
 
@@ -177,30 +206,46 @@ class DeploymentCase(Nemesis):
         return self.faults[0] if self.faults else None
 
     # ---- readiness ---------------------------------------------------------------------------
-    def _poll_ready(self) -> None:
-        sup = self.supervisor
-        assert sup is not None and self.driver is not None
+    def _tick(self) -> None:
+        """The fallback timer: every probe not passed yet tried (what no watched write told);
+        before the driver's start, the services' ports and the deadline checked."""
+        self.ticking = False
         if self.ending:
             return
-        if not self.waiting and self.driver_runs == 0:
-            self.waiting = [r for r in sup.running if self.names[id(r.spec)].ready is not None]
-        self.waiting = [r for r in self.waiting if not self._ready(r)]
-        for run in self.waiting:
-            self._listens_elsewhere(run)
-        if not self.waiting:
-            first = min((r.started for r in sup.running), default=time.monotonic())
-            self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
-            self._start(self.driver)
+        self.watch.tick()
+        self._drive_if_ready()
+        if self.driver_runs == 0:
+            waiting = [r for r in self.waiting if id(r.spec) not in self.watch.noticed]
+            for run in waiting:
+                self._listens_elsewhere(run)
+            if waiting and time.monotonic() > self.deadline:
+                run = waiting[0]
+                self._end()
+                err = _last(run) or "(no stderr)"
+                raise HarnessError(
+                    f"service {self._name(run)} never became ready ({self.names[id(run.spec)].ready})"
+                    f" within {self.ready_timeout:g}s; its stderr ends with: {err}"
+                )
+        if self.driver_runs == 0 or self.watch.pending:
+            self._ticks()
+
+    def _ticks(self) -> None:
+        sup = self.supervisor
+        if sup is not None and not self.ticking and not self.ending:
+            self.ticking = True
+            sup.at(self.poll_s, self._tick)
+
+    def _drive_if_ready(self) -> None:
+        """Every service's first start noticed ready: the driver starts."""
+        sup = self.supervisor
+        assert sup is not None and self.driver is not None
+        if self.ending or self.driver_runs or not self.deadline:
             return
-        if time.monotonic() > self.deadline:
-            run = self.waiting[0]
-            self._end()
-            err = _last(run) or "(no stderr)"
-            raise HarnessError(
-                f"service {self._name(run)} never became ready ({self.names[id(run.spec)].ready}) within"
-                f" {self.ready_timeout:g}s; its stderr ends with: {err}"
-            )
-        sup.at(_POLL_S, self._poll_ready)
+        if any(id(r.spec) not in self.watch.noticed for r in self.waiting):
+            return
+        first = min((r.started for r in sup.running), default=time.monotonic())
+        self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
+        self._start(self.driver)
 
     def _listens_elsewhere(self, run: Running) -> None:
         """A service up and listening, but not on the port its probe knocks on (for
@@ -222,8 +267,7 @@ class DeploymentCase(Nemesis):
         )
 
     def _ready(self, run: Running) -> bool:
-        probe = self.names[id(run.spec)].ready
-        return probe is None or ready(probe, run.spec.stdout_path, run.spec.stderr_path)
+        return self.names[id(run.spec)].ready is None or self.watch.attempt(run)
 
     # ---- the nemesis's protocol --------------------------------------------------------------
     def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
@@ -247,6 +291,7 @@ class DeploymentCase(Nemesis):
         if self.ending:
             return
         process = self.names[id(run.spec)]
+        self.watch.gone(run)
         rc = run.returncode
         killed = id(run.spec) in self.fired and run.outcome == KILLED
         if process.name == DRIVER:
@@ -266,7 +311,7 @@ class DeploymentCase(Nemesis):
             assert sup is not None
             sup.at(self.restart_delay, lambda: self._restart(process))
             return
-        if any(r is run for r in self.waiting) or self.driver_runs == 0:
+        if self.driver_runs == 0:
             self._end()
             err = "; ".join(run.errors) or _last(run) or "(no stderr)"
             raise HarnessError(
@@ -291,6 +336,9 @@ class DeploymentCase(Nemesis):
     def ready(self, run: Running) -> bool:
         return run.alive and self._ready(run)
 
+    def when_ready(self, action: Callable[[], None]) -> None:
+        self.watch.on_ready.append(lambda run: action())
+
     def kill(self, run: Running, label: str) -> None:
         sup = self.supervisor
         assert sup is not None
@@ -299,10 +347,12 @@ class DeploymentCase(Nemesis):
         sup.kill(run, label)
 
     # ---- the case's end ------------------------------------------------------------------------
-    def _settle(self) -> None:
+    def _settle(self, timer: bool = True) -> None:
         """The driver is done: the services finish the work they said they hold (a workflow a
         restarted service recovered, ``integrations._work``) before the case ends, so the verdict
-        never depends on whether the runtime got to it before the driver finished."""
+        never depends on whether the runtime got to it before the driver finished.  Checked as a
+        service's stderr is written (``timer`` False: only when a work line came) and on the
+        fallback timer."""
         sup = self.supervisor
         assert sup is not None
         if self.ending:
@@ -310,10 +360,16 @@ class DeploymentCase(Nemesis):
         now = time.monotonic()
         if self.settling is None:
             self.settling = now
-        held = self._held()
+        services = [r for r in sup.running if self.names[id(r.spec)].name != DRIVER]
+        if not self.work.read(services) and not timer:
+            return
+        held = self.work.held(services)  # their unfinished work, done in any process of the case
+        for run, works in held:
+            self.settled.setdefault(id(run.spec), (run, works))
         waited = now - self.settling
         if held and waited < self.ready_timeout:
-            sup.at(_POLL_S, self._settle)
+            if timer:
+                sup.at(self.poll_s, self._settle)
             return
         for run, works in held:
             run.notes.append(
@@ -327,22 +383,6 @@ class DeploymentCase(Nemesis):
                     f" process finished {', '.join(works)} it held"
                 )
         self._end()
-
-    def _held(self) -> list[tuple[Running, list[str]]]:
-        """The live services' unfinished work, per process (done in any process of the case)."""
-        sup = self.supervisor
-        assert sup is not None
-        services = [r for r in sup.running if self.names[id(r.spec)].name != DRIVER]
-        texts = {id(r.spec): _text(r.spec.stderr_path) for r in services}
-        everywhere = "".join(texts.values())
-        out: list[tuple[Running, list[str]]] = []
-        for r in services:
-            left = unfinished(texts[id(r.spec)], everywhere) if r.alive else {}
-            works = [f"{name or 'work'} {run}" for run, name in left.items()]
-            if works:
-                out.append((r, works))
-                self.settled.setdefault(id(r.spec), (r, works))
-        return out
 
     # ---- internals -----------------------------------------------------------------------------
     def _restart(self, process: Process) -> None:
@@ -429,14 +469,6 @@ class DeploymentCase(Nemesis):
 def _last(run: Running) -> str:
     """The last line of ``run``'s stderr, its own (not the harness's work lines)."""
     return last_line(without_work(tail(run.spec.stderr_path)))
-
-
-def _text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def ended(rc: int | None) -> str:

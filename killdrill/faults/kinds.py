@@ -45,6 +45,11 @@ class Targets(Protocol):
         """Does ``run`` pass its process's readiness probe (``--ready``, or its ``{port}``)?"""
         ...
 
+    def when_ready(self, action: Callable[[], None]) -> None:
+        """Call ``action`` each time a launch of the case is noticed ready (its probe passed: as
+        its files or its port's listen are written, or on the case's fallback timer)."""
+        ...
+
     def kill(self, run: Running, label: str) -> None:
         """Kill ``run``'s tree as a fault does, recorded at ``label``: a killed service is started
         again after ``--restart-delay``, a killed driver re-run (its resume)."""

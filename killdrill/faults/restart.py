@@ -49,19 +49,21 @@ class Restart(AtTrigger):
         gone = {id(v.spec) for v in victims}
         trigger.notes.append(f"{target} killed and restarted here ({self.fault})")
         what = f"service {target} ({names}) killed when {where} was reached"
-        self._watch(target, gone, what, time.monotonic())
+        since = time.monotonic()
+        self.watching = what
+        self.targets.when_ready(lambda: self._back(target, gone, what, since))
 
-    def _watch(self, target: str, gone: set[int], what: str, since: float) -> None:
-        """Note when the service is back: a new launch of it passing its readiness probe."""
+    def _back(self, target: str, gone: set[int], what: str, since: float) -> None:
+        """A launch was noticed ready: is the service back (every new launch of it ready)?  Said
+        once (asking a replica may notice it, and call this again)."""
+        if self.watching != what:
+            return
         fresh = [r for r in self.targets.launches(target) if id(r.spec) not in gone]
-        if fresh and all(self.targets.ready(r) for r in fresh):
+        if fresh and all(self.targets.ready(r) for r in fresh) and self.watching == what:
             down_ms = (time.monotonic() - since) * 1000.0
             back = ", ".join(f"attempt {r.spec.number}" for r in fresh)
             self.said.append(f"{what}; ready again ({back}) {down_ms:.0f} ms later")
             self.watching = None
-            return
-        self.watching = what
-        self.bound().at(0.05, lambda: self._watch(target, gone, what, since))
 
     def teardown(self) -> None:
         if self.watching is not None:

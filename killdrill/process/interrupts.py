@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["Interrupted", "last_signal", "signals_raise"]
+__all__ = ["Interrupted", "last_signal", "signals_raise", "terminate_as_exception"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -90,3 +90,17 @@ def signals_raise(
         for sig in ours:
             handler = previous[sig]
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def terminate_as_exception() -> Iterator[None]:
+    """While a supervisor's attempts run, turn a default-handled SIGTERM into SystemExit(143)
+    raised here, so every ``finally`` (killing the attempts' trees) runs.  Only from the main
+    thread and only when nobody installed their own handler (the CLI and the chaos job do)."""
+    with signals_raise(signals=(signal.SIGTERM,), only_default=True) as ours:
+        try:
+            yield
+        except Interrupted as stop:
+            if not ours:  # the CLI's or the chaos job's: theirs to handle
+                raise
+            raise SystemExit(stop.code) from None

@@ -53,8 +53,8 @@ def fault_armed_at(run: Running, event: TraceEvent) -> bool:
 
 
 class Stage(Protocol):
-    """What a nemesis may do through the supervisor running it (its loop's start, answer, kill
-    and timers); a stand-in with these members drives a nemesis in a unit test."""
+    """What a nemesis may do through the supervisor running it (its loop's start, answer, kill,
+    timers and watched fds); a stand-in with these members drives a nemesis in a unit test."""
 
     @property
     def running(self) -> list[Running]:
@@ -75,6 +75,15 @@ class Stage(Protocol):
 
     def at(self, delay_s: float, action: Callable[[], None]) -> None:
         """Run ``action`` on the loop after ``delay_s`` seconds (a nemesis's timers)."""
+        ...
+
+    def watch(self, fd: int, action: Callable[[], None]) -> None:
+        """Run ``action`` on the loop whenever ``fd`` is readable (a file written: an inotify fd),
+        until ``unwatch`` or the loop's end; the fd stays the nemesis's to close (``teardown``)."""
+        ...
+
+    def unwatch(self, fd: int) -> None:
+        """Stop watching ``fd`` (unknown: nothing)."""
         ...
 
 

@@ -4,6 +4,7 @@ servers and task workers commonly log to stderr).  Each probe is short: the supe
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import socket
 import urllib.error
@@ -16,13 +17,66 @@ _PROBE_S = 0.2
 
 def ready(spec: str, stdout_path: str, stderr_path: str) -> bool:
     """Does the service with these log files pass the readiness ``spec``?"""
-    if spec.startswith("tcp:"):
-        return accepts(int(spec[4:]))
-    if spec.startswith(("http://", "https://")):
-        return _answers(spec)
-    if spec.startswith("log:"):
-        return any(_holds(path, spec[4:]) for path in (stdout_path, stderr_path))
-    raise ValueError(f"unknown readiness probe {spec!r}")
+    return Probe(spec, stdout_path, stderr_path)()
+
+
+class Probe:
+    """One launch's readiness probe, tried as often as its caller likes (on a timer, at each write
+    to its files): once passed it stays passed, and a ``log:`` probe reads only what the files
+    gained since its last try, never a whole log again."""
+
+    def __init__(self, spec: str, stdout_path: str, stderr_path: str) -> None:
+        if not spec.startswith(("tcp:", "http://", "https://", "log:")):
+            raise ValueError(f"unknown readiness probe {spec!r}")
+        self.spec = spec
+        self.text = spec[4:].encode() if spec.startswith("log:") else b""
+        self.logs = [Appended(p) for p in (stdout_path, stderr_path)] if spec.startswith("log:") else []
+        self.carry = [b"", b""]  # each log's last bytes, a line split between two reads
+        self.passed = False
+
+    def __call__(self) -> bool:
+        if not self.passed:
+            if self.spec.startswith("tcp:"):
+                self.passed = accepts(int(self.spec[4:]))
+            elif self.logs:
+                self.passed = any(self._holds(i) for i in range(len(self.logs)))
+            else:
+                self.passed = _answers(self.spec)
+        return self.passed
+
+    def _holds(self, i: int) -> bool:
+        data = self.carry[i] + self.logs[i].read()
+        keep = len(self.text) - 1
+        self.carry[i] = data[-keep:] if keep > 0 else b""
+        return self.text in data if self.text else self.logs[i].exists
+
+
+class Appended:
+    """A log file read from where the last read stopped: what its writer appended since (a file
+    truncated or replaced since is read again from its start)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self.exists = False
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def read(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                self.exists = True
+                if f.seek(0, 2) < self.offset:
+                    self.offset = 0
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return b""
+        self.offset += len(data)
+        return data
+
+    def text(self) -> str:
+        """What was appended since, decoded (a character split between two reads is whole once)."""
+        return self._decoder.decode(self.read())
 
 
 def check(spec: str) -> str | None:
@@ -55,12 +109,6 @@ def _answers(url: str) -> bool:
         return 200 <= exc.code < 400
     except (OSError, ValueError):
         return False
-
-
-def _holds(path: str, text: str) -> bool:
-    with contextlib.suppress(OSError), open(path, "rb") as f:
-        return text.encode() in f.read()
-    return False
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ import selectors
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from killdrill import envvars
@@ -23,7 +23,7 @@ from killdrill.process.attempts import Running as Running
 from killdrill.process.control import BoundaryMessage, Connection, ControlListener, ProtocolViolation
 from killdrill.process.forks import TemplateError, live_templates, warden
 from killdrill.process.interrupts import Interrupted as Interrupted
-from killdrill.process.interrupts import last_signal, signals_raise
+from killdrill.process.interrupts import last_signal, terminate_as_exception
 from killdrill.process.nemesis import AtPoints, Nemesis
 from killdrill.process.reaping import kill_tree as kill_tree
 from killdrill.process.reaping import sweep as sweep
@@ -118,7 +118,7 @@ class Supervisor:
         with _active_lock:
             _active.add(self)
         try:
-            with _terminate_as_exception():
+            with terminate_as_exception():
                 for fault in self.faults:
                     fault.setup(self)
                 for spec in specs:
@@ -275,6 +275,17 @@ class Supervisor:
         """Run ``action`` on the event loop after ``delay_s`` seconds."""
         heapq.heappush(self._timers, (time.monotonic() + delay_s, next(self._seq), action))
 
+    def watch(self, fd: int, action: Callable[[], None]) -> None:
+        """Run ``action`` on the event loop whenever ``fd`` is readable (a nemesis's own events:
+        a file written), until ``unwatch`` or the end of the run (the fd stays the caller's)."""
+        assert self._selector is not None
+        self._selector.register(fd, selectors.EVENT_READ, action)
+
+    def unwatch(self, fd: int) -> None:
+        if self._selector is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(fd)
+
     def _loop(self) -> None:
         # Every boundary of every attempt passes through here: the armed round trip's harness half.
         assert self._selector is not None
@@ -296,6 +307,9 @@ class Supervisor:
             if unwatched:
                 wait = min(wait, 0.005)
             for key, _ in select(max(0.0, min(wait, 1.0))):
+                if callable(key.data):  # a watched fd (watch)
+                    key.data()
+                    continue
                 listener, obj = key.data
                 if listener is None:
                     self._reap(obj, block=True)
@@ -449,20 +463,6 @@ class Supervisor:
             stderr_tail=without_work(tail(spec.stderr_path)),
             notes=tuple(notes + run.errors),
         )
-
-
-@contextlib.contextmanager
-def _terminate_as_exception() -> Iterator[None]:
-    """While attempts run, turn a default-handled SIGTERM into SystemExit(143) raised here, so
-    every ``finally`` (killing the attempts' trees) runs.  Only from the main thread and only when
-    nobody installed their own handler (the CLI and the chaos job do)."""
-    with signals_raise(signals=(signal.SIGTERM,), only_default=True) as ours:
-        try:
-            yield
-        except Interrupted as stop:
-            if not ours:  # the CLI's or the chaos job's: theirs to handle
-                raise
-            raise SystemExit(stop.code) from None
 
 
 def _traced(run: Running, msg: BoundaryMessage) -> TraceEvent:

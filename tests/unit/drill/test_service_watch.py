@@ -1,0 +1,68 @@
+"""A deployment's services watched as they write: a service probed on a port gets its listen mark
+and the bootstrap; the work lines of the settling are read whole, once each, from where the last
+read stopped, and a work line split between two writes counts once it is whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from killdrill import envvars
+from killdrill.drill.env import bootstrap_dir
+from killdrill.drill.service_watch import HeldWork, ServiceWatch, listen_mark
+from killdrill.process.attempts import LaunchSpec
+
+
+def _spec(tmp_path: Path, number: int, env: dict[str, str] | None = None) -> LaunchSpec:
+    return LaunchSpec(
+        argv=["svc"], env=env or {}, cwd=None, stdout_path=str(tmp_path / f"attempt-{number}.stdout"),
+        stderr_path=str(tmp_path / f"attempt-{number}.stderr"), number=number, kill=None, timeout_s=1,
+    )  # fmt: skip
+
+
+def test_a_service_probed_on_a_port_gets_its_listen_mark_and_the_bootstrap(tmp_path: Path) -> None:
+    watch = ServiceWatch()
+    if watch.files is None:
+        pytest.skip("no inotify: nothing to prepare, the timer notices alone")
+    try:
+        port, log = _spec(tmp_path, 2, {"PYTHONPATH": "/theirs"}), _spec(tmp_path, 3)
+        none = _spec(tmp_path, 4)
+        watch.prepare(port, "tcp:8123")
+        watch.prepare(log, "log:up")
+        watch.prepare(none, None)
+    finally:
+        watch.close()
+    assert port.env[envvars.LISTEN_MARK] == listen_mark(port) == str(tmp_path / "attempt-2.listen")
+    assert port.env["PYTHONPATH"] == f"{bootstrap_dir()}:/theirs"
+    assert Path(listen_mark(port)).exists() and Path(port.stderr_path).exists()  # watched from the start
+    assert envvars.LISTEN_MARK not in log.env and Path(log.stdout_path).exists()  # no port: no mark
+    assert not Path(none.stdout_path).exists()  # no probe: ready at its start, nothing watched
+
+
+def _service(tmp_path: Path, number: int) -> Any:
+    return SimpleNamespace(spec=_spec(tmp_path, number), alive=True)
+
+
+def test_the_work_lines_are_read_whole_once_each(tmp_path: Path) -> None:
+    watch = ServiceWatch()
+    try:
+        work = HeldWork(watch, lambda: None)
+        a, b = _service(tmp_path, 2), _service(tmp_path, 3)
+        Path(a.spec.stderr_path).write_text("starting\nkilldrill: work pending wf-1 charge\nkilldrill: wo")
+        Path(b.spec.stderr_path).write_text("")
+        assert work.read([a, b])  # a work line came
+        assert [(r is a, works) for r, works in work.held([a, b])] == [(True, ["charge wf-1"])]
+        assert not work.read([a, b])  # nothing new
+        with open(b.spec.stderr_path, "a") as f:
+            f.write("killdrill: work done wf-")
+        assert not work.read([a, b])  # a line begun is not read yet
+        with open(b.spec.stderr_path, "a") as f:
+            f.write("1\nmore output\n")
+        assert work.read([a, b])
+        assert work.held([a, b]) == []  # done in another service counts
+        assert work.texts[id(a.spec)].count("pending wf-1") == 1  # each line read once
+    finally:
+        watch.close()
