@@ -19,7 +19,7 @@ from killdrill.process.attempts import LaunchSpec
 def _spec(tmp_path: Path, number: int, env: dict[str, str] | None = None) -> LaunchSpec:
     return LaunchSpec(
         argv=["svc"], env=env or {}, cwd=None, stdout_path=str(tmp_path / f"attempt-{number}.stdout"),
-        stderr_path=str(tmp_path / f"attempt-{number}.stderr"), number=number, kill=None, timeout_s=1,
+        stderr_path=str(tmp_path / f"attempt-{number}.stderr"), number=number, fault=None, timeout_s=1,
     )  # fmt: skip
 
 

@@ -107,7 +107,7 @@ class _Watcher(Nemesis):
 def test_the_supervisor_runs_a_watched_fds_action_on_its_loop(tmp_path: Path) -> None:
     spec = LaunchSpec(
         argv=["sleep", "30"], env={"PATH": os.environ["PATH"]}, cwd=None,
-        stdout_path=str(tmp_path / "out"), stderr_path=str(tmp_path / "err"), number=1, kill=None,
+        stdout_path=str(tmp_path / "out"), stderr_path=str(tmp_path / "err"), number=1, fault=None,
         timeout_s=30, control_dir=str(tmp_path / "ctl"),
     )  # fmt: skip
     nemesis = _Watcher()
