@@ -40,6 +40,10 @@ def _run_python(spec: dict[str, Any]) -> NoReturn:
         os.environ.clear()
         os.environ.update(spec["env"])
         _forget_temp_dir()
+        if os.environ.get(envvars.LISTEN_MARK):  # a service probed on a port: as the bootstrap does
+            from killdrill.agent.listen_mark import install
+
+            install()
         _show_drill_env(spec)
         import random
 

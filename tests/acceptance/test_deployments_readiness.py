@@ -18,25 +18,33 @@ from killdrill.points import Schedule
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 
 LATE = Path(__file__).parent.parent / "agents" / "deploy" / "late.py"
-DRIVER = [sys.executable, "-c", "pass"]
 FALLBACK_S = 20.0  # the timer alone would start the driver this late
 BOUND_S = 2.0  # far below it, far above a loaded machine's event round trip (a few ms)
 
 
 @pytest.mark.parametrize(
-    ("serve", "ready"),
+    ("serve", "ready", "launcher"),
     [
-        (f"python {LATE} --port {{port}} --when {{workdir}}/when", {}),
-        (f"python {LATE} --line 'late service up' --when {{workdir}}/when", {"api": "log:late service up"}),
+        (f"python {LATE} --port {{port}} --when {{workdir}}/when", {}, "spawn"),
+        (f"python {LATE} --port {{port}} --when {{workdir}}/when", {}, "fork"),  # the template marks it
+        (
+            f"python {LATE} --line 'late service up' --when {{workdir}}/when",
+            {"api": "log:late service up"},
+            "spawn",
+        ),
     ],
-    ids=["tcp", "log"],
+    ids=["tcp", "tcp-forked", "log"],
 )
 def test_the_driver_starts_as_the_service_becomes_ready(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serve: str, ready: dict[str, str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serve: str, ready: dict[str, str], launcher: str
 ) -> None:
     monkeypatch.setattr(DeploymentCase, "poll_s", FALLBACK_S)
-    options = DrillOptions(root=str(tmp_path), serve={"api": serve}, ready=ready, timeout=30)
-    with Drill(DRIVER, options) as drill:
+    driver = tmp_path / "driver.py"
+    driver.write_text("")
+    options = DrillOptions(
+        root=str(tmp_path / "w"), serve={"api": serve}, ready=ready, timeout=30, launcher=launcher
+    )
+    with Drill([sys.executable, str(driver)], options) as drill:
         run = RunContext(drill.setup.workdirs.new("ready"), "ready-1")
         try:
             deployed = drill.setup.deploy(run, Schedule(()), 1)

@@ -10,7 +10,8 @@ patched by an import hook when the agent imports it, never imported here.  With 
 on, the HTTP, SMTP and MCP clients are patched the same way so the runtime context an
 integration sets reaches the served fakes (``killdrill.integrations._wire``).  With
 ``KILLDRILL_LISTEN_MARK`` (a deployment's service probed on a port) each ``socket.listen()``
-leaves a line in that file, so the harness notices the port open as it opens.
+leaves a line in that file (``killdrill.agent.listen_mark``), so the harness notices the port
+open as it opens.
 """
 
 from __future__ import annotations
@@ -116,35 +117,10 @@ class _ImportWatch:
         return None
 
 
-def _mark_listening(path: str) -> None:
-    """Append ``PID PORT`` to ``path`` after each ``socket.listen()`` (``KILLDRILL_LISTEN_MARK``:
-    a deployment's service probed on a port): the harness watches the file and tries the probe
-    at once.  The listen itself is untouched and the mark never raises into the service; a child
-    the service forks inherits it, and a second install (a reload) wraps nothing twice."""
-    import socket
-
-    listen = socket.socket.listen
-    if getattr(listen, "_killdrill_mark", False):
-        return
-
-    def listen_marked(self: socket.socket, *args: int) -> None:
-        listen(self, *args)
-        try:
-            port = self.getsockname()[1] if self.family in (socket.AF_INET, socket.AF_INET6) else 0
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)  # never created here
-            try:
-                os.write(fd, f"{os.getpid()} {port}\n".encode())
-            finally:
-                os.close(fd)
-        except Exception:
-            pass
-
-    listen_marked._killdrill_mark = True  # type: ignore[attr-defined]
-    socket.socket.listen = listen_marked  # type: ignore[method-assign,assignment]
-
-
 if os.environ.get("KILLDRILL_LISTEN_MARK"):
-    _mark_listening(os.environ["KILLDRILL_LISTEN_MARK"])
+    from killdrill.agent.listen_mark import install
+
+    install()
 
 if os.environ.get("KILLDRILL_DETECT"):
     sys.meta_path.insert(0, _ImportWatch())
