@@ -368,8 +368,8 @@ class DrillSetup:
             scene=self.scene(run),
         )
         aborts = exit_aborts(self.options.integrations)
-        case.known_abort = lambda r: bool(r.trace) and any(
-            rule.forgives(r.returncode, r.trace[-1].point) for rule in aborts
+        case.known_abort = lambda r: (
+            bool(r.trace) and any(rule.forgives(r.returncode, r.trace[-1].point) for rule in aborts)
         )
         # the --proxy targets with the case's {port:NAME} filled, for its launches (launch)
         case.scene.extra[UPSTREAMS] = self.topology.upstreams(run.thread, str(run.workdir), ports)

@@ -150,9 +150,7 @@ def test_a_hanging_agent_is_a_hang_within_the_timeout(tmp_path: Path) -> None:
     assert not no_children_left()
 
 
-def test_unknown_point_lists_the_catalogue(
-    opts: DrillOptions, shared_discovery: SharedDiscoveries
-) -> None:
+def test_unknown_point_lists_the_catalogue(opts: DrillOptions, shared_discovery: SharedDiscoveries) -> None:
     with pytest.raises(UnknownPointError) as err:
         shared_discovery(Drill(steps(), opts)).run_case("before:chrage")
     assert "before:chrage" in str(err.value)

@@ -39,8 +39,14 @@ class RecordingSupervisor:
 
 def _run(number: int, kill: str | None = None) -> Running:
     spec = LaunchSpec(
-        argv=["agent"], env={}, cwd=None, stdout_path="", stderr_path="", number=number,
-        fault=parse_fault(kill) if kill else None, timeout_s=10,
+        argv=["agent"],
+        env={},
+        cwd=None,
+        stdout_path="",
+        stderr_path="",
+        number=number,
+        fault=parse_fault(kill) if kill else None,
+        timeout_s=10,
     )
     started = time.monotonic()
     return Running(spec=spec, listener=None, popen=None, started=started, stdout=None, stderr=None)  # type: ignore[arg-type]
@@ -149,7 +155,7 @@ def test_patience_is_at_least_what_the_first_took_to_arrive() -> None:
     barrier, sup, (a, b) = _setup(2)
     a.started = b.started = time.monotonic() - 3.0
     _arrive(barrier, a, "before:claim")
-    (delay, give_up), = sup.timers
+    ((delay, give_up),) = sup.timers
     assert 3.0 <= delay < 4.0
     give_up()
     assert a.notes == [f"barrier at before:claim released after {delay:.3g}s: not every resumer came"]
