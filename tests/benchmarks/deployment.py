@@ -24,6 +24,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +96,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    measured(lambda tmp: bench_deployment(tmp, args.rounds), "deploy", args.json)
+
+
+def measured(
+    bench: Callable[[Path], dict[str, Any]], name: str, json_path: str | None, digits: int = 3
+) -> None:
+    """Run ``bench`` in a temporary folder between two load-average readings; print its figures
+    (and write them to ``json_path``)."""
     figures: dict[str, Any] = {"load_average_at_start": os.getloadavg()[0]}
-    with tempfile.TemporaryDirectory(prefix="killdrill-bench-deploy-") as tmp:
-        figures.update(bench_deployment(Path(tmp), args.rounds))
+    with tempfile.TemporaryDirectory(prefix=f"killdrill-bench-{name}-") as tmp:
+        figures.update(bench(Path(tmp)))
     figures["load_average_at_end"] = os.getloadavg()[0]
-    for name, value in figures.items():
-        print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    for key, value in figures.items():
+        print(f"{key}: {value:.{digits}f}" if isinstance(value, float) else f"{key}: {value}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -20,11 +20,8 @@ Prints the median and the 90th percentile of each, with the machine's load.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -36,6 +33,7 @@ from killdrill.drill.deployment import DeploymentCase
 from killdrill.drill.workdirs import RunContext
 from killdrill.points import Schedule
 from killdrill.process.filewatch import FileWatch
+from tests.benchmarks.deployment import measured
 
 LATE = Path(__file__).resolve().parents[1] / "agents" / "deploy" / "late.py"
 PROBES = {
@@ -112,14 +110,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=4)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    figures: dict[str, Any] = {"load_average_at_start": os.getloadavg()[0]}
-    with tempfile.TemporaryDirectory(prefix="killdrill-bench-ready-") as tmp:
-        figures.update(bench_readiness(Path(tmp), args.rounds, args.cases))
-    figures["load_average_at_end"] = os.getloadavg()[0]
-    for name, value in figures.items():
-        print(f"{name}: {value:.1f}" if isinstance(value, float) else f"{name}: {value}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    measured(lambda tmp: bench_readiness(tmp, args.rounds, args.cases), "ready", args.json, digits=1)
 
 
 if __name__ == "__main__":
