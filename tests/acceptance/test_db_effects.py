@@ -12,6 +12,8 @@ Nothing is left behind in PostgreSQL.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -33,8 +35,9 @@ def effect_db(request: pytest.FixtureRequest) -> str:
     return url
 
 
-def left_schemas(url: str) -> list[str]:
-    """The per-run schemas a drill left in the PostgreSQL database at ``url``."""
+def left_schemas(url: str, pid: int | None = None) -> list[str]:
+    """The per-run schemas a drill left in the PostgreSQL database at ``url`` (``pid``: only those
+    of the harness with that pid, ``kd_fx_PID_*``: other tests' drills share the server)."""
     if not url.startswith("postgresql"):
         return []
     import sqlalchemy as sa
@@ -43,9 +46,18 @@ def left_schemas(url: str) -> list[str]:
     try:
         with engine.connect() as conn:
             names = conn.execute(sa.text("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'kd_fx_%'"))
-            return [n for (n,) in names]
+            return [n for (n,) in names if pid is None or n.startswith(f"kd_fx_{pid}_")]
     finally:
         engine.dispose()
+
+
+def left_by_the_dead(url: str, before: Iterable[str]) -> list[str]:
+    """The schemas that appeared since ``before`` and outlived their harness (a CLI's, whose pid
+    the test does not know): a live harness's are another test's drill, still running."""
+    import psutil
+
+    known = set(before)
+    return [n for n in left_schemas(url) if n not in known and not psutil.pid_exists(int(n.split("_")[2]))]
 
 
 def drill(tmp_path: Path, url: str, *bug: str) -> Drill:
@@ -66,7 +78,7 @@ def test_the_correct_receipt_is_exactly_once_at_every_point(tmp_path: Path, effe
     assert len(result.cases) >= 5
     for case in result.cases:
         assert case.summary["db:receipts"] == {"exactly_once": 1, "duplicated": 0, "lost": 0, "unexpected": 0}
-    assert left_schemas(effect_db) == []
+    assert left_schemas(effect_db, pid=os.getpid()) == []  # the drill ran in this process
 
 
 def test_a_plain_insert_re_run_after_a_kill_is_a_duplicate_receipt(tmp_path: Path, effect_db: str) -> None:
@@ -83,7 +95,7 @@ def test_a_plain_insert_re_run_after_a_kill_is_a_duplicate_receipt(tmp_path: Pat
     text = after.text()
     assert "attempt 2  row {amount: 4200, charge_id: ch_0001, order_id: {thread}}" in text, text
     assert "unique constraint" in v.fix
-    assert left_schemas(effect_db) == []
+    assert left_schemas(effect_db, pid=os.getpid()) == []  # the drill ran in this process
 
 
 def test_a_receipt_without_its_charge_is_a_missing_charge(tmp_path: Path) -> None:
@@ -110,7 +122,11 @@ def test_a_table_the_clean_run_never_made_is_one_line(tmp_path: Path) -> None:
 
 def test_a_sqlite_database_outside_the_workdir_is_refused(tmp_path: Path) -> None:
     with pytest.raises(KilldrillError, match=r"\{workdir\}"):
-        Drill(["python", str(AGENT)], effect_table=["receipts(order_id)"], effect_db=f"sqlite:///{tmp_path}/x.db")
+        Drill(
+            ["python", str(AGENT)],
+            effect_table=["receipts(order_id)"],
+            effect_db=f"sqlite:///{tmp_path}/x.db",
+        )
 
 
 def test_the_pytest_route_spells_the_options_as_marker_keywords(pytester: pytest.Pytester) -> None:
@@ -138,12 +154,14 @@ def test_the_pytest_route_spells_the_options_as_marker_keywords(pytester: pytest
 def test_a_schema_a_killed_drill_left_is_swept_by_the_next(tmp_path: Path, postgres_server_url: str) -> None:
     """A harness SIGKILLed mid-case leaves its run's schema; the next run on the machine drops it
     (its claim has no living owner), and never a schema it did not claim."""
+    import contextlib
     import os
     import signal
     import subprocess
     import sys
     import time
 
+    import psutil
     import sqlalchemy as sa
 
     foreign = "kd_fx_4194305_0123456789"  # another machine's drill on the shared server: no claim here
@@ -164,24 +182,37 @@ def test_a_schema_a_killed_drill_left_is_swept_by_the_next(tmp_path: Path, postg
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+    def ours() -> list[str]:  # this harness's schemas (other tests' drills share the server)
+        return left_schemas(postgres_server_url, pid=harness.pid)
+
+    def in_case() -> bool:  # the case's agent is up (its thread is not a clean run's kd-discovery-*)
+        with contextlib.suppress(psutil.Error):
+            for proc in psutil.Process(harness.pid).children(recursive=True):
+                argv = proc.cmdline()
+                if "--order" in argv and not argv[argv.index("--order") + 1].startswith("kd-discovery-"):
+                    return True
+        return False
+
     try:
-        deadline = time.monotonic() + 120
-        while not [n for n in left_schemas(postgres_server_url) if n != foreign]:
-            assert harness.poll() is None and time.monotonic() < deadline, "the case never made its schema"
-            time.sleep(0.2)
-        time.sleep(1)  # held at before:receipt, in the case (not the clean run)
-    finally:
-        harness.send_signal(signal.SIGKILL)
-        harness.wait()
-    left = [n for n in left_schemas(postgres_server_url) if n != foreign]
-    assert left, "the killed drill left no schema: the test proves nothing"
-    try:
+        try:
+            deadline = time.monotonic() + 120
+            while not (in_case() and ours()):  # its schema is made before its launch
+                assert harness.poll() is None and time.monotonic() < deadline, (
+                    "the case never made its schema"
+                )
+                time.sleep(0.1)
+        finally:
+            harness.send_signal(signal.SIGKILL)
+            harness.wait()
+        left = ours()
+        assert left, "the killed drill left no schema: the test proves nothing"
         clean = subprocess.run(
             [sys.executable, "-m", "killdrill", "clean"], env=env, capture_output=True, text=True, timeout=120
         )
         assert clean.returncode == 0, clean.stderr
         assert all(f"removed PostgreSQL schema {n}" in clean.stdout for n in left), clean.stdout
-        assert left_schemas(postgres_server_url) == [foreign], clean.stdout
+        assert ours() == [] and foreign in left_schemas(postgres_server_url), clean.stdout
     finally:
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{foreign}" CASCADE'))

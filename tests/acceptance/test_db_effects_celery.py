@@ -15,7 +15,7 @@ import pytest
 
 from tests.acceptance.test_celery import REDIS, broker
 from tests.acceptance.test_celery_deployed import left_in_broker
-from tests.acceptance.test_db_effects import SQLITE, left_schemas
+from tests.acceptance.test_db_effects import SQLITE, left_by_the_dead, left_schemas
 from tests.cli_support import run_cli
 from tests.frameworks import need
 from tests.leftovers import survivors
@@ -45,6 +45,7 @@ def drill(tmp_path: Path, url: str, *args: str, bug: bool = False) -> str:
     """``killdrill ARGS`` on the deployed receipts task; asserts nothing is left running, in the
     broker or in PostgreSQL; returns rc and output."""
     root = tmp_path / "w"
+    before = left_schemas(url)
     out = run_cli(
         tmp_path, *args, "--integration", "celery", "--broker", broker(REDIS), "--discovery-runs", "1",
         "--keep", "--root", str(root), "--serve", WORKER, "--replicas", "worker=2",
@@ -56,7 +57,7 @@ def drill(tmp_path: Path, url: str, *args: str, bug: bool = False) -> str:
     text = out.stdout + out.stderr
     assert not survivors(str(root), seconds=0.3), f"a process of the case survived it:\n{text}"
     assert left_in_broker(REDIS, root) == [], f"the case left its queues or results behind:\n{text}"
-    assert left_schemas(url) == [], f"the drill left its schemas behind:\n{text}"
+    assert left_by_the_dead(url, before) == [], f"the drill left its schemas behind:\n{text}"
     return f"rc={out.returncode}\n{text}"
 
 
