@@ -5,7 +5,8 @@ Each service launch has its probe (``process.readiness.Probe``; none: ready at i
 files can be watched (``process.filewatch``: Linux inotify) the launch's stdout and stderr are,
 and, probed on a port, its listen mark (``envvars.LISTEN_MARK``: the bootstrap appends to it at
 each ``listen()`` of the service's Python processes): a write tries the probe at once, so a
-``log:`` line is seen as it is written and a port as it opens (or as the server says it does).
+``log:`` line is seen as it is written and a port as it opens (or as the server says it does);
+an ``http://`` probe's request in flight is watched too, its answer read as it comes.
 The deployment's fallback timer tries every probe not passed too (``tick``): a service that writes
 nothing and is not Python, a Python run without the bootstrap, or no inotify (macOS) is noticed
 as before, on the timer alone.
@@ -71,7 +72,9 @@ class ServiceWatch:
         def written() -> None:
             self.attempt(run)
 
-        self.pending[id(run.spec)] = (run, Probe(probe, *_logs(run)) if probe else None, written)
+        stage = self.stage
+        knocks = {"watch": lambda fd: stage.watch(fd, written), "unwatch": stage.unwatch}
+        self.pending[id(run.spec)] = (run, Probe(probe, *_logs(run), **knocks) if probe else None, written)
         if self.files is not None and probe is not None:
             for path in _files(run):
                 self.files.add(path, written)
@@ -100,9 +103,11 @@ class ServiceWatch:
     def gone(self, run: Running) -> None:
         """``run`` is no longer waited for (ready, or ended): its files no longer watched."""
         entry = self.pending.pop(id(run.spec), None)
-        if entry is not None and self.files is not None and entry[1] is not None:
-            for path in _files(run):
-                self.files.remove(path, entry[2])
+        if entry is not None and entry[1] is not None:
+            entry[1].close()  # an http request in flight: unwatched, its socket closed
+            if self.files is not None:
+                for path in _files(run):
+                    self.files.remove(path, entry[2])
 
     def follow(self, path: str, action: Callable[[], None]) -> None:
         """Call ``action`` at each write to ``path`` (nothing without a watch: the caller's timer)."""
@@ -110,6 +115,9 @@ class ServiceWatch:
             self.files.add(path, action)
 
     def close(self) -> None:
+        for _, probe, _ in self.pending.values():
+            if probe is not None:
+                probe.close()
         if self.files is not None:
             if self.stage is not None:
                 self.stage.unwatch(self.files.fileno())

@@ -1,31 +1,61 @@
 """Is a service ready?  ``tcp:PORT`` (the port accepts on 127.0.0.1), ``http://URL`` (it answers
 200-399, as a Kubernetes HTTP probe counts), ``log:TEXT`` (its stdout or stderr holds TEXT:
-servers and task workers commonly log to stderr).  Each probe is short: the supervisor's loop runs it."""
+servers and task workers commonly log to stderr).  Each try is short: the supervisor's loop runs it,
+and an ``http://`` probe's request is never waited on (its answer is read by a later try)."""
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import socket
+import time
 import urllib.error
 import urllib.parse
+from collections.abc import Callable
 
 from killdrill.isolation import loopback_error, open_url
 
 _PROBE_S = 0.2
+_KNOCK_S = 2.0  # an HTTP request unanswered this long is dropped, and the next try sends another
 
 
 def ready(spec: str, stdout_path: str, stderr_path: str) -> bool:
-    """Does the service with these log files pass the readiness ``spec``?"""
-    return Probe(spec, stdout_path, stderr_path)()
+    """Does the service with these log files pass the readiness ``spec``?  One try, waiting for
+    an ``http://`` answer up to a moment (for callers without a loop to watch it)."""
+    import select
+
+    probe = Probe(spec, stdout_path, stderr_path)
+    try:
+        passed = probe()
+        if not passed and probe.knock is not None:
+            select.select([probe.knock.sock], [], [], _PROBE_S)
+            passed = probe()
+        return passed
+    finally:
+        probe.close()
 
 
 class Probe:
     """One launch's readiness probe, tried as often as its caller likes (on a timer, at each write
     to its files): once passed it stays passed, and a ``log:`` probe reads only what the files
-    gained since its last try, never a whole log again."""
+    gained since its last try, never a whole log again.
 
-    def __init__(self, spec: str, stdout_path: str, stderr_path: str) -> None:
+    A loopback ``http://`` probe sends its request and returns: a service whose port accepts but
+    does not answer yet (a chatty one, tried at each of its writes) costs each try a
+    ``recv`` that finds nothing, not a wait.  ``watch(fd)`` is told the socket of a request in
+    flight (the caller wakes a try when it is readable: the answer is read as it comes) and
+    ``unwatch(fd)`` before that socket closes."""
+
+    def __init__(
+        self,
+        spec: str,
+        stdout_path: str,
+        stderr_path: str,
+        *,
+        watch: Callable[[int], None] | None = None,
+        unwatch: Callable[[int], None] | None = None,
+    ) -> None:
         if not spec.startswith(("tcp:", "http://", "https://", "log:")):
             raise ValueError(f"unknown readiness probe {spec!r}")
         self.spec = spec
@@ -33,6 +63,8 @@ class Probe:
         self.logs = [Appended(p) for p in (stdout_path, stderr_path)] if spec.startswith("log:") else []
         self.carry = [b"", b""]  # each log's last bytes, a line split between two reads
         self.passed = False
+        self.knock: Knock | None = None  # an http:// request in flight
+        self.watch, self.unwatch = watch, unwatch
 
     def __call__(self) -> bool:
         if not self.passed:
@@ -40,9 +72,37 @@ class Probe:
                 self.passed = accepts(int(self.spec[4:]))
             elif self.logs:
                 self.passed = any(self._holds(i) for i in range(len(self.logs)))
+            elif self.spec.startswith("http://") and probed_port(self.spec) is not None:
+                self.passed = self._knocked()
             else:
-                self.passed = _answers(self.spec)
+                self.passed = _answers(self.spec)  # https: a blocking try, bounded by _PROBE_S
         return self.passed
+
+    def _knocked(self) -> bool:
+        """Send a request if none is in flight; read its answer if it came: 200-399 passes."""
+        if self.knock is None:
+            try:
+                self.knock = Knock(self.spec)
+            except OSError:  # refused: nothing listens yet
+                return False
+            if self.watch is not None:
+                self.watch(self.knock.sock.fileno())
+        try:
+            status = self.knock.status()
+        except OSError:
+            status = 0  # closed or reset without an answer, or not HTTP
+        if status is None and time.monotonic() - self.knock.started < _KNOCK_S:
+            return False
+        self.close()
+        return status is not None and 200 <= status < 400
+
+    def close(self) -> None:
+        """Drop the request in flight, if any (unwatched first, then its socket closed)."""
+        if self.knock is not None:
+            if self.unwatch is not None:
+                self.unwatch(self.knock.sock.fileno())
+            self.knock.sock.close()
+            self.knock = None
 
     def _holds(self, i: int) -> bool:
         data = self.carry[i] + self.logs[i].read()
@@ -77,6 +137,58 @@ class Appended:
     def text(self) -> str:
         """What was appended since, decoded (a character split between two reads is whole once)."""
         return self._decoder.decode(self.read())
+
+
+class Knock:
+    """One ``GET`` of a loopback URL on a non-blocking socket: sent when the connection is up,
+    its status line read when it comes; neither is waited for."""
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or "127.0.0.1"
+        host = "127.0.0.1" if host in ("localhost", "0.0.0.0") else host
+        port = parts.port or 80
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setblocking(False)
+        self.started = time.monotonic()
+        err = self.sock.connect_ex((host, port))
+        if err not in (0, errno.EINPROGRESS):
+            self.sock.close()
+            raise OSError(err, errno.errorcode.get(err, str(err)))
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.request = (
+            f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nUser-Agent: killdrill-readiness\r\n"
+            "Accept: */*\r\nConnection: close\r\n\r\n"
+        ).encode()
+        self.answer = b""
+
+    def status(self) -> int | None:
+        """The answer's status code, or None while it has not come; ``OSError`` when the
+        connection failed, closed without one, or did not answer HTTP."""
+        if self.request:
+            try:
+                self.request = self.request[self.sock.send(self.request) :]
+            except BlockingIOError:  # still connecting
+                return None
+            if self.request:
+                return None
+        try:
+            data = self.sock.recv(512)
+        except BlockingIOError:
+            return None
+        if not data:
+            raise ConnectionError("closed without an answer")
+        self.answer += data
+        line, newline, _ = self.answer.partition(b"\r\n")
+        if not newline:
+            if len(self.answer) > 512:
+                raise ConnectionError("not an HTTP answer")
+            return None  # the status line split between two reads
+        words = line.split()
+        if len(words) >= 2 and words[0].startswith(b"HTTP/") and words[1].isdigit():
+            return int(words[1])
+        raise ConnectionError("not an HTTP answer")
 
 
 def check(spec: str) -> str | None:
