@@ -410,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
             return int(args.func(args))
+    except BrokenPipeError:  # our reader left (``killdrill drill ... | head``): as a Unix tool, quietly
+        return _reader_gone()
     except KilldrillError as exc:  # usage and harness errors alike: one line (then any context), exit 2
         first, rest = one_line(exc)
         print(f"killdrill: error: {first}", file=sys.stderr)
@@ -426,6 +428,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a chaos job (it reports its own stop) stopped every worker and attempt itself; its fork
         # templates exit when their socket closes, so it skips the exit handlers' graceful wait
         return _interrupted(stop.code, as_program=argv is None, exit_handlers=not stop.reported)
+
+
+def _reader_gone() -> int:
+    """Standard output's reader closed the pipe: what is left to print goes nowhere (the
+    interpreter's last flush too), and the exit code is a SIGPIPE's, as ``head`` leaves a tool."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _kept() -> str:

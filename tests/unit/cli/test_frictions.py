@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from killdrill.cli.commands import build_parser, main
@@ -63,3 +65,30 @@ def test_an_smtp_variable_without_the_smtp_fake_names_the_flag() -> None:
         expand_env({"API": "{KILLDRILL_FAKES_URL}"}, {"API": "{KILLDRILL_FAKES_URL}"})
     with pytest.raises(HarnessError, match=r"the fault proxy of that name is off: add --proxy NAME="):
         expand_env({"DB": "{KILLDRILL_PROXY_PG}"}, {"DB": "{KILLDRILL_PROXY_PG}"})
+
+
+def test_a_reader_that_left_the_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``killdrill drill ... | head``: the output's reader is gone before the table is printed; the
+    command ends as a Unix tool does (SIGPIPE's code, 141), with no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader left before anything was written
+    try:
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "killdrill", "points", "--root", str(tmp_path), "--"),
+                *(sys.executable, "-m", "killdrill.examples.settlement", "--thread", "{thread}"),
+                *("--db", "{workdir}/ckpt.sqlite"),
+            ],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 141, (done.returncode, done.stderr)
