@@ -17,6 +17,7 @@ import heapq
 import json
 import os
 import tempfile
+import weakref
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -52,6 +53,8 @@ class RunStream:
         self._fh: IO[bytes] = (
             open(self.path, "w+b") if self.path is not None else tempfile.TemporaryFile("w+b")  # noqa: SIM115
         )
+        # read back as long as the job's result is used: closed when the stream is gone (or at exit)
+        self._closer = weakref.finalize(self, self._fh.close)
         self._index = array("q")  # run index, in the order runs finished
         self._offset = array("q")  # where its line starts
         self._order: array[int] | None = None  # positions sorted by index (made on first read)
@@ -104,7 +107,7 @@ class RunStream:
                 self.failing.pop(i, None)
 
     def close(self) -> None:
-        self._fh.close()
+        self._closer()
 
     # ---- reading back, in index order --------------------------------------------------------
     def _positions(self) -> Sequence[int]:

@@ -202,3 +202,19 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, 
         assert main(["report", str(report), "--json", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err == f"killdrill: error: --json {tmp_path}: cannot write the report: Is a directory\n", err
+
+
+def test_a_stream_nobody_closed_closes_its_file_when_it_is_gone(tmp_path: Path) -> None:
+    """A job's result reads its runs back as long as it is used (the CLI prints it, an API caller
+    keeps it): the file closes with the stream, with no ``ResourceWarning`` at exit."""
+    import gc
+    import warnings
+
+    stream = RunStream(DISC, tmp_path)
+    fh = stream._fh
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        del stream
+        gc.collect()
+    assert fh.closed
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
