@@ -8,12 +8,17 @@ manage-payments/idempotency), one test each in ``tests/unit/fakes/wire/test_prov
 - only a successful (2xx) result is saved: a repeated key returns the same status and body;
 - a 4xx or 5xx is not saved: the payment is attempted again under the same key;
 - concurrent requests with one key: one is processed, the others get 409;
-- a payment without ``amount`` (a whole number, 0 or more) or ``currency`` is 422
-  ``{"request_id", "error_type": "request_invalid", "error_codes": [...]}`` (``amount_required``,
-  ``amount_invalid``, ``currency_required``; the SDK's ``CheckoutApiException``), nothing saved.
+- ``amount`` omitted or 0 is a card verification (checkout.com/docs/risk-management/
+  card-verification): ``status: "Card Verified"``, ``amount: 0``; any other amount is
+  ``Authorized``; both answer 201 with ``approved``, ``response_code`` ``10000``,
+  ``response_summary`` ``Approved``, ``processed_on`` (harness clock), ``action_id`` and ``risk``;
+- a payment whose ``amount`` is not a whole number 0 or more, or without ``currency``, is 422
+  ``{"request_id", "error_type": "request_invalid", "error_codes": [...]}`` (``amount_invalid``,
+  ``currency_required``; the SDK's ``CheckoutApiException``), nothing saved.
 
-Where it differs: every payment is ``Authorized`` at once (no 3DS, no declines, no ``source``
-check); ``202 Pending`` is never answered.
+Where it differs: no 3DS, no declines, no ``source`` check; ``202 Pending`` is never answered; the
+response echoes the request's own fields (``source`` as sent, not described as a card) and carries
+no ``_links``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import re
 import uuid
 
 from killdrill.fakes import Answer, FakeProviderError, KeyRules
-from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, route
+from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, iso_time, route
 
 __all__ = ["KEY_HEADER", "RULES"]
 
@@ -61,24 +66,24 @@ def request_payment(ex: Exchange, _m: re.Match[str]) -> None:
     if not isinstance(body, dict):
         ex.reply(*_error(422, "request_invalid", ["invalid_json"]))
         return
-    codes = [] if isinstance(body.get("amount"), int) and body["amount"] >= 0 else ["amount_invalid"]
-    codes = ["amount_required"] if "amount" not in body else codes
+    amount = body.get("amount", 0)
+    codes = (
+        [] if isinstance(amount, int) and not isinstance(amount, bool) and amount >= 0 else ["amount_invalid"]
+    )
     codes += [] if isinstance(body.get("currency"), str) and body["currency"] else ["currency_required"]
     if codes:
         ex.reply(*_error(422, "request_invalid", codes))
         return
-    payment = {**body, "approved": True, "status": "Authorized", "action_id": "act_" + uuid.uuid4().hex[:26]}
+    payment = {
+        **body,
+        "amount": amount,
+        "approved": True,
+        "status": "Authorized" if amount else "Card Verified",
+        "response_code": "10000",
+        "response_summary": "Approved",
+        "risk": {"flagged": False},
+        "action_id": "act_" + uuid.uuid4().hex[:26],
+    }
     key = ex.header(KEY_HEADER)
-    ex.finish(
-        ex.execute(FakeRequest("checkout", "payment", key, body, creates("checkout", "pay", payment), RULES)),
-        _render,
-    )
-
-
-@route(r"/checkout/payments/(?P<id>[A-Za-z0-9_]+)", "GET")
-def get_payment(ex: Exchange, m: re.Match[str]) -> None:
-    payment = ex.fakes().ledger.effect("checkout", m.group("id"))
-    if payment is None:
-        ex.reply(404, {"request_id": str(uuid.uuid4())})
-        return
-    ex.reply(200, payment)
+    create = creates("checkout", "pay", payment, stamp=lambda now: {"processed_on": iso_time(now)})
+    ex.finish(ex.execute(FakeRequest("checkout", "payment", key, body, create, RULES)), _render)

@@ -18,18 +18,25 @@ joins absolute paths, so a prefix would be dropped):
   ``ValidationFailedError``); a body that is not ``{"payments": {...}}`` 400 ``invalid_api_usage``
   (reason ``invalid_document_structure``: *assumed*); nothing created.
 
-Where it differs: every mandate exists (no mandate state, no ``charge_date`` rules); the wording
-of the field messages is the fake's own.
+- the payment is the documented resource: ``id`` ``PM_N``, ``created_at`` (harness clock),
+  ``charge_date`` (the one asked for, else the day after creation), ``amount``, ``currency``,
+  ``description``, ``reference``, ``metadata``, ``amount_refunded`` 0, ``retry_if_possible``,
+  ``status: pending_submission``, ``links: {mandate, creditor}`` (the SDK's ``payment.links``).
+
+Where it differs: every mandate exists (no mandate state, no ``charge_date`` rules, one creditor
+``CR_0001``); the wording of the field messages is the fake's own; how long a key is kept and how
+long it may be GoCardless does not say where we looked: the fake keeps it 24 h, any length.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
 from killdrill.fakes import Answer, FakeProviderError, KeyRules
-from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, route
+from killdrill.fakes.wire import Exchange, FakeRequest, Reply, creates, iso_time, route
 from killdrill.ledger import KeyState
 
 __all__ = ["RULES"]
@@ -124,14 +131,31 @@ def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
         reply["error"]["errors"] = invalid
         ex.reply(status, reply, headers)
         return
-    payment = {**params, "status": "pending_submission"}
     key = ex.header("Idempotency-Key")
-    ex.finish(
-        ex.execute(
-            FakeRequest("gocardless", "payment", key, params, creates("gocardless", "PM", payment), RULES)
-        ),
-        _render,
-    )
+    create = creates("gocardless", "PM", _payment(params), stamp=lambda now: _dates(params, now))
+    ex.finish(ex.execute(FakeRequest("gocardless", "payment", key, params, create, RULES)), _render)
+
+
+def _payment(params: dict[str, Any]) -> dict[str, Any]:
+    """The payment resource GoCardless answers for a create, its defaults filled."""
+    return {
+        "amount": params["amount"],
+        "currency": params["currency"],
+        "description": params.get("description"),
+        "reference": params.get("reference"),
+        "metadata": params.get("metadata") or {},
+        "amount_refunded": 0,
+        "retry_if_possible": params.get("retry_if_possible", True),
+        "status": "pending_submission",
+        **{k: v for k, v in params.items() if k not in ("links", "charge_date")},
+        "links": {"creditor": "CR_0001", **params["links"]},
+    }
+
+
+def _dates(params: dict[str, Any], now: float) -> dict[str, Any]:
+    """``created_at`` now; ``charge_date`` as asked, else the next day (as soon as possible)."""
+    tomorrow = datetime.fromtimestamp(now + 86400, timezone.utc).date().isoformat()
+    return {"created_at": iso_time(now), "charge_date": params.get("charge_date") or tomorrow}
 
 
 @route(r"/payments/(?P<id>[A-Za-z0-9_]+)", "GET")

@@ -11,7 +11,14 @@ payout-idempotency), one test each in ``tests/unit/fakes/wire/test_providers.py`
 - a key is valid for 7 days (on the harness clock);
 - a key whose first request is still processing: 500 ``SERVER_ERROR`` (reason
   ``idempotency_key_in_use``).  The documentation does not say what this answer is; this is
-  the fake's assumption, a retryable server error.
+  the fake's assumption, a retryable server error;
+- the payout is the documented entity (``id`` ``pout_N``, ``entity``, ``fund_account_id``,
+  ``amount``, ``currency``, ``notes``, ``fees``, ``tax``, ``status: processing``, ``purpose``,
+  ``utr``, ``mode``, ``reference_id``, ``narration``, ``batch_id``, ``failure_reason``,
+  ``created_at`` in Unix seconds on the harness clock, ``status_details``): the RazorpayX account
+  number it was paid from is not echoed;
+- a payout missing a required field, or with an ``amount`` under 100, is 400
+  ``BAD_REQUEST_ERROR`` naming the ``field`` (reason ``input_validation_failed``), nothing saved.
 """
 
 from __future__ import annotations
@@ -103,16 +110,36 @@ def create_payout(ex: Exchange, _m: re.Match[str]) -> None:
         return
     try:
         payload = _validated(ex.json())
-    except (ValueError, FakeProviderError) as exc:
+    except FakeProviderError as exc:
+        ex.reply(*_error(400, exc.message, "input_validation_failed", exc.param))
+        return
+    except ValueError as exc:
         ex.reply(*_error(400, str(exc)))
         return
-    payout = {"entity": "payout", **payload, "status": "processing", "fees": 0, "tax": 0}
-    ex.finish(
-        ex.execute(
-            FakeRequest("razorpay", "payout", key, payload, creates("razorpay", "pout", payout), RULES)
-        ),
-        _render,
-    )
+    create = creates("razorpay", "pout", _payout(payload), stamp=lambda now: {"created_at": int(now)})
+    ex.finish(ex.execute(FakeRequest("razorpay", "payout", key, payload, create, RULES)), _render)
+
+
+def _payout(body: dict[str, Any]) -> dict[str, Any]:
+    """The payout entity Razorpay answers for a create (its fields, in its order)."""
+    return {
+        "entity": "payout",
+        "fund_account_id": body["fund_account_id"],
+        "amount": body["amount"],
+        "currency": body["currency"],
+        "notes": body.get("notes") or {},
+        "fees": 0,
+        "tax": 0,
+        "status": "processing",
+        "purpose": body["purpose"],
+        "utr": None,
+        "mode": body["mode"],
+        "reference_id": body.get("reference_id"),
+        "narration": body.get("narration"),
+        "batch_id": None,
+        "failure_reason": None,
+        "status_details": {"reason": None, "description": None, "source": None},
+    }
 
 
 @route(r"/razorpay/v1/payouts/(?P<id>[A-Za-z0-9_]+)", "GET")

@@ -187,10 +187,10 @@ def test_checkout_keys_expire_after_24_hours(base: str, ledger_file: str) -> Non
     assert cko(base, "c-4").json()["id"] != first
 
 
-def test_checkout_sdk_request_payment_replays_under_its_key(base: str, ledger_file: str) -> None:
+def checkout_api(base: str) -> Any:
+    """The ``checkout_sdk`` client pointed at the fake, as docs/fakes.md tells a user to."""
     sdk_module = pytest.importorskip("checkout_sdk.checkout_sdk")
     from checkout_sdk.environment import Environment
-    from checkout_sdk.payments.payments import PaymentRequest
 
     root = f"{base}/checkout/"
     env = Environment(
@@ -206,7 +206,13 @@ def test_checkout_sdk_request_payment_replays_under_its_key(base: str, ledger_fi
     with warnings.catch_warnings():  # the merchant subdomain is for the real host, not 127.0.0.1
         warnings.simplefilter("ignore", DeprecationWarning)
         builder = sdk_module.CheckoutSdk.builder().secret_key("sk_sbox_m73dzbpy7cf3gfd46xr4yj5xo4e")
-        api = builder.environment(env).use_legacy_domain().build()
+        return builder.environment(env).use_legacy_domain().build()
+
+
+def test_checkout_sdk_request_payment_replays_under_its_key(base: str, ledger_file: str) -> None:
+    api = checkout_api(base)
+    from checkout_sdk.payments.payments import PaymentRequest
+
     request = PaymentRequest()
     request.amount, request.currency, request.reference = 2500, "GBP", "ORD-5"
     first = api.payments.request_payment(request, "ck-sdk")
@@ -256,7 +262,7 @@ def test_the_razorpay_sdk_replays_a_payout_under_its_key_and_raises_razorpays_er
 @pytest.mark.parametrize(
     ("body", "codes"),
     [
-        ({"currency": "GBP"}, ["amount_required"]),
+        ({"amount": -1, "currency": "GBP"}, ["amount_invalid"]),
         ({"amount": "ten", "currency": "GBP"}, ["amount_invalid"]),
         ({"amount": 10}, ["currency_required"]),
     ],
@@ -268,3 +274,85 @@ def test_checkout_an_invalid_payment_is_a_422_request_invalid_naming_its_codes(
     assert r.status_code == 422 and r.json()["error_type"] == "request_invalid"
     assert r.json()["error_codes"] == codes and r.json()["request_id"]
     assert outcomes(ledger_file, "checkout") == []
+
+
+def test_checkout_sdk_payment_without_an_amount_is_a_card_verification(base: str, ledger_file: str) -> None:
+    api = checkout_api(base)
+    from checkout_sdk.payments.payments import PaymentRequest
+
+    request = PaymentRequest()
+    request.currency, request.reference = "GBP", "ORD-6"  # no amount: verify the card, charge nothing
+    verified = api.payments.request_payment(request, "ck-verify")
+    assert (verified.status, verified.amount, verified.approved) == ("Card Verified", 0, True)
+    request.amount = 2500
+    paid = api.payments.request_payment(request, "ck-pay")
+    assert (paid.status, paid.response_code, paid.response_summary) == ("Authorized", "10000", "Approved")
+    assert paid.processed_on.endswith("Z") and paid.action_id.startswith("act_") and not paid.risk.flagged
+    assert outcomes(ledger_file, "checkout") == ["created", "created"]
+
+
+def test_checkout_sdk_raises_the_error_codes_of_an_invalid_payment(base: str, ledger_file: str) -> None:
+    api = checkout_api(base)
+    from checkout_sdk.exception import CheckoutApiException
+    from checkout_sdk.payments.payments import PaymentRequest
+
+    request = PaymentRequest()
+    request.amount = 2500
+    with pytest.raises(CheckoutApiException) as info:
+        api.payments.request_payment(request, "ck-bad")
+    assert info.value.http_metadata.status_code == 422
+    assert (info.value.error_type, info.value.error_details) == ("request_invalid", ["currency_required"])
+    assert info.value.request_id and outcomes(ledger_file, "checkout") == []
+
+
+def test_the_razorpay_payout_is_the_documented_entity(base: str, ledger_file: str) -> None:
+    razorpay = pytest.importorskip("razorpay")
+
+    client = razorpay.Client(auth=("rzp_test_x", "secret"), base_url=f"{base}/razorpay")
+    body = {**PAYOUT, "reference_id": "ORD-9", "narration": "Refund ORD-9"}
+    made = client.post("/v1/payouts", body, headers={"X-Payout-Idempotency": "po-entity"})
+    assert made["id"].startswith("pout_") and "account_number" not in made  # the payer's account stays
+    assert (made["entity"], made["status"], made["utr"], made["failure_reason"]) == (
+        "payout",
+        "processing",
+        None,
+        None,
+    )
+    assert (made["reference_id"], made["narration"], made["fund_account_id"]) == (
+        "ORD-9",
+        "Refund ORD-9",
+        "fa_0001",
+    )
+    assert isinstance(made["created_at"], int) and made["status_details"]["reason"] is None
+    advance_clock(Ledger(ledger_file, THREAD), 3600)
+    later = client.post("/v1/payouts", body, headers={"X-Payout-Idempotency": "po-entity-2"})
+    assert later["created_at"] - made["created_at"] >= 3600  # on the harness clock
+
+
+def test_a_razorpay_payout_missing_a_field_names_it(base: str, ledger_file: str) -> None:
+    r = httpx.post(
+        f"{base}/razorpay/v1/payouts",
+        json={k: v for k, v in PAYOUT.items() if k != "mode"},
+        headers={"X-Payout-Idempotency": "po-field"},
+    )
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert (error["code"], error["field"], error["reason"]) == (
+        "BAD_REQUEST_ERROR",
+        "mode",
+        "input_validation_failed",
+    )
+    assert outcomes(ledger_file, "razorpay") == []
+
+
+def test_the_gocardless_payment_is_the_documented_resource(base: str, ledger_file: str) -> None:
+    payment = gc(base).payments.create(params=GC_PAYMENT, headers={"Idempotency-Key": "gc-res"})
+    assert (payment.status, payment.amount_refunded, payment.metadata) == ("pending_submission", 0, {})
+    assert payment.links.mandate == "MD0001" and payment.links.creditor.startswith("CR")
+    assert payment.created_at.endswith("Z") and payment.charge_date > payment.created_at[:10]
+    dated = gc(base).payments.create(
+        params={**GC_PAYMENT, "charge_date": "2031-01-02", "reference": "ORD-7"},
+        headers={"Idempotency-Key": "gc-res-2"},
+    )
+    assert (dated.charge_date, dated.reference) == ("2031-01-02", "ORD-7")
+    assert gc(base).payments.get(dated.id).charge_date == "2031-01-02"
