@@ -217,3 +217,25 @@ def test_an_existing_objects_file_is_checked_in_one_line(tmp_path: Path) -> None
         assert name in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(UsageError, match="No such file"):
         load_existing(str(tmp_path / "missing.toml"))
+
+
+def test_existing_mail_hook_resources_kv_and_a_legacy_charge_are_found_not_counted(
+    ledger_file: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "existing.toml"
+    path.write_text(
+        '[[mailbox.messages]]\nto = "ana@example.com"\nsubject = "Your order"\nbody = "Shipped."\n'
+        'ref = "order-7-confirmation"\n\n[[hooks.resources]]\nid = "ticket_7"\nstatus = "open"\n\n'
+        '[[stripe.charges]]\nid = "ch_legacy_1"\namount = 5000\ncurrency = "usd"\n\n'
+        '[kv]\n"config:limit" = 3\n'
+    )
+    load_existing(str(path)).plant(Ledger(ledger_file, THREAD))
+    with FakesServer(ledger_file, thread=THREAD) as server:
+        found = httpx.post(f"{server.url}/fakes/mailbox/lookup", json={"ref": "order-7-confirmation"})
+        assert found.json()["result"]["subject"] == "Your order"  # a gate reconciling finds the earlier mail
+        assert httpx.get(f"{server.url}/hooks/tickets/ticket_7").json()["status"] == "open"
+        sdk = stripe.StripeClient("sk_test_x", base_addresses={"api": server.url}, max_network_retries=0)
+        assert refund(sdk, "r-legacy", charge="ch_legacy_1", amount=1000).status == "succeeded"
+    ledger = Ledger(ledger_file, THREAD)
+    assert ledger.kv_get("config:limit") == 3
+    assert [(c.provider, c.op) for c in ledger.calls()] == [("payments", "refund")]  # the state is no call
