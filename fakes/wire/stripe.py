@@ -39,6 +39,7 @@ __all__ = [
     "decode_form",
     "form",
     "idempotency_key",
+    "param_error",
     "payment_intent",
     "refund_object",
 ]
@@ -200,11 +201,12 @@ def form(ex: Exchange) -> dict[str, Any] | None:
     except UnicodeDecodeError as exc:
         ex.reply(*stripe_error(400, f"the body must be form-encoded UTF-8: {exc}"))
     except FormError as exc:
-        ex.reply(*_param_error(400, str(exc), exc.code, exc.param))
+        ex.reply(*param_error(400, str(exc), exc.code, exc.param))
     return None
 
 
-def _param_error(status: int, message: str, code: str | None, param: str | None) -> Any:
+def param_error(status: int, message: str, code: str | None, param: str | None) -> Any:
+    """Stripe's error body naming the parameter it refuses."""
     status, body, headers = stripe_error(status, message, code)
     body["error"]["param"] = param
     return status, body, headers
@@ -225,7 +227,7 @@ def call(ex: Exchange, resource: Callable[[dict[str, Any]], Any], method: Callab
     try:
         answer, _ = ex.fakes().serve(method)
     except FakeProviderError as exc:
-        ex.reply(*_param_error(exc.status, exc.message, exc.code, exc.param))
+        ex.reply(*param_error(exc.status, exc.message, exc.code, exc.param))
         return
     except TypeError as exc:
         ex.reply(*stripe_error(400, str(exc)))
@@ -284,7 +286,7 @@ def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
     by = "payment_intent" if "payment_intent" in params else "charge"
     target = params.pop(by, None)
     if not isinstance(target, str) or not target:
-        ex.reply(*_param_error(400, "Missing required param: charge.", "parameter_missing", "charge"))
+        ex.reply(*param_error(400, "Missing required param: charge.", "parameter_missing", "charge"))
         return
     payments = ex.fakes().payments
     amount = params.pop("amount", None)
@@ -310,7 +312,7 @@ def _required(ex: Exchange, params: dict[str, Any], *names: str) -> bool:
     """False after answering Stripe's ``parameter_missing`` for the first of ``names`` not given."""
     for name in names:
         if name not in params:
-            ex.reply(*_param_error(400, f"Missing required param: {name}.", "parameter_missing", name))
+            ex.reply(*param_error(400, f"Missing required param: {name}.", "parameter_missing", name))
             return False
     return True
 
