@@ -356,3 +356,85 @@ def test_the_gocardless_payment_is_the_documented_resource(base: str, ledger_fil
     )
     assert (dated.charge_date, dated.reference) == ("2031-01-02", "ORD-7")
     assert gc(base).payments.get(dated.id).charge_date == "2031-01-02"
+
+
+@pytest.fixture
+def rzp(base: str, ledger_file: str, tmp_path: Any) -> Any:
+    """The ``razorpay`` SDK, and a captured payment of ₹500 declared as existing before the drill."""
+    razorpay = pytest.importorskip("razorpay")
+    from killdrill.fakes.existing import load_existing
+
+    path = tmp_path / "existing.toml"
+    path.write_text('[[razorpay.payments]]\nid = "pay_order_7"\namount = 50000\n')
+    load_existing(str(path)).plant(Ledger(ledger_file, THREAD))
+    return razorpay.Client(auth=("rzp_test_x", "secret"), base_url=f"{base}/razorpay")
+
+
+def rzp_refund(client: Any, key: str | None, **body: Any) -> Any:
+    headers = {"X-Refund-Idempotency": key} if key else {}
+    return client.payment.refund("pay_order_7", body, headers=headers)
+
+
+def test_razorpay_refunds_are_partial_until_the_payment_is_used_up(rzp: Any, ledger_file: str) -> None:
+    import razorpay
+
+    first = rzp_refund(rzp, "refund-order-7-a", amount=20000)
+    assert (first["entity"], first["status"], first["amount"], first["payment_id"]) == (
+        "refund",
+        "processed",
+        20000,
+        "pay_order_7",
+    )
+    assert first["id"].startswith("rfnd_") and isinstance(first["created_at"], int)
+    assert rzp.payment.fetch("pay_order_7")["refund_status"] == "partial"
+    with pytest.raises(razorpay.errors.BadRequestError, match="greater than amount captured"):
+        rzp_refund(rzp, "refund-order-7-b", amount=40000)
+    rest = rzp_refund(rzp, None)  # no amount: what is left
+    assert rest["amount"] == 30000 and rzp.refund.fetch(rest["id"])["payment_id"] == "pay_order_7"
+    payment = rzp.payment.fetch("pay_order_7")
+    assert (payment["amount_refunded"], payment["refund_status"]) == (50000, "full")
+    with pytest.raises(razorpay.errors.BadRequestError, match="fully refunded already"):
+        rzp_refund(rzp, "refund-order-7-c", amount=100)
+    assert outcomes(ledger_file, "razorpay") == ["created", "rejected", "created", "rejected"]
+
+
+def test_razorpay_refund_key_replays_refuses_another_body_and_two_keys_refund_twice(
+    rzp: Any, ledger_file: str
+) -> None:
+    import razorpay
+
+    first, again = (
+        rzp_refund(rzp, "refund-order-7-1", amount=1000),
+        rzp_refund(rzp, "refund-order-7-1", amount=1000),
+    )
+    assert first["id"] == again["id"]
+    with pytest.raises(
+        razorpay.errors.BadRequestError, match="Different request with the same idempotency key"
+    ):
+        rzp_refund(rzp, "refund-order-7-1", amount=2000)
+    other = rzp_refund(rzp, "refund-order-7-2", amount=1000)  # a new key: a second refund, as at Razorpay
+    assert other["id"] != first["id"] and rzp.payment.fetch("pay_order_7")["amount_refunded"] == 2000
+    assert outcomes(ledger_file, "razorpay") == ["created", "replayed", "rejected", "created"]
+
+
+def test_razorpay_refund_key_is_10_or_more_letters_digits_hyphens_underscores(
+    rzp: Any, base: str, ledger_file: str
+) -> None:
+    import razorpay
+
+    for bad in ("short-key", "refund key 7"):
+        with pytest.raises(razorpay.errors.BadRequestError, match="at least 10 characters"):
+            rzp_refund(rzp, bad, amount=1000)
+    with pytest.raises(razorpay.errors.BadRequestError, match="does not exist"):
+        rzp.payment.refund("pay_nobody", {"amount": 1000})
+    assert outcomes(ledger_file, "razorpay") == ["rejected"]  # the unknown payment; bad keys: nothing
+
+    def post() -> httpx.Response:
+        return httpx.post(
+            f"{base}/razorpay/v1/payments/pay_order_7/refund",
+            json={"amount": 1000},
+            headers={"X-Refund-Idempotency": "refund-order-7-flight"},
+        )
+
+    r = while_in_flight(ledger_file, "razorpay", post, post)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "BAD_REQUEST_ERROR"
