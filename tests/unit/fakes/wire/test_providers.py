@@ -438,3 +438,83 @@ def test_razorpay_refund_key_is_10_or_more_letters_digits_hyphens_underscores(
 
     r = while_in_flight(ledger_file, "razorpay", post, post)
     assert r.status_code == 409 and r.json()["error"]["code"] == "BAD_REQUEST_ERROR"
+
+
+def cko_payment(api: Any, key: str, **fields: Any) -> Any:
+    from checkout_sdk.payments.payments import PaymentRequest
+
+    request = PaymentRequest()
+    request.amount, request.currency, request.reference = 10000, "GBP", "ORD-8"
+    for name, value in fields.items():
+        setattr(request, name, value)
+    return api.payments.request_payment(request, key)
+
+
+def cko_action(api: Any, kind: str, payment_id: str, key: str, amount: int | None = None) -> Any:
+    from checkout_sdk.payments.payments import CaptureRequest, RefundRequest, VoidRequest
+
+    request = {"refund": RefundRequest, "capture": CaptureRequest, "void": VoidRequest}[kind]()
+    if amount is not None:
+        request.amount = amount
+    return getattr(api.payments, f"{kind}_payment")(payment_id, request, key)
+
+
+def test_checkout_refunds_are_partial_until_the_capture_is_used_up(base: str, ledger_file: str) -> None:
+    api = checkout_api(base)
+    from checkout_sdk.exception import CheckoutApiException
+
+    paid = cko_payment(api, "ck-paid")
+    assert api.payments.get_payment_details(paid.id).status == "Captured"  # captured at once by default
+    first = cko_action(api, "refund", paid.id, "ck-r1", 4000)
+    assert first.http_metadata.status_code == 202 and first.action_id.startswith("act_")
+    assert cko_action(api, "refund", paid.id, "ck-r1", 4000).action_id == first.action_id  # replayed
+    cko_action(api, "refund", paid.id, "ck-r2", 4000)  # another key: a second refund, as at Checkout.com
+    details = api.payments.get_payment_details(paid.id)
+    assert (details.status, details.balances.total_refunded, details.balances.available_to_refund) == (
+        "Partially Refunded",
+        8000,
+        2000,
+    )
+    with pytest.raises(CheckoutApiException) as info:
+        cko_action(api, "refund", paid.id, "ck-r3", 3000)
+    assert info.value.http_metadata.status_code == 422 and info.value.error_details == [
+        "amount_exceeds_balance"
+    ]
+    cko_action(api, "refund", paid.id, "ck-r4")  # no amount: what is left
+    assert api.payments.get_payment_details(paid.id).status == "Refunded"
+    with pytest.raises(CheckoutApiException) as info:
+        cko_action(api, "refund", paid.id, "ck-r5")
+    assert info.value.http_metadata.status_code == 403
+    with pytest.raises(CheckoutApiException) as info:
+        cko_action(api, "refund", "pay_nobody", "ck-r6")
+    assert info.value.http_metadata.status_code == 404
+    assert outcomes(ledger_file, "checkout") == [
+        "created", "created", "replayed", "created", "rejected", "created", "rejected", "rejected"
+    ]  # fmt: skip
+
+
+def test_checkout_an_authorization_is_captured_once_or_voided(base: str, ledger_file: str) -> None:
+    api = checkout_api(base)
+    from checkout_sdk.exception import CheckoutApiException
+
+    held = cko_payment(api, "ck-held", capture=False)
+    assert api.payments.get_payment_details(held.id).status == "Authorized"
+    with pytest.raises(CheckoutApiException) as info:
+        cko_action(api, "refund", held.id, "ck-h1")  # nothing captured: nothing to refund
+    assert info.value.http_metadata.status_code == 403 and info.value.error_details == ["refund_not_allowed"]
+    cko_action(api, "capture", held.id, "ck-h2", 6000)
+    details = api.payments.get_payment_details(held.id)
+    assert (details.status, details.balances.total_captured, details.balances.available_to_capture) == (
+        "Partially Captured",
+        6000,
+        0,
+    )
+    for kind in ("capture", "void"):
+        with pytest.raises(CheckoutApiException) as info:
+            cko_action(api, kind, held.id, f"ck-h3-{kind}")
+        assert info.value.http_metadata.status_code == 403
+    other = cko_payment(api, "ck-held-2", capture=False)
+    cko_action(api, "void", other.id, "ck-v1")
+    assert api.payments.get_payment_details(other.id).status == "Voided"
+    with pytest.raises(CheckoutApiException):
+        cko_action(api, "capture", other.id, "ck-v2")
