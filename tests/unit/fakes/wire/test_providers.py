@@ -518,3 +518,62 @@ def test_checkout_an_authorization_is_captured_once_or_voided(base: str, ledger_
     assert api.payments.get_payment_details(other.id).status == "Voided"
     with pytest.raises(CheckoutApiException):
         cko_action(api, "capture", other.id, "ck-v2")
+
+
+def gc_refund(base: str, payment: str, amount: int, confirmation: int, key: str | None = None) -> Any:
+    params = {"amount": amount, "total_amount_confirmation": confirmation, "links": {"payment": payment}}
+    return gc(base).refunds.create(params=params, headers={"Idempotency-Key": key} if key else None)
+
+
+def test_gocardless_refunds_confirm_the_total_so_a_resent_refund_is_refused(
+    base: str, ledger_file: str, tmp_path: Any
+) -> None:
+    from killdrill.fakes.existing import load_existing
+
+    path = tmp_path / "existing.toml"
+    path.write_text('[[gocardless.payments]]\nid = "PM_order_7"\namount = 5000\ncurrency = "GBP"\n')
+    load_existing(str(path)).plant(Ledger(ledger_file, THREAD))
+    first = gc_refund(base, "PM_order_7", 2000, 2000, key="gc-rf-1")
+    assert (first.amount, first.currency, first.status, first.links.payment) == (
+        2000,
+        "GBP",
+        "created",
+        "PM_order_7",
+    )
+    assert gc_refund(base, "PM_order_7", 2000, 2000, key="gc-rf-1").id == first.id  # the SDK fetches it
+    with pytest.raises(gocardless_pro.errors.InvalidStateError) as info:
+        gc_refund(base, "PM_order_7", 2000, 2000)  # resent under the SDK's new key: the total says no
+    assert info.value.errors[0]["reason"] == "total_amount_confirmation_invalid" and info.value.code == 422
+    assert gc_refund(base, "PM_order_7", 1000, 3000).amount == 1000  # aware of the first: lands
+    assert gc(base).payments.get("PM_order_7").amount_refunded == 3000
+    with pytest.raises(gocardless_pro.errors.InvalidStateError) as info:
+        gc_refund(base, "PM_order_7", 2500, 5500)
+    assert info.value.errors[0]["reason"] == "available_refund_amount_insufficient"
+    with pytest.raises(gocardless_pro.errors.ValidationFailedError) as invalid:
+        gc(base).refunds.create(params={"amount": 100, "links": {"payment": "PM_order_7"}})
+    assert [e["field"] for e in invalid.value.errors] == ["total_amount_confirmation"]
+    with pytest.raises(gocardless_pro.errors.InvalidApiUsageError):
+        gc_refund(base, "PM_nobody", 100, 100)
+    assert gc(base).refunds.get(first.id).amount == 2000
+    assert outcomes(ledger_file, "gocardless") == [
+        "created",
+        "rejected",
+        "rejected",
+        "created",
+        "rejected",
+        "rejected",
+    ]
+
+
+def test_gocardless_a_payment_the_agent_made_is_refundable_up_to_25_times(
+    base: str, ledger_file: str
+) -> None:
+    payment = gc(base).payments.create(
+        params={**GC_PAYMENT, "amount": 100}, headers={"Idempotency-Key": "gc-p25"}
+    )
+    for n in range(1, 26):
+        gc_refund(base, payment.id, 1, n)
+    with pytest.raises(gocardless_pro.errors.InvalidStateError) as info:
+        gc_refund(base, payment.id, 1, 26)
+    assert info.value.errors[0]["reason"] == "number_of_refunds_exceeded"
+    assert gc(base).payments.get(payment.id).amount_refunded == 25
