@@ -208,7 +208,7 @@ class Payments(Provider):
         """A Checkout Session (``cs_N``): a payment page for one customer, open 24 h from its
         ``created`` (the harness clock); a new one each call unless the key repeats."""
 
-        def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
+        def perform(tx: Tx) -> tuple[str | None, dict[str, Any]]:
             now = int(harness_now(tx))
             data = {**payload, "object": "checkout.session", "status": "open", "created": now}
             return self._create("cs", {**data, "expires_at": now + SESSION_LIFETIME_S})(tx)
