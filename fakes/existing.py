@@ -215,6 +215,8 @@ def _razorpay(where: str, entry: dict[str, Any]) -> tuple[str, str, dict[str, An
 def _gocardless(where: str, entry: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
     """A GoCardless payment collected before the drill (``PM...``), refundable up to its amount."""
     pid = _id(where, entry, "PM")
+    if pid.removeprefix("PM_").isdigit():
+        raise UsageError(f"{where}: {pid!r} is the form the fakes give new objects; choose your own")
     amount = _amount(where, entry, "amount")
     refunded = _amount(where, entry, "amount_refunded", 0)
     if refunded > amount or not isinstance(entry.get("currency"), str):

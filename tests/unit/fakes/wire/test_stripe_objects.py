@@ -210,7 +210,7 @@ def test_an_existing_objects_file_is_checked_in_one_line(tmp_path: Path) -> None
         "z.json": json.dumps({"payments": {}}),
         "r.toml": "[[razorpay.payments]]\nid = 'pay_a'\namount = 500\namount_refunded = 600\n",
         "g.toml": "[[gocardless.payments]]\nid = 'PM_a'\namount = 500\n",  # no currency
-        "g2.toml": "[[gocardless.payments]]\nid = 'PM0001'\namount = 500\ncurrency = 'GBP'\n",
+        "g2.toml": "[[gocardless.payments]]\nid = 'PM_0001'\namount = 500\ncurrency = 'GBP'\n",
         "w.toml": "not toml [",
     }
     for name, text in bad.items():
