@@ -9,6 +9,7 @@ from typing import Any
 
 from killdrill.fakes.errors import FakeProviderError
 from killdrill.fakes.provider import Provider
+from killdrill.fakes.rules import harness_now
 from killdrill.ledger import IN_FLIGHT, Tx
 from killdrill.providers import Operation, Param
 
@@ -16,6 +17,8 @@ MAX_AMOUNT = 99_999_999
 """Stripe's largest amount (eight digits of the currency's smallest unit)."""
 AMOUNT = Param("amount", "integer", minimum=1, maximum=MAX_AMOUNT)
 ID = 255  # the longest id or key a caller sends (Stripe's bound on an idempotency key)
+SESSION_LIFETIME_S = 24 * 3600
+"""How long a Checkout Session stays open: Stripe's default ``expires_at``."""
 
 
 class Payments(Provider):
@@ -49,6 +52,10 @@ class Payments(Provider):
         ),
         Operation("cancel", keyed=True, params=(Param("charge_id", "string", max_length=ID),)),
         Operation("create_customer", keyed=True),
+        Operation("create_checkout_session", keyed=True),
+        Operation(
+            "expire_checkout_session", keyed=True, params=(Param("session_id", "string", max_length=ID),)
+        ),
         Operation("lookup", read=True, params=(Param("key", "string", max_length=ID),)),
         Operation("get", read=True, params=(Param("charge_id", "string", max_length=ID),)),
     )
@@ -196,6 +203,35 @@ class Payments(Provider):
         """A new customer (``cus_N``) each call, unless the key repeats."""
         data = {**payload, "object": "customer"}
         return self._invoke("create_customer", idempotency_key, payload, self._create("cus", data))
+
+    def create_checkout_session(self, idempotency_key: str | None = None, **payload: Any) -> dict[str, Any]:
+        """A Checkout Session (``cs_N``): a payment page for one customer, open 24 h from its
+        ``created`` (the harness clock); a new one each call unless the key repeats."""
+
+        def perform(tx: Tx) -> tuple[str | None, dict[str, Any]]:
+            now = int(harness_now(tx))
+            data = {**payload, "object": "checkout.session", "status": "open", "created": now}
+            return self._create("cs", {**data, "expires_at": now + SESSION_LIFETIME_S})(tx)
+
+        return self._invoke("create_checkout_session", idempotency_key, payload, perform)
+
+    def expire_checkout_session(self, session_id: str, idempotency_key: str | None = None) -> dict[str, Any]:
+        """Close an open Checkout Session (``expired``); one that is not open is refused."""
+
+        def perform(tx: Tx) -> tuple[str, dict[str, Any]]:
+            session = tx.get_effect(self.name, session_id)
+            if session is None or session.get("object") != "checkout.session":
+                raise FakeProviderError(
+                    f"No such checkout.session: '{session_id}'", status=404, code="resource_missing"
+                )
+            if session.get("status") != "open":
+                raise FakeProviderError("Only Checkout Sessions with a status in [open] can be expired.")
+            moved = {**session, "status": "expired"}
+            tx.update_effect(self.name, session_id, moved)
+            return session_id, moved
+
+        payload = {"session_id": session_id}
+        return self._invoke("expire_checkout_session", idempotency_key, payload, perform)
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         """The charge made under ``key``, or None if none landed (never sent, refused, in flight)."""

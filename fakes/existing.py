@@ -16,6 +16,15 @@ charge is judged like any other effect::
     amount = 5000
     currency = "usd"
 
+    [[razorpay.payments]]               # a captured Razorpay payment to refund (currency INR)
+    id = "pay_order_7"
+    amount = 50000
+
+    [[gocardless.payments]]             # a GoCardless payment collected before (POST /refunds)
+    id = "PM_order_7"
+    amount = 5000
+    currency = "GBP"
+
     [[mailbox.messages]]                # mail already sent (Mailbox.lookup finds it by ref)
     to = "ana@example.com"
     subject = "Your order"
@@ -66,7 +75,7 @@ def _toml() -> Callable[[str], Any] | None:
 
 _ID = re.compile(r"[A-Za-z0-9_]{1,200}")
 _STRIPE = {"payment_intents": "pi_", "charges": "ch_", "customers": "cus_"}
-_SECTIONS = ("stripe", "mailbox", "hooks", "github", "kv")
+_SECTIONS = ("stripe", "razorpay", "gocardless", "mailbox", "hooks", "github", "kv")
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _INTENT_STATES = ("succeeded", "requires_capture", "requires_confirmation", "canceled")
 
@@ -109,6 +118,10 @@ def load_existing(path: str) -> Existing:
     effects: list[tuple[str, str, dict[str, Any], str | None]] = []
     for name, entry in _entries(where, raw.get("stripe"), tuple(_STRIPE)):
         effects.append(_stripe(f"{where}: stripe.{name}", name, entry))
+    for i, (_, entry) in enumerate(_entries(where, raw.get("razorpay"), ("payments",))):
+        effects.append(_razorpay(f"{where}: razorpay.payments[{i}]", entry))
+    for i, (_, entry) in enumerate(_entries(where, raw.get("gocardless"), ("payments",))):
+        effects.append(_gocardless(f"{where}: gocardless.payments[{i}]", entry))
     for i, (_, entry) in enumerate(_entries(where, raw.get("mailbox"), ("messages",))):
         effects.append(_message(f"{where}: mailbox.messages[{i}]", i, entry))
     for i, (_, entry) in enumerate(_entries(where, raw.get("hooks"), ("resources",))):
@@ -184,6 +197,33 @@ def _stripe(where: str, kind: str, entry: dict[str, Any]) -> tuple[str, str, dic
     if status == "requires_capture":
         data["capture_method"] = "manual"
     return "payments", "ch_" + tail, data, None
+
+
+def _razorpay(where: str, entry: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
+    """A captured Razorpay payment (``pay_...``), refundable up to its amount."""
+    pid = _id(where, entry, "pay_")
+    amount = _amount(where, entry, "amount")
+    refunded = _amount(where, entry, "amount_refunded", 0)
+    if refunded > amount:
+        raise UsageError(f"{where}: needs amount_refunded <= amount")
+    state = "full" if refunded == amount else "partial" if refunded else None
+    data = {"currency": "INR", "notes": {}, **entry, "id": pid, "entity": "payment", "status": "captured"}
+    data.update(captured=True, amount_refunded=refunded, refund_status=state)
+    return "razorpay", pid, data, None
+
+
+def _gocardless(where: str, entry: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
+    """A GoCardless payment collected before the drill (``PM...``), refundable up to its amount."""
+    pid = _id(where, entry, "PM")
+    if pid.removeprefix("PM_").isdigit():
+        raise UsageError(f"{where}: {pid!r} is the form the fakes give new objects; choose your own")
+    amount = _amount(where, entry, "amount")
+    refunded = _amount(where, entry, "amount_refunded", 0)
+    if refunded > amount or not isinstance(entry.get("currency"), str):
+        raise UsageError(f"{where}: needs a currency and amount_refunded <= amount")
+    data = {"metadata": {}, "status": "paid_out", **entry, "id": pid, "amount_refunded": refunded}
+    data["links"] = {"mandate": None, "creditor": "CR_0001", **(entry.get("links") or {})}
+    return "gocardless", pid, data, None
 
 
 def _message(where: str, i: int, entry: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:

@@ -27,10 +27,11 @@ import pkgutil
 import re
 import threading
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from killdrill.agent import ControlChannelError
-from killdrill.fakes import Answer, FakeRequest, IndeterminateError, Perform
+from killdrill.fakes import Answer, FakeRequest, IndeterminateError, Perform, harness_now
 from killdrill.fakes.httpguard import Request
 from killdrill.fakes.httpguard import route as guard_route
 from killdrill.fakes.serving import Binding, ServerFakes
@@ -45,6 +46,7 @@ __all__ = [
     "Reply",
     "ServerFakes",
     "creates",
+    "iso_time",
     "load_families",
     "record_effect",
     "route",
@@ -226,12 +228,26 @@ def record_effect(
     return Answer(call, 200, body)
 
 
-def creates(provider: str, prefix: str, data: dict[str, Any], ref: str | None = None) -> Perform:
-    """The effect of a create: a new resource ``data`` with the next ``prefix_N`` id."""
+def iso_time(seconds: float) -> str:
+    """``2026-12-07T15:04:05.123Z``: a time as the payment APIs write it (UTC, milliseconds)."""
+    at = datetime.fromtimestamp(seconds, timezone.utc)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def creates(
+    provider: str,
+    prefix: str,
+    data: dict[str, Any],
+    ref: str | None = None,
+    stamp: Callable[[float], dict[str, Any]] | None = None,
+) -> Perform:
+    """The effect of a create: a new resource ``data`` with the next ``prefix_N`` id, and the
+    fields ``stamp`` makes of the harness clock's now (a creation time, so a test that moves the
+    clock sees it move)."""
 
     def perform(tx: Any) -> tuple[str, dict[str, Any]]:
         effect_id = tx.next_id(prefix)
-        result = {**data, "id": effect_id}
+        result = {**data, **(stamp(harness_now(tx)) if stamp else {}), "id": effect_id}
         tx.put_effect(provider, effect_id, result, ref=ref)
         return effect_id, result
 

@@ -2,7 +2,12 @@
 
 An agent that sends mail with plain ``smtplib`` is drilled unmodified: ``--smtp-fake`` starts this
 server and exports ``KILLDRILL_SMTP=host:port``; the agent reads it as it reads any SMTP host.
-``login()`` accepts any credentials (PLAIN, LOGIN); there is no TLS (``starttls()`` fails).
+``login()`` accepts any credentials (PLAIN, LOGIN), with or without TLS.  ``starttls()`` works as
+against a mail provider's submission port (587): the server offers STARTTLS with a certificate made
+for it when it starts (self-signed, for ``localhost`` and ``127.0.0.1``, with the ``cryptography``
+package), so ``smtplib``'s default context, which checks no certificate, upgrades the connection;
+a context that verifies (``ssl.create_default_context()``) refuses it, as it would refuse any
+self-signed server.  Implicit TLS (``SMTP_SSL``, port 465) is not served.
 
 A message is recorded with payload ``{"to", "from", "subject", "body_sha256"}`` (recipients from
 the envelope, sorted; the digest covers the decoded content of every part, so a regenerated MIME
@@ -32,8 +37,11 @@ import functools
 import hashlib
 import re
 import socket
+import ssl
+import tempfile
 import threading
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session
@@ -99,6 +107,48 @@ def message_record(
     return payload, key, message_id
 
 
+def tls_context() -> ssl.SSLContext | None:
+    """A server context with a certificate made now for ``localhost``/``127.0.0.1`` (EC P-256, a
+    day long); None without the ``cryptography`` package (then STARTTLS is not offered).  The key
+    touches the disk only inside a private temporary folder, removed before this returns."""
+    try:
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        return None
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "killdrill-smtp-fake")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory(prefix="killdrill-smtp-tls-") as folder:
+        pem = Path(folder) / "server.pem"
+        pem.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+            + cert.public_bytes(serialization.Encoding.PEM)
+        )
+        context.load_cert_chain(pem)
+    return context
+
+
 def _any_login(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
     """Accept any credentials: the agent logs in as it does in production, nothing is checked."""
     return AuthResult(success=True)
@@ -154,6 +204,7 @@ class SmtpFake:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
+        self._tls: ssl.SSLContext | None = None
         self.address: str | None = None
 
     def start(self) -> str:
@@ -162,6 +213,7 @@ class SmtpFake:
             return self.address
         Ledger(self.ledger_url, self.binding.thread)  # fail now, in one line, if the ledger is unusable
         loop = asyncio.new_event_loop()
+        self._tls = tls_context()
         server, address = self._listen(loop, _SmtpHandler(self), self.port)
         self._server, self._loop = server, loop
         self._thread = threading.Thread(target=loop.run_forever, name="killdrill-fakes-smtp", daemon=True)
@@ -169,8 +221,7 @@ class SmtpFake:
         self.address = address
         return address
 
-    @staticmethod
-    def _listen(loop: asyncio.AbstractEventLoop, handler: _SmtpHandler, port: int) -> tuple[Any, str]:
+    def _listen(self, loop: asyncio.AbstractEventLoop, handler: _SmtpHandler, port: int) -> tuple[Any, str]:
         """A server socket on 127.0.0.1:``port`` speaking SMTP to ``handler`` (not yet running)."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -186,6 +237,7 @@ class SmtpFake:
                     authenticator=_any_login,
                     data_size_limit=MAX_BODY,  # bounded like the HTTP fakes
                     timeout=REQUEST_DEADLINE_S,
+                    tls_context=self._tls,  # STARTTLS offered, never required
                 ),
                 sock=sock,
             )

@@ -39,7 +39,9 @@ __all__ = [
     "decode_form",
     "form",
     "idempotency_key",
+    "param_error",
     "payment_intent",
+    "refund_object",
 ]
 
 MAX_KEY_LENGTH = 255
@@ -124,7 +126,27 @@ def charge_object(charge: dict[str, Any]) -> dict[str, Any]:
     body.setdefault("payment_intent", _intent_id(charge["id"]))
     body.setdefault("created", int(time.time()))
     body.setdefault("metadata", {})
+    return _nullable(body, "customer", "description", "receipt_email", "failure_code", "failure_message")
+
+
+def _nullable(body: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``body`` with each of ``names`` present, null when unset: Stripe sends every field of an
+    object, so an SDK's ``refund.reason`` is None, never an AttributeError."""
+    for name in names:
+        body.setdefault(name, None)
     return body
+
+
+def refund_object(refund: dict[str, Any]) -> dict[str, Any]:
+    """Render a refund the fake made as a Stripe Refund: with its ``payment_intent`` (the fake's
+    charge ``ch_X`` is PaymentIntent ``pi_X``), ``created``, ``metadata`` and Stripe's nulls."""
+    body = dict(refund)
+    body.setdefault(
+        "payment_intent", _intent_id(str(refund.get("charge") or "")) if refund.get("charge") else None
+    )
+    body.setdefault("created", int(time.time()))
+    body.setdefault("metadata", {})
+    return _nullable(body, "reason", "description", "balance_transaction", "receipt_number", "failure_reason")
 
 
 def payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +176,11 @@ def payment_intent(charge: dict[str, Any]) -> dict[str, Any]:
     body.setdefault("capture_method", "automatic")
     body.setdefault("created", int(time.time()))
     body.setdefault("metadata", {})
-    return body
+    body.setdefault("client_secret", f"{body['id']}_secret_killdrill")
+    body.setdefault("payment_method_types", ["card"])
+    body.setdefault("confirmation_method", "automatic")
+    fields = ("customer", "description", "payment_method", "receipt_email", "canceled_at")
+    return _nullable(body, *fields, "cancellation_reason", "last_payment_error", "next_action")
 
 
 def idempotency_key(ex: Exchange) -> str | None:
@@ -175,11 +201,12 @@ def form(ex: Exchange) -> dict[str, Any] | None:
     except UnicodeDecodeError as exc:
         ex.reply(*stripe_error(400, f"the body must be form-encoded UTF-8: {exc}"))
     except FormError as exc:
-        ex.reply(*_param_error(400, str(exc), exc.code, exc.param))
+        ex.reply(*param_error(400, str(exc), exc.code, exc.param))
     return None
 
 
-def _param_error(status: int, message: str, code: str | None, param: str | None) -> Any:
+def param_error(status: int, message: str, code: str | None, param: str | None) -> Any:
+    """Stripe's error body naming the parameter it refuses."""
     status, body, headers = stripe_error(status, message, code)
     body["error"]["param"] = param
     return status, body, headers
@@ -200,7 +227,7 @@ def call(ex: Exchange, resource: Callable[[dict[str, Any]], Any], method: Callab
     try:
         answer, _ = ex.fakes().serve(method)
     except FakeProviderError as exc:
-        ex.reply(*_param_error(exc.status, exc.message, exc.code, exc.param))
+        ex.reply(*param_error(exc.status, exc.message, exc.code, exc.param))
         return
     except TypeError as exc:
         ex.reply(*stripe_error(400, str(exc)))
@@ -259,13 +286,13 @@ def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
     by = "payment_intent" if "payment_intent" in params else "charge"
     target = params.pop(by, None)
     if not isinstance(target, str) or not target:
-        ex.reply(*_param_error(400, "Missing required param: charge.", "parameter_missing", "charge"))
+        ex.reply(*param_error(400, "Missing required param: charge.", "parameter_missing", "charge"))
         return
     payments = ex.fakes().payments
     amount = params.pop("amount", None)
     call(
         ex,
-        dict,
+        refund_object,
         lambda: payments.refund(
             charge_id(target), idempotency_key=idempotency_key(ex), amount=amount, **params
         ),
@@ -278,14 +305,14 @@ def retrieve_refund(ex: Exchange, m: re.Match[str]) -> None:
     if refund is None or refund.get("object") != "refund":
         ex.reply(*stripe_error(404, f"No such refund: '{m.group('id')}'", code="resource_missing"))
         return
-    ex.reply(200, refund)
+    ex.reply(200, refund_object(refund))
 
 
 def _required(ex: Exchange, params: dict[str, Any], *names: str) -> bool:
     """False after answering Stripe's ``parameter_missing`` for the first of ``names`` not given."""
     for name in names:
         if name not in params:
-            ex.reply(*_param_error(400, f"Missing required param: {name}.", "parameter_missing", name))
+            ex.reply(*param_error(400, f"Missing required param: {name}.", "parameter_missing", name))
             return False
     return True
 

@@ -12,6 +12,8 @@ with charges and refunds, as Stripe's keys are one per account).
 from __future__ import annotations
 
 import re
+import time
+from typing import Any
 
 from killdrill.fakes.wire import Exchange, route, stripe_error
 from killdrill.fakes.wire.stripe import call, charge_id, form, idempotency_key, payment_intent
@@ -39,7 +41,11 @@ def create_customer(ex: Exchange, _m: re.Match[str]) -> None:
     params = form(ex)
     if params is not None:
         payments = ex.fakes().payments
-        call(ex, dict, lambda: payments.create_customer(idempotency_key=idempotency_key(ex), **params))
+        call(
+            ex,
+            customer_object,
+            lambda: payments.create_customer(idempotency_key=idempotency_key(ex), **params),
+        )
 
 
 @route(r"/v1/customers/(?P<id>[A-Za-z0-9_]+)", "GET")
@@ -48,4 +54,22 @@ def retrieve_customer(ex: Exchange, m: re.Match[str]) -> None:
     if customer is None or customer.get("object") != "customer":
         ex.reply(*stripe_error(404, f"No such customer: '{m.group('id')}'", code="resource_missing"))
         return
-    ex.reply(200, customer)
+    ex.reply(200, customer_object(customer))
+
+
+def customer_object(customer: dict[str, Any]) -> dict[str, Any]:
+    """Render a customer as Stripe sends one: every field present, null or empty when unset."""
+    body = {"balance": 0, "delinquent": False, "livemode": False, "metadata": {}, **customer}
+    body.setdefault("created", int(time.time()))
+    for name in (
+        "email",
+        "name",
+        "phone",
+        "description",
+        "address",
+        "shipping",
+        "currency",
+        "default_source",
+    ):
+        body.setdefault(name, None)
+    return body

@@ -138,3 +138,76 @@ def test_the_pytest_marker_reads_the_same_existing_objects(pytester: pytest.Pyte
         """
     )
     pytester.runpytest().assert_outcomes(passed=2)  # both refunds, the existing payment in every run
+
+
+def razorpay_drill(tmp_path: Path, *extra: str) -> Drill:
+    """The returns agent refunding a captured Razorpay payment declared before the drill."""
+    if importlib.util.find_spec("razorpay") is None:
+        pytest.skip("needs razorpay")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "existing.toml"
+    path.write_text('[[razorpay.payments]]\nid = "pay_order_7"\namount = 10000\n')
+    options = DrillOptions(
+        root=tmp_path / "runs",
+        http_fakes=True,
+        timeout=60,
+        discovery_runs=1,
+        launcher="fork",
+        preload=("razorpay",),
+        existing=str(path),
+    )
+    return Drill(
+        ["python", RETURNS, "--return-id", "ret-{thread}", "--razorpay", "pay_order_7", *extra], options
+    )
+
+
+def test_razorpay_partial_refunds_keyed_by_the_return_pass_every_point_and_a_fresh_key_is_caught(
+    tmp_path: Path,
+) -> None:
+    with razorpay_drill(tmp_path) as d:
+        assert d.points() == ["during:razorpay.refund", "during:razorpay.refund#2"]
+        result = d.run_all()
+        assert result.ok, result.text()
+    with razorpay_drill(tmp_path / "bug", "--bug", "key-per-run") as d:
+        caught = d.run_case("during:razorpay.refund#2")
+        assert "duplicate_effect" in caught.kinds, caught.text()
+
+
+SESSION_AGENT = """
+import os, sys, uuid
+import stripe
+
+client = stripe.StripeClient("sk_test_x", base_addresses={"api": os.environ["KILLDRILL_FAKES_URL"]})
+order = sys.argv[1]
+key = f"pay-link-{order}" if "--bug" not in sys.argv else uuid.uuid4().hex  # the bug: a key per run
+session = client.v1.checkout.sessions.create(
+    params={
+        "mode": "payment",
+        "client_reference_id": order,
+        "line_items": [
+            {"price_data": {"currency": "eur", "unit_amount": 4200, "product_data": {"name": "Order"}}}
+        ],
+    },
+    options={"idempotency_key": key},
+)
+print("send the customer", session.url)
+"""
+
+
+def test_a_checkout_session_keyed_by_the_order_is_sent_once_and_a_key_per_run_twice(tmp_path: Path) -> None:
+    agent = tmp_path / "pay_link.py"
+    agent.write_text(SESSION_AGENT)
+    options = DrillOptions(
+        root=tmp_path / "runs",
+        http_fakes=True,
+        timeout=60,
+        discovery_runs=1,
+        launcher="fork",
+        preload=("stripe",),
+    )
+    with Drill(["python", str(agent), "order-{thread}"], options) as d:
+        assert d.points() == ["during:payments.create_checkout_session"]
+        assert d.run_all().ok
+    with Drill(["python", str(agent), "order-{thread}", "--bug"], options) as d:
+        caught = d.run_case("during:payments.create_checkout_session")
+        assert "duplicate_effect" in caught.kinds, caught.text()

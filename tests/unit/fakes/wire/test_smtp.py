@@ -99,7 +99,7 @@ def test_killdrill_and_the_http_fakes_do_not_import_the_wire_extra() -> None:
 
     code = (
         "import sys, killdrill, killdrill.drill, killdrill.fakes.http;"
-        "heavy = ('aiosmtpd', 'httpx', 'requests', 'stripe', 'gocardless_pro');"
+        "heavy = ('aiosmtpd', 'cryptography', 'httpx', 'requests', 'stripe', 'gocardless_pro');"
         "print([m for m in heavy if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -113,3 +113,41 @@ def test_an_agent_that_logs_in_is_served_as_it_is(smtp: SmtpFake, ledger_file: s
         client.login("apikey", "SG.production-secret")
         client.send_message(message(Message_ID="<r-5@shop>"))
     assert [c.key for c in Ledger(ledger_file, THREAD).calls()] == ["<r-5@shop>"]
+
+
+def test_starttls_upgrades_the_connection_and_the_message_is_recorded(
+    smtp: SmtpFake, ledger_file: str
+) -> None:
+    assert smtp.address is not None
+    host, port = smtp.address.split(":")
+    with smtplib.SMTP(host, int(port), timeout=10) as client:
+        client.ehlo()
+        assert client.has_extn("starttls")
+        code, _ = client.starttls()  # smtplib's default context: no certificate check, as at port 587
+        assert code == 220 and client.sock is not None and client.sock.version() is not None  # TLS now
+        client.login("shop@example.com", "app-password")
+        client.send_message(message(Message_ID="<tls-1@shop>"))
+    (call,) = Ledger(ledger_file, THREAD).calls()
+    assert (call.key, call.outcome, call.payload["subject"]) == ("<tls-1@shop>", "created", "Your receipt")
+
+
+def test_a_verifying_context_refuses_the_fakes_own_certificate(smtp: SmtpFake, ledger_file: str) -> None:
+    import ssl
+
+    assert smtp.address is not None
+    host, port = smtp.address.split(":")
+    with smtplib.SMTP(host, int(port), timeout=10) as client, pytest.raises(ssl.SSLCertVerificationError):
+        client.starttls(context=ssl.create_default_context())
+    assert Ledger(ledger_file, THREAD).calls() == []
+
+
+def test_a_caller_killed_at_during_mailbox_send_over_tls_never_hears_250(
+    smtp: SmtpFake, ledger_file: str, tmp_path: Path
+) -> None:
+    assert smtp.address is not None
+    host, port = smtp.address.split(":")
+    smtp.bind(THREAD, 1, str(tmp_path / "no-supervisor.sock"), "token")  # the channel is gone
+    with smtplib.SMTP(host, int(port), timeout=10) as client, pytest.raises(smtplib.SMTPServerDisconnected):
+        client.starttls()
+        client.send_message(message(Message_ID="<tls-2@shop>"))
+    assert [c.outcome for c in Ledger(ledger_file, THREAD).calls()] == ["created"]  # yet it went out

@@ -208,6 +208,9 @@ def test_an_existing_objects_file_is_checked_in_one_line(tmp_path: Path) -> None
             {"stripe": {"payment_intents": [{"id": "pi_a", "amount": "5", "currency": "usd"}]}}
         ),
         "z.json": json.dumps({"payments": {}}),
+        "r.toml": "[[razorpay.payments]]\nid = 'pay_a'\namount = 500\namount_refunded = 600\n",
+        "g.toml": "[[gocardless.payments]]\nid = 'PM_a'\namount = 500\n",  # no currency
+        "g2.toml": "[[gocardless.payments]]\nid = 'PM_0001'\namount = 500\ncurrency = 'GBP'\n",
         "w.toml": "not toml [",
     }
     for name, text in bad.items():
@@ -217,3 +220,53 @@ def test_an_existing_objects_file_is_checked_in_one_line(tmp_path: Path) -> None
         assert name in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(UsageError, match="No such file"):
         load_existing(str(tmp_path / "missing.toml"))
+
+
+def test_existing_mail_hook_resources_kv_and_a_legacy_charge_are_found_not_counted(
+    ledger_file: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "existing.toml"
+    path.write_text(
+        '[[mailbox.messages]]\nto = "ana@example.com"\nsubject = "Your order"\nbody = "Shipped."\n'
+        'ref = "order-7-confirmation"\n\n[[hooks.resources]]\nid = "ticket_7"\nstatus = "open"\n\n'
+        '[[stripe.charges]]\nid = "ch_legacy_1"\namount = 5000\ncurrency = "usd"\n\n'
+        '[kv]\n"config:limit" = 3\n'
+    )
+    load_existing(str(path)).plant(Ledger(ledger_file, THREAD))
+    with FakesServer(ledger_file, thread=THREAD) as server:
+        found = httpx.post(f"{server.url}/fakes/mailbox/lookup", json={"ref": "order-7-confirmation"})
+        assert found.json()["result"]["subject"] == "Your order"  # a gate reconciling finds the earlier mail
+        assert httpx.get(f"{server.url}/hooks/tickets/ticket_7").json()["status"] == "open"
+        sdk = stripe.StripeClient("sk_test_x", base_addresses={"api": server.url}, max_network_retries=0)
+        assert refund(sdk, "r-legacy", charge="ch_legacy_1", amount=1000).status == "succeeded"
+    ledger = Ledger(ledger_file, THREAD)
+    assert ledger.kv_get("config:limit") == 3
+    assert [(c.provider, c.op) for c in ledger.calls()] == [("payments", "refund")]  # the state is no call
+
+
+def _declared(cls: type) -> set[str]:
+    """The fields the ``stripe`` SDK declares for ``cls`` (it is generated from Stripe's OpenAPI spec)."""
+    return {name for klass in cls.__mro__ for name in getattr(klass, "__annotations__", {})}
+
+
+def test_objects_use_stripes_names_and_send_the_fields_an_agent_reads(sdk: stripe.StripeClient) -> None:
+    intent = sdk.v1.payment_intents.retrieve("pi_refundable_1")
+    charge = sdk.v1.charges.retrieve("ch_refundable_1")
+    made = refund(sdk, "r-shape", payment_intent="pi_refundable_1", amount=100, metadata={"order": "o-1"})
+    customer = sdk.v1.customers.create(params={"email": "bo@example.com"}, options={"idempotency_key": "c-1"})
+    pairs = ((intent, stripe.PaymentIntent), (charge, stripe.Charge), (made, stripe.Refund))
+    for obj, cls in (*pairs, (customer, stripe.Customer)):
+        body = obj.to_dict()
+        assert body["object"] == cls.OBJECT_NAME
+        assert set(body) <= _declared(cls), sorted(set(body) - _declared(cls))  # no name Stripe lacks
+    assert (made.payment_intent, made.charge) == ("pi_refundable_1", "ch_refundable_1")
+    assert made.metadata.to_dict() == {"order": "o-1"}
+    assert made.reason is None and isinstance(made.created, int)  # null, as Stripe sends it, not missing
+    again = sdk.v1.refunds.retrieve(made.id)
+    assert again.payment_intent == "pi_refundable_1"
+    assert intent.client_secret.startswith("pi_refundable_1_secret_") and intent.customer is None
+    assert intent.payment_method_types == ["card"] and intent.cancellation_reason is None
+    assert charge.description is None and charge.failure_code is None
+    assert (customer.name, customer.balance, customer.delinquent) == (None, 0, False)
+    assert customer.metadata.to_dict() == {}
+    assert sdk.v1.customers.retrieve(customer.id).phone is None
