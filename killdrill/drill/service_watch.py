@@ -73,8 +73,10 @@ class ServiceWatch:
             self.attempt(run)
 
         stage = self.stage
-        knocks = {"watch": lambda fd: stage.watch(fd, written), "unwatch": stage.unwatch}
-        self.pending[id(run.spec)] = (run, Probe(probe, *_logs(run), **knocks) if probe else None, written)
+        out, err = _logs(run)
+        watch, unwatch = (lambda fd: stage.watch(fd, written)), stage.unwatch
+        tried = Probe(probe, out, err, watch=watch, unwatch=unwatch) if probe else None
+        self.pending[id(run.spec)] = (run, tried, written)
         if self.files is not None and probe is not None:
             for path in _files(run):
                 self.files.add(path, written)
