@@ -10,6 +10,7 @@ from typing import Any
 from killdrill.fakes.errors import FakeProviderError
 from killdrill.fakes.provider import Provider
 from killdrill.fakes.rules import harness_now
+from killdrill.fakes.transfers import TRANSFER_OPERATIONS, MoneyOut
 from killdrill.ledger import IN_FLIGHT, Tx
 from killdrill.providers import Operation, Param
 
@@ -21,8 +22,9 @@ SESSION_LIFETIME_S = 24 * 3600
 """How long a Checkout Session stays open: Stripe's default ``expires_at``."""
 
 
-class Payments(Provider):
-    """Stripe-like charges: keyed requests replay, mismatched reuse is refused, no key charges again."""
+class Payments(MoneyOut):
+    """Stripe-like charges: keyed requests replay, mismatched reuse is refused, no key charges again
+    (transfers and payouts: :class:`~killdrill.fakes.transfers.MoneyOut`)."""
 
     name = "payments"
     operations = (
@@ -56,6 +58,7 @@ class Payments(Provider):
         Operation(
             "expire_checkout_session", keyed=True, params=(Param("session_id", "string", max_length=ID),)
         ),
+        *TRANSFER_OPERATIONS,
         Operation("lookup", read=True, params=(Param("key", "string", max_length=ID),)),
         Operation("get", read=True, params=(Param("charge_id", "string", max_length=ID),)),
     )

@@ -16,6 +16,9 @@ charge is judged like any other effect::
     amount = 5000
     currency = "usd"
 
+    [[stripe.accounts]]                 # a connected account to transfer to (POST /v1/transfers)
+    id = "acct_seller_7"
+
     [[razorpay.payments]]               # a captured Razorpay payment to refund (currency INR)
     id = "pay_order_7"
     amount = 50000
@@ -74,7 +77,7 @@ def _toml() -> Callable[[str], Any] | None:
 
 
 _ID = re.compile(r"[A-Za-z0-9_]{1,200}")
-_STRIPE = {"payment_intents": "pi_", "charges": "ch_", "customers": "cus_"}
+_STRIPE = {"payment_intents": "pi_", "charges": "ch_", "customers": "cus_", "accounts": "acct_"}
 _SECTIONS = ("stripe", "razorpay", "gocardless", "mailbox", "hooks", "github", "kv")
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _INTENT_STATES = ("succeeded", "requires_capture", "requires_confirmation", "canceled")
@@ -171,8 +174,8 @@ def _amount(where: str, entry: dict[str, Any], name: str, default: int | None = 
 
 def _stripe(where: str, kind: str, entry: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
     oid = _id(where, entry, _STRIPE[kind])
-    if kind == "customers":
-        return "payments", oid, {**entry, "object": "customer"}, None
+    if kind in ("customers", "accounts"):
+        return "payments", oid, {**entry, "object": kind.removesuffix("s")}, None
     amount = _amount(where, entry, "amount")
     refunded = _amount(where, entry, "amount_refunded", 0)
     if refunded > amount or not isinstance(entry.get("currency"), str):
