@@ -43,6 +43,7 @@ __all__ = [
     "PROXY_PREFIX",
     "REPLICA",
     "SMTP",
+    "SSL_CERT_FILE",
     "TEMPLATE",
     "THREAD",
     "WAIT_AT",
@@ -109,6 +110,12 @@ FAKES_SECRET = "KILLDRILL_FAKES_SECRET"
 SMTP = "KILLDRILL_SMTP"
 """Set by the drill with ``--smtp-fake``; read by agents and ``integrations._wire``.  ``host:port``
 of the SMTP fake."""
+
+SSL_CERT_FILE = "SSL_CERT_FILE"
+"""Set by the drill with ``--smtp-fake`` (unless ``--env`` sets it): OpenSSL's default trust file,
+read by Python's ``ssl`` default contexts and httpx, here the machine's certificates and the SMTP
+fake's own CA (constrained to the loopback), so an agent that verifies the fake's certificate
+(``starttls(context=ssl.create_default_context())``) trusts it."""
 
 EFFECT_DB = "KILLDRILL_EFFECT_DB"
 """Set by the drill with ``--effect-db`` (``drill.db_effects``); read by agents.  The run's

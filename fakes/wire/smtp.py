@@ -4,10 +4,12 @@ An agent that sends mail with plain ``smtplib`` is drilled unmodified: ``--smtp-
 server and exports ``KILLDRILL_SMTP=host:port``; the agent reads it as it reads any SMTP host.
 ``login()`` accepts any credentials (PLAIN, LOGIN), with or without TLS.  ``starttls()`` works as
 against a mail provider's submission port (587): the server offers STARTTLS with a certificate made
-for it when it starts (self-signed, for ``localhost`` and ``127.0.0.1``, with the ``cryptography``
-package), so ``smtplib``'s default context, which checks no certificate, upgrades the connection;
-a context that verifies (``ssl.create_default_context()``) refuses it, as it would refuse any
-self-signed server.  Implicit TLS (``SMTP_SSL``, port 465) is not served.
+for it when it starts (for ``localhost`` and ``127.0.0.1``, with the ``cryptography`` package),
+issued by a CA made with it that can vouch for the loopback alone (:class:`Tls`).  ``smtplib``'s
+default context, which checks no certificate, upgrades the connection; a context that verifies
+(``ssl.create_default_context()``) does too when it trusts that CA: the drill writes it with the
+machine's own CAs into a file (``trust_file``) it gives every process as ``SSL_CERT_FILE``.
+Implicit TLS (``SMTP_SSL``, port 465) is not served.
 
 A message is recorded with payload ``{"to", "from", "subject", "body_sha256"}`` (recipients from
 the envelope, sorted; the digest covers the decoded content of every part, so a regenerated MIME
@@ -35,6 +37,7 @@ import email
 import email.policy
 import functools
 import hashlib
+import os
 import re
 import socket
 import ssl
@@ -53,7 +56,7 @@ from killdrill.fakes.serving import Binding
 from killdrill.fakes.wire import record_effect  # one binding type for the HTTP and SMTP fakes
 from killdrill.ledger import Ledger
 
-__all__ = ["SmtpFake", "message_record"]
+__all__ = ["SmtpFake", "Tls", "message_record", "system_trust", "tls"]
 
 _KEY_HEADER = re.compile(r"idempotency", re.IGNORECASE)
 _CONTEXT_LINE = re.compile(
@@ -107,10 +110,23 @@ def message_record(
     return payload, key, message_id
 
 
-def tls_context() -> ssl.SSLContext | None:
-    """A server context with a certificate made now for ``localhost``/``127.0.0.1`` (EC P-256, a
-    day long); None without the ``cryptography`` package (then STARTTLS is not offered).  The key
-    touches the disk only inside a private temporary folder, removed before this returns."""
+class Tls:
+    """The fake's TLS: a server context whose certificate (``localhost``, ``127.0.0.1``) is
+    issued by a CA made for this server alone, and that CA's certificate to trust.
+
+    The CA cannot vouch for anything but the loopback: its name constraints permit ``localhost``
+    and ``127.0.0.1/32`` only (a verifier refuses a certificate it issued for another name), and
+    its private key exists only while it signs the server's certificate, never on disk."""
+
+    def __init__(self, context: ssl.SSLContext, ca_pem: bytes) -> None:
+        self.context = context
+        self.ca_pem = ca_pem
+
+
+def tls() -> Tls | None:
+    """The fake's TLS made now (EC P-256, a day long); None without the ``cryptography`` package
+    (then STARTTLS is not offered).  The server's key touches the disk only inside a private
+    temporary folder, removed before this returns."""
     try:
         import datetime
         import ipaddress
@@ -118,24 +134,76 @@ def tls_context() -> ssl.SSLContext | None:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     except ImportError:
         return None
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "killdrill-smtp-fake")])
     now = datetime.datetime.now(datetime.timezone.utc)
+    loopback = ipaddress.ip_network("127.0.0.1/32")
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "killdrill smtp fake loopback CA")])
+    usage = dict.fromkeys(
+        ("content_commitment", "key_encipherment", "data_encipherment", "key_agreement"), False
+    )
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+                **usage,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.NameConstraints(
+                permitted_subtrees=[x509.DNSName("localhost"), x509.IPAddress(loopback)],
+                excluded_subtrees=None,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+                **usage,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(key, hashes.SHA256())
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
     )
+    del ca_key  # nothing else will ever be signed by it
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     with tempfile.TemporaryDirectory(prefix="killdrill-smtp-tls-") as folder:
         pem = Path(folder) / "server.pem"
@@ -146,7 +214,24 @@ def tls_context() -> ssl.SSLContext | None:
             + cert.public_bytes(serialization.Encoding.PEM)
         )
         context.load_cert_chain(pem)
-    return context
+    return Tls(context, ca.public_bytes(serialization.Encoding.PEM))
+
+
+def system_trust() -> bytes:
+    """The certificates this machine's TLS clients trust by default, to bundle with the fake's CA:
+    the file ``SSL_CERT_FILE`` names, else OpenSSL's default file, else certifi's; empty if none."""
+    paths = ssl.get_default_verify_paths()
+    candidates = [os.environ.get(paths.openssl_cafile_env), paths.cafile, paths.openssl_cafile]
+    try:
+        import certifi
+
+        candidates.append(certifi.where())
+    except ImportError:
+        pass
+    for path in candidates:
+        if path and os.path.isfile(path):
+            return Path(path).read_bytes()
+    return b""
 
 
 def _any_login(server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any) -> AuthResult:
@@ -193,11 +278,25 @@ class _SmtpHandler:
 
 
 class SmtpFake:
-    """The SMTP fake on 127.0.0.1 (a free port), recording to ``ledger`` (a path or URL)."""
+    """The SMTP fake on 127.0.0.1 (a free port), recording to ``ledger`` (a path or URL).
 
-    def __init__(self, ledger: str, *, thread: str = "default", attempt: int = 1, port: int = 0) -> None:
+    ``trust_file``: where :meth:`start` writes the certificates a client verifying the fake's
+    must trust (the machine's own and the fake's CA), for ``SSL_CERT_FILE``; :attr:`trusted` is
+    that path once written (None: no TLS, nothing written)."""
+
+    def __init__(
+        self,
+        ledger: str,
+        *,
+        thread: str = "default",
+        attempt: int = 1,
+        port: int = 0,
+        trust_file: str | None = None,
+    ) -> None:
         self.ledger_url = ledger
         self.port = port
+        self.trust_file = trust_file
+        self.trusted: str | None = None
         self.binding = Binding(ledger, thread, attempt, None)
         self._launches: dict[Hashable, tuple[str, asyncio.AbstractServer]] = {}
         self._bindings: dict[Hashable, Binding] = {}
@@ -213,7 +312,11 @@ class SmtpFake:
             return self.address
         Ledger(self.ledger_url, self.binding.thread)  # fail now, in one line, if the ledger is unusable
         loop = asyncio.new_event_loop()
-        self._tls = tls_context()
+        material = tls()
+        self._tls = material.context if material is not None else None
+        if material is not None and self.trust_file is not None:
+            Path(self.trust_file).write_bytes(system_trust().rstrip(b"\n") + b"\n" + material.ca_pem)
+            self.trusted = self.trust_file
         server, address = self._listen(loop, _SmtpHandler(self), self.port)
         self._server, self._loop = server, loop
         self._thread = threading.Thread(target=loop.run_forever, name="killdrill-fakes-smtp", daemon=True)

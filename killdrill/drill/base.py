@@ -21,6 +21,7 @@ from killdrill import envvars
 from killdrill.drill.db_effects import EffectRows
 from killdrill.drill.deployment import Deployed, DeploymentCase, check_faults
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, fill_env, model_env, resolve_command
+from killdrill.drill.errors import STATE_DIR
 from killdrill.drill.setup_checks import detection_env
 from killdrill.drill.topology import Process, Topology, check_placeholders
 from killdrill.drill.workdirs import RunContext, Workdirs
@@ -406,7 +407,9 @@ class DrillSetup:
         if self.options.smtp_fake:
             from killdrill.fakes.wire.smtp import SmtpFake  # the wire extra (aiosmtpd): only when asked
 
-            smtp = SmtpFake(self.workdirs.ledger_url(run.workdir))
+            (run.workdir / STATE_DIR).mkdir(parents=True, exist_ok=True)
+            trust = str(run.workdir / STATE_DIR / "smtp-trust.pem")
+            smtp = SmtpFake(self.workdirs.ledger_url(run.workdir), trust_file=trust)
             servers.append(smtp)
             smtp.start()
 
@@ -420,6 +423,8 @@ class DrillSetup:
                 spec.env = {**spec.env, envvars.FAKES_URL: url, envvars.FAKES_SECRET: secret}
             if smtp is not None:
                 spec.env = {**spec.env, envvars.SMTP: smtp.attempt_address(id(spec))}
+                if smtp.trusted is not None and envvars.SSL_CERT_FILE not in own:
+                    spec.env = {**spec.env, envvars.SSL_CERT_FILE: smtp.trusted}  # verifying agents trust it
             proxies.prepare(spec)
             spec.env = expand_env(spec.env, self.options.env)
 
