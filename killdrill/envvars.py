@@ -43,6 +43,7 @@ __all__ = [
     "PROXY_PREFIX",
     "REPLICA",
     "SMTP",
+    "SMTPS",
     "SSL_CERT_FILE",
     "TEMPLATE",
     "THREAD",
@@ -110,6 +111,10 @@ FAKES_SECRET = "KILLDRILL_FAKES_SECRET"
 SMTP = "KILLDRILL_SMTP"
 """Set by the drill with ``--smtp-fake``; read by agents and ``integrations._wire``.  ``host:port``
 of the SMTP fake."""
+
+SMTPS = "KILLDRILL_SMTPS"
+"""Set by the drill with ``--smtp-fake`` beside :data:`SMTP`: ``host:port`` where the SMTP fake
+speaks implicit TLS (``smtplib.SMTP_SSL``, a provider's port 465)."""
 
 SSL_CERT_FILE = "SSL_CERT_FILE"
 """Set by the drill with ``--smtp-fake`` (unless ``--env`` sets it): OpenSSL's default trust file,

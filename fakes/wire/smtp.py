@@ -9,7 +9,8 @@ issued by a CA made with it that can vouch for the loopback alone (:class:`Tls`)
 default context, which checks no certificate, upgrades the connection; a context that verifies
 (``ssl.create_default_context()``) does too when it trusts that CA: the drill writes it with the
 machine's own CAs into a file (``trust_file``) it gives every process as ``SSL_CERT_FILE``.
-Implicit TLS (``SMTP_SSL``, port 465) is not served.
+Implicit TLS (``smtplib.SMTP_SSL``, as at port 465) is served on a port of its own per launch
+(:meth:`SmtpFake.attempt_tls_address`, ``KILLDRILL_SMTPS``) with the same certificate.
 
 A message is recorded with payload ``{"to", "from", "subject", "body_sha256"}`` (recipients from
 the envelope, sorted; the digest covers the decoded content of every part, so a regenerated MIME
@@ -298,7 +299,7 @@ class SmtpFake:
         self.trust_file = trust_file
         self.trusted: str | None = None
         self.binding = Binding(ledger, thread, attempt, None)
-        self._launches: dict[Hashable, tuple[str, asyncio.AbstractServer]] = {}
+        self._launches: dict[tuple[Hashable, bool], tuple[str, asyncio.AbstractServer]] = {}
         self._bindings: dict[Hashable, Binding] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -324,8 +325,11 @@ class SmtpFake:
         self.address = address
         return address
 
-    def _listen(self, loop: asyncio.AbstractEventLoop, handler: _SmtpHandler, port: int) -> tuple[Any, str]:
-        """A server socket on 127.0.0.1:``port`` speaking SMTP to ``handler`` (not yet running)."""
+    def _listen(
+        self, loop: asyncio.AbstractEventLoop, handler: _SmtpHandler, port: int, implicit: bool = False
+    ) -> tuple[Any, str]:
+        """A server socket on 127.0.0.1:``port`` speaking SMTP to ``handler`` (not yet running);
+        ``implicit``: TLS from the first byte, as at port 465 (no STARTTLS inside it)."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
@@ -340,9 +344,10 @@ class SmtpFake:
                     authenticator=_any_login,
                     data_size_limit=MAX_BODY,  # bounded like the HTTP fakes
                     timeout=REQUEST_DEADLINE_S,
-                    tls_context=self._tls,  # STARTTLS offered, never required
+                    tls_context=None if implicit else self._tls,  # STARTTLS offered, never required
                 ),
                 sock=sock,
+                ssl=self._tls if implicit else None,
             )
 
         server = (
@@ -358,10 +363,22 @@ class SmtpFake:
         other attempts run (concurrent resumers, a paused zombie), as the HTTP fakes' own URL
         per attempt does.  Call start() first."""
         assert self._loop is not None, "start() the server first"
-        known = self._launches.get(launch)
+        known = self._launches.get((launch, False))
         if known is None:
             server, address = self._listen(self._loop, _SmtpHandler(self, launch), 0)
-            known = self._launches[launch] = (address, server)
+            known = self._launches[launch, False] = (address, server)
+        return known[0]
+
+    def attempt_tls_address(self, launch: Hashable) -> str | None:
+        """As :meth:`attempt_address`, the ``host:port`` where one launch speaks SMTP over implicit
+        TLS (``smtplib.SMTP_SSL``, a provider's port 465); None when the fake has no TLS."""
+        assert self._loop is not None, "start() the server first"
+        if self._tls is None:
+            return None
+        known = self._launches.get((launch, True))
+        if known is None:
+            server, address = self._listen(self._loop, _SmtpHandler(self, launch), 0, implicit=True)
+            known = self._launches[launch, True] = (address, server)
         return known[0]
 
     def bind(
@@ -378,7 +395,7 @@ class SmtpFake:
         Messages to the shared address follow the launch bound last; those to a launch's own
         address (:meth:`attempt_address`) follow that launch, whichever started last."""
         self.binding = Binding.of_attempt(self.ledger_url, thread, attempt, control_address, control_token)
-        if launch is not None and launch in self._launches:
+        if launch is not None and any(known == launch for known, _ in self._launches):
             self._bindings[launch] = self.binding
 
     def deliver(

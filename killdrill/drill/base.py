@@ -423,6 +423,9 @@ class DrillSetup:
                 spec.env = {**spec.env, envvars.FAKES_URL: url, envvars.FAKES_SECRET: secret}
             if smtp is not None:
                 spec.env = {**spec.env, envvars.SMTP: smtp.attempt_address(id(spec))}
+                implicit = smtp.attempt_tls_address(id(spec))
+                if implicit is not None:
+                    spec.env = {**spec.env, envvars.SMTPS: implicit}
                 if smtp.trusted is not None and envvars.SSL_CERT_FILE not in own:
                     spec.env = {**spec.env, envvars.SSL_CERT_FILE: smtp.trusted}  # verifying agents trust it
             proxies.prepare(spec)

@@ -1,7 +1,8 @@
 """An agent that verifies the mail server's certificate (``starttls`` with
 ``ssl.create_default_context()``, as a production sender should), drilled unmodified with
 ``--smtp-fake``: the drill gives it ``SSL_CERT_FILE`` with the fake's loopback CA, so its TLS
-verifies; the gated sender is exactly-once at the send, the ungated one caught."""
+verifies, over STARTTLS or implicit TLS (``KILLDRILL_SMTPS``); the gated sender is exactly-once
+at the send, the ungated one caught."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ msg = EmailMessage()
 msg["From"], msg["To"], msg["Subject"] = "shop@example.com", "ana@example.com", "Receipt"
 msg["Message-ID"] = mid
 msg.set_content("Paid 42.00 GBP.")
+if "--implicit" in sys.argv:  # TLS from the first byte, as at a provider's port 465
+    host, port = os.environ["KILLDRILL_SMTPS"].split(":")
+    with smtplib.SMTP_SSL(host, int(port), timeout=10, context=ssl.create_default_context()) as client:
+        client.send_message(msg)
+    sys.exit(0)
 host, port = os.environ["KILLDRILL_SMTP"].split(":")
 with smtplib.SMTP(host, int(port), timeout=10) as client:
     client.starttls(context=ssl.create_default_context())  # verifies the certificate and host name
@@ -62,3 +68,10 @@ def test_a_verifying_sender_is_drilled_unmodified_exactly_once_and_its_ungated_f
     with drill(tmp_path / "bug", "--bug") as d:
         caught = d.run_case("during:mailbox.send")
         assert "duplicate_effect" in caught.kinds, caught.text()
+
+
+def test_a_verifying_sender_over_implicit_tls_is_drilled_unmodified(tmp_path: Path) -> None:
+    with drill(tmp_path, "--implicit") as d:
+        assert d.points() == ["during:mailbox.send"]
+        result = d.run_case("during:mailbox.send")
+        assert result.ok, result.text()

@@ -108,6 +108,31 @@ def test_the_file_keeps_the_machines_own_cas_and_the_fakes_ca_vouches_for_the_lo
     assert len(context.get_ca_certs()) == pem.count(b"-----BEGIN CERTIFICATE-----")  # every one loads
 
 
+def system_trust_file() -> str | None:
+    """The machine's own CA file (None: Python's defaults)."""
+    paths = ssl.get_default_verify_paths()
+    return paths.cafile or paths.openssl_cafile
+
+
 def test_without_a_trust_file_nothing_is_written(ledger_file: str) -> None:
     with SmtpFake(ledger_file, thread=THREAD) as fake:
         assert fake.trusted is None
+
+
+def test_implicit_tls_is_served_on_a_port_of_its_own_per_launch_and_recorded_under_its_attempt(
+    smtp: SmtpFake, ledger_file: str
+) -> None:
+    plain = smtp.attempt_address("launch-1")
+    implicit = smtp.attempt_tls_address("launch-1")
+    assert implicit is not None and implicit != plain and smtp.attempt_tls_address("launch-1") == implicit
+    smtp.bind(THREAD, 2, launch="launch-1")
+    host, port = implicit.split(":")
+    assert smtp.trusted is not None
+    with smtplib.SMTP_SSL(host, int(port), context=ssl.create_default_context(cafile=smtp.trusted)) as client:
+        assert not client.has_extn("starttls")  # TLS already: nothing to upgrade
+        client.login("shop@example.com", "app-password")
+        client.send_message(message("<ssl-1@shop>"))
+    with pytest.raises(ssl.SSLCertVerificationError):  # a verifier that does not trust the fake's CA
+        smtplib.SMTP_SSL(host, int(port), context=ssl.create_default_context(cafile=system_trust_file()))
+    (call,) = Ledger(ledger_file, THREAD).calls()
+    assert (call.key, call.attempt, call.outcome) == ("<ssl-1@shop>", 2, "created")
