@@ -316,7 +316,9 @@ class SmtpFake:
         material = tls()
         self._tls = material.context if material is not None else None
         if material is not None and self.trust_file is not None:
-            Path(self.trust_file).write_bytes(system_trust().rstrip(b"\n") + b"\n" + material.ca_pem)
+            staged = Path(self.trust_file + ".new")  # replaced whole: a process reading it never sees half
+            staged.write_bytes(system_trust().rstrip(b"\n") + b"\n" + material.ca_pem)
+            os.replace(staged, self.trust_file)
             self.trusted = self.trust_file
         server, address = self._listen(loop, _SmtpHandler(self), self.port)
         self._server, self._loop = server, loop

@@ -48,12 +48,17 @@ with smtplib.SMTP(host, int(port), timeout=10) as client:
 """
 
 
-def drill(tmp_path: Path, *extra: str) -> Drill:
+def drill(tmp_path: Path, *extra: str, launcher: str = "spawn") -> Drill:
     tmp_path.mkdir(parents=True, exist_ok=True)
     agent = tmp_path / "receipt.py"
     agent.write_text(AGENT)
     options = DrillOptions(
-        root=tmp_path / "runs", http_fakes=True, smtp_fake=True, timeout=60, discovery_runs=1
+        root=tmp_path / "runs",
+        http_fakes=True,
+        smtp_fake=True,
+        timeout=60,
+        discovery_runs=1,
+        launcher=launcher,
     )
     return Drill(["python", str(agent), "{workdir}/claimed", *extra], options)
 
@@ -71,7 +76,7 @@ def test_a_verifying_sender_is_drilled_unmodified_exactly_once_and_its_ungated_f
 
 
 def test_a_verifying_sender_over_implicit_tls_is_drilled_unmodified(tmp_path: Path) -> None:
-    with drill(tmp_path, "--implicit") as d:
+    with drill(tmp_path, "--implicit", launcher="fork") as d:  # a fork of a template gets it too
         assert d.points() == ["during:mailbox.send"]
         result = d.run_case("during:mailbox.send")
         assert result.ok, result.text()
