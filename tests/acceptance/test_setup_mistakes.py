@@ -181,6 +181,15 @@ def test_an_interrupted_drill_names_the_folder_it_leaves(tmp_path: Path) -> None
     [root] = [p for p in tmp.iterdir() if p.name.startswith("killdrill-") and "owners" not in p.name]
     assert f"; its workdirs are kept at {root} (killdrill clean removes them)" in err, err
     env = {**os.environ, "TMPDIR": str(tmp)}
+    spare = subprocess.run(
+        [sys.executable, "-m", "killdrill", "clean", "--keep-evidence"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "1 kept folder(s) of failed cases left" in spare.stdout and root.is_dir(), spare.stdout
+    assert f"  {root} (" in spare.stdout, spare.stdout  # named, with its size
     clean = subprocess.run(
         [sys.executable, "-m", "killdrill", "clean"], env=env, capture_output=True, text=True, timeout=60
     )
