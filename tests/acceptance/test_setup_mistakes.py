@@ -167,9 +167,12 @@ def _terminated_drill(tmp_path: Path, *args: str, **env: str) -> str:
 
 
 def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
-    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence."""
+    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence; in a
+    ``--root`` of the user's, the line names the workdirs it leaves there (no sweep removes them)."""
     err = _terminated_drill(tmp_path, "--root", str(tmp_path / "r"))
     assert "killdrill: terminated (SIGTERM); every agent process was killed" in err
+    [left] = (tmp_path / "r").iterdir()
+    assert f"; its workdirs are kept at {left}\n" in err, err
 
 
 def test_an_interrupted_drill_names_the_folder_it_leaves(tmp_path: Path) -> None:
