@@ -155,3 +155,37 @@ def test_a_vhost_whose_permissions_cannot_be_set_is_deleted_at_once(
     assert add == f"-q add_vhost {vhost}" and delete == f"-q delete_vhost {vhost}"
     records = ownership.registry_dir().glob("*.jsonl")
     assert [c for r in records for c in ownership._open_claims(r.read_text())] == []  # nor its claim
+
+
+@pytest.mark.parametrize("during", ["add_vhost", "set_permissions"])
+def test_a_vhost_whose_run_is_interrupted_before_holding_it_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, during: str
+) -> None:
+    """Ctrl-C or SIGTERM while the vhost is being made (a pytest session's SIGTERM arrives as
+    KeyboardInterrupt): no run holds it yet, so no release would delete it; it goes at once."""
+    import socket
+    import tempfile
+    from types import SimpleNamespace
+
+    from killdrill import ownership
+    from killdrill.integrations.celery.broker import CeleryBroker
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    said: list[tuple[str, ...]] = []
+
+    def ctl(self: CeleryBroker, *args: str) -> str:
+        said.append(args)
+        if args[0] == during:
+            raise KeyboardInterrupt("SIGTERM")
+        return ""
+
+    monkeypatch.setattr(CeleryBroker, "_rabbitmqctl", ctl)
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        url = f"amqp://guest:guest@127.0.0.1:{listening.getsockname()[1]}//"
+        broker = CeleryBroker(tmp_path, SimpleNamespace(integration_options={"broker": url}))
+        with pytest.raises(KeyboardInterrupt):
+            broker.env(tmp_path / "001-case", "t")
+    vhost = said[0][-1]
+    assert said[-1] == ("delete_vhost", vhost)
+    records = ownership.registry_dir().glob("*.jsonl")
+    assert [c for r in records for c in ownership._open_claims(r.read_text())] == []
