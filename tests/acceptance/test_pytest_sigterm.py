@@ -3,9 +3,10 @@
 The inner sessions are real pytest processes with only the plugin to handle the signal (this
 suite's own conftest is not theirs): at collection (``discover=`` runs the agent there), in a
 test's discovery, in a test's case, and under xdist with the whole process group signalled, as a
-runner does.  Each must stop within seconds, print its summary, fail no test with
-``SystemExit``, leave no agent process alive and no run's folder: neither in the temporary
-folder nor under pytest's basetemp (the interrupted runs' workdirs are evidence of nothing).
+runner does, or the controller alone, as ``docker stop`` does.  Each must stop within seconds,
+print its summary, fail no test with ``SystemExit``, leave no agent process alive and no run's
+folder: neither in the temporary folder nor under pytest's basetemp (the interrupted runs'
+workdirs are evidence of nothing).
 """
 
 from __future__ import annotations
@@ -80,10 +81,19 @@ def _left(folder: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     ("phase", "xdist"),
-    [("collection", False), ("test", False), ("case", False), ("test", True), ("case", True)],
-    ids=["collection", "test", "case", "test-xdist-group", "case-xdist-group"],
+    [
+        ("collection", ""),
+        ("test", ""),
+        ("case", ""),
+        ("test", "group"),
+        ("case", "group"),
+        ("case", "controller"),
+    ],
+    ids=["collection", "test", "case", "test-xdist-group", "case-xdist-group", "case-xdist-controller"],
 )
-def test_sigterm_stops_the_session_as_ctrl_c(pytester: pytest.Pytester, phase: str, xdist: bool) -> None:
+def test_sigterm_stops_the_session_as_ctrl_c(pytester: pytest.Pytester, phase: str, xdist: str) -> None:
+    """``xdist``: under ``-n 2``, SIGTERM to the whole process group (a runner's) or to the
+    controller alone (``kill PID``, ``docker stop``)."""
     pids = pytester.path / "pids"
     pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\nkilldrill_timeout = 60\n")
     case_sleeper = pytester.path / "case_sleeper.py"
@@ -100,6 +110,8 @@ def test_sigterm_stops_the_session_as_ctrl_c(pytester: pytest.Pytester, phase: s
         "no:cacheprovider",
         "-p",
         "no:randomly",
+        "-p",  # its summary imports Hypothesis in every process: 1.5-4 s each on a loaded machine
+        "no:hypothesispytest",
         f"--basetemp={basetemp}",
         *(["-n", "2"] if xdist else []),
     ]
@@ -121,7 +133,7 @@ def test_sigterm_stops_the_session_as_ctrl_c(pytester: pytest.Pytester, phase: s
         time.sleep(0.05)
     agent, child = (int(p) for p in pids.read_text().split())
     started = time.monotonic()
-    os.killpg(inner.pid, signal.SIGTERM) if xdist else inner.send_signal(signal.SIGTERM)
+    os.killpg(inner.pid, signal.SIGTERM) if xdist == "group" else inner.send_signal(signal.SIGTERM)
     try:
         out = inner.communicate(timeout=20)[0].decode()
     except subprocess.TimeoutExpired:
