@@ -146,7 +146,7 @@ class Workdirs:
         case's files (its ledger's WAL: megabytes for a 1,000-effect case) was 2-3 ms of every
         case quiet, tens of ms on a loaded machine.  :meth:`close` and the interpreter's exit wait
         for the deletions."""
-        _REMOVER.remove(workdir)
+        _REMOVER.remove(workdir, claimed=self._claim is None)  # a made root is swept whole
         self._left.discard(workdir)
         if self._short_tmp is not None:  # the run's temporary folder outside it, if it had one
             short = self._short_tmp[0] / workdir.name.partition("-")[0]
@@ -289,17 +289,18 @@ class _Remover:
             os.register_at_fork(after_in_child=self._after_fork_in_child)
         atexit.register(self.wait)
 
-    def remove(self, path: Path) -> None:
+    def remove(self, path: Path, claimed: bool = False) -> None:
+        """``claimed``: the folder is claimed until deleted, so a harness killed mid-deletion
+        leaves it to the next run's sweep (in a root the user gave; a made root is swept whole)."""
         # not uuid4: a thread id's source (a test that picks the drill's threads replaces it)
         trash = path.with_name(f".removing-{secrets.token_hex(6)}")
-        # claimed: a harness killed mid-deletion leaves it to the next run's sweep, in a root the
-        # user gave too (a made root is swept whole)
-        claim = ownership.claim(ownership.FOLDER, path=str(trash))
+        claim = ownership.claim(ownership.FOLDER, path=str(trash)) if claimed else ""
         try:
             os.rename(path, trash)
         except OSError:  # gone already, or cannot be moved: remove it here
             shutil.rmtree(path, ignore_errors=True)
-            ownership.release(claim)
+            if claim:
+                ownership.release(claim)
             return
         with self._lock:
             self._pending.append((trash, claim))
@@ -319,7 +320,8 @@ class _Remover:
                 self._busy += len(todo)
             for path, claim in todo:
                 shutil.rmtree(path, ignore_errors=True)
-                ownership.release(claim)
+                if claim:
+                    ownership.release(claim)
             with self._lock:
                 self._busy -= len(todo)
                 self._done.notify_all()
