@@ -16,7 +16,7 @@ from killdrill.integrations import check_options
 from killdrill.options import OptionError, Spelling, from_fields
 from killdrill.pytest_plugin._options import MARKER, OPTION_NAMES, ROWS, _convert_option, _marker_spec, _Usage
 from killdrill.pytest_plugin._parametrize import _Broken, _Regression
-from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command
+from killdrill.pytest_plugin._session import _STATE, _harness_errors, _same_command, discarded_if_interrupted
 from killdrill.records import Verdict
 
 if TYPE_CHECKING:
@@ -136,7 +136,8 @@ class KilldrillFixture:
         drill = self.drill(command, **overrides)
         error: Exception | None = None
         try:
-            result = self._case(drill, command, str(schedule), overrides)
+            with discarded_if_interrupted(drill.root):
+                result = self._case(drill, command, str(schedule), overrides)
         except _harness_errors() as exc:
             error = exc
         if error is not None:

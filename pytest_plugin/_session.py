@@ -3,12 +3,14 @@ the session's (cached) discoveries."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import shlex
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,17 +149,18 @@ class _State:
                 Ledger(opts["ledger_url"], "kd-check").close()
             root = _session_folder(self.config, "killdrill-discovery")
             drill: Drill | None = None
-            try:
-                drill = Drill(command, checked, root=root)
-                drill.share_templates(self.pool)  # the tests of this command fork from its template
-                return drill.discover()
-            finally:
-                if drill is not None:
-                    drill.close()  # its runs' short temporary folder too; the pool's template lives on
-                if not opts.get("keep"):  # its clean runs' workdirs are deleted in the background
-                    from killdrill.drill.workdirs import remove_when_emptied
+            with discarded_if_interrupted(root):
+                try:
+                    drill = Drill(command, checked, root=root)
+                    drill.share_templates(self.pool)  # the tests of this command fork from its template
+                    return drill.discover()
+                finally:
+                    if drill is not None:
+                        drill.close()  # its runs' short temporary folder too; the pool's template lives on
+                    if not opts.get("keep"):  # its clean runs' workdirs are deleted in the background
+                        from killdrill.drill.workdirs import remove_when_emptied
 
-                    remove_when_emptied(root)
+                        remove_when_emptied(root)
 
         try:
             return self.cache.get_or_make(key, make)
@@ -203,6 +206,24 @@ def _harness_errors() -> tuple[type[Exception], ...]:
     from killdrill.process.forks import TemplateError
 
     return (KilldrillError, HarnessError, LedgerError, TemplateError, ScheduleError)
+
+
+@contextlib.contextmanager
+def discarded_if_interrupted(root: Path) -> Iterator[None]:
+    """Ctrl-C or SIGTERM (``KeyboardInterrupt``) in a drill under ``root``: the workdirs of the
+    runs it cut short are evidence of nothing, so they go with the runs' processes (already
+    killed by the drill on the way out), and ``root`` too once empty: a stopped session leaves
+    no folder.  What was there before (a failed case kept as evidence) stays."""
+    before = set(os.listdir(root)) if root.is_dir() else set()
+    try:
+        yield
+    except KeyboardInterrupt:
+        if root.is_dir():
+            for name in set(os.listdir(root)) - before:
+                shutil.rmtree(root / name, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                root.rmdir()  # only if empty
+        raise
 
 
 def _session_folder(config: pytest.Config, prefix: str) -> Path:

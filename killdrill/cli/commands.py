@@ -440,11 +440,24 @@ def _reader_gone() -> int:
 
 
 def _kept() -> str:
-    """Where an interrupted drill's workdirs stay (every kept folder is named)."""
-    from killdrill.drill import unfinished_roots
+    """Where an interrupted drill's workdirs stay (every kept folder is named): a root it made
+    (``killdrill clean`` removes it), or each workdir left in the ``--root`` given (yours)."""
+    from killdrill.drill import unfinished_roots, workdirs_left_in_given_roots
 
+    said = ""
     roots = ", ".join(map(str, unfinished_roots()))
-    return f"; its workdirs are kept at {roots} (killdrill clean removes them)" if roots else ""
+    if roots:
+        said += f"; its workdirs are kept at {roots} (killdrill clean removes them)"
+    left = workdirs_left_in_given_roots()
+    if left:
+        named = ", ".join(map(str, left[:_NAMED]))
+        more = f" and {len(left) - _NAMED} more beside them" if len(left) > _NAMED else ""
+        said += f"; its workdirs are kept at {named}{more}"
+    return said
+
+
+_NAMED = 5
+"""Workdirs named one by one in an interrupted drill's line (a wide drill's, the first of them)."""
 
 
 def _interrupted(code: int, *, as_program: bool, exit_handlers: bool = True) -> int:

@@ -30,7 +30,7 @@ from killdrill.drill.case import CaseRunner
 from killdrill.drill.case_verdict import CaseJudge
 from killdrill.drill.discovery import Discoverer
 from killdrill.drill.errors import STATE_DIR, DiscoveryError, UnknownPointError
-from killdrill.drill.workdirs import Workdirs, unfinished_roots
+from killdrill.drill.workdirs import Workdirs, unfinished_roots, workdirs_left_in_given_roots
 from killdrill.errors import HarnessError
 from killdrill.options import DrillOptions, override
 from killdrill.options.reproduce import reproduce_line
@@ -52,6 +52,7 @@ __all__ = [
     "discover",
     "run",
     "unfinished_roots",
+    "workdirs_left_in_given_roots",
 ]
 
 install_presenter(PRESENTER)  # the results this package makes render through the report

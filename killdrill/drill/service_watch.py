@@ -73,10 +73,12 @@ class ServiceWatch:
             self.attempt(run)
 
         stage = self.stage
-        out, err = _logs(run)
-        watch, unwatch = (lambda fd: stage.watch(fd, written)), stage.unwatch
-        tried = Probe(probe, out, err, watch=watch, unwatch=unwatch) if probe else None
-        self.pending[id(run.spec)] = (run, tried, written)
+
+        def knock(fd: int) -> None:  # an http request in flight: its answer read as it comes
+            stage.watch(fd, written)
+
+        checks = Probe(probe, *_logs(run), watch=knock, unwatch=stage.unwatch) if probe else None
+        self.pending[id(run.spec)] = (run, checks, written)
         if self.files is not None and probe is not None:
             for path in _files(run):
                 self.files.add(path, written)

@@ -69,6 +69,7 @@ class Workdirs:
         self._private: set[str] = set()  # workdirs whose ledger stays their own SQLite file
         self._blank: bytes | None = None  # a new SQLite ledger: its schema and nothing else
         self._short_tmp: tuple[Path, str | None] | None = None  # the claimed folder of runs' short temp dirs
+        self._left: set[Path] = set()  # a given root's workdirs not discarded (named if interrupted)
 
     @property
     def root(self) -> Path:
@@ -85,6 +86,7 @@ class Workdirs:
                         # changes directory) is handed {workdir} paths under it
                         root = Path(self._given_root).absolute()
                         root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                        _GIVEN.add(self)
                     else:
                         root = Path(tempfile.mkdtemp(prefix="killdrill-"))
                         self._claim = ownership.claim(ownership.FOLDER, path=str(root))
@@ -144,7 +146,8 @@ class Workdirs:
         case's files (its ledger's WAL: megabytes for a 1,000-effect case) was 2-3 ms of every
         case quiet, tens of ms on a loaded machine.  :meth:`close` and the interpreter's exit wait
         for the deletions."""
-        _REMOVER.remove(workdir)
+        _REMOVER.remove(workdir, claimed=self._claim is None)  # a made root is swept whole
+        self._left.discard(workdir)
         if self._short_tmp is not None:  # the run's temporary folder outside it, if it had one
             short = self._short_tmp[0] / workdir.name.partition("-")[0]
             if short.exists():
@@ -166,6 +169,9 @@ class Workdirs:
             break
         os.chmod(wd, 0o700)  # whatever the umask
         (wd / STATE_DIR).mkdir(mode=0o700)
+        if self._claim is None:  # the user's root: no sweep removes it, so it is named if left
+            with self._lock:
+                self._left.add(wd)
         return wd
 
     @contextlib.contextmanager
@@ -273,7 +279,7 @@ class _Remover:
     INTERVAL_S = 0.5
 
     def __init__(self) -> None:
-        self._pending: list[Path] = []
+        self._pending: list[tuple[Path, str]] = []  # each folder with its claim
         self._busy = 0  # folders taken but not deleted yet
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
@@ -283,16 +289,21 @@ class _Remover:
             os.register_at_fork(after_in_child=self._after_fork_in_child)
         atexit.register(self.wait)
 
-    def remove(self, path: Path) -> None:
+    def remove(self, path: Path, claimed: bool = False) -> None:
+        """``claimed``: the folder is claimed until deleted, so a harness killed mid-deletion
+        leaves it to the next run's sweep (in a root the user gave; a made root is swept whole)."""
         # not uuid4: a thread id's source (a test that picks the drill's threads replaces it)
         trash = path.with_name(f".removing-{secrets.token_hex(6)}")
+        claim = ownership.claim(ownership.FOLDER, path=str(trash)) if claimed else ""
         try:
             os.rename(path, trash)
         except OSError:  # gone already, or cannot be moved: remove it here
             shutil.rmtree(path, ignore_errors=True)
+            if claim:
+                ownership.release(claim)
             return
         with self._lock:
-            self._pending.append(trash)
+            self._pending.append((trash, claim))
             start = self._thread is None
             if start:
                 self._thread = threading.Thread(target=self._run, name="killdrill-remover", daemon=True)
@@ -307,8 +318,10 @@ class _Remover:
             with self._lock:
                 todo, self._pending = self._pending, []
                 self._busy += len(todo)
-            for path in todo:
+            for path, claim in todo:
                 shutil.rmtree(path, ignore_errors=True)
+                if claim:
+                    ownership.release(claim)
             with self._lock:
                 self._busy -= len(todo)
                 self._done.notify_all()
@@ -335,6 +348,7 @@ _REMOVER = _Remover()
 
 
 _MADE: weakref.WeakSet[Workdirs] = weakref.WeakSet()
+_GIVEN: weakref.WeakSet[Workdirs] = weakref.WeakSet()
 
 
 def unfinished_roots() -> list[Path]:
@@ -343,6 +357,13 @@ def unfinished_roots() -> list[Path]:
     _REMOVER.wait()
     roots = [w._root for w in list(_MADE) if w._root is not None]
     return [r for r in roots if r.is_dir() and any(r.iterdir())]
+
+
+def workdirs_left_in_given_roots() -> list[Path]:
+    """The workdirs this process made in roots the user gave that are still there (kept, or
+    cut short by an interrupt): no sweep removes them, so an interrupted drill names each."""
+    _REMOVER.wait()
+    return sorted(wd for w in list(_GIVEN) for wd in list(w._left) if wd.is_dir())
 
 
 def _remove_claimed(path: str, claim: str | None) -> None:

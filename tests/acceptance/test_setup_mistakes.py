@@ -167,9 +167,12 @@ def _terminated_drill(tmp_path: Path, *args: str, **env: str) -> str:
 
 
 def test_sigterm_of_a_drill_prints_a_line(tmp_path: Path) -> None:
-    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence."""
+    """A CI runner's SIGTERM (job cancelled) stops the drill with a line, not in silence; in a
+    ``--root`` of the user's, the line names the workdirs it leaves there (no sweep removes them)."""
     err = _terminated_drill(tmp_path, "--root", str(tmp_path / "r"))
     assert "killdrill: terminated (SIGTERM); every agent process was killed" in err
+    [left] = (tmp_path / "r").iterdir()
+    assert f"; its workdirs are kept at {left}\n" in err, err
 
 
 def test_an_interrupted_drill_names_the_folder_it_leaves(tmp_path: Path) -> None:
@@ -181,6 +184,15 @@ def test_an_interrupted_drill_names_the_folder_it_leaves(tmp_path: Path) -> None
     [root] = [p for p in tmp.iterdir() if p.name.startswith("killdrill-") and "owners" not in p.name]
     assert f"; its workdirs are kept at {root} (killdrill clean removes them)" in err, err
     env = {**os.environ, "TMPDIR": str(tmp)}
+    spare = subprocess.run(
+        [sys.executable, "-m", "killdrill", "clean", "--keep-evidence"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "1 kept folder(s) of failed cases left" in spare.stdout and root.is_dir(), spare.stdout
+    assert f"  {root} (" in spare.stdout, spare.stdout  # named, with its size
     clean = subprocess.run(
         [sys.executable, "-m", "killdrill", "clean"], env=env, capture_output=True, text=True, timeout=60
     )

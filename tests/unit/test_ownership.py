@@ -43,6 +43,15 @@ def test_the_kept_list_is_bounded_oldest_first(tmp_path: Path) -> None:
     assert [e["path"] for e in ownership.kept()] == [str(r) for r in roots[2:]]
 
 
+def test_every_sweep_bounds_the_kept_list(tmp_path: Path) -> None:
+    """Every run sweeps: kept evidence never grows past the documented bound, whoever clears it."""
+    roots = [_root(tmp_path, f"kept{i:02}") for i in range(ownership.KEEP_LIMIT + 1)]
+    for root in roots:
+        ownership.keep(root)
+    assert sweep.sweep() == [f"kept folder {roots[0]}"]
+    assert [r.is_dir() for r in roots] == [False] + [True] * ownership.KEEP_LIMIT
+
+
 def test_a_sweeper_removes_only_what_killdrill_names(tmp_path: Path) -> None:
     mine = tmp_path / "important"
     mine.mkdir()

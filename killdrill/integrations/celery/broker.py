@@ -176,6 +176,10 @@ class CeleryBroker:
                 self.host.kill(proc)
                 proc.wait()
                 raise
+            except BaseException:  # Ctrl-C or SIGTERM: what it adds lands before the delete after it
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=timeout_s)
+                raise
             return code, stdout.read_text(errors="replace"), stderr.read_text(errors="replace")
         finally:
             stdout.unlink(missing_ok=True)
@@ -200,10 +204,10 @@ class CeleryBroker:
         parts = urlsplit(self.url)
         user = unquote(parts.username or "guest")
         claim = ownership.claim(ownership.RABBITMQ_VHOST, vhost=vhost)
-        self._rabbitmqctl("add_vhost", vhost)
         try:
+            self._rabbitmqctl("add_vhost", vhost)
             self._rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
-        except HarnessError:  # the vhost goes with the run that could not use it
+        except BaseException:  # refused, or Ctrl-C/SIGTERM before the run held it: it goes now
             with contextlib.suppress(HarnessError):
                 self._rabbitmqctl("delete_vhost", vhost)
             ownership.release(claim)

@@ -118,6 +118,48 @@ def test_the_interpreters_exit_waits_for_discarded_workdirs(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []
 
 
+KILLED_MID_DELETION = """
+import sys, time
+from killdrill.drill import workdirs
+workdirs._REMOVER._run = lambda: time.sleep(600)  # the deletion never comes: killed before it
+w = workdirs.Workdirs(sys.argv[1], None)
+w.discard(w.new("case"))
+print("discarded", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_discarded_workdir_a_killed_harness_left_in_a_given_root_is_swept(tmp_path: Path) -> None:
+    """The ``.removing-*`` folder of a harness SIGKILLed mid-deletion, in a ``--root`` of the
+    user's (a made root is swept whole): the next run removes it, and leaves the root."""
+    import subprocess
+    import sys
+
+    from killdrill.drill import sweep
+
+    root, tmp = tmp_path / "root", tmp_path / "tmp"
+    tmp.mkdir()
+    harness = subprocess.Popen(
+        [sys.executable, "-c", KILLED_MID_DELETION, str(root)],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert harness.stdout is not None and harness.stdout.readline() == "discarded\n"
+    finally:
+        harness.kill()
+        harness.wait()
+        if harness.stdout is not None:
+            harness.stdout.close()
+    [trash] = root.iterdir()
+    assert trash.name.startswith(".removing-")
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(workdirs.tempfile, "tempdir", str(tmp))
+        said = sweep.sweep()
+    assert said == [f"folder {trash}"] and list(root.iterdir()) == [] and list(tmp.iterdir()) == []
+
+
 def test_cases_started_at_once_find_the_root_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two cases of ``--killdrill-workers`` ask a new drill's root for their workdirs together: the
     root is set only once it exists, so no case makes its workdir in a folder not made yet

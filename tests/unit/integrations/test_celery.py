@@ -1,4 +1,5 @@
-"""The Celery integration in-process: the points' names and the Redis channel's case settings."""
+"""The Celery integration in-process: the points' names, the Redis channel's case settings, and a
+RabbitMQ vhost a run cannot use."""
 
 from __future__ import annotations
 
@@ -116,3 +117,75 @@ def test_a_deployments_task_waits_from_the_kill_to_whichever_replica_took_it(tmp
     (wait,) = broker.waits(tmp_path, "t", timeline)
     assert (wait["from"], wait["to"]) == pytest.approx((102.02, 107.5))
     assert wait["unit"] == "task checkout" and "broker's contract" in wait["kept"]
+
+
+FAILING_CTL = """#!/bin/sh
+echo "$@" >> "$KD_CTL_LOG"
+case "$*" in *set_permissions*) echo "Error: no_such_user" >&2; exit 70;; esac
+"""
+
+
+def test_a_vhost_whose_permissions_cannot_be_set_is_deleted_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run cannot use it, and its claim goes with it: nothing is left for a sweep to find."""
+    import os
+    import socket
+    import tempfile
+    from types import SimpleNamespace
+
+    from killdrill import ownership
+    from killdrill.errors import HarnessError
+    from killdrill.integrations.celery.broker import CeleryBroker
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "ctl.log"
+    bin_dir.mkdir()
+    (bin_dir / "rabbitmqctl").write_text(FAILING_CTL)
+    (bin_dir / "rabbitmqctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("KD_CTL_LOG", str(log))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this test's claims' records
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # the broker answers its port
+        url = f"amqp://nobody:x@127.0.0.1:{listening.getsockname()[1]}//"
+        broker = CeleryBroker(tmp_path, SimpleNamespace(integration_options={"broker": url}))
+        with pytest.raises(HarnessError, match="set_permissions"):
+            broker.env(tmp_path / "001-case", "t")
+    [add, _, delete] = log.read_text().splitlines()
+    vhost = add.split()[-1]
+    assert add == f"-q add_vhost {vhost}" and delete == f"-q delete_vhost {vhost}"
+    records = ownership.registry_dir().glob("*.jsonl")
+    assert [c for r in records for c in ownership._open_claims(r.read_text())] == []  # nor its claim
+
+
+@pytest.mark.parametrize("during", ["add_vhost", "set_permissions"])
+def test_a_vhost_whose_run_is_interrupted_before_holding_it_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, during: str
+) -> None:
+    """Ctrl-C or SIGTERM while the vhost is being made (a pytest session's SIGTERM arrives as
+    KeyboardInterrupt): no run holds it yet, so no release would delete it; it goes at once."""
+    import socket
+    import tempfile
+    from types import SimpleNamespace
+
+    from killdrill import ownership
+    from killdrill.integrations.celery.broker import CeleryBroker
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    said: list[tuple[str, ...]] = []
+
+    def ctl(self: CeleryBroker, *args: str) -> str:
+        said.append(args)
+        if args[0] == during:
+            raise KeyboardInterrupt("SIGTERM")
+        return ""
+
+    monkeypatch.setattr(CeleryBroker, "_rabbitmqctl", ctl)
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        url = f"amqp://guest:guest@127.0.0.1:{listening.getsockname()[1]}//"
+        broker = CeleryBroker(tmp_path, SimpleNamespace(integration_options={"broker": url}))
+        with pytest.raises(KeyboardInterrupt):
+            broker.env(tmp_path / "001-case", "t")
+    vhost = said[0][-1]
+    assert said[-1] == ("delete_vhost", vhost)
+    records = ownership.registry_dir().glob("*.jsonl")
+    assert [c for r in records for c in ownership._open_claims(r.read_text())] == []
