@@ -139,6 +139,17 @@ def _restarted_under(attempts: Sequence[Attempt]) -> str:
     )
 
 
+# A connection fault that loses the answer to a commit the server applied: ``drop:NAME.commit``, or
+# every connection of a proxy closed or reset at ``during:NAME.commit`` (``.exec``: Redis).
+_ANSWER_LOST = re.compile(
+    r"^(?:drop:|(?:cut|rst)=[^:]+:(?:[^:]+:)?during:)[^:]+\.(?:commit|exec)(?:#\d+)?(?:~.*)?$"
+)
+
+
+def _loses_commit_answer(kill: str) -> bool:
+    return bool(_ANSWER_LOST.match(kill))
+
+
 def _row_again(calls: Sequence[Call], attempts: Sequence[Attempt]) -> str:
     """Who inserted a row again: a later attempt, or the same one retrying (after a connection
     fault that lost the answer to a commit that landed: ``drop:``)."""
@@ -147,7 +158,7 @@ def _row_again(calls: Sequence[Call], attempts: Sequence[Attempt]) -> str:
         return "a later attempt inserted the row again instead of finding the one an earlier attempt wrote"
     (number,) = writers
     kill = next((a.kill for a in attempts if a.number == number), None) or ""
-    lost = f" after {kill} lost the answer to a commit that landed" if kill.startswith("drop:") else ""
+    lost = f" after {kill} lost the answer to a commit that landed" if _loses_commit_answer(kill) else ""
     return (
         f"attempt {number} inserted the row again on a retry{lost}, instead of checking whether its"
         " first write had landed"
@@ -338,9 +349,11 @@ def _diagnose_one(
             )
         if v.detail.get("attempt_limit") is not None:
             return CauseName.ATTEMPT_LIMIT, v.message
-        return CauseName.RESUME_CRASHED, v.message + _restarted_under(attempts)
+        gone = _restarted_under(attempts)
+        return (CauseName.DEPENDENCY_RESTARTED if gone else CauseName.RESUME_CRASHED), v.message + gone
     if kind == HANG:
-        return CauseName.HANG, v.message + _restarted_under(attempts)
+        gone = _restarted_under(attempts)
+        return (CauseName.DEPENDENCY_RESTARTED if gone else CauseName.HANG), v.message + gone
     if kind == POINT_NOT_REACHED:
         return CauseName.POINT_NOT_REACHED, v.message
     if kind == HARNESS_ERROR:

@@ -6,7 +6,8 @@ The order service and its client (``tests/agents/deploy``): the service dies as 
 about to post, and the client's retries reach the restarted service.  A Celery worker on a Redis
 the drill started, Redis killed as the worker's charge landed (``-m slow``: a Celery worker's
 start and the outage cost ~10 s a case): with Celery's defaults the task's result is never
-stored (the outage ate it) and the submitter waits forever, a hang naming the restart; with
+stored (the outage ate it) and the submitter waits forever, a hang whose cause is the restart
+(``dependency_restarted``, with the fix); with
 ``result_backend_always_retry`` the result is stored once Redis is back: exactly-once.
 """
 
@@ -78,4 +79,6 @@ def test_a_celery_worker_whose_redis_restarts_mid_task(tmp_path: Path, retry: st
     else:
         assert rc == 1, text
         assert "hang: attempt 1 hung" in text, text
+        assert "cause: dependency_restarted" in text and "result_backend_always_retry=True" in text, text
         assert "the run's dependency redis (attempt 2, restart=redis:worker:during:payments.charge)" in text
+        assert "the Celery broker (" not in text, text  # the integration's own broker: not the one used

@@ -238,3 +238,51 @@ def test_an_undeclared_providers_cause_never_says_it_takes_no_key() -> None:
         (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
         assert v.kind == DUPLICATE_EFFECT and v.cause == cause, v
         assert "takes no" not in v.observed and "takes no" not in v.fix
+
+
+def _row(attempt: int) -> Call:
+    return Call(next(_seq), "db:payouts", "insert", None, {"order_id": "o1"}, CREATED, "o1", attempt, 0, 0.0)
+
+
+def test_a_row_written_again_after_a_cut_at_a_commit_says_the_answer_was_lost() -> None:
+    """``cut=``/``rst=`` at ``during:NAME.commit`` lose the answer to a commit that landed, as
+    ``drop:`` does: the retry's second row is explained by the same story."""
+    base = LedgerSnapshot((_row(1),))
+    case = LedgerSnapshot((_row(1), _row(1)))
+    for kill in ("cut=pg:during:pg.commit", "rst=pg:worker:during:pg.commit#2", "drop:pg.commit"):
+        attempts = [Attempt(1, kill, EXITED, 0, 1.0, process="worker" if "worker" in kill else None)]
+        (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+        assert v.cause == "row_not_unique", v
+        assert f"on a retry after {kill} lost the answer to a commit that landed" in v.observed, v.observed
+    stalled = [Attempt(1, "stall=pg~1s:during:pg.commit", EXITED, 0, 1.0)]  # late, not lost
+    (v,) = diagnose(judge(base, case, stalled), baseline=base, attempts=stalled)
+    assert "lost the answer" not in v.observed, v.observed
+
+
+def test_a_hang_after_a_dependency_restarted_under_the_run_names_it_and_its_fix() -> None:
+    """A run that hung (or failed) after a ``restart=`` of its dependency: the cause is the restart,
+    and the fix is about surviving it, not a lock held by a killed attempt."""
+    driver = Attempt(1, None, "hang", -9, 15000.0, process="driver")
+    redis = Attempt(
+        2,
+        "restart=redis:worker:during:payments.charge",
+        KILLED,
+        -9,
+        500.0,
+        killed_at="restart=redis:worker:during:payments.charge",
+        process="redis",
+    )
+    worker = Attempt(3, "restart=redis:worker:during:payments.charge", EXITED, 0, 15000.0, process="worker")
+    attempts = [driver, redis, worker]
+    hung = Violation("hang", "attempt 1 hung: no exit within 15s")
+    (v,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=attempts)
+    assert v.cause == "dependency_restarted", v
+    assert "the run's dependency redis (attempt 2, restart=redis:worker:during:payments.charge)" in v.observed
+    assert v.fix == FIXES[CauseName.DEPENDENCY_RESTARTED]
+    assert "result_backend_always_retry" in v.fix and "lock" not in v.fix
+    failed = Violation("resume_failed", "attempt 1 exited rc 1 and no attempt completed the run")
+    (f,) = diagnose([failed], baseline=LedgerSnapshot(), attempts=attempts)
+    assert f.cause == "dependency_restarted", f
+    alone = [driver, worker]  # nothing restarted: a hang is a hang
+    (h,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=alone)
+    assert h.cause == "hang", h
