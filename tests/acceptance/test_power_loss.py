@@ -106,3 +106,31 @@ def test_a_folder_outside_the_workdir_loses_its_unsynced_data_when_named(tmp_pat
         "named",
         "plain",
     ]
+
+
+def test_the_pytest_marker_drills_a_power_loss_and_its_point_reruns_it(pytester: pytest.Pytester) -> None:
+    """``@pytest.mark.killdrill(points=["powerloss:..."], power_loss_paths=...)``: the case fails
+    with the cause, and the pytest reproduction (``--killdrill-point``) runs the same fault."""
+    state = pytester.path / "state"
+    state.mkdir()
+    command = [*JSON, "--bug", "no-fsync"]
+    command[command.index("{workdir}/checkpoint.json")] = str(state / "{thread}.json")
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\n")
+    pytester.makepyfile(
+        test_inner=f"""
+        import pytest
+
+        @pytest.mark.killdrill(points=["powerloss:after:pay_alice"], power_loss_paths=[{str(state)!r}])
+        def test_payouts(killdrill, kill_point):
+            killdrill.run({command!r}, kill_point).assert_exactly_once()
+        """
+    )
+    first = pytester.runpytest("-p", "no:cacheprovider")
+    first.assert_outcomes(failed=1)
+    text = first.stdout.str()
+    assert "cause: unsynced_write" in text and f"{state}/" in text, text
+    assert "--killdrill-point=powerloss:after:pay_alice" in text, text
+    again = pytester.runpytest("-p", "no:cacheprovider", "--killdrill-point=powerloss:after:pay_alice")
+    again.assert_outcomes(failed=1)
+    assert "cause: unsynced_write" in again.stdout.str()
+    assert not is_mounted(state)
