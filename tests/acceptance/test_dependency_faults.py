@@ -82,3 +82,28 @@ def test_a_celery_worker_whose_redis_restarts_mid_task(tmp_path: Path, retry: st
         assert "cause: dependency_restarted" in text and "result_backend_always_retry=True" in text, text
         assert "the run's dependency redis (attempt 2, restart=redis:worker:during:payments.charge)" in text
         assert "the Celery broker (" not in text, text  # the integration's own broker: not the one used
+
+
+def test_a_proxy_between_a_celery_worker_and_its_served_redis_is_cut_at_the_workers_point(
+    tmp_path: Path,
+) -> None:
+    """``--proxy r=redis://127.0.0.1:{port:redis}``: the service's own dependency behind the
+    drill's proxy; ``cut=r:worker:during:payments.charge`` closes every connection through it as
+    the worker's charge lands, Redis keeps running and the worker reconnects: exactly-once."""
+    pytest.importorskip("celery")
+    rc, text = drill(
+        tmp_path,
+        "--schedule", "cut=r:worker:during:payments.charge", "--timeout", "20",
+        "--integration", "celery",
+        "--serve", "redis=redis-server --port {port} --save '' --appendonly no",
+        "--proxy", "r=redis://127.0.0.1:{port:redis}",
+        "--serve", f"worker=python {PAYOUTS} worker",
+        "--env", "CELERY_BROKER_URL=redis://127.0.0.1:{proxy:r}/0",
+        "--env", "CELERY_RESULT_BACKEND=redis://127.0.0.1:{proxy:r}/1",
+        "--", "python", str(PAYOUTS), "submit", "--order", "{thread}", "--workdir", "{workdir}",
+    )  # fmt: skip
+    assert rc == 0, text
+    assert "payments 1 exactly-once" in text, text
+    assert re.search(r"\(worker\) kill cut=r:worker:during:payments\.charge: drained", text), text
+    assert re.search(r"note: \d+ connections? through proxy r closed at during:payments\.charge", text), text
+    assert "(redis) ran free" in text, text  # the dependency did not go down
