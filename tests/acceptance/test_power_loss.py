@@ -5,6 +5,8 @@ agents are exactly-once at every point."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,3 +136,42 @@ def test_the_pytest_marker_drills_a_power_loss_and_its_point_reruns_it(pytester:
     again.assert_outcomes(failed=1)
     assert "cause: unsynced_write" in again.stdout.str()
     assert not is_mounted(state)
+
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
+
+
+def doc_lines() -> list[tuple[str, int]]:
+    """The power-loss section's first block of commands as written, each with the exit code its
+    comment promises (0: exactly-once, 1: caught)."""
+    section = PAGE.read_text(encoding="utf-8").split("## Power loss", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    out = []
+    for line in block.splitlines():
+        if line.startswith("killdrill "):
+            command, _, promise = line.partition("  #")
+            out.append((command.strip(), 0 if "exactly-once" in promise else 1))
+    return out
+
+
+@pytest.mark.slow
+def test_the_docs_power_loss_lines_do_what_their_comments_say(tmp_path: Path) -> None:
+    lines = doc_lines()
+    assert [(c.split()[1], code) for c, code in lines] == [
+        ("run", 0), ("run", 1), ("drill", 0), ("run", 1), ("run", 0), ("chaos", 1)
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["TMPDIR"] = str(tmp_path)  # the failing cases' workdirs are kept in the default root
+    for command, code in lines:
+        done = subprocess.run(
+            ["bash", "-c", f"A=tests/agents/power\n{command}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=PAGE.parents[1],
+            timeout=300,
+        )
+        assert done.returncode == code, f"{command}\n{done.stdout}{done.stderr}"
+        if code == 1 and not command.startswith("killdrill chaos"):
+            assert "unsynced_write" in done.stdout, done.stdout
