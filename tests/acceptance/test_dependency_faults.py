@@ -45,7 +45,7 @@ def test_a_service_killed_when_the_client_reaches_a_point_is_restarted(tmp_path:
         tmp_path, "--schedule", "restart=api:driver:before:submit", "--serve", SHOP, "--", *CLIENT
     )
     assert rc == 0, text
-    assert re.search(r"\(api\) kill restart=api:driver:before:submit: killed by SIGKILL", text), text
+    assert re.search(r"\(api\) fault restart=api:driver:before:submit: killed by SIGKILL", text), text
     assert "(api) ran free: drained" in text  # started again, stopped at the case's end
     assert "api killed and restarted here (restart=api:driver:before:submit)" in text  # the client's note
     assert re.search(
@@ -53,7 +53,7 @@ def test_a_service_killed_when_the_client_reaches_a_point_is_restarted(tmp_path:
         r" ready again \(attempt 3\) \d+ ms later",
         text,
     ), text
-    assert "(driver) kill restart=api:driver:before:submit: exited rc 0" in text  # it went on
+    assert "(driver) fault restart=api:driver:before:submit: exited rc 0" in text  # it went on
 
 
 @pytest.mark.slow
@@ -73,7 +73,7 @@ def test_a_celery_worker_whose_redis_restarts_mid_task(tmp_path: Path, retry: st
         "--", "python", str(PAYOUTS), "submit", "--order", "{thread}", "--workdir", "{workdir}",
     )  # fmt: skip
     assert "payments 1 exactly-once" in text, text  # the payout was made once either way
-    assert re.search(r"\(redis\) kill restart=redis:worker:during:payments\.charge: killed by SIGKILL", text)
+    assert re.search(r"\(redis\) fault restart=redis:worker:during:payments\.charge: killed by SIGKILL", text)
     if retry == "1":
         assert rc == 0, text
     else:
@@ -104,6 +104,6 @@ def test_a_proxy_between_a_celery_worker_and_its_served_redis_is_cut_at_the_work
     )  # fmt: skip
     assert rc == 0, text
     assert "payments 1 exactly-once" in text, text
-    assert re.search(r"\(worker\) kill cut=r:worker:during:payments\.charge: drained", text), text
+    assert re.search(r"\(worker\) fault cut=r:worker:during:payments\.charge: drained", text), text
     assert re.search(r"note: \d+ connections? through proxy r closed at during:payments\.charge", text), text
     assert "(redis) ran free" in text, text  # the dependency did not go down
