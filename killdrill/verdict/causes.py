@@ -106,10 +106,11 @@ FIXES: dict[CauseName, str] = {
     ),
     CauseName.DEPENDENCY_RESTARTED: (
         "make the run survive its dependency's restart: retry what it stores or sends there until the "
-        "dependency is back (Celery: result_backend_always_retry=True; a database or Redis client: reconnect "
-        "and retry the step, checking first whether it landed), keep what must outlive a restart durable in "
-        "the dependency (Redis appendonly, a durable queue, a synchronous commit), and let a waiter time out "
-        "and look for the result again instead of waiting forever"
+        "dependency is back (a task queue's result backend: result_backend_always_retry=True; a database "
+        "or Redis client: reconnect and retry the step, checking first whether it landed), keep what "
+        "must outlive a restart durable in the dependency (Redis appendonly, a durable queue, a "
+        "synchronous commit), and let a waiter time out and look for the result again instead of "
+        "waiting forever"
     ),
     CauseName.CONSEQUENCE: "fix the violation it is listed under",
     CauseName.RESUME_CRASHED: "the resumed attempt failed on its own: fix what its stderr shows (shown with "
