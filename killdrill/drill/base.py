@@ -382,7 +382,18 @@ class DrillSetup:
 
     def scene(self, run: RunContext) -> Scene:
         """What the nemeses of ``run``'s launches may reach of it (``faults.kinds.Scene``)."""
-        return Scene(workdir=run.workdir, state=run.state, thread=run.thread, options=self.options)
+        return Scene(
+            workdir=run.workdir,
+            state=run.state,
+            thread=run.thread,
+            options=self.options,
+            services=self.services,
+        )
+
+    def services(self) -> list[Service]:
+        """The integrations' services as they are now (none before a launch started them)."""
+        with self._lock:
+            return list(self._services or ())
 
     def launch(
         self,

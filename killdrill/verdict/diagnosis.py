@@ -102,9 +102,9 @@ def _attempts_phrase(numbers: Iterable[int]) -> str:
     return "attempts " + ", ".join(str(n) for n in ns[:-1]) + f" and {ns[-1]}"
 
 
-def _lost_phrase(v: Violation) -> str:
-    """How the first landed call's caller lost track of it: the response lost, or a kill before the
-    checkpoint recorded it."""
+def _lost_phrase(v: Violation, attempts: Sequence[Attempt] = ()) -> str:
+    """How the first landed call's caller lost track of it: the response lost, a dependency its
+    attempt restarted (``Attempt.restarted``), or a kill before the checkpoint recorded it."""
     calls = v.detail.get("calls") or []
     lost = [c for c in calls if isinstance(c, Mapping) and c.get("response_lost")]
     if lost:
@@ -113,7 +113,13 @@ def _lost_phrase(v: Violation) -> str:
             f"attempt {c['attempt']}'s call landed but its response was lost (killed at {c['response_lost']})"
         )
     landed = [c for c in v.calls if c.landed]
-    return f"attempt {landed[0].attempt}'s call landed before its kill" if landed else ""
+    if not landed:
+        return ""
+    first = landed[0].attempt
+    gone = [name for a in attempts if a.number == first for name in a.restarted]
+    if gone:
+        return f"attempt {first}'s call landed, then its dependency {', '.join(gone)} was restarted under it"
+    return f"attempt {first}'s call landed before its kill"
 
 
 def _irreversible(provider: str) -> bool:
@@ -124,12 +130,14 @@ def _irreversible(provider: str) -> bool:
 
 def _restarted_under(attempts: Sequence[Attempt]) -> str:
     """What a dependency killed under the run (the target of a ``KIND=TARGET:TRIGGER`` fault, a
-    ``restart=``) may have taken with it, said after a run that never completed."""
+    ``restart=``: a ``--serve`` service's killed attempt, or an integration's service the
+    trigger's attempt names) may have taken with it, said after a run that never completed."""
     gone = []
     for a in attempts:
         head = (a.kill or "").split(":", 1)[0]
         if a.killed_at and "=" in head and head.split("=", 1)[1] == (a.process or "").split("[", 1)[0]:
             gone.append(f"{a.process} (attempt {a.number}, {a.kill})")
+        gone += [f"{name} ({a.kill}, reached by attempt {a.number})" for name in a.restarted]
     if not gone:
         return ""
     return (
@@ -186,7 +194,7 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[CauseName, st
     unknown = not declared.operations
     keyed = bool(operation and operation.keyed) or (unknown and any(c.key is not None for c in calls))
     origin = key_origin(calls)
-    lost = _lost_phrase(v)
+    lost = _lost_phrase(v, attempts)
     resent = f"; {lost}, and the effect was sent again" if lost else ""
     name = f"{provider}.{op}"
     if origin == "none":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 from killdrill.records import (
@@ -286,3 +287,42 @@ def test_a_hang_after_a_dependency_restarted_under_the_run_names_it_and_its_fix(
     alone = [driver, worker]  # nothing restarted: a hang is a hang
     (h,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=alone)
     assert h.cause == "hang", h
+
+
+def test_a_hang_after_an_integrations_service_restarted_names_it() -> None:
+    """``restart=temporal:...``: the runtime's server has no attempt of its own; the attempt that
+    reached the trigger records it (``Attempt.restarted``), and a hang after it is the restart's."""
+    fault = "restart=temporal:worker:during:payments.charge"
+    driver = Attempt(1, None, "hang", -9, 15000.0, process="driver")
+    worker = Attempt(2, fault, EXITED, 0, 15000.0, process="worker", restarted=("temporal",))
+    hung = Violation("hang", "attempt 1 hung: no exit within 15s")
+    (v,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=[driver, worker])
+    assert v.cause == "dependency_restarted", v
+    assert f"the run's dependency temporal ({fault}, reached by attempt 2)" in v.observed, v.observed
+    trigger_only = replace(worker, restarted=())  # the trigger reached, nothing restarted: a hang
+    (h,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=[driver, trigger_only])
+    assert h.cause == "hang", h
+    assert Attempt.from_dict(worker.to_dict()) == worker  # the fact survives result.json
+
+
+def test_an_unkeyed_charge_repeated_after_its_runtimes_server_restarted_says_so_not_a_kill() -> None:
+    """The worker that reached ``restart=temporal:...`` was never killed: its call landed, then
+    the runtime's server went down under it and the runtime ran the activity again."""
+    base = LedgerSnapshot((call("payments", "charge", "k", CHARGE, 1, "ch_0001"),))
+    case = LedgerSnapshot(
+        (
+            call("payments", "charge", None, CHARGE, 2, "ch_0001"),
+            call("payments", "charge", None, CHARGE, 2, "ch_0002"),
+        )
+    )
+    fault = "restart=temporal:worker:during:payments.charge"
+    attempts = [
+        Attempt(1, None, EXITED, 0, 1.0, process="driver"),
+        Attempt(2, fault, EXITED, 0, 1.0, process="worker", restarted=("temporal",)),
+    ]
+    (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+    assert v.cause == "no_key", v
+    assert "attempt 2's call landed, then its dependency temporal was restarted under it" in v.observed, (
+        v.observed
+    )
+    assert "before its kill" not in v.observed
