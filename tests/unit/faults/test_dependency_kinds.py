@@ -94,3 +94,22 @@ def test_chaos_draws_a_dependency_fault_one_run_in_two_triggered_elsewhere() -> 
     assert with_dependency_fault(parse_schedule("before:x"), catalogue, 7, 3, [], []) == parse_schedule(
         "before:x"
     )
+
+
+def test_chaos_may_restart_an_integrations_service_that_offers_restart() -> None:
+    """``--faults deps`` draws a ``restart=`` of the ``--serve`` services and of the integrations'
+    services the drill runs that can be restarted (the Temporal dev server), not of the others."""
+    from killdrill.faults.network import restartable
+
+    class Server:
+        plugin = "temporal"
+
+        def restart(self) -> None:
+            return None
+
+    class Broker:
+        plugin = "celery"
+        restart = None  # a ReportedService whose service offers none
+
+    assert restartable(SERVED, [Server(), Broker()]) == ["redis", "worker", "temporal"]
+    assert restartable(DrillOptions(), [Broker()]) == []
