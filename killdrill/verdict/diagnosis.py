@@ -102,6 +102,14 @@ def _attempts_phrase(numbers: Iterable[int]) -> str:
     return "attempts " + ", ".join(str(n) for n in ns[:-1]) + f" and {ns[-1]}"
 
 
+def _restarted_at(a: Attempt) -> list[str]:
+    """The dependencies a ``restart=`` killed when ``a`` reached its trigger (``a`` itself went on):
+    an integration's service it records, or the ``--serve`` service its fault names."""
+    head = (a.kill or "").split(":", 1)[0]
+    served = [head.split("=", 1)[1]] if head.startswith("restart=") and not a.killed_at else []
+    return [*a.restarted, *(name for name in served if name not in a.restarted)]
+
+
 def _lost_phrase(v: Violation, attempts: Sequence[Attempt] = ()) -> str:
     """How the first landed call's caller lost track of it: the response lost, a dependency its
     attempt restarted (``Attempt.restarted``), or a kill before the checkpoint recorded it."""
@@ -116,7 +124,7 @@ def _lost_phrase(v: Violation, attempts: Sequence[Attempt] = ()) -> str:
     if not landed:
         return ""
     first = landed[0].attempt
-    gone = [name for a in attempts if a.number == first for name in a.restarted]
+    gone = [name for a in attempts if a.number == first for name in _restarted_at(a)]
     if gone:
         return f"attempt {first}'s call landed, then its dependency {', '.join(gone)} was restarted under it"
     return f"attempt {first}'s call landed before its kill"

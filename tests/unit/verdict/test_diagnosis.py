@@ -326,3 +326,8 @@ def test_an_unkeyed_charge_repeated_after_its_runtimes_server_restarted_says_so_
         v.observed
     )
     assert "before its kill" not in v.observed
+    served = "restart=pg:worker:after:charge"  # a --serve database: its own attempt was the one killed
+    attempts[1] = Attempt(2, served, EXITED, 0, 1.0, process="worker")
+    attempts.append(Attempt(3, served, KILLED, -9, 1.0, killed_at=served, process="pg"))
+    (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+    assert "attempt 2's call landed, then its dependency pg was restarted under it" in v.observed, v.observed
