@@ -53,7 +53,7 @@ def test_correct_agent_exactly_once_under_random_kills(out: Path, clean_discover
     opts = ChaosOptions(
         seed=SEED,
         runs=RUNS,
-        workers=WORKERS,
+        processes=WORKERS,
         report_dir=str(out / "clean"),
         regressions=str(out / "corpus.json"),
     )
@@ -69,7 +69,7 @@ def test_correct_agent_exactly_once_under_random_kills(out: Path, clean_discover
 def test_planted_bug_found_within_50_runs(bug: str, seed: int, out: Path) -> None:
     cmd = [*AGENT, "--bug", bug]
     opts = ChaosOptions(
-        seed=seed, runs=50, workers=WORKERS, max_failures=1, report_dir=str(out / f"{bug}-{seed}")
+        seed=seed, runs=50, processes=WORKERS, max_failures=1, report_dir=str(out / f"{bug}-{seed}")
     )
     result = run_chaos(cmd, OPTS, opts)
     caught = [r.index for r in result.runs if r.outcome == VIOLATED]

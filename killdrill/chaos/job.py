@@ -56,7 +56,7 @@ from killdrill.chaos.stream import RunStream, merged_reports, write_json_stream
 from killdrill.drill import Drill, DrillOptions
 from killdrill.errors import ExitCode
 from killdrill.faults import fleet
-from killdrill.faults.network import with_dependency_fault, with_net_fault
+from killdrill.faults.network import restartable, with_dependency_fault, with_net_fault
 from killdrill.faults.powerloss import check_power_loss, with_power_loss
 from killdrill.options import (
     OPTIONS,
@@ -268,7 +268,7 @@ def _run_chaos(
         if "power" in options.faults:
             sched = with_power_loss(sched, options.seed, index)
         if "deps" in options.faults:
-            services, proxies = list(drill_options.serve), list(drill_options.proxy)
+            services, proxies = restartable(drill_options, drill.setup.services()), list(drill_options.proxy)
             sched = with_dependency_fault(sched, discovery, options.seed, index, services, proxies)
         text = str(sched)
         if plans is not None:  # before the run starts: a crash still leaves the reproduction

@@ -58,7 +58,8 @@ class Shrunk:
 
 def _candidates(discovery: Discovery, case: CaseResult) -> list[list[str]]:
     """Per kill: named boundaries it could move to (the step's provider call, where it landed,
-    the next boundary), then the kill itself.
+    the next boundary), then the kill itself.  A kill of another kind moves as that kind
+    (``powerloss:POINT+F%`` to ``powerloss:POINT``: a plain kill there is another fault).
 
     ``sampled_from``-like indices shrink towards 0, so the named points are tried first.
     """
@@ -75,6 +76,8 @@ def _candidates(discovery: Discovery, case: CaseResult) -> list[list[str]]:
                 options.append(where)
                 if where in labels and labels.index(where) + 1 < len(labels):
                     options.append(labels[labels.index(where) + 1])
+            if kill.is_kill and kill.action is not None and kill.target is None:
+                options = [f"{kill.action}:{o}" for o in options]
         options.append(str(kill))
         out.append(list(dict.fromkeys(options)))
     return out

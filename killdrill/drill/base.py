@@ -192,14 +192,19 @@ class DrillSetup:
 
     def explain_hang(self, run: RunContext) -> tuple[str, dict[str, Any]] | None:
         """What an integration's service still holds for ``run`` when an attempt of it hung
-        (a runtime's server: the open workflow and its pending activities), or None."""
+        (a runtime's server: the open workflow and its pending activities), or None.  A service
+        whose variables the user's ``--env`` replaced is not asked: the run used another (a
+        ``--serve`` broker), and the service's account would be of one the run never touched."""
         with self._lock:
             services = list(self._services or ())
+        own = set(self.options.env)
         for service in services:
             explain = getattr(service, "explain_hang", None)
             if explain is None:
                 continue
             try:
+                if own & set(service.env(run.workdir, run.thread)):
+                    continue
                 found: tuple[str, dict[str, Any]] | None = explain(run.workdir, run.thread)
             except Exception as exc:  # the runtime could not say: the hang stands as it is
                 return f"the runtime could not be asked what it still holds ({one_line(exc)[0]})", {}
@@ -378,7 +383,18 @@ class DrillSetup:
 
     def scene(self, run: RunContext) -> Scene:
         """What the nemeses of ``run``'s launches may reach of it (``faults.kinds.Scene``)."""
-        return Scene(workdir=run.workdir, state=run.state, thread=run.thread, options=self.options)
+        return Scene(
+            workdir=run.workdir,
+            state=run.state,
+            thread=run.thread,
+            options=self.options,
+            services=self.services,
+        )
+
+    def services(self) -> list[Service]:
+        """The integrations' services as they are now (none before a launch started them)."""
+        with self._lock:
+            return list(self._services or ())
 
     def launch(
         self,

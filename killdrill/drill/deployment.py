@@ -128,6 +128,7 @@ class DeploymentCase(Nemesis):
         self.driver_runs = 0
         self.ending = False
         self.waiting: list[Running] = []  # every service's first start, the driver started once all are ready
+        self.held: list[LaunchSpec] = []  # services started once those they start after are ready (--after)
         self.watch = ServiceWatch()
         self.watch.on_ready.append(lambda run: self._drive_if_ready())
         self.ticking = False  # the fallback timer is set
@@ -158,6 +159,10 @@ class DeploymentCase(Nemesis):
         self.driver = self._spec(driver)
         self.driver.deferred = True
         services = [self._spec(p) for p in self.processes if p.name != DRIVER]
+        for spec in services:
+            if self.names[id(spec)].after:
+                spec.deferred = True
+                self.held.append(spec)
         return [*services, self.driver]
 
     @property
@@ -180,7 +185,7 @@ class DeploymentCase(Nemesis):
         sup = self.supervisor
         assert sup is not None
         self.deadline = time.monotonic() + self.ready_timeout
-        self.waiting = list(sup.running)  # the driver is deferred: every service, its first start
+        self.waiting = list(sup.running)  # the driver and the --after services are deferred
         self._tick()
 
     def on_start(self, run: Running) -> None:
@@ -236,16 +241,30 @@ class DeploymentCase(Nemesis):
             sup.at(self.poll_s, self._tick)
 
     def _drive_if_ready(self) -> None:
-        """Every service's first start noticed ready: the driver starts."""
+        """A held service whose dependencies are noticed ready starts; every service's first
+        start noticed ready: the driver starts."""
         sup = self.supervisor
         assert sup is not None and self.driver is not None
         if self.ending or self.driver_runs or not self.deadline:
             return
-        if any(id(r.spec) not in self.watch.noticed for r in self.waiting):
+        for spec in list(self.held):
+            if all(self._service_ready(dep) for dep in self.names[id(spec)].after):
+                self.held.remove(spec)
+                run = self._start(spec)
+                if run is not None:
+                    self.waiting.append(run)
+        if self.held or any(id(r.spec) not in self.watch.noticed for r in self.waiting):
             return
         first = min((r.started for r in sup.running), default=time.monotonic())
         self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
         self._start(self.driver)
+
+    def _service_ready(self, service: str) -> bool:
+        """Has every replica of ``service`` started and passed its probe (its first start)?"""
+        if any(self.names[id(spec)].service == service for spec in self.held):
+            return False
+        runs = [r for r in self.waiting if self.names[id(r.spec)].service == service]
+        return bool(runs) and all(id(r.spec) in self.watch.noticed for r in runs)
 
     def _listens_elsewhere(self, run: Running) -> None:
         """A service up and listening, but not on the port its probe knocks on (for
@@ -393,11 +412,11 @@ class DeploymentCase(Nemesis):
     def _name(self, run: Running) -> str:
         return self.names[id(run.spec)].name
 
-    def _start(self, spec: LaunchSpec) -> None:
+    def _start(self, spec: LaunchSpec) -> Running | None:
         sup = self.supervisor
         assert sup is not None
         if self.ending:
-            return
+            return None
         if self.names[id(spec)].name == DRIVER:
             self.driver_runs += 1
         run = sup.start(spec)
@@ -415,6 +434,7 @@ class DeploymentCase(Nemesis):
             since = min(r.started for r in sup.running) if spec is self.driver else run.started
             delay = max(0.0, fault.offset_ms / 1000.0 - (time.monotonic() - since))
             self.aimed.land(replace(fault, offset_ms=delay * 1000.0), run, None, None)  # from now
+        return run
 
     def _end(self) -> None:
         """The case is over: every process still running gets SIGTERM, SIGKILL after the grace."""

@@ -38,10 +38,12 @@ _IN = {
     "between": Rule("{between}: {why}"),
     "resume_with": Rule("{resume_with}: {why}"),
     "proxy": Rule("{proxy} {name}: {why}"),
+    "after": Rule("{after} {name}: {why}"),
 }
 NO_SERVICE = {
     "ready": Rule("{ready} {name}: no {serve} service of that name (services: {known})"),
     "replicas": Rule("{replicas} {name}: no {serve} service of that name (services: {known})"),
+    "after": Rule("{after} {name}: no {serve} service of that name (services: {known})"),
 }
 SERVE_ALONE = Rule("{serve} does not go with {what}: a deployment's processes are spawned and SIGKILLed")
 SERVE_DRIVER = Rule(
@@ -115,6 +117,7 @@ class Process:
     argv: tuple[str, ...]
     env: Mapping[str, str]  # the user's --env, filled for this process, and its identity
     ready: str | None  # a filled probe, or None: ready once started
+    after: tuple[str, ...] = ()  # the services it starts after, once each passed its probe (--after)
 
 
 class Topology:
@@ -124,7 +127,11 @@ class Topology:
         self.options = options
         self.driver = tuple(driver)
         serve, spelled = options.serve, options.spelled
-        for field, names in (("ready", options.ready), ("replicas", options.replicas)):
+        for field, names in (
+            ("ready", options.ready),
+            ("replicas", options.replicas),
+            ("after", options.after),
+        ):
             for name in names:
                 if name not in serve:
                     raise NO_SERVICE[field].error(
@@ -132,6 +139,7 @@ class Topology:
                     )
         if DRIVER in serve:
             raise SERVE_DRIVER.error(options, spelled, OPTIONS)
+        _check_after(options)
         check_placeholders(options, driver)
         for name, spec in options.ready.items():
             # its placeholders stand for what a case fills in (a port, a path): checked filled
@@ -190,6 +198,7 @@ class Topology:
                         argv=tuple(filler.fill(a) for a in argv),
                         env=self._env(filler, pname, r),
                         ready=filler.fill(probe) if probe is not None else None,
+                        after=tuple(self.options.after.get(name, ())),
                     )
                 )
         filler = _Filler(thread, workdir, ports, own=None, replica=0, service=None, default=first)
@@ -215,6 +224,33 @@ class Topology:
         env = {k: filler.fill(v) for k, v in self.options.env.items()}
         env.update({envvars.PROCESS: name, envvars.REPLICA: str(replica)})
         return env
+
+
+def _check_after(options: DrillOptions) -> None:
+    """``--after``: every dependency a service, none in a cycle (a service that would never
+    start), each a one-line UsageError before anything starts."""
+    serve, spelled, after = options.serve, options.spelled, options.after
+    flag = str(SERVE_AS.error(options, spelled, OPTIONS))
+    for name, deps in after.items():
+        for dep in deps:
+            if dep not in serve:
+                why = f"no {flag} service {dep!r} to start after (services: {', '.join(serve)})"
+                raise _IN["after"].error(options, spelled, OPTIONS, name=f"{name}={','.join(deps)}", why=why)
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in path:
+            loop = " -> ".join((*path[path.index(name) :], name))
+            why = f"a cycle ({loop}): none of these services would ever start"
+            raise _IN["after"].error(options, spelled, OPTIONS, name=name, why=why)
+        if name in done:
+            return
+        for dep in after.get(name, ()):
+            visit(dep, (*path, name))
+        done.add(name)
+
+    for name in after:
+        visit(name, ())
 
 
 class _Filler:

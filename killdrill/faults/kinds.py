@@ -63,6 +63,8 @@ class Scene:
     running now (``fakes``: the HTTP fakes and the SMTP fake, set by the drill around each batch;
     ``FakesServer.arm`` arms a connection fault for one launch).  ``targets``: a deployment's
     processes by name (None for a single command: its launch is the nemesis's ``spec``).
+    ``services``: the integrations' services of the drill as they are now (each with its
+    ``plugin`` name; started on first use, so read when a fault acts: a ``restart=`` of one).
     ``extra``: whatever else a drill part hands its own nemeses."""
 
     workdir: Path = field(default_factory=Path)
@@ -71,6 +73,7 @@ class Scene:
     options: DrillOptions | None = None
     fakes: list[Any] = field(default_factory=list)
     targets: Targets | None = None
+    services: Callable[[], Sequence[Any]] = lambda: ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 

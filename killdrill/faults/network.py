@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
+from killdrill.options import DrillOptions
 from killdrill.points import NET_FAULTS, Schedule, parse_fault
 from killdrill.records import Discovery
 
@@ -32,6 +34,13 @@ def with_net_fault(schedule: Schedule, discovery: Discovery, seed: int, index: i
     fault = rng.choice(NET_FAULTS)
     target = rng.choice(targets).split(":", 1)[1]
     return Schedule((parse_fault(f"{fault}:{target}"), *schedule.faults))
+
+
+def restartable(options: DrillOptions, services: Sequence[Any]) -> list[str]:
+    """What a ``restart=`` may aim at: the ``--serve`` services, and the integrations' services
+    running for the drill (``services``: started by its discovery) that offer ``restart()``."""
+    theirs = [s.plugin for s in services if getattr(s, "restart", None) is not None and hasattr(s, "plugin")]
+    return [*options.serve, *(name for name in theirs if name not in options.serve)]
 
 
 def with_dependency_fault(

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from killdrill.errors import HarnessError, one_line
-from killdrill.integrations.contract import SERVICE_HOOKS, Held, HookWarning, Service, Timeline, Wait
+from killdrill.integrations.contract import (
+    SERVICE_HOOKS,
+    Held,
+    HookWarning,
+    Restarting,
+    Service,
+    Timeline,
+    Wait,
+)
 
 __all__ = ["ReportedService", "hook_failed"]
 
@@ -87,3 +95,22 @@ class ReportedService:
             fallback=[],
             then="the case's waits go without it",
         )
+
+    def restart(self) -> Restarting:
+        """The service killed now; what it returns starts it again.  Either failing is one line
+        naming the plugin (the case cannot go on without its dependency)."""
+        try:
+            again: Restarting = self.service.restart()  # type: ignore[attr-defined]
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {one_line(exc)[0]}"
+            raise HarnessError(f"the {self.plugin} integration's restart hook raised {why}") from exc
+
+        def start() -> str:
+            try:
+                return str(again())
+            except Exception as exc:
+                why = f"{type(exc).__name__}: {one_line(exc)[0]}"
+                said = f"the {self.plugin} integration's service did not start again: {why}"
+                raise HarnessError(said) from exc
+
+        return start

@@ -56,6 +56,7 @@ __all__ = [
     "HookWarning",
     "PluginRefused",
     "Probe",
+    "Restarting",
     "RuntimeContext",
     "Service",
     "ServiceFactory",
@@ -200,7 +201,12 @@ class Service(Protocol):
       what the runtime still holds, or None when it holds nothing;
     - ``waits(workdir: Path, thread: str, timeline: Timeline) -> list[Wait]``: how long the runtime
       held work a killed attempt left (asked after every case with a kill and a resume, a
-      deployment's included)."""
+      deployment's included);
+    - ``restart() -> Restarting``: the service's processes die now as in a crash (SIGKILL: nothing
+      flushed, no goodbye to its clients); the :data:`Restarting` it returns starts them again on
+      the same state (its database) and address, as a process manager restarts a server.  What
+      makes the service a ``restart=NAME:TRIGGER`` target (``NAME``, the integration's name):
+      the harness kills at the trigger and starts it again from a thread of its own."""
 
     def env(self, workdir: Path, thread: str) -> dict[str, str]:
         """Variables added to every launch of the run in ``workdir`` (its first call may start the
@@ -211,6 +217,11 @@ class Service(Protocol):
         """The drill is over: stop the service's processes, remove what it made."""
         ...
 
+
+Restarting = Callable[[], str]
+"""What ``restart()`` returns: starts the killed service again and returns once it answers, with
+what it started, for a person (``"the Temporal dev server (pid 4242) on 127.0.0.1:7233, its
+database kept"``); raises when it cannot (the case says so: its dependency never came back)."""
 
 ServiceFactory = Callable[[Path, ServiceHost, Any], Service]
 """``service(root, host, options)``: ``root``, the drill's folder (the service's files go under
@@ -241,6 +252,7 @@ SERVICE_HOOKS: Mapping[str, tuple[str, ...]] = {
     "release": ("workdir", "thread"),
     "explain_hang": ("workdir", "thread"),
     "waits": ("workdir", "thread", "timeline"),
+    "restart": (),
 }
 """A service's methods the harness calls (``env`` and ``close`` required) and their arguments."""
 

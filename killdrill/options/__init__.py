@@ -124,6 +124,9 @@ class DrillOptions:
     serve: Mapping[str, Sequence[str]] = field(default_factory=dict)  # service name -> its command
     ready: Mapping[str, str] = field(default_factory=dict)  # service name -> tcp:PORT|http://URL|log:TEXT
     replicas: Mapping[str, int] = field(default_factory=dict)  # service name -> copies
+    after: Mapping[str, Sequence[str]] = field(
+        default_factory=dict
+    )  # service -> the services it starts after
     restart_delay: float = 0.0  # seconds before a killed service is started again
     answer: tuple[str, ...] = ()  # the scripted human: answers to the run's interrupts, in order
     effect_table: Mapping[str, Any] = field(default_factory=dict)  # name -> (columns, query): db rows

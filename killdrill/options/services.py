@@ -1,5 +1,6 @@
 """The deployment rows and their value forms: ``--serve [NAME=]CMD``, ``--ready NAME=PROBE``,
-``--replicas NAME=N`` (``killdrill.drill.topology`` gives them their meaning)."""
+``--replicas NAME=N``, ``--after NAME=DEP[,DEP]`` (``killdrill.drill.topology`` gives them their
+meaning)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ __all__ = [
     "MAX_REPLICAS",
     "SERVICE_ROWS",
     "SERVICE_RULES",
+    "join_after",
     "join_serve",
+    "split_after",
     "split_ready",
     "split_replicas",
     "split_serve",
@@ -75,6 +78,24 @@ def split_replicas(text: str) -> tuple[str, int]:
     return name.strip(), int(count)
 
 
+def split_after(text: str) -> tuple[str, tuple[str, ...]]:
+    """``worker=db,redis``: the services ``worker`` starts after (each ready by its probe)."""
+    name, sep, deps = text.partition("=")
+    names = tuple(d.strip() for d in deps.split(",")) if sep else ()
+    if (
+        not sep
+        or not _SERVICE_NAME.match(name.strip())
+        or not names
+        or not all(map(_SERVICE_NAME.match, names))
+    ):
+        raise OptionError(f"{text!r}: expected NAME=DEP[,DEP] (service NAME starts once each DEP is ready)")
+    return name.strip(), tuple(dict.fromkeys(names))
+
+
+def join_after(name: str, deps: Any) -> str:
+    return f"{name}={deps if isinstance(deps, str) else ','.join(deps)}"
+
+
 SERVICE_ROWS: tuple[Option, ...] = (
     Option(
         "serve",
@@ -101,6 +122,15 @@ SERVICE_ROWS: tuple[Option, ...] = (
         discovery=True,
     ),
     Option(
+        "after",
+        Pairs(split_after, join_after, "NAME=DEP[,DEP]", once="the dependencies of service"),
+        {},
+        "start a service once the services it depends on passed their readiness probes"
+        " (as docker-compose's depends_on: condition: service_healthy)",
+        "--after",
+        discovery=True,
+    ),
+    Option(
         "restart_delay",
         Number(float, 0.0, "a number of seconds >= 0"),
         0.0,
@@ -108,7 +138,8 @@ SERVICE_ROWS: tuple[Option, ...] = (
         "--restart-delay",
     ),
 )
-"""The drill table's deployment rows (``--serve``, ``--ready``, ``--replicas``, ``--restart-delay``)."""
+"""The drill table's deployment rows (``--serve``, ``--ready``, ``--replicas``, ``--after``,
+``--restart-delay``)."""
 
 
 def _with_serve(name: str) -> Callable[[Mapping[str, Any]], bool]:
@@ -124,6 +155,7 @@ SERVICE_RULES: tuple[Rule, ...] = tuple(
     for name, what in (
         ("replicas", "copies services"),
         ("ready", "says when a service is ready"),
+        ("after", "orders the services' start"),
         ("restart_delay", "delays a killed service's restart"),
     )
 )

@@ -53,6 +53,7 @@ class Running:
     ended: float | None = None
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)  # a restart= at its trigger: Attempt.restarted
     pidfd: int | None = None
     term_sent: bool = False
 

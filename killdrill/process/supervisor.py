@@ -462,6 +462,7 @@ class Supervisor:
             stdout_tail=tail(spec.stdout_path),
             stderr_tail=without_work(tail(spec.stderr_path)),
             notes=tuple(notes + run.errors),
+            restarted=tuple(run.restarted),
         )
 
 

@@ -239,6 +239,9 @@ class Attempt:
     # A power loss after this attempt (``powerloss:POINT``): each file whose unsynced data it
     # dropped ({path, size_seen, size_kept, unsynced_bytes, ever_synced}; faults.powerloss).
     lost_writes: tuple[dict[str, Any], ...] = ()
+    # The dependencies a ``restart=`` killed and started again when this attempt reached its
+    # trigger, those with no attempt of their own (an integration's service, named as its integration).
+    restarted: tuple[str, ...] = ()
 
     @property
     def ended(self) -> str:
@@ -256,6 +259,7 @@ class Attempt:
         d["notes"] = list(self.notes)
         d["unfinished"] = list(self.unfinished)
         d["lost_writes"] = [dict(w) for w in self.lost_writes]
+        d["restarted"] = list(self.restarted)
         return d
 
     @classmethod
@@ -265,6 +269,7 @@ class Attempt:
         kw["notes"] = tuple(d.get("notes", ()))
         kw["unfinished"] = tuple(d.get("unfinished", ()))
         kw["lost_writes"] = tuple(dict(w) for w in d.get("lost_writes", ()))
+        kw["restarted"] = tuple(d.get("restarted", ()))
         return cls(**kw)
 
 

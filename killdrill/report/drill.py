@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from killdrill.points import parse_fault
 from killdrill.records import (
     DRAINED,
     EXITED,
@@ -218,8 +219,17 @@ def _crashed(a: Attempt) -> bool:
     return a.outcome in (AttemptOutcome.HANG, AttemptOutcome.POINT_NOT_REACHED, AttemptOutcome.HARNESS_ERROR)
 
 
+def _fault_word(text: str) -> str:
+    """``kill`` for a kill (a power loss included: the kill comes first), ``fault`` for one that
+    kills nothing of the attempt it is aimed at (``drop:``, ``pause:``, ``restart=``, ``cut=``)."""
+    try:
+        return "kill" if parse_fault(text).is_kill else "fault"
+    except ValueError:
+        return "kill"
+
+
 def _render_attempt(a: Attempt) -> list[str]:
-    kill = f"kill {a.kill}" if a.kill else "ran free"
+    kill = f"{_fault_word(a.kill)} {a.kill}" if a.kill else "ran free"
     who = f" ({a.process})" if a.process else ""
     head = f"  {a.number}.{who} {kill}: {_how_ended(a)}, {a.duration_ms:.0f} ms"
     if a.killed_at and a.outcome != KILLED:

@@ -31,6 +31,7 @@ class CauseName(StableName):
     COMPENSATION_OUT_OF_ORDER = "compensation_out_of_order"
     WORK_RESUBMITTED = "work_resubmitted"
     UNSYNCED_WRITE = "unsynced_write"
+    DEPENDENCY_RESTARTED = "dependency_restarted"
     CONSEQUENCE = "consequence"
     RESUME_CRASHED = "resume_crashed"
     ATTEMPT_LIMIT = "attempt_limit"
@@ -102,6 +103,14 @@ FIXES: dict[CauseName, str] = {
         "it, os.replace it over the old one, then fsync the directory (open it O_RDONLY, os.fsync); SQLite "
         "in WAL mode: PRAGMA synchronous=FULL (NORMAL syncs no commit); a checkpointer library: its durable"
         " setting.  A SIGKILL keeps what the kernel holds, a power loss does not"
+    ),
+    CauseName.DEPENDENCY_RESTARTED: (
+        "make the run survive its dependency's restart: retry what it stores or sends there until the "
+        "dependency is back (a task queue's result backend: result_backend_always_retry=True; a database "
+        "or Redis client: reconnect and retry the step, checking first whether it landed), keep what "
+        "must outlive a restart durable in the dependency (Redis appendonly, a durable queue, a "
+        "synchronous commit), and let a waiter time out and look for the result again instead of "
+        "waiting forever"
     ),
     CauseName.CONSEQUENCE: "fix the violation it is listed under",
     CauseName.RESUME_CRASHED: "the resumed attempt failed on its own: fix what its stderr shows (shown with "

@@ -102,9 +102,17 @@ def _attempts_phrase(numbers: Iterable[int]) -> str:
     return "attempts " + ", ".join(str(n) for n in ns[:-1]) + f" and {ns[-1]}"
 
 
-def _lost_phrase(v: Violation) -> str:
-    """How the first landed call's caller lost track of it: the response lost, or a kill before the
-    checkpoint recorded it."""
+def _restarted_at(a: Attempt) -> list[str]:
+    """The dependencies a ``restart=`` killed when ``a`` reached its trigger (``a`` itself went on):
+    an integration's service it records, or the ``--serve`` service its fault names."""
+    head = (a.kill or "").split(":", 1)[0]
+    served = [head.split("=", 1)[1]] if head.startswith("restart=") and not a.killed_at else []
+    return [*a.restarted, *(name for name in served if name not in a.restarted)]
+
+
+def _lost_phrase(v: Violation, attempts: Sequence[Attempt] = ()) -> str:
+    """How the first landed call's caller lost track of it: the response lost, a dependency its
+    attempt restarted (``Attempt.restarted``), or a kill before the checkpoint recorded it."""
     calls = v.detail.get("calls") or []
     lost = [c for c in calls if isinstance(c, Mapping) and c.get("response_lost")]
     if lost:
@@ -113,7 +121,13 @@ def _lost_phrase(v: Violation) -> str:
             f"attempt {c['attempt']}'s call landed but its response was lost (killed at {c['response_lost']})"
         )
     landed = [c for c in v.calls if c.landed]
-    return f"attempt {landed[0].attempt}'s call landed before its kill" if landed else ""
+    if not landed:
+        return ""
+    first = landed[0].attempt
+    gone = [name for a in attempts if a.number == first for name in _restarted_at(a)]
+    if gone:
+        return f"attempt {first}'s call landed, then its dependency {', '.join(gone)} was restarted under it"
+    return f"attempt {first}'s call landed before its kill"
 
 
 def _irreversible(provider: str) -> bool:
@@ -124,12 +138,14 @@ def _irreversible(provider: str) -> bool:
 
 def _restarted_under(attempts: Sequence[Attempt]) -> str:
     """What a dependency killed under the run (the target of a ``KIND=TARGET:TRIGGER`` fault, a
-    ``restart=``) may have taken with it, said after a run that never completed."""
+    ``restart=``: a ``--serve`` service's killed attempt, or an integration's service the
+    trigger's attempt names) may have taken with it, said after a run that never completed."""
     gone = []
     for a in attempts:
         head = (a.kill or "").split(":", 1)[0]
         if a.killed_at and "=" in head and head.split("=", 1)[1] == (a.process or "").split("[", 1)[0]:
             gone.append(f"{a.process} (attempt {a.number}, {a.kill})")
+        gone += [f"{name} ({a.kill}, reached by attempt {a.number})" for name in a.restarted]
     if not gone:
         return ""
     return (
@@ -137,6 +153,17 @@ def _restarted_under(attempts: Sequence[Attempt]) -> str:
         " had not made durable (a queued or unacknowledged message, a result not yet stored, a"
         " transaction in flight) went with it, and the run waited for it"
     )
+
+
+# A connection fault that loses the answer to a commit the server applied: ``drop:NAME.commit``, or
+# every connection of a proxy closed or reset at ``during:NAME.commit`` (``.exec``: Redis).
+_ANSWER_LOST = re.compile(
+    r"^(?:drop:|(?:cut|rst)=[^:]+:(?:[^:]+:)?during:)[^:]+\.(?:commit|exec)(?:#\d+)?(?:~.*)?$"
+)
+
+
+def _loses_commit_answer(kill: str) -> bool:
+    return bool(_ANSWER_LOST.match(kill))
 
 
 def _row_again(calls: Sequence[Call], attempts: Sequence[Attempt]) -> str:
@@ -147,7 +174,7 @@ def _row_again(calls: Sequence[Call], attempts: Sequence[Attempt]) -> str:
         return "a later attempt inserted the row again instead of finding the one an earlier attempt wrote"
     (number,) = writers
     kill = next((a.kill for a in attempts if a.number == number), None) or ""
-    lost = f" after {kill} lost the answer to a commit that landed" if kill.startswith("drop:") else ""
+    lost = f" after {kill} lost the answer to a commit that landed" if _loses_commit_answer(kill) else ""
     return (
         f"attempt {number} inserted the row again on a retry{lost}, instead of checking whether its"
         " first write had landed"
@@ -175,7 +202,7 @@ def _key_cause(v: Violation, attempts: Sequence[Attempt]) -> tuple[CauseName, st
     unknown = not declared.operations
     keyed = bool(operation and operation.keyed) or (unknown and any(c.key is not None for c in calls))
     origin = key_origin(calls)
-    lost = _lost_phrase(v)
+    lost = _lost_phrase(v, attempts)
     resent = f"; {lost}, and the effect was sent again" if lost else ""
     name = f"{provider}.{op}"
     if origin == "none":
@@ -338,9 +365,11 @@ def _diagnose_one(
             )
         if v.detail.get("attempt_limit") is not None:
             return CauseName.ATTEMPT_LIMIT, v.message
-        return CauseName.RESUME_CRASHED, v.message + _restarted_under(attempts)
+        gone = _restarted_under(attempts)
+        return (CauseName.DEPENDENCY_RESTARTED if gone else CauseName.RESUME_CRASHED), v.message + gone
     if kind == HANG:
-        return CauseName.HANG, v.message + _restarted_under(attempts)
+        gone = _restarted_under(attempts)
+        return (CauseName.DEPENDENCY_RESTARTED if gone else CauseName.HANG), v.message + gone
     if kind == POINT_NOT_REACHED:
         return CauseName.POINT_NOT_REACHED, v.message
     if kind == HARNESS_ERROR:

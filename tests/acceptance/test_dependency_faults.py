@@ -6,7 +6,8 @@ The order service and its client (``tests/agents/deploy``): the service dies as 
 about to post, and the client's retries reach the restarted service.  A Celery worker on a Redis
 the drill started, Redis killed as the worker's charge landed (``-m slow``: a Celery worker's
 start and the outage cost ~10 s a case): with Celery's defaults the task's result is never
-stored (the outage ate it) and the submitter waits forever, a hang naming the restart; with
+stored (the outage ate it) and the submitter waits forever, a hang whose cause is the restart
+(``dependency_restarted``, with the fix); with
 ``result_backend_always_retry`` the result is stored once Redis is back: exactly-once.
 """
 
@@ -44,7 +45,7 @@ def test_a_service_killed_when_the_client_reaches_a_point_is_restarted(tmp_path:
         tmp_path, "--schedule", "restart=api:driver:before:submit", "--serve", SHOP, "--", *CLIENT
     )
     assert rc == 0, text
-    assert re.search(r"\(api\) kill restart=api:driver:before:submit: killed by SIGKILL", text), text
+    assert re.search(r"\(api\) fault restart=api:driver:before:submit: killed by SIGKILL", text), text
     assert "(api) ran free: drained" in text  # started again, stopped at the case's end
     assert "api killed and restarted here (restart=api:driver:before:submit)" in text  # the client's note
     assert re.search(
@@ -52,7 +53,7 @@ def test_a_service_killed_when_the_client_reaches_a_point_is_restarted(tmp_path:
         r" ready again \(attempt 3\) \d+ ms later",
         text,
     ), text
-    assert "(driver) kill restart=api:driver:before:submit: exited rc 0" in text  # it went on
+    assert "(driver) fault restart=api:driver:before:submit: exited rc 0" in text  # it went on
 
 
 @pytest.mark.slow
@@ -72,10 +73,37 @@ def test_a_celery_worker_whose_redis_restarts_mid_task(tmp_path: Path, retry: st
         "--", "python", str(PAYOUTS), "submit", "--order", "{thread}", "--workdir", "{workdir}",
     )  # fmt: skip
     assert "payments 1 exactly-once" in text, text  # the payout was made once either way
-    assert re.search(r"\(redis\) kill restart=redis:worker:during:payments\.charge: killed by SIGKILL", text)
+    assert re.search(r"\(redis\) fault restart=redis:worker:during:payments\.charge: killed by SIGKILL", text)
     if retry == "1":
         assert rc == 0, text
     else:
         assert rc == 1, text
         assert "hang: attempt 1 hung" in text, text
+        assert "cause: dependency_restarted" in text and "result_backend_always_retry=True" in text, text
         assert "the run's dependency redis (attempt 2, restart=redis:worker:during:payments.charge)" in text
+        assert "the Celery broker (" not in text, text  # the integration's own broker: not the one used
+
+
+def test_a_proxy_between_a_celery_worker_and_its_served_redis_is_cut_at_the_workers_point(
+    tmp_path: Path,
+) -> None:
+    """``--proxy r=redis://127.0.0.1:{port:redis}``: the service's own dependency behind the
+    drill's proxy; ``cut=r:worker:during:payments.charge`` closes every connection through it as
+    the worker's charge lands, Redis keeps running and the worker reconnects: exactly-once."""
+    pytest.importorskip("celery")
+    rc, text = drill(
+        tmp_path,
+        "--schedule", "cut=r:worker:during:payments.charge", "--timeout", "20",
+        "--integration", "celery",
+        "--serve", "redis=redis-server --port {port} --save '' --appendonly no",
+        "--proxy", "r=redis://127.0.0.1:{port:redis}",
+        "--serve", f"worker=python {PAYOUTS} worker",
+        "--env", "CELERY_BROKER_URL=redis://127.0.0.1:{proxy:r}/0",
+        "--env", "CELERY_RESULT_BACKEND=redis://127.0.0.1:{proxy:r}/1",
+        "--", "python", str(PAYOUTS), "submit", "--order", "{thread}", "--workdir", "{workdir}",
+    )  # fmt: skip
+    assert rc == 0, text
+    assert "payments 1 exactly-once" in text, text
+    assert re.search(r"\(worker\) fault cut=r:worker:during:payments\.charge: drained", text), text
+    assert re.search(r"note: \d+ connections? through proxy r closed at during:payments\.charge", text), text
+    assert "(redis) ran free" in text, text  # the dependency did not go down

@@ -5,6 +5,8 @@ agents are exactly-once at every point."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -106,3 +108,70 @@ def test_a_folder_outside_the_workdir_loses_its_unsynced_data_when_named(tmp_pat
         "named",
         "plain",
     ]
+
+
+def test_the_pytest_marker_drills_a_power_loss_and_its_point_reruns_it(pytester: pytest.Pytester) -> None:
+    """``@pytest.mark.killdrill(points=["powerloss:..."], power_loss_paths=...)``: the case fails
+    with the cause, and the pytest reproduction (``--killdrill-point``) runs the same fault."""
+    state = pytester.path / "state"
+    state.mkdir()
+    command = [*JSON, "--bug", "no-fsync"]
+    command[command.index("{workdir}/checkpoint.json")] = str(state / "{thread}.json")
+    pytester.makeini("[pytest]\nkilldrill_discovery_runs = 1\n")
+    pytester.makepyfile(
+        test_inner=f"""
+        import pytest
+
+        @pytest.mark.killdrill(points=["powerloss:after:pay_alice"], power_loss_paths=[{str(state)!r}])
+        def test_payouts(killdrill, kill_point):
+            killdrill.run({command!r}, kill_point).assert_exactly_once()
+        """
+    )
+    first = pytester.runpytest("-p", "no:cacheprovider")
+    first.assert_outcomes(failed=1)
+    text = first.stdout.str()
+    assert "cause: unsynced_write" in text and f"{state}/" in text, text
+    assert "--killdrill-point=powerloss:after:pay_alice" in text, text
+    again = pytester.runpytest("-p", "no:cacheprovider", "--killdrill-point=powerloss:after:pay_alice")
+    again.assert_outcomes(failed=1)
+    assert "cause: unsynced_write" in again.stdout.str()
+    assert not is_mounted(state)
+
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
+
+
+def doc_lines() -> list[tuple[str, int]]:
+    """The power-loss section's first block of commands as written, each with the exit code its
+    comment promises (0: exactly-once, 1: caught)."""
+    section = PAGE.read_text(encoding="utf-8").split("## Power loss", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    out = []
+    for line in block.splitlines():
+        if line.startswith("killdrill "):
+            command, _, promise = line.partition("  #")
+            out.append((command.strip(), 0 if "exactly-once" in promise else 1))
+    return out
+
+
+@pytest.mark.slow
+def test_the_docs_power_loss_lines_do_what_their_comments_say(tmp_path: Path) -> None:
+    lines = doc_lines()
+    assert [(c.split()[1], code) for c, code in lines] == [
+        ("run", 0), ("run", 1), ("drill", 0), ("run", 1), ("run", 0), ("chaos", 1)
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLDRILL_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["TMPDIR"] = str(tmp_path)  # the failing cases' workdirs are kept in the default root
+    for command, code in lines:
+        done = subprocess.run(
+            ["bash", "-c", f"A=tests/agents/power\n{command}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=PAGE.parents[1],
+            timeout=300,
+        )
+        assert done.returncode == code, f"{command}\n{done.stdout}{done.stderr}"
+        if code == 1 and not command.startswith("killdrill chaos"):
+            assert "unsynced_write" in done.stdout, done.stdout

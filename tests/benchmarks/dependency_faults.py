@@ -11,7 +11,11 @@ compare):
   once the server committed, resumed), ``drop:pg.commit``, ``reset:pg.commit``, ``cut=pg:during:pg.commit``;
 - the order service and its client (``tests/agents/deploy``): ``api:during:payments.charge``
   (the plain kill of the service, restarted) and ``restart=api:driver:before:submit`` (the
-  service killed and restarted when the client reaches a point).
+  service killed and restarted when the client reaches a point);
+- the JSON and SQLite checkpoint agents (``tests/agents/power``, their durable forms):
+  ``after:pay_alice`` (the plain kill) and ``powerloss:after:pay_alice`` (the kill, then the
+  workdir's unsynced writes dropped: the workdir on the lossy FUSE file system for the whole
+  case), where FUSE is available (left out with the reason otherwise).
 
 Beside them, the proxy's own cost: 200 one-row transactions with psycopg straight to PostgreSQL
 and through a proxy that announces nothing (``pg_commit_direct_ms`` / ``pg_commit_proxied_ms``,
@@ -28,12 +32,14 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from killdrill.drill import Drill
+from killdrill.faults.lossy_mount import unavailable
 from killdrill.options import DrillOptions
 
 AGENTS = Path(__file__).resolve().parents[1] / "agents"
@@ -63,6 +69,10 @@ def _pg(root: Path) -> Drill:
 
 def _deploy(root: Path) -> Drill:
     return Drill(CLIENT, DrillOptions(root=root, serve={"api": SHOP}, discovery_runs=1))
+
+
+def _power(root: Path, agent: str, *args: str) -> Drill:
+    return Drill([sys.executable, str(AGENTS / "power" / agent), *args], DrillOptions(root=root))
 
 
 def _commits(direct_first: bool, n: int = 200) -> tuple[float, float]:
@@ -107,9 +117,19 @@ def run(rounds: int) -> dict[str, Any]:
             ("pg_drop", "proxied", "drop:pg.commit"),
             ("pg_reset", "proxied", "reset:pg.commit"),
             ("pg_cut", "proxied", "cut=pg:during:pg.commit"),
+            ("pg_rst", "proxied", "rst=pg:during:pg.commit"),
             ("deploy_kill", "deploy", "api:during:payments.charge"),
             ("deploy_restart", "deploy", "restart=api:driver:before:submit"),
         ]
+        fuse = unavailable()
+        if fuse is None:
+            drills["json"] = _power(Path(tmp) / "j", "json_checkpoint.py", "--ckpt", "{workdir}/c.json")
+            drills["sqlite"] = _power(Path(tmp) / "q", "sqlite_checkpoint.py", "--db", "{workdir}/s.db")
+            for agent in ("json", "sqlite"):
+                cases += [
+                    (f"{agent}_kill", agent, "after:pay_alice"),
+                    (f"{agent}_power", agent, "powerloss:after:pay_alice"),
+                ]
         times: dict[str, list[float]] = {name: [] for name, _, _ in cases}
         try:
             for d in drills.values():
@@ -131,13 +151,20 @@ def run(rounds: int) -> dict[str, Any]:
         f"{k}_ms" if k.startswith("pg_commit") else f"{k}_s": round(statistics.median(v), 3)
         for k, v in times.items()
     }
+    if fuse is None:
+        out.update(
+            json_power_to_kill_ratio=ratio("json_power", "json_kill"),
+            sqlite_power_to_kill_ratio=ratio("sqlite_power", "sqlite_kill"),
+        )
     out.update(
         pg_proxy_commit_ratio=ratio("pg_commit_proxied", "pg_commit_direct"),
         pg_drop_to_kill_ratio=ratio("pg_drop", "pg_kill"),
         pg_reset_to_kill_ratio=ratio("pg_reset", "pg_kill"),
         pg_cut_to_kill_ratio=ratio("pg_cut", "pg_kill"),
+        pg_rst_to_kill_ratio=ratio("pg_rst", "pg_kill"),
         deploy_restart_to_kill_ratio=ratio("deploy_restart", "deploy_kill"),
         rounds=rounds,
+        power_loss=fuse or "measured",
         load=[round(x, 2) for x in os.getloadavg()],
         cpus=os.cpu_count(),
     )

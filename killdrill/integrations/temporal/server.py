@@ -31,13 +31,14 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 from killdrill import envvars, ownership
 from killdrill.errors import HarnessError, install_hint
 from killdrill.integrations import ServiceHost, ServiceProcess, option_value
+from killdrill.integrations.temporal.history import activity_phrase, held, pending_activity
 from killdrill.integrations.temporal.settings import ADDRESS_ENV, NAMESPACE_ENV, OPTIONS
 from killdrill.isolation import isolated
 
@@ -97,52 +98,6 @@ def namespace_for(workdir: Path) -> str:
     return f"kd-{slug}-{digest}"
 
 
-def _ago(stamp: Any, now: float) -> float:
-    return round(now - float(stamp.ToMicroseconds()) / 1e6, 1)
-
-
-def _seconds(duration: Any) -> float | None:
-    s = duration.ToMicroseconds() / 1e6
-    return round(s, 3) if s else None
-
-
-def _pending(a: Any, now: float, states: Any) -> dict[str, Any]:
-    """One ``PendingActivityInfo`` as plain data (times as seconds ago, timeouts in seconds)."""
-    opts = a.activity_options if a.HasField("activity_options") else None
-    beat = a.last_heartbeat_time if a.HasField("last_heartbeat_time") else None
-    return {
-        "activity_type": a.activity_type.name,
-        "activity_id": a.activity_id,
-        "state": states.Name(a.state).removeprefix("PENDING_ACTIVITY_STATE_").lower(),
-        "attempt": a.attempt,
-        "started_s_ago": _ago(a.last_started_time, now) if a.HasField("last_started_time") else None,
-        "last_heartbeat_s_ago": _ago(beat, now) if beat is not None else None,
-        "last_failure": a.last_failure.message if a.HasField("last_failure") else None,
-        "worker": a.last_worker_identity or None,
-        "start_to_close_s": _seconds(opts.start_to_close_timeout) if opts is not None else None,
-        "heartbeat_timeout_s": _seconds(opts.heartbeat_timeout) if opts is not None else None,
-    }
-
-
-def _activity_phrase(a: dict[str, Any]) -> str:
-    """``settle_batch (activity 3, started 9.8s ago, attempt 1, no heartbeat, start-to-close 300s)``."""
-    parts = [f"activity {a['activity_id']}", a["state"]]
-    if a["started_s_ago"] is not None:
-        parts[-1] += f" {a['started_s_ago']:g}s ago"
-    parts.append(f"attempt {a['attempt']}")
-    if a["last_heartbeat_s_ago"] is not None:
-        parts.append(f"last heartbeat {a['last_heartbeat_s_ago']:g}s ago")
-    else:
-        parts.append("no heartbeat")
-    if a["heartbeat_timeout_s"]:
-        parts.append(f"heartbeat timeout {a['heartbeat_timeout_s']:g}s")
-    if a["start_to_close_s"]:
-        parts.append(f"start-to-close {a['start_to_close_s']:g}s")
-    if a["last_failure"]:
-        parts.append(f"last failure: {a['last_failure']}")
-    return f"{a['activity_type']} ({', '.join(parts)})"
-
-
 class TemporalDevServer:
     """A dev server for one drill: :meth:`env` registers the workdir's namespace on first use."""
 
@@ -159,6 +114,8 @@ class TemporalDevServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None  # runs the loop the SDK's client lives on
         self._client: Any = None
+        self._up = threading.Event()  # cleared while a restart= has it down
+        self._up.set()
         self.start_s = 0.0
 
     # -------------------------------------------------------------- the server process
@@ -171,10 +128,25 @@ class TemporalDevServer:
         t0 = time.monotonic()
         self._dir = Path(tempfile.mkdtemp(prefix=".killdrill-temporal-", dir=self.root)).absolute()
         self._claim = ownership.claim(ownership.FOLDER, path=str(self._dir))  # swept if we die
-        port = _free_port()
-        self.address = f"127.0.0.1:{port}"
+        self.address = f"127.0.0.1:{_free_port()}"
+        self._spawn()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="killdrill-temporal", daemon=True)
+        self._thread.start()
+        try:
+            self._client = self._run(self._connect())
+        except BaseException:
+            self.close()
+            raise
+        self.start_s = time.monotonic() - t0
+
+    def _spawn(self) -> None:
+        """The server on ``self.address``, its state in ``temporal.db`` of its folder (kept across
+        a restart: the workflows' histories survive it as on a real server)."""
+        assert self._dir is not None
+        port = self.address.rsplit(":", 1)[1]
         argv = [
-            self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
+            self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", port,
             "--db-filename", str(self._dir / "temporal.db"), "--log-level", "error",
             "--dynamic-config-value", f'history.defaultWorkflowTaskTimeout="{DEFAULT_TASK_TIMEOUT_S}s"',
             "--dynamic-config-value", f'history.timerProcessorMaxTimeShift="{TIMER_SHIFT}"',
@@ -188,15 +160,37 @@ class TemporalDevServer:
             stdout=str(self._dir / "server.stdout"),
             stderr=str(self._dir / "server.stderr"),
         )
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="killdrill-temporal", daemon=True)
-        self._thread.start()
-        try:
-            self._client = self._run(self._connect())
-        except BaseException:
-            self.close()
-            raise
-        self.start_s = time.monotonic() - t0
+
+    def restart(self) -> Callable[[], str]:
+        """``restart=temporal:TRIGGER``: the server SIGKILLed now (as a crashed host would leave
+        it); what this returns starts it again on the same database and port and returns once it
+        answers.  Meanwhile a launch's ``env`` waits for it (its namespace is on the database)."""
+        with self._lock:
+            proc = self._proc
+            if proc is None or self._dir is None:
+                raise HarnessError("the Temporal dev server is not running (no launch used it yet)")
+            self._up.clear()
+            self.host.kill(proc)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=10)
+            killed = proc.pid
+
+        def again() -> str:
+            with self._lock:
+                if self._dir is None:  # the drill closed meanwhile
+                    return "the Temporal dev server was not started again: the drill had ended"
+                self._spawn()
+                try:
+                    self._client = self._run(self._connect())
+                finally:
+                    self._up.set()
+                assert self._proc is not None
+                return (
+                    f"the Temporal dev server (pid {killed}, then {self._proc.pid}) on {self.address},"
+                    " its database kept"
+                )
+
+        return again
 
     async def _connect(self) -> Any:
         from temporalio.client import Client
@@ -240,6 +234,9 @@ class TemporalDevServer:
     def env(self, workdir: Path, thread: str) -> dict[str, str]:
         """The address and this workdir's namespace (started and registered on first use)."""
         namespace = namespace_for(Path(workdir))
+        if not self._up.is_set() and namespace in self._namespaces:
+            return {ADDRESS_ENV: self.address, NAMESPACE_ENV: namespace}  # down: the launch meets it so
+        self._up.wait(START_TIMEOUT_S)  # a run of its own waits for a restart= to bring it back
         with self._lock:
             if self._proc is None:
                 self.start()
@@ -288,7 +285,7 @@ class TemporalDevServer:
         texts = []
         for wf in workflows:
             acts = wf["pending_activities"]
-            named = "; ".join(_activity_phrase(a) for a in acts) or "no activity pending"
+            named = "; ".join(activity_phrase(a) for a in acts) or "no activity pending"
             if wf.get("workflow_task"):
                 named += f"; a workflow task {wf['workflow_task']}"
             texts.append(
@@ -325,7 +322,7 @@ class TemporalDevServer:
             desc = await service.describe_workflow_execution(
                 DescribeWorkflowExecutionRequest(namespace=namespace, execution=execution)
             )
-            pending = [_pending(a, now, PendingActivityState) for a in desc.pending_activities]
+            pending = [pending_activity(a, now, PendingActivityState) for a in desc.pending_activities]
             task = ""
             if desc.HasField("pending_workflow_task"):
                 t = desc.pending_workflow_task
@@ -386,7 +383,7 @@ class TemporalDevServer:
                     maximum_page_size=1000,
                 )
             )
-            out += _held(history.history.events, info.type.name, EventType, TimeoutType)
+            out += held(history.history.events, info.type.name, EventType, TimeoutType, REMOVED)
         return out
 
     def close(self) -> None:
@@ -417,69 +414,3 @@ REMOVED = (
     f"the server's timer shift (timers fire within {TIMER_SHIFT} of when they are due, not up to 1 s late)",
 )
 """The waits of Temporal's this integration removes under a drill (said with each wait)."""
-
-
-def _held(events: Any, workflow_type: str, kinds: Any, timeouts: Any) -> list[dict[str, Any]]:
-    """The waits one workflow's history shows (see :meth:`TemporalDevServer.waits`)."""
-    settings = {
-        timeouts.TIMEOUT_TYPE_START_TO_CLOSE: "start_to_close_timeout",
-        timeouts.TIMEOUT_TYPE_HEARTBEAT: "heartbeat_timeout",
-        timeouts.TIMEOUT_TYPE_SCHEDULE_TO_START: "schedule_to_start_timeout",
-        timeouts.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "schedule_to_close_timeout",
-    }
-    scheduled: dict[int, Any] = {}
-    started_at: dict[int, float] = {}
-    task_timeout = 0.0
-    out: list[dict[str, Any]] = []
-    for e in events:
-        at = e.event_time.ToMicroseconds() / 1e6
-        if e.event_type == kinds.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            task_timeout = (
-                e.workflow_execution_started_event_attributes.workflow_task_timeout.ToMicroseconds() / 1e6
-            )
-        elif e.event_type == kinds.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            scheduled[e.event_id] = e.activity_task_scheduled_event_attributes
-        elif e.event_type == kinds.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-            started_at[e.workflow_task_started_event_attributes.scheduled_event_id] = at
-        elif e.event_type == kinds.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-            attrs = e.workflow_task_timed_out_event_attributes
-            out.append(
-                {
-                    "label": f"Temporal's workflow task timeout (task_timeout, {task_timeout:g} s) of"
-                    f" workflow {workflow_type}",
-                    "setting": "task_timeout",
-                    "setting_s": task_timeout,
-                    "unit": f"workflow {workflow_type}",
-                    "from": started_at.get(attrs.scheduled_event_id),
-                    "to": at,
-                    "kept": "the workflow's task timeout, its own setting (the server hands a task a"
-                    " dead worker took to another worker only once it expires)",
-                    "removed": list(REMOVED),
-                }
-            )
-        elif e.event_type == kinds.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            attrs = e.activity_task_started_event_attributes
-            failure = attrs.last_failure if attrs.HasField("last_failure") else None
-            if attrs.attempt < 2 or failure is None or not failure.HasField("timeout_failure_info"):
-                continue
-            setting = settings.get(failure.timeout_failure_info.timeout_type)
-            act = scheduled.get(attrs.scheduled_event_id)
-            if setting is None or act is None:
-                continue
-            value = getattr(act, setting).ToMicroseconds() / 1e6
-            name = act.activity_type.name
-            out.append(
-                {
-                    "label": f"Temporal's {setting} ({value:g} s) of activity {name}",
-                    "setting": setting,
-                    "setting_s": value,
-                    "unit": f"activity {name}",
-                    "from": None,
-                    "to": at,
-                    "kept": f"the activity's {setting}, the agent's own setting (the server learns that"
-                    " a killed worker's activity failed only when it expires), then its retry"
-                    " policy's backoff",
-                    "removed": list(REMOVED),
-                }
-            )
-    return out

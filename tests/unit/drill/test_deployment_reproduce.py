@@ -1,5 +1,5 @@
 """A deployed case's reproduction line carries every option the case was run with: read back by
-the command line, it gives the same options (services, probes, replicas, restart delay, env,
+the command line, it gives the same options (services, probes, replicas, start order, restart delay, env,
 passed variables, an integration's own option)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ def test_the_reproduction_line_of_a_deployment_reads_back_as_its_options() -> No
         serve={"app": "python -m uvicorn app:app --port {port}", "worker": "python -m w --name w{replica}"},
         ready={"app": "http://127.0.0.1:{port}/health", "worker": "log:worker ready"},
         replicas={"worker": 2},
+        after={"worker": ("app",)},
         restart_delay=1.5,
         env={"DB_URL": "sqlite:///{workdir}/db", "STRIPE_API_BASE": "{KILLDRILL_FAKES_URL}"},
         pass_env=("STRIPE_KEY",),
@@ -36,7 +37,17 @@ def test_the_reproduction_line_of_a_deployment_reads_back_as_its_options() -> No
     assert again_command == command
     assert args.schedule == "app:before:x"
     again = drill_options(args)
-    fields = ("serve", "ready", "replicas", "restart_delay", "env", "pass_env", "http_fakes", "smtp_fake")
+    fields = (
+        "serve",
+        "ready",
+        "replicas",
+        "after",
+        "restart_delay",
+        "env",
+        "pass_env",
+        "http_fakes",
+        "smtp_fake",
+    )
     fields += ("integrations", "integration_options", "timeout", "grace", "max_attempts", "discovery_runs")
     for field in fields:
         assert getattr(again, field) == getattr(options, field), field

@@ -12,6 +12,7 @@ from killdrill.options import DrillOptions
 from killdrill.points import parse_fault, parse_schedule
 
 SERVED = DrillOptions(serve={"redis": ["redis-server"], "worker": ["python", "w.py"]})
+TEMPORAL = DrillOptions(integrations=("temporal",), serve={"worker": ["python", "w.py"]})
 PROXIED = DrillOptions(proxy={"pg": "postgres://127.0.0.1:5432"})
 
 
@@ -37,8 +38,19 @@ def test_target_and_trigger_are_named_apart(
     ("schedule", "options", "why"),
     [
         ("restart=redis:worker:after:charge", SERVED, None),
-        ("restart=nope:worker:after:charge", SERVED, "no --serve service 'nope' (services: redis, worker)"),
-        ("restart=redis:after:charge", DrillOptions(), "a --serve service; this drill has none"),
+        (
+            "restart=nope:worker:after:charge",
+            SERVED,
+            "no --serve service or integration's service 'nope' (services: --serve redis, worker)",
+        ),
+        ("restart=redis:after:charge", DrillOptions(), "an integration's service; this drill has none"),
+        ("restart=temporal:worker:during:payments.charge", TEMPORAL, None),  # the runtime's server
+        ("restart=temporal:after:charge", DrillOptions(integrations=("temporal",)), None),
+        (
+            "restart=temporl:worker:after:charge",
+            TEMPORAL,
+            "'temporl' (services: --serve worker; integrations' temporal)",
+        ),
         ("cut=pg:after:charge", PROXIED, None),
         ("rst=db:after:charge", PROXIED, "no --proxy named 'db' (proxies: pg)"),
         ("cut=pg:after:charge", DrillOptions(), "no --proxy named 'pg' (proxies: none)"),
@@ -82,3 +94,22 @@ def test_chaos_draws_a_dependency_fault_one_run_in_two_triggered_elsewhere() -> 
     assert with_dependency_fault(parse_schedule("before:x"), catalogue, 7, 3, [], []) == parse_schedule(
         "before:x"
     )
+
+
+def test_chaos_may_restart_an_integrations_service_that_offers_restart() -> None:
+    """``--faults deps`` draws a ``restart=`` of the ``--serve`` services and of the integrations'
+    services the drill runs that can be restarted (the Temporal dev server), not of the others."""
+    from killdrill.faults.network import restartable
+
+    class Server:
+        plugin = "temporal"
+
+        def restart(self) -> None:
+            return None
+
+    class Broker:
+        plugin = "celery"
+        restart = None  # a ReportedService whose service offers none
+
+    assert restartable(SERVED, [Server(), Broker()]) == ["redis", "worker", "temporal"]
+    assert restartable(DrillOptions(), [Broker()]) == []

@@ -140,3 +140,44 @@ def test_an_exit_abort_is_forgiven_only_by_its_signals_after_its_point() -> None
         assert not rule.forgives(rc, "after:workflow.Settle"), rc
     assert not rule.forgives(-11, "before:charge")  # the work was still open: a crash, a verdict
     assert not ExitAbort(after="after:", note="n").forgives(-11, "after:x")  # SIGABRT only by default
+
+
+def test_a_service_offers_restart_as_a_hook_checked_and_reported_like_the_others() -> None:
+    """``restart()`` makes a service a ``restart=NAME:`` target: called with no argument, what it
+    returns starts the service again; a misspelling is refused, a failure names the plugin."""
+    from killdrill.errors import HarnessError
+
+    class Restarts(Service):
+        def restart(self, hard: bool) -> None:
+            return None
+
+    class Misspelled(Service):
+        def restarts(self) -> None:
+            return None
+
+    with pytest.raises(
+        PluginRefused, match=r"its service's restart requires 1 argument\(s\), the contract calls restart\(\)"
+    ):
+        check_service("acme", Restarts())
+    with pytest.raises(PluginRefused, match=r"did you mean restart\(\)\?"):
+        check_service("acme", Misspelled())
+
+    log: list[str] = []
+
+    class Server(Service):
+        def restart(self) -> Any:
+            log.append("killed")
+
+            def again() -> str:
+                log.append("started")
+                raise OSError("port taken")
+
+            return again
+
+    again = ReportedService("acme", Server()).restart()
+    assert log == ["killed"]
+    with pytest.raises(
+        HarnessError, match=r"^the acme integration's service did not start again: OSError: port taken$"
+    ):
+        again()
+    assert ReportedService("acme", Service()).restart is None  # offers none: not a target

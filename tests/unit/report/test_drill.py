@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -269,3 +270,29 @@ def test_report_command_rejects_a_foreign_file_in_one_line(
     assert main(["report", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a killdrill JSON report" in err[0]
+
+
+def test_an_attempt_under_a_fault_that_is_not_a_kill_is_not_said_killed() -> None:
+    """The process that reached a restart='s trigger went on, a drop: lost an answer: their
+    attempts are under a fault, not a kill (a power loss is a kill, then the loss)."""
+    attempts = (
+        Attempt(1, "restart=api:driver:before:submit", EXITED, 0, 30.0, process="driver"),
+        Attempt(
+            2,
+            "restart=api:driver:before:submit",
+            KILLED,
+            -9,
+            20.0,
+            killed_at="restart=api:driver:before:submit",
+            process="api",
+        ),
+        Attempt(3, "drop:pg.commit", EXITED, 0, 10.0),
+        Attempt(4, "powerloss:after:pay_alice", KILLED, -9, 10.0, killed_at="after:pay_alice"),
+        Attempt(5, "api:during:payments.charge", KILLED, -9, 10.0, killed_at="during:payments.charge"),
+    )
+    text = render_case(dataclasses.replace(ok_case("restart=api:driver:before:submit"), attempts=attempts))
+    assert "1. (driver) fault restart=api:driver:before:submit: exited rc 0" in text, text
+    assert "2. (api) fault restart=api:driver:before:submit: killed at" in text, text
+    assert "3. fault drop:pg.commit: exited rc 0" in text, text
+    assert "4. kill powerloss:after:pay_alice: killed at after:pay_alice" in text, text
+    assert "5. kill api:during:payments.charge: killed at during" in text, text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 from killdrill.records import (
@@ -238,3 +239,95 @@ def test_an_undeclared_providers_cause_never_says_it_takes_no_key() -> None:
         (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
         assert v.kind == DUPLICATE_EFFECT and v.cause == cause, v
         assert "takes no" not in v.observed and "takes no" not in v.fix
+
+
+def _row(attempt: int) -> Call:
+    return Call(next(_seq), "db:payouts", "insert", None, {"order_id": "o1"}, CREATED, "o1", attempt, 0, 0.0)
+
+
+def test_a_row_written_again_after_a_cut_at_a_commit_says_the_answer_was_lost() -> None:
+    """``cut=``/``rst=`` at ``during:NAME.commit`` lose the answer to a commit that landed, as
+    ``drop:`` does: the retry's second row is explained by the same story."""
+    base = LedgerSnapshot((_row(1),))
+    case = LedgerSnapshot((_row(1), _row(1)))
+    for kill in ("cut=pg:during:pg.commit", "rst=pg:worker:during:pg.commit#2", "drop:pg.commit"):
+        attempts = [Attempt(1, kill, EXITED, 0, 1.0, process="worker" if "worker" in kill else None)]
+        (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+        assert v.cause == "row_not_unique", v
+        assert f"on a retry after {kill} lost the answer to a commit that landed" in v.observed, v.observed
+    stalled = [Attempt(1, "stall=pg~1s:during:pg.commit", EXITED, 0, 1.0)]  # late, not lost
+    (v,) = diagnose(judge(base, case, stalled), baseline=base, attempts=stalled)
+    assert "lost the answer" not in v.observed, v.observed
+
+
+def test_a_hang_after_a_dependency_restarted_under_the_run_names_it_and_its_fix() -> None:
+    """A run that hung (or failed) after a ``restart=`` of its dependency: the cause is the restart,
+    and the fix is about surviving it, not a lock held by a killed attempt."""
+    driver = Attempt(1, None, "hang", -9, 15000.0, process="driver")
+    redis = Attempt(
+        2,
+        "restart=redis:worker:during:payments.charge",
+        KILLED,
+        -9,
+        500.0,
+        killed_at="restart=redis:worker:during:payments.charge",
+        process="redis",
+    )
+    worker = Attempt(3, "restart=redis:worker:during:payments.charge", EXITED, 0, 15000.0, process="worker")
+    attempts = [driver, redis, worker]
+    hung = Violation("hang", "attempt 1 hung: no exit within 15s")
+    (v,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=attempts)
+    assert v.cause == "dependency_restarted", v
+    assert "the run's dependency redis (attempt 2, restart=redis:worker:during:payments.charge)" in v.observed
+    assert v.fix == FIXES[CauseName.DEPENDENCY_RESTARTED]
+    assert "result_backend_always_retry" in v.fix and "lock" not in v.fix
+    failed = Violation("resume_failed", "attempt 1 exited rc 1 and no attempt completed the run")
+    (f,) = diagnose([failed], baseline=LedgerSnapshot(), attempts=attempts)
+    assert f.cause == "dependency_restarted", f
+    alone = [driver, worker]  # nothing restarted: a hang is a hang
+    (h,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=alone)
+    assert h.cause == "hang", h
+
+
+def test_a_hang_after_an_integrations_service_restarted_names_it() -> None:
+    """``restart=temporal:...``: the runtime's server has no attempt of its own; the attempt that
+    reached the trigger records it (``Attempt.restarted``), and a hang after it is the restart's."""
+    fault = "restart=temporal:worker:during:payments.charge"
+    driver = Attempt(1, None, "hang", -9, 15000.0, process="driver")
+    worker = Attempt(2, fault, EXITED, 0, 15000.0, process="worker", restarted=("temporal",))
+    hung = Violation("hang", "attempt 1 hung: no exit within 15s")
+    (v,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=[driver, worker])
+    assert v.cause == "dependency_restarted", v
+    assert f"the run's dependency temporal ({fault}, reached by attempt 2)" in v.observed, v.observed
+    trigger_only = replace(worker, restarted=())  # the trigger reached, nothing restarted: a hang
+    (h,) = diagnose([hung], baseline=LedgerSnapshot(), attempts=[driver, trigger_only])
+    assert h.cause == "hang", h
+    assert Attempt.from_dict(worker.to_dict()) == worker  # the fact survives result.json
+
+
+def test_an_unkeyed_charge_repeated_after_its_runtimes_server_restarted_says_so_not_a_kill() -> None:
+    """The worker that reached ``restart=temporal:...`` was never killed: its call landed, then
+    the runtime's server went down under it and the runtime ran the activity again."""
+    base = LedgerSnapshot((call("payments", "charge", "k", CHARGE, 1, "ch_0001"),))
+    case = LedgerSnapshot(
+        (
+            call("payments", "charge", None, CHARGE, 2, "ch_0001"),
+            call("payments", "charge", None, CHARGE, 2, "ch_0002"),
+        )
+    )
+    fault = "restart=temporal:worker:during:payments.charge"
+    attempts = [
+        Attempt(1, None, EXITED, 0, 1.0, process="driver"),
+        Attempt(2, fault, EXITED, 0, 1.0, process="worker", restarted=("temporal",)),
+    ]
+    (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+    assert v.cause == "no_key", v
+    assert "attempt 2's call landed, then its dependency temporal was restarted under it" in v.observed, (
+        v.observed
+    )
+    assert "before its kill" not in v.observed
+    served = "restart=pg:worker:after:charge"  # a --serve database: its own attempt was the one killed
+    attempts[1] = Attempt(2, served, EXITED, 0, 1.0, process="worker")
+    attempts.append(Attempt(3, served, KILLED, -9, 1.0, killed_at=served, process="pg"))
+    (v,) = diagnose(judge(base, case, attempts), baseline=base, attempts=attempts)
+    assert "attempt 2's call landed, then its dependency pg was restarted under it" in v.observed, v.observed
