@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -217,3 +218,24 @@ def test_the_docs_deployment_power_loss_lines_do_what_their_comments_say(tmp_pat
         assert done.returncode == code, f"{command}\n{done.stdout}{done.stderr}"
         if code == 1 and not command.startswith("killdrill chaos"):  # chaos names the kinds
             assert "unsynced_write" in done.stdout, done.stdout
+
+
+def test_the_machine_boots_its_services_in_their_start_order(tmp_path: Path) -> None:
+    """After the power loss the order service starts again only once its Redis (3 s to listen)
+    passed its probe, as at the case's start (``--after api=redis``): started at once, it would
+    find no Redis and exit."""
+    pytest.importorskip("redis")
+    redis = "redis=sh -c \"sleep 3 && exec redis-server --port {port} --save '' --appendonly no\""
+    shop = f"api=python {AGENTS / 'deploy' / 'redis_shop.py'} --port {{port}} --redis {{port:redis}}"
+    client = [*CLIENT[:3], "http://127.0.0.1:{port:api}/orders", *CLIENT[4:]]
+    root = tmp_path / "w"
+    out = run_cli(
+        tmp_path, "run", "--schedule", "powerloss:api:before:charge", "--discovery-runs", "1",
+        "--root", str(root), "--serve", redis, "--serve", shop, "--after", "api=redis", "--", *client,
+    )  # fmt: skip
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    assert re.search(r"\(api\) kill powerloss:api:before:charge: killed by SIGKILL at before:charge", text)
+    assert re.search(r"\(redis\) kill powerloss:api:before:charge: killed by SIGKILL at powerloss:", text)
+    assert len(re.findall(r"\(redis\) ran free: drained", text)) == 1, text  # booted once, stopped at the end
+    assert not survivors(str(root), seconds=0.3)
