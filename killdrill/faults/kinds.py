@@ -58,8 +58,8 @@ class Targets(Protocol):
     def down(self, label: str, dark: Callable[[], None]) -> None:
         """The machine the case runs on goes down: every live launch killed at once (recorded at
         ``label``; one already killed keeps its own), none started again until every one is
-        reaped; then ``dark()`` (what the fault does while the machine is off) and the boot: each
-        service started again at once, the driver re-run as after its own kill."""
+        reaped; then ``dark()`` (what the fault does while the machine is off) and the boot, as
+        the case's start: the services started again, the driver re-run once they are ready."""
         ...
 
 

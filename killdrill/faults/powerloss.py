@@ -12,8 +12,8 @@ verdict names the cause (``unsynced_write``, ``verdict.power_loss``).
 In a deployment (``--serve``) the machine runs every process of the case: ``powerloss:NAME:POINT``
 (or any process's POINT) kills the process that reaches it and every other one with it
 (:class:`MachineDown`, through ``Targets.down``); once all are reaped the file system drops what
-was not synced, then the services start again and the driver is re-run.  What was lost is
-recorded on the last launch before the loss (every later launch came after it).
+was not synced, then the services start again and the driver is re-run once they are ready.
+What was lost is recorded on the last launch before the loss (every later launch came after it).
 
 The harness's own folder (``.killdrill``: the ledger, the plan, the logs) is shown inside the
 mount as a symlink to the real folder: it is never lossy and never passes through FUSE.
