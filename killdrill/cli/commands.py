@@ -315,7 +315,8 @@ POINT_GRAMMAR = (
     "boundary), offset:Xms (from spawn). Fleet faults: pause:POINT[@OTHER] (the zombie: stop "
     "the attempt there, resume meanwhile), drop:PROVIDER.OP[#N][~Xs] (the provider commits, the "
     "response is lost), reset:PROVIDER.OP[#N] (the connection is reset before processing). "
-    "powerloss:POINT: killed there, then the workdir loses every write not fsynced (needs FUSE). A "
+    "powerloss:POINT: killed there, then the workdir loses every write not fsynced (needs FUSE; in "
+    "a deployment powerloss:NAME:POINT takes every process down, then boots them). A "
     "schedule is a comma-separated list, one item per attempt."
 )
 """The point grammar as every help text states it (killdrill.points parses it)."""

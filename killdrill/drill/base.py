@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from killdrill import envvars
 from killdrill.drill.db_effects import EffectRows
-from killdrill.drill.deployment import Deployed, DeploymentCase, check_faults
+from killdrill.drill.deployment import Deployed, DeploymentCase
 from killdrill.drill.env import bootstrap_dir, expand_env, fill, fill_env, model_env, resolve_command
 from killdrill.drill.errors import STATE_DIR
 from killdrill.drill.setup_checks import detection_env
-from killdrill.drill.topology import Process, Topology, check_placeholders
+from killdrill.drill.topology import Process, Topology, check_faults, check_placeholders
 from killdrill.drill.workdirs import RunContext, Workdirs
 from killdrill.errors import HarnessError, one_line
 from killdrill.fakes.existing import load_existing
@@ -308,15 +308,18 @@ class DrillSetup:
             template=self.fork_template(),
         )
 
-    def plan(self, run: RunContext, schedule: Schedule, max_attempts: int) -> Plan | DeploymentCase:
+    def plan(
+        self, run: RunContext, schedule: Schedule, max_attempts: int, scene: Scene | None = None
+    ) -> Plan | DeploymentCase:
         """The plan of ``run``'s case (what each step of its launch loop starts): the schedule's
-        faults with the concurrent resumers, or, for a deployment, its one step, the whole case."""
+        faults with the concurrent resumers, or, for a deployment, its one step, the whole case;
+        its nemeses reach ``scene`` (the case's, with its kinds' case-long parts; None: a new one)."""
         if self.topology is not None:
-            return self.deployment(run, schedule, max_attempts)
+            return self.deployment(run, schedule, max_attempts, scene=scene)
         return Plan(
             schedule,
             lambda number, fault, suffix: self.spec(run, number, fault, suffix=suffix),
-            self.scene(run),
+            scene or self.scene(run),
             resumers=self.options.resumers,
             barrier=self.options.barrier,
         )
@@ -331,7 +334,13 @@ class DrillSetup:
         return case.whole(self.launch(run, step.specs, step.faults, case.scene))
 
     def deployment(
-        self, run: RunContext, schedule: Schedule, max_attempts: int, *, detect: bool = False
+        self,
+        run: RunContext,
+        schedule: Schedule,
+        max_attempts: int,
+        *,
+        detect: bool = False,
+        scene: Scene | None = None,
     ) -> DeploymentCase:
         """One case of the deployment (``--serve``), ready to launch."""
         assert self.topology is not None
@@ -371,7 +380,7 @@ class DrillSetup:
             restart_delay=self.options.restart_delay,
             ready_timeout=self.options.timeout,
             grace=self.options.grace,
-            scene=self.scene(run),
+            scene=scene or self.scene(run),
         )
         aborts = exit_aborts(self.options.integrations)
         case.known_abort = lambda r: (

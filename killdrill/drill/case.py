@@ -26,7 +26,7 @@ from killdrill.drill.topology import DRIVER
 from killdrill.drill.workdirs import RunContext
 from killdrill.errors import HarnessError
 from killdrill.faults import fleet, kinds, powerloss
-from killdrill.faults.kinds import Batch, CaseLife, Scene
+from killdrill.faults.kinds import Batch, Scene
 from killdrill.ledger import LedgerError
 from killdrill.points import Schedule, parse_schedule
 from killdrill.records import (
@@ -120,7 +120,7 @@ class CaseRunner:
         clock = PhaseClock()
         sched = parse_schedule(schedule)
         fleet.check_schedule(sched)
-        powerloss.check_schedule(sched, deployment=self.setup.topology is not None)
+        powerloss.check_schedule(sched)
         kinds.check_schedule(sched, self.options)  # a target naming nothing: before any run
         discovery = self.discoverer.discover()
         clock.mark("discovery")  # when this case is the first to need it (shared by all)
@@ -264,12 +264,14 @@ class CaseRunner:
         self, run: RunContext, sched: Schedule, offsets_may_miss: bool, clock: PhaseClock
     ) -> CaseAttempts:
         """The case's launches inside what its faults' kinds do over the whole case (the power
-        loss's lossy workdir: ``faults.kinds.lives``), undone however the case ends."""
-        lives = kinds.lives(sched, self.setup.scene(run))
+        loss's lossy workdir: ``faults.kinds.lives``, in the case's scene for its nemeses), undone
+        however the case ends."""
+        scene = self.setup.scene(run)
+        lives = kinds.lives(sched, scene)
         try:
             for life in lives:
                 life.open()
-            return self._launches(run, sched, offsets_may_miss, clock, lives)
+            return self._launches(run, sched, offsets_may_miss, clock, scene)
         finally:
             for life in reversed(lives):
                 life.close()
@@ -280,14 +282,15 @@ class CaseRunner:
         sched: Schedule,
         offsets_may_miss: bool,
         clock: PhaseClock,
-        lives: Sequence[CaseLife] = (),
+        scene: Scene,
     ) -> CaseAttempts:
         """Attempt 1 armed with the first kill, then resumes under the same thread until the run
         completes, a verdict is already certain, or ``max_attempts`` ran out."""
         mark = uuid.uuid4().hex
         self.workdirs.mark(run, mark)
         max_attempts = self.options.max_attempts or len(sched) + 3
-        plan: CasePlan = self.setup.plan(run, sched, max_attempts)
+        plan: CasePlan = self.setup.plan(run, sched, max_attempts, scene)
+        lives = list(scene.lives.values())
         out = CaseAttempts()
         number = 0
         seen: LedgerSnapshot | None = None
@@ -303,6 +306,8 @@ class CaseRunner:
             step = plan.step(number)  # one launch, a zombie and its resumer, N resumers, a deployment
             batch = self.setup.launch(run, step.specs, step.faults, plan.scene)
             out.notes.extend(note for fault in step.faults for note in fault.notes())  # what they did
+            for life in lives:  # every launch of the step reaped: a power loss happens now
+                batch = life.attempts(batch)
             whole = plan.whole(batch)
             if whole is not None:  # the step was the whole case: a deployment's services and driver
                 deployed = self._deployed(run, whole, mark, offsets_may_miss, out.notes)
@@ -310,8 +315,6 @@ class CaseRunner:
                 clock.deployed(deployed.attempts, deployed.started)  # what the runtime held, read after
                 return deployed
             number += min(step.numbers, len(batch)) - 1  # a resumer never started used no number
-            for life in lives:  # every launch of the step reaped: a power loss happens now
-                batch = life.attempts(batch)
             clock.launched(batch)
             batch = with_thread_view(run.workdir, batch)  # exited 0 with work pending: unfinished_resume
             out.attempts.extend(batch)

@@ -1,8 +1,9 @@
 """One case of a deployment under one supervisor: the services started and waited for, the
 driver started once they are ready, the schedule's faults aimed at whichever process reaches
 them (or at the one ``NAME:POINT`` names), a killed service started again with the same command
-and port after ``--restart-delay``, a killed driver re-run (its resume), and every service
-stopped (SIGTERM, SIGKILL after ``--grace``) when the driver is done.
+and port after ``--restart-delay``, a killed driver re-run (its resume), the machine's power
+loss (every process killed, then a boot: ``down``), and every service stopped (SIGTERM, SIGKILL
+after ``--grace``) when the driver is done.
 
 Every launch of a process is an attempt of its own number (the ledger's ``attempt`` column then
 names the process that made a call): the driver's first run is attempt 1, the services' first
@@ -10,7 +11,6 @@ starts follow, every restart takes the next number."""
 
 from __future__ import annotations
 
-import re
 import signal
 import time
 from collections import Counter
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 
 from killdrill import envvars
 from killdrill.drill.env import last_line
-from killdrill.drill.service_watch import HeldWork, ServiceWatch
-from killdrill.drill.topology import DRIVER, Process
-from killdrill.errors import HarnessError, UsageError
+from killdrill.drill.service_watch import HeldWork, ServiceWatch, listens_elsewhere
+from killdrill.drill.topology import DRIVER, Process, aims_at, service_of
+from killdrill.errors import HarnessError
 from killdrill.faults.aimed import Aimed
 from killdrill.faults.kinds import Batch, Scene
 from killdrill.integrations import without_work
@@ -29,7 +29,6 @@ from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
 from killdrill.process.nemesis import AtPoints, Nemesis, Stage
-from killdrill.process.readiness import listening, probed_port
 from killdrill.process.reaping import kill_tree, tail
 from killdrill.records import (
     DRAINED,
@@ -45,7 +44,6 @@ SpecFactory = Callable[[Process, int], LaunchSpec]
 """Builds the launch spec of ``process`` as attempt ``number`` (its env, log files, channel)."""
 
 _POLL_S = 0.05
-_ELSEWHERE_S = 1.0  # how long a service may listen only on other ports than its probe's
 
 
 @dataclass
@@ -58,31 +56,6 @@ class Deployed:
     unreached: Fault | None = None  # the schedule's fault no process reached
     started: dict[int, float] = field(default_factory=dict)  # attempt number -> its monotonic start
     ready_ms: float | None = None  # from the first service's start to every service ready
-
-
-def check_faults(schedule: Schedule, names: Sequence[str]) -> None:
-    """A deployment takes kills at points and at offsets, and the kinds of ``points.GRAMMAR``;
-    ``NAME:`` must name one of its processes."""
-    for fault in schedule.faults:
-        if not fault.is_kill and fault.action is None:
-            raise UsageError(
-                f"{fault}: a deployment's schedule takes kills (a point, +Xms, offset:), not holds,"
-                " pauses or connection faults"
-            )
-        if (
-            fault.process is not None
-            and fault.process not in names
-            and not any(n.startswith(fault.process + "[") for n in names)
-        ):
-            raise UsageError(f"{fault}: no process {fault.process!r} (processes: {', '.join(names)})")
-
-
-def aims_at(fault: Fault, name: str) -> bool:
-    """Is ``fault`` for process ``name``?  ``worker`` covers every replica ``worker[i]``; an
-    offset with no name is the driver's."""
-    if fault.process is None:
-        return fault.point is not None or name == DRIVER
-    return name == fault.process or name.startswith(fault.process + "[")
 
 
 class DeploymentCase(Nemesis):
@@ -133,13 +106,16 @@ class DeploymentCase(Nemesis):
         self.watch.on_ready.append(lambda run: self._drive_if_ready())
         self.ticking = False  # the fallback timer is set
         self.deadline = 0.0
-        self.driver: LaunchSpec | None = None
+        self.driver: LaunchSpec | None = None  # started once every service is ready (None: none to start)
+        self.starting = True  # the services are being started: at the case's start, at a boot
         # occurrences of a point in a service (all its replicas and restarts), since the last fault
         self.counts: Counter[tuple[str, str]] = Counter()
         self.elsewhere: dict[int, float] = {}  # id(spec) -> since when it listens off its probe's port
         self.settling: float | None = None  # when the driver finished, while services finish their work
         self.settled: dict[int, tuple[Running, list[str]]] = {}  # id(spec) -> the work waited for
         self.work = HeldWork(self.watch, lambda: self._settle(timer=False))
+        self.dark: tuple[list[Running], Callable[[], None]] | None = None  # the machine down (down)
+        self.due: list[Process] = []  # services whose restart came while it was down
 
     # ---- the plan of the case: one step, the whole case ----------------------------------------
     def step(self, number: int) -> Batch:
@@ -219,7 +195,7 @@ class DeploymentCase(Nemesis):
             return
         self.watch.tick()
         self._drive_if_ready()
-        if self.driver_runs == 0:
+        if self.starting:
             waiting = [r for r in self.waiting if id(r.spec) not in self.watch.noticed]
             for run in waiting:
                 self._listens_elsewhere(run)
@@ -231,7 +207,7 @@ class DeploymentCase(Nemesis):
                     f"service {self._name(run)} never became ready ({self.names[id(run.spec)].ready})"
                     f" within {self.ready_timeout:g}s; its stderr ends with: {err}"
                 )
-        if self.driver_runs == 0 or self.watch.pending:
+        if self.starting or self.watch.pending:
             self._ticks()
 
     def _ticks(self) -> None:
@@ -241,11 +217,11 @@ class DeploymentCase(Nemesis):
             sup.at(self.poll_s, self._tick)
 
     def _drive_if_ready(self) -> None:
-        """A held service whose dependencies are noticed ready starts; every service's first
-        start noticed ready: the driver starts."""
+        """A held service whose dependencies are noticed ready starts; every service's start
+        noticed ready (the case's first, or a boot's): the driver starts."""
         sup = self.supervisor
-        assert sup is not None and self.driver is not None
-        if self.ending or self.driver_runs or not self.deadline:
+        assert sup is not None
+        if self.ending or not self.starting or not self.deadline:
             return
         for spec in list(self.held):
             if all(self._service_ready(dep) for dep in self.names[id(spec)].after):
@@ -255,9 +231,12 @@ class DeploymentCase(Nemesis):
                     self.waiting.append(run)
         if self.held or any(id(r.spec) not in self.watch.noticed for r in self.waiting):
             return
-        first = min((r.started for r in sup.running), default=time.monotonic())
-        self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
-        self._start(self.driver)
+        self.starting = False
+        if self.result.ready_ms is None:
+            first = min((r.started for r in sup.running), default=time.monotonic())
+            self.result.ready_ms = round((time.monotonic() - first) * 1000.0, 3)
+        if self.driver is not None:
+            self._start(self.driver)
 
     def _service_ready(self, service: str) -> bool:
         """Has every replica of ``service`` started and passed its probe (its first start)?"""
@@ -267,23 +246,11 @@ class DeploymentCase(Nemesis):
         return bool(runs) and all(id(r.spec) in self.watch.noticed for r in runs)
 
     def _listens_elsewhere(self, run: Running) -> None:
-        """A service up and listening, but not on the port its probe knocks on (for
-        ``_ELSEWHERE_S``: a server may open another port first) fails now, naming both ports."""
-        probe = self.names[id(run.spec)].ready
-        port = probed_port(probe) if probe is not None else None
-        ports = listening(run.popen.pid) if port is not None and run.alive else set()
-        if not ports or port in ports:
-            self.elsewhere.pop(id(run.spec), None)
-            return
-        since = self.elsewhere.setdefault(id(run.spec), time.monotonic())
-        if time.monotonic() - since < _ELSEWHERE_S:
-            return
-        self._end()
-        where = ", ".join(map(str, sorted(ports)))
-        raise HarnessError(
-            f"service {self._name(run)} listens on port {where}, not on the probed port {port} ({probe}):"
-            " start it on {port} (the case's port for it) or probe the port it listens on"
-        )
+        """A service up and listening, but not on the port its probe knocks on, fails now."""
+        why = listens_elsewhere(run, self.names[id(run.spec)].ready, self.elsewhere)
+        if why is not None:
+            self._end()
+            raise HarnessError(f"service {self._name(run)} {why}")
 
     def _ready(self, run: Running) -> bool:
         return self.names[id(run.spec)].ready is None or self.watch.attempt(run)
@@ -306,7 +273,11 @@ class DeploymentCase(Nemesis):
         return self.aimed.land(replace(fault, occurrence=occurrence), run, event, conn)
 
     def on_exit(self, run: Running) -> None:
-        """A process ended: restart it, re-run it, or end the case."""
+        """A process ended: restart it, re-run it, or end the case (the machine down: its boot,
+        once every process is reaped)."""
+        if self.dark is not None:
+            self._boot(run)
+            return
         if self.ending:
             return
         process = self.names[id(run.spec)]
@@ -365,6 +336,38 @@ class DeploymentCase(Nemesis):
         run.fired = True
         sup.kill(run, label)
 
+    def down(self, label: str, dark: Callable[[], None]) -> None:
+        sup = self.supervisor
+        assert sup is not None
+        live = [r for r in sup.running if r.alive]
+        self.dark = (live, dark)
+        for run in live:
+            if run.outcome is None:
+                self.kill(run, label)
+
+    def _boot(self, run: Running) -> None:
+        """``run``, a launch of the machine that went down, reaped; the last brings it back: what
+        the fault does while it is off, then the boot, as the case's start (a process manager's
+        boot: no ``--restart-delay``): the services started again (``--after`` ones once their
+        dependencies are ready), the driver re-run once all are (one more of its runs)."""
+        assert self.dark is not None
+        gone, dark = self.dark
+        self.watch.gone(run)
+        if any(r.alive for r in gone):
+            return
+        self.dark, (names, self.due) = None, ([self.names[id(r.spec)] for r in gone] + self.due, [])
+        dark()
+        rerun = self.driver_runs == 0 or any(p.name == DRIVER for p in names)
+        if self.ending or (rerun and self.driver_runs >= self.max_attempts):
+            return self._end()
+        specs = [self._spec(p) for p in names if p.name != DRIVER]  # numbers after every launch before
+        self.driver = self._spec(next(p for p in self.processes if p.name == DRIVER)) if rerun else None
+        self.held = [s for s in specs if self.names[id(s)].after]
+        self.waiting = [r for s in specs if not self.names[id(s)].after and (r := self._start(s))]
+        self.starting, self.deadline = True, time.monotonic() + self.ready_timeout
+        self._drive_if_ready()
+        self._ticks()
+
     # ---- the case's end ------------------------------------------------------------------------
     def _settle(self, timer: bool = True) -> None:
         """The driver is done: the services finish the work they said they hold (a workflow a
@@ -406,7 +409,9 @@ class DeploymentCase(Nemesis):
     # ---- internals -----------------------------------------------------------------------------
     def _restart(self, process: Process) -> None:
         """A killed service, started again as a process manager does: same command, same port."""
-        if not self.ending:
+        if self.dark is not None:
+            self.due.append(process)  # at the boot
+        elif not self.ending:
             self._start(self._spec(process))
 
     def _name(self, run: Running) -> str:
@@ -493,8 +498,3 @@ def _last(run: Running) -> str:
 
 def ended(rc: int | None) -> str:
     return Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0).ended
-
-
-def service_of(name: str) -> str:
-    """The service a process is a replica of (``worker[1]`` -> ``worker``)."""
-    return re.sub(r"\[\d+\]$", "", name)

@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from killdrill.drill.deployment import Deployed, ended, service_of
-from killdrill.drill.topology import DRIVER
+from killdrill.drill.deployment import Deployed, ended
+from killdrill.drill.topology import DRIVER, service_of
 from killdrill.records import Attempt, CatalogueEntry, TraceEvent
 
 

@@ -25,7 +25,9 @@ from killdrill.integrations import unfinished, without_work
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.filewatch import FileWatch
 from killdrill.process.nemesis import Stage
-from killdrill.process.readiness import Appended, Probe, probed_port
+from killdrill.process.readiness import Appended, Probe, listening, probed_port
+
+ELSEWHERE_S = 1.0  # how long a service may listen only on other ports than its probe's
 
 
 class ServiceWatch:
@@ -179,3 +181,21 @@ def _logs(run: Running) -> tuple[str, str]:
 def _files(run: Running) -> list[str]:
     mark = [listen_mark(run.spec)] if envvars.LISTEN_MARK in run.spec.env else []
     return [*_logs(run), *mark]
+
+
+def listens_elsewhere(run: Running, probe: str | None, since: dict[int, float]) -> str | None:
+    """What is wrong with a service up and listening, but not on the port its probe knocks on, for
+    ``ELSEWHERE_S`` (a server may open another port first; ``since``: id(spec) -> when first
+    seen so); None while nothing is."""
+    port = probed_port(probe) if probe is not None else None
+    ports = listening(run.popen.pid) if port is not None and run.alive else set()
+    if not ports or port in ports:
+        since.pop(id(run.spec), None)
+        return None
+    if time.monotonic() - since.setdefault(id(run.spec), time.monotonic()) < ELSEWHERE_S:
+        return None
+    where = ", ".join(map(str, sorted(ports)))
+    return (
+        f"listens on port {where}, not on the probed port {port} ({probe}):"
+        " start it on {port} (the case's port for it) or probe the port it listens on"
+    )

@@ -9,7 +9,10 @@ the first service's.  ``{port:NAME}`` is service NAME's (``{port:NAME[i]}`` repl
 
 :func:`check_placeholders` checks every placeholder of a drill once, with or without services:
 ``{port:NAME}`` naming no service, a replica index out of range, ``{port}``/``{replica}`` with no
-service to give them are one-line UsageErrors naming the option as the caller spelled it."""
+service to give them are one-line UsageErrors naming the option as the caller spelled it.
+
+A fault's ``NAME:`` aims at processes by these names: :func:`check_faults` (a name of the
+deployment), :func:`aims_at` (a service's every replica), :func:`service_of`."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from killdrill import envvars
 from killdrill.drill.env import resolve_command
 from killdrill.errors import HarnessError, UsageError
 from killdrill.options import OPTIONS, DrillOptions, Rule
+from killdrill.points import Fault, Schedule
 from killdrill.process.readiness import check, free_port
 
 DRIVER = "driver"
@@ -290,3 +294,33 @@ class _Filler:
             return self.port(m.group(2)) if word.startswith("port") else self.values[word]
 
         return _PLACEHOLDER.sub(one, text)
+
+
+def check_faults(schedule: Schedule, names: Sequence[str]) -> None:
+    """A deployment takes kills at points and at offsets, and the kinds of ``points.GRAMMAR``;
+    ``NAME:`` must name one of its processes."""
+    for fault in schedule.faults:
+        if not fault.is_kill and fault.action is None:
+            raise UsageError(
+                f"{fault}: a deployment's schedule takes kills (a point, +Xms, offset:), not holds,"
+                " pauses or connection faults"
+            )
+        if (
+            fault.process is not None
+            and fault.process not in names
+            and not any(n.startswith(fault.process + "[") for n in names)
+        ):
+            raise UsageError(f"{fault}: no process {fault.process!r} (processes: {', '.join(names)})")
+
+
+def aims_at(fault: Fault, name: str) -> bool:
+    """Is ``fault`` for process ``name``?  ``worker`` covers every replica ``worker[i]``; an
+    offset with no name is the driver's."""
+    if fault.process is None:
+        return fault.point is not None or name == DRIVER
+    return name == fault.process or name.startswith(fault.process + "[")
+
+
+def service_of(name: str) -> str:
+    """The service a process is a replica of (``worker[1]`` -> ``worker``)."""
+    return re.sub(r"\[\d+\]$", "", name)

@@ -47,7 +47,7 @@ class Kill(Nemesis):
             label = str(self.fault)
             stage.at(self.fault.delay_ms / 1000.0, lambda: self._fire(run, label))
         else:
-            stage.kill(run, event.label)
+            self._fire(run, event.label)
         return True
 
     def missed(self, run: Running) -> Missed | None:

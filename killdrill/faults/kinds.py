@@ -55,6 +55,13 @@ class Targets(Protocol):
         again after ``--restart-delay``, a killed driver re-run (its resume)."""
         ...
 
+    def down(self, label: str, dark: Callable[[], None]) -> None:
+        """The machine the case runs on goes down: every live launch killed at once (recorded at
+        ``label``; one already killed keeps its own), none started again until every one is
+        reaped; then ``dark()`` (what the fault does while the machine is off) and the boot, as
+        the case's start: the services started again, the driver re-run once they are ready."""
+        ...
+
 
 @dataclass
 class Scene:
@@ -65,7 +72,9 @@ class Scene:
     processes by name (None for a single command: its launch is the nemesis's ``spec``).
     ``services``: the integrations' services of the drill as they are now (each with its
     ``plugin`` name; started on first use, so read when a fault acts: a ``restart=`` of one).
-    ``extra``: whatever else a drill part hands its own nemeses."""
+    ``extra``: whatever else a drill part hands its own nemeses.  ``lives``: the case-long parts
+    of its faults' kinds, by kind (set by :func:`lives`: a power loss's nemesis finds its lossy
+    workdir there)."""
 
     workdir: Path = field(default_factory=Path)
     state: Path = field(default_factory=Path)
@@ -75,6 +84,7 @@ class Scene:
     targets: Targets | None = None
     services: Callable[[], Sequence[Any]] = lambda: ()
     extra: dict[str, Any] = field(default_factory=dict)
+    lives: dict[str, CaseLife] = field(default_factory=dict)
 
 
 SpecMaker = Callable[[int, Fault | None], LaunchSpec]
@@ -171,15 +181,13 @@ def step(schedule: Schedule, number: int, make: SpecMaker, scene: Scene) -> Batc
 
 
 def lives(schedule: Schedule, scene: Scene) -> list[CaseLife]:
-    """The case-long parts of the kinds of ``schedule``'s faults (one per kind that has one)."""
-    out: list[CaseLife] = []
-    seen: set[str] = set()
+    """The case-long parts of the kinds of ``schedule``'s faults (one per kind that has one), each
+    also in ``scene.lives`` under its kind's name."""
     for fault in schedule:
         kind = kind_of(fault)
-        if kind.life is not None and kind.name not in seen:
-            seen.add(kind.name)
-            out.append(kind.life(schedule, scene))
-    return out
+        if kind.life is not None and kind.name not in scene.lives:
+            scene.lives[kind.name] = kind.life(schedule, scene)
+    return list(scene.lives.values())
 
 
 def check_schedule(schedule: Schedule, options: DrillOptions) -> None:

@@ -9,6 +9,12 @@ drops every unsynced write and mounts the file system again, so the next attempt
 what was synced.  The attempt records which file lost what (``Attempt.lost_writes``), and the
 verdict names the cause (``unsynced_write``, ``verdict.power_loss``).
 
+In a deployment (``--serve``) the machine runs every process of the case: ``powerloss:NAME:POINT``
+(or any process's POINT) kills the process that reaches it and every other one with it
+(:class:`MachineDown`, through ``Targets.down``); once all are reaped the file system drops what
+was not synced, then the services start again and the driver is re-run once they are ready.
+What was lost is recorded on the last launch before the loss (every later launch came after it).
+
 The harness's own folder (``.killdrill``: the ledger, the plan, the logs) is shown inside the
 mount as a symlink to the real folder: it is never lossy and never passes through FUSE.
 """
@@ -20,15 +26,16 @@ import os
 import random
 import secrets
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from killdrill.errors import UsageError
 from killdrill.faults.kill import Kill
-from killdrill.faults.kinds import FaultKind, Scene, register
+from killdrill.faults.kinds import FaultKind, Scene, Targets, register
 from killdrill.faults.lossy_mount import LossyMount, unavailable
-from killdrill.points import POWER_LOSS, Schedule
+from killdrill.points import POWER_LOSS, Fault, Schedule
+from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.records import Attempt
 
 INDEX_SUFFIXES = ("-shm",)
@@ -39,14 +46,11 @@ def has_power_loss(schedule: Schedule) -> bool:
     return any(f.action == POWER_LOSS for f in schedule)
 
 
-def check_schedule(schedule: Schedule, *, deployment: bool = False) -> None:
-    """A :class:`UsageError` (one line) when the schedule has a power loss this drill cannot
-    make: no FUSE on this machine, or a deployment (``--serve``: its services share no workdir)."""
+def check_schedule(schedule: Schedule) -> None:
+    """A :class:`UsageError` (one line) when the schedule has a power loss this machine cannot
+    make (no FUSE)."""
     if has_power_loss(schedule):
-        first = str(next(f for f in schedule if f.action == POWER_LOSS))
-        if deployment:
-            raise UsageError(f"{first}: a power loss drills one command, not a deployment (--serve)")
-        check_power_loss(first)
+        check_power_loss(str(next(f for f in schedule if f.action == POWER_LOSS)))
 
 
 def check_power_loss(what: str = "--faults power") -> None:
@@ -90,11 +94,22 @@ class LossyWorkdir:
     """The case's workdir, and the folders named by ``--power-loss-path``, on the lossy file
     system (the kind's :class:`~killdrill.faults.kinds.CaseLife`) from the first attempt to the
     last; ``state`` (the harness's folder's name) is passed through, never lossy.  After each
-    step whose fault is a power loss that landed, the power goes: :meth:`attempts`."""
+    step whose fault is a power loss that landed, the power goes: :meth:`attempts`; a
+    ``deployment``'s goes while its one step runs (:meth:`lose`)."""
 
-    def __init__(self, schedule: Schedule, workdir: Path, state: str, paths: Sequence[Path] = ()) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        workdir: Path,
+        state: str,
+        paths: Sequence[Path] = (),
+        *,
+        deployment: bool = False,
+    ) -> None:
         self.schedule = schedule
         self.workdir = workdir
+        self.deployment = deployment
+        self.lost: dict[int, tuple[list[dict[str, Any]], str]] = {}  # a deployment's: by the attempt before
         backing = workdir.parent / f".killdrill-lossy-{workdir.name}"
         self.folders = [LossyFolder(workdir, backing, link=state, log=backing / state / "lossyfs.log")]
         for path in paths:
@@ -109,19 +124,38 @@ class LossyWorkdir:
 
     def attempts(self, batch: list[Attempt]) -> list[Attempt]:
         """The step's attempts (every process reaped), with the power loss applied after the one
-        whose fault is a power loss that landed."""
+        whose fault is a power loss that landed (a deployment's: what :meth:`lose` recorded)."""
         for folder in self.folders:
             folder.mount.check_alive()
         out = list(batch)
         for i, a in enumerate(out):
             fault = self.schedule.for_attempt(a.number)
-            if fault is not None and fault.action == POWER_LOSS and a.killed_at is not None:
+            if a.number in self.lost:
+                lost, note = self.lost.pop(a.number)
+                out[i] = replace(a, lost_writes=tuple(lost), notes=(*a.notes, note))
+            elif (
+                not self.deployment
+                and fault is not None
+                and fault.action == POWER_LOSS
+                and a.killed_at is not None
+            ):
                 out[i] = self.power_loss(a)
         return out
 
     def power_loss(self, attempt: Attempt) -> Attempt:
         """Drop what was not synced, then come back up: ``attempt`` with what was lost
         (``lost_writes``: paths in the workdir relative, others absolute) and a note saying it."""
+        lost = self.crash()
+        return replace(attempt, lost_writes=tuple(lost), notes=(*attempt.notes, lost_note(lost)))
+
+    def lose(self, number: int, where: str) -> None:
+        """A deployment's power loss (every process of the case reaped): drop what was not synced
+        and come back up, recorded for attempt ``number``, the last launch before it."""
+        lost = self.crash()
+        self.lost[number] = (lost, lost_note(lost, where))
+
+    def crash(self) -> list[dict[str, Any]]:
+        """Drop what was not synced and mount again: what each file lost."""
         lost: list[dict[str, Any]] = []
         for folder in self.folders:
             for d in folder.mount.crash().get("dropped", ()):
@@ -132,7 +166,7 @@ class LossyWorkdir:
                 lost.append(d)
         for folder in self.folders:
             folder.mount.start()
-        return replace(attempt, lost_writes=tuple(lost), notes=(*attempt.notes, lost_note(lost)))
+        return lost
 
     def close(self) -> None:
         for folder in reversed(self.folders):
@@ -160,13 +194,46 @@ def named_paths(options: Any, workdir: Path, thread: str) -> list[Path]:
 
 def _life(schedule: Schedule, scene: Scene) -> LossyWorkdir:
     paths = named_paths(scene.options, scene.workdir, scene.thread)
-    return LossyWorkdir(schedule, scene.workdir, scene.state.name, paths)
+    deployment = scene.options is not None and bool(scene.options.serve)
+    return LossyWorkdir(schedule, scene.workdir, scene.state.name, paths, deployment=deployment)
+
+
+@dataclass(eq=False)
+class MachineDown(Kill):
+    """A deployment's power loss: the kill at the trigger, and with it every process of the case
+    (``Targets.down``: none restarted until all are reaped); then the lossy file system drops
+    what was not synced and comes back before the deployment boots."""
+
+    targets: Targets
+    life: LossyWorkdir
+
+    def _fire(self, run: Running, label: str) -> None:
+        super()._fire(run, label)
+        if run.killed_at != label:  # the launch was gone already: the kill missed, nothing went down
+            return
+        stage = self.bound()
+        live = [r for r in stage.running if r.alive]
+        last = max(r.spec.number for r in stage.running)
+        others = ", ".join(f"attempt {r.spec.number}" for r in live if r is not run)
+        run.notes.append(
+            "the machine lost power here" + (f", every other process killed ({others})" if others else "")
+        )
+        self.targets.down(str(self.fault), lambda: self.life.lose(last, f"at {self.fault}"))
+
+
+def _act(fault: Fault, spec: LaunchSpec, scene: Scene) -> Kill:
+    """One command: the kill (its case's life drops what was not synced after the step); a
+    deployment: the machine down with it, while the case runs."""
+    life = scene.lives.get(POWER_LOSS)
+    if scene.targets is None or not isinstance(life, LossyWorkdir):
+        return Kill(fault, spec)
+    return MachineDown(fault, spec, scene.targets, life)
 
 
 KIND = register(
     FaultKind(
         POWER_LOSS,
-        lambda fault, spec, scene: Kill(fault, spec),  # the trigger is a kill's; the loss follows it
+        _act,  # the trigger is a kill's; the loss follows it
         summary="the kill, then the machine's power lost: the workdir drops every unsynced write",
         life=_life,
     )
@@ -177,7 +244,7 @@ def with_power_loss(schedule: Schedule, seed: int, index: int) -> Schedule:
     """Chaos (``--faults power``): one run in two (by the seed and the run's index alone) has its
     first plain kill turned into a power loss at the same point or time."""
     rng = random.Random(f"{seed}:{index}:power-loss")
-    plain = [i for i, f in enumerate(schedule.faults) if f.is_kill and f.action is None and f.process is None]
+    plain = [i for i, f in enumerate(schedule.faults) if f.is_kill and f.action is None]
     if not plain or rng.random() < 0.5:
         return schedule
     faults = list(schedule.faults)
@@ -191,9 +258,7 @@ def lost_phrase(w: dict[str, Any]) -> str:
     return f"{w.get('path')} ({w.get('size_seen')} bytes seen, {w.get('size_kept')} kept, {synced})"
 
 
-def lost_note(lost: Sequence[dict[str, Any]]) -> str:
+def lost_note(lost: Sequence[dict[str, Any]], where: str = "after the kill") -> str:
     if not lost:
-        return "power lost after the kill: nothing unsynced to drop"
-    return "power lost after the kill: dropped the unsynced data of " + ", ".join(
-        lost_phrase(w) for w in lost
-    )
+        return f"power lost {where}: nothing unsynced to drop"
+    return f"power lost {where}: dropped the unsynced data of " + ", ".join(lost_phrase(w) for w in lost)

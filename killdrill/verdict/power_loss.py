@@ -1,11 +1,13 @@
 """The power-loss story of a violation: a resume that ran on what a power loss left.
 
 A power loss (``powerloss:POINT``, ``faults.powerloss``) drops every write not synced; the
-attempt after it resumes from older state.  When that loss explains a violation (the effect's
-key was made again because the checkpointed one was lost, an effect done and heard of was done
-again, a resume crashed on what was left), the cause is ``unsynced_write``: which file lost
-what, the fsync that was missing, and the fix for that file (SQLite's ``synchronous``, a JSON
-file's fsync of the file and its directory).  Read from facts only: ``Attempt.lost_writes``.
+attempt after it resumes from older state (in a deployment every process goes down with the
+machine and the loss is recorded on the last launch before it: every later number came after).
+When that loss explains a violation (the effect's key was made again because the checkpointed
+one was lost, an effect done and heard of was done again, a resume crashed on what was left),
+the cause is ``unsynced_write``: which file lost what, the fsync that was missing, and the fix
+for that file (SQLite's ``synchronous``, a JSON file's fsync of the file and its directory).
+Read from facts only: ``Attempt.lost_writes``.
 """
 
 from __future__ import annotations
@@ -72,6 +74,13 @@ def power_loss_cause(v: Violation, attempts: Sequence[Attempt], cause: str) -> t
         if cause != str(CauseName.KEY_NEW_PER_ATTEMPT) and not heard:
             return None  # the caller never heard back: the key story stands, as at a plain kill
     lost = ", ".join(_lost(w) for w in loss.lost_writes)
+    if loss.process is not None:  # a deployment's: every process went down with the machine
+        observed = (
+            f"the machine lost power ({loss.kill}: every process of the deployment killed) and dropped"
+            f" the unsynced data of {lost}; the deployment started again from what was synced before"
+            f" (attempt {loss.number + 1} on)"
+        )
+        return observed, _fix(loss.lost_writes)
     observed = (
         f"power was lost after attempt {loss.number} (killed at {loss.killed_at}) and dropped the"
         f" unsynced data of {lost}; attempt {loss.number + 1} resumed from what was synced before"

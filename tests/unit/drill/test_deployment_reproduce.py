@@ -51,3 +51,19 @@ def test_the_reproduction_line_of_a_deployment_reads_back_as_its_options() -> No
     fields += ("integrations", "integration_options", "timeout", "grace", "max_attempts", "discovery_runs")
     for field in fields:
         assert getattr(again, field) == getattr(options, field), field
+
+
+def test_a_deployments_power_loss_reads_back_with_its_named_folders() -> None:
+    options = DrillOptions(
+        serve={"app": "python app.py --port {port} --records /srv/orders/{thread}.json"},
+        power_loss_paths=("/srv/orders",),
+        restart_delay=0.5,
+    )
+    command = ["python", "client.py", "--url", "http://127.0.0.1:{port}"]
+    line = reproduce_line(command, options, "powerloss:app:during:payments.charge", ())
+    own, again_command = _split_command(shlex.split(line)[1:])
+    args = build_parser().parse_args(own)
+    assert again_command == command and args.schedule == "powerloss:app:during:payments.charge"
+    again = drill_options(args)
+    for field in ("serve", "power_loss_paths", "restart_delay"):
+        assert getattr(again, field) == getattr(options, field), field

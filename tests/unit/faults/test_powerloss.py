@@ -59,6 +59,14 @@ def test_chaos_turns_the_first_plain_kill_of_one_run_in_two_into_a_power_loss() 
     assert drawn == [powerloss.with_power_loss(sched, 7, i) for i in range(40)]  # the seed decides
 
 
+def test_chaos_draws_a_power_loss_at_a_deployments_named_process_too() -> None:
+    """In a deployment the machine runs every process: a kill aimed at a service becomes the
+    machine's power loss at that service's point."""
+    sched = parse_schedule("app:during:payments.charge+12%,driver:after:submit")
+    changed = {str(d) for d in (powerloss.with_power_loss(sched, 3, i) for i in range(20)) if d != sched}
+    assert changed == {"powerloss:app:during:payments.charge+12%,driver:after:submit"}
+
+
 def test_a_schedule_with_a_power_loss_where_fuse_is_missing_is_one_usage_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
