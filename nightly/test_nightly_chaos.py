@@ -12,6 +12,7 @@ Reports and the regression corpus go to ``KILLDRILL_CHAOS_REPORT`` (default: a t
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_correct_agent_exactly_once_under_random_kills(out: Path, clean_discover
         report_dir=str(out / "clean"),
         regressions=str(out / "corpus.json"),
     )
-    result = run_chaos(AGENT, OPTS, opts, discovery=clean_discovery)
+    result = run_chaos(AGENT, replace(OPTS, root=str(out / "clean-work")), opts, discovery=clean_discovery)
     bad = [c.text() for c in result.cases if not c.ok]
     assert not bad, "\n\n".join(bad)
     assert len(result.runs) == RUNS
@@ -71,7 +72,7 @@ def test_planted_bug_found_within_50_runs(bug: str, seed: int, out: Path) -> Non
     opts = ChaosOptions(
         seed=seed, runs=50, processes=WORKERS, max_failures=1, report_dir=str(out / f"{bug}-{seed}")
     )
-    result = run_chaos(cmd, OPTS, opts)
+    result = run_chaos(cmd, replace(OPTS, root=str(out / f"{bug}-{seed}-work")), opts)  # kept cases: here
     caught = [r.index for r in result.runs if r.outcome == VIOLATED]
     assert caught, f"{bug} not found in 50 runs at seed {seed}"
     print(f"{bug} seed {seed}: first catch at run {min(caught)}")
