@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -135,22 +136,31 @@ def _field_errors(params: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-@route(r"/payments", "POST")
-def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
+def _resource(ex: Exchange, name: str, errors: Callable[[dict[str, Any]], list[dict[str, str]]]) -> Any:
+    """The request's ``{NAME: {...}}`` object, or None once refused as GoCardless refuses it (400
+    for another shape, 422 ``validation_failed`` listing each field ``errors`` finds)."""
     try:
         body = ex.json()
     except ValueError:
         body = None
-    params = body.get("payments") if isinstance(body, dict) else None
+    params = body.get(name) if isinstance(body, dict) else None
     if not isinstance(params, dict):
-        message = "The request body must be a JSON object with a payments object"
+        message = f"The request body must be a JSON object with a {name} object"
         ex.reply(*_error(400, message, "invalid_api_usage", "invalid_document_structure"))
-        return
-    invalid = _field_errors(params)
+        return None
+    invalid = errors(params)
     if invalid:
         status, reply, headers = _error(422, "Validation failed", "validation_failed", "validation_failed")
         reply["error"]["errors"] = invalid
         ex.reply(status, reply, headers)
+        return None
+    return params
+
+
+@route(r"/payments", "POST")
+def create_payment(ex: Exchange, _m: re.Match[str]) -> None:
+    params = _resource(ex, "payments", _field_errors)
+    if params is None:
         return
     key = ex.header("Idempotency-Key")
     create = creates("gocardless", "PM", _payment(params), stamp=lambda now: _dates(params, now))
@@ -249,20 +259,8 @@ def _refund(params: dict[str, Any]) -> Any:
 
 @route(r"/refunds", "POST")
 def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
-    try:
-        body = ex.json()
-    except ValueError:
-        body = None
-    params = body.get("refunds") if isinstance(body, dict) else None
-    if not isinstance(params, dict):
-        message = "The request body must be a JSON object with a refunds object"
-        ex.reply(*_error(400, message, "invalid_api_usage", "invalid_document_structure"))
-        return
-    invalid = _refund_errors(params)
-    if invalid:
-        status, reply, headers = _error(422, "Validation failed", "validation_failed", "validation_failed")
-        reply["error"]["errors"] = invalid
-        ex.reply(status, reply, headers)
+    params = _resource(ex, "refunds", _refund_errors)
+    if params is None:
         return
     key = ex.header("Idempotency-Key")
     request = FakeRequest("gocardless", "refund", key, params, _refund(params), RULES)
