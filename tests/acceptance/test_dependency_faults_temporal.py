@@ -67,7 +67,9 @@ def test_the_temporal_server_restarted_while_an_activity_runs(tmp_path: Path, bu
     assert f"(worker) fault {FAULT}: drained" in text, text  # the trigger's process was not killed
     assert f"temporal killed and restarted here ({FAULT})" in text, text
     assert "(driver) ran free: exited rc 0" in text, text  # the workflow's history survived the restart
-    if delay == "3":  # down past the start-to-close: the server ran the activity again
+    if len(charges) > 1:  # down past the start-to-close, the server ran the activity again (unless
+        # the worker's completion reached the restarted server before its timer fired: a race the
+        # server settles, not the drill; the verdict below must match whichever way it went)
         assert [c["context"]["attempt"] for c in charges] == [1, 2], charges
     if not bug:
         assert rc == 0, text
