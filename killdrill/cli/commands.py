@@ -410,7 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with signals_raise(only_default=True), warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = _print_warning
-            return int(args.func(args))
+            code = int(args.func(args))
+            sys.stdout.flush()  # a reader that left is met here, not in the interpreter's last flush
+            return code
     except BrokenPipeError:  # our reader left (``killdrill drill ... | head``): as a Unix tool, quietly
         return _reader_gone()
     except KilldrillError as exc:  # usage and harness errors alike: one line (then any context), exit 2
