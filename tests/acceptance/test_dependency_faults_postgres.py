@@ -32,7 +32,7 @@ AGENTS = Path(__file__).parent.parent / "agents" / "db"
 FAULT = "restart=pg:driver:after:charge"
 
 
-@pytest.mark.parametrize("bug", ["", "nokey"])
+@pytest.mark.parametrize("bug", [pytest.param("", marks=pytest.mark.slow), "nokey"])  # the catch per push
 def test_a_served_postgres_restarted_as_the_charge_landed(tmp_path: Path, bug: str) -> None:
     data = f"/tmp/kd-pg-{tmp_path.name}"  # reachable by the postgres user, removed by the server's end
     root = tmp_path / "w"

@@ -52,7 +52,11 @@ def _drill(tmp_path: Path, *args: str, bug: bool) -> tuple[int, str, list[dict[s
 
 @pytest.mark.parametrize(
     ("bug", "delay"),
-    [(False, "3"), (True, "3"), (True, "0")],
+    [  # per push, the server down past the activity's timeout under an unkeyed worker
+        pytest.param(False, "3", marks=pytest.mark.slow),
+        (True, "3"),
+        pytest.param(True, "0", marks=pytest.mark.slow),
+    ],
     ids=["keyed-down-3s", "unkeyed-down-3s", "unkeyed-down-briefly"],
 )
 def test_the_temporal_server_restarted_while_an_activity_runs(tmp_path: Path, bug: bool, delay: str) -> None:

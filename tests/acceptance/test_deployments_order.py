@@ -52,6 +52,7 @@ def test_a_service_starts_once_the_service_it_needs_is_ready(tmp_path: Path) -> 
     assert "--after api=redis" in line, line  # the line runs the case as it ran
 
 
+@pytest.mark.slow  # per push: the start order itself (above)
 def test_a_restarted_dependency_does_not_restart_the_services_started_after_it(tmp_path: Path) -> None:
     rc, text = drill(tmp_path, "--schedule", "restart=redis:driver:before:submit", "--after", "api=redis")
     assert rc == 0, text

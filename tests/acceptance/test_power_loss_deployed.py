@@ -140,6 +140,7 @@ def test_a_power_loss_at_the_drivers_point_after_the_answer_loses_the_record(tmp
     assert [w["path"] for w in attempts[2]["lost_writes"]] == ["records.json"]
 
 
+@pytest.mark.slow  # per push: chaos draws a single command's power loss (test_power_loss.py)
 def test_chaos_draws_power_losses_in_a_deployment_and_shrinks_one(tmp_path: Path) -> None:
     out = run_cli(
         tmp_path, "chaos", "--faults", "power", "--runs", "2", "--seed", "1", "--discovery-runs", "1",

@@ -85,9 +85,9 @@ def _left(folder: Path) -> list[str]:
         ("collection", ""),
         ("test", ""),
         ("case", ""),
-        ("test", "group"),
+        pytest.param("test", "group", marks=pytest.mark.slow),  # the case-xdist-group one per push
         ("case", "group"),
-        ("case", "controller"),
+        pytest.param("case", "controller", marks=pytest.mark.slow),
     ],
     ids=["collection", "test", "case", "test-xdist-group", "case-xdist-group", "case-xdist-controller"],
 )
