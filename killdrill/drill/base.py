@@ -195,8 +195,7 @@ class DrillSetup:
         (a runtime's server: the open workflow and its pending activities), or None.  A service
         whose variables the user's ``--env`` replaced is not asked: the run used another (a
         ``--serve`` broker), and the service's account would be of one the run never touched."""
-        with self._lock:
-            services = list(self._services or ())
+        services = self.services()
         own = set(self.options.env)
         for service in services:
             explain = getattr(service, "explain_hang", None)
@@ -220,8 +219,7 @@ class DrillSetup:
         wall-clock start and a clean run's, and the services' ``waits(workdir, thread, timeline)``:
         ``label``, ``setting``, ``unit``, ``from``/``to`` wall-clock seconds); empty when none can
         say."""
-        with self._lock:
-            services = list(self._services or ())
+        services = self.services()
         found: list[dict[str, Any]] = []
         try:
             found.extend(record_waits(self.options.integrations, timeline, clean))
@@ -241,8 +239,7 @@ class DrillSetup:
         """``run`` is over: each service removes what the run left in it (a broker's keys), and
         its effect rows' schema is dropped."""
         self.effect_rows.release(run)
-        with self._lock:
-            services = list(self._services or ())
+        services = self.services()
         for service in services:
             release = getattr(service, "release", None)
             if release is not None:
