@@ -162,6 +162,8 @@ class DeploymentCase(Nemesis):
         assert sup is not None
         self.deadline = time.monotonic() + self.ready_timeout
         self.waiting = list(sup.running)  # the driver and the --after services are deferred
+        for run in self.waiting:
+            self._time(run)  # a timed fault for a service's first launch (the step started them)
         self._tick()
 
     def on_start(self, run: Running) -> None:
@@ -299,7 +301,7 @@ class DeploymentCase(Nemesis):
         if killed:
             sup = self.supervisor
             assert sup is not None
-            sup.at(self.restart_delay, lambda: self._restart(process))
+            sup.at(self.restart_delay, lambda: self._restart(process, run), keep=True)
             return
         if self.driver_runs == 0:
             self._end()
@@ -407,12 +409,16 @@ class DeploymentCase(Nemesis):
         self._end()
 
     # ---- internals -----------------------------------------------------------------------------
-    def _restart(self, process: Process) -> None:
-        """A killed service, started again as a process manager does: same command, same port."""
+    def _restart(self, process: Process, killed: Running) -> None:
+        """A killed service, started again as a process manager does: same command, same port
+        (killed before it was ready: the driver waits for the new launch instead)."""
         if self.dark is not None:
             self.due.append(process)  # at the boot
         elif not self.ending:
-            self._start(self._spec(process))
+            run = self._start(self._spec(process))
+            if run is not None and killed in self.waiting:
+                self.waiting[self.waiting.index(killed)] = run
+                self._ticks()
 
     def _name(self, run: Running) -> str:
         return self.names[id(run.spec)].name
@@ -425,6 +431,13 @@ class DeploymentCase(Nemesis):
         if self.names[id(spec)].name == DRIVER:
             self.driver_runs += 1
         run = sup.start(spec)
+        self._time(run)
+        return run
+
+    def _time(self, run: Running) -> None:
+        """The current fault, when it is a timed one for ``run``'s process, set off on it."""
+        sup = self.supervisor
+        assert sup is not None
         fault = self.current
         if (
             fault is not None
@@ -433,13 +446,15 @@ class DeploymentCase(Nemesis):
             and aims_at(fault, self._name(run))
         ):
             self.faults.pop(0)
-            self.fired[id(spec)] = str(fault)
-            # the driver's first run: offsets count from the case's first start, as the catalogue's
-            # times do (start+F% resolves against them); any other launch: from its own start
-            since = min(r.started for r in sup.running) if spec is self.driver else run.started
-            delay = max(0.0, fault.offset_ms / 1000.0 - (time.monotonic() - since))
-            self.aimed.land(replace(fault, offset_ms=delay * 1000.0), run, None, None)  # from now
-        return run
+            self.fired[id(run.spec)] = str(fault)
+            if run.spec is self.driver:
+                # the driver's first run: offsets count from the case's first start, as the
+                # catalogue's times do (start+F% resolves against them); any other launch: from
+                # its own start (the nemesis counts from there)
+                first = min(r.started for r in sup.running)
+                shift = (run.started - first) * 1000.0
+                fault = replace(fault, offset_ms=max(0.0, fault.offset_ms - shift))
+            self.aimed.land(fault, run, None, None)
 
     def _end(self) -> None:
         """The case is over: every process still running gets SIGTERM, SIGKILL after the grace."""

@@ -17,7 +17,7 @@ from killdrill.faults.kinds import FaultKind, Scene, register
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Missed, Nemesis
+from killdrill.process.nemesis import AtPoints, Missed, Nemesis, after_start
 from killdrill.records import TraceEvent
 
 
@@ -35,7 +35,8 @@ class Kill(Nemesis):
 
     def on_start(self, run: Running) -> None:
         if run.spec is self.spec and self.fault.offset_ms is not None:
-            self.bound().at(self.fault.offset_ms / 1000.0, lambda: self._fire(run, str(self.fault)))
+            delay = after_start(run, self.fault.offset_ms)
+            self.bound().at(delay, lambda: self._fire(run, str(self.fault)))
 
     def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
         if run.spec is not self.spec or run.fired or not self.fault.at(event.point, event.occurrence):

@@ -10,7 +10,7 @@ import abc
 from killdrill.points import Fault
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
-from killdrill.process.nemesis import AtPoints, Nemesis
+from killdrill.process.nemesis import AtPoints, Nemesis, after_start
 from killdrill.records import TraceEvent
 
 
@@ -26,13 +26,13 @@ class AtTrigger(Nemesis, abc.ABC):
         return AtPoints.WAIT if spec is self.spec else None
 
     def on_start(self, run: Running) -> None:
-        """A time trigger: the deployment hands over the launch it counts from, the delay left in
-        ``fault.offset_ms``."""
+        """A time trigger: ``fault.offset_ms`` after the launch started (handed over at its start
+        or, in a deployment, once the launch is known)."""
         if self.done or self.fault.point is not None or run.spec is not self.spec:
             return
         self.done = True
-        delay = (self.fault.offset_ms or 0.0) / 1000.0
-        self.bound().at(delay, lambda: self._act(run, f"offset:{self.fault.offset_ms or 0.0:g}ms"))
+        offset = self.fault.offset_ms or 0.0
+        self.bound().at(after_start(run, offset), lambda: self._act(run, f"offset:{offset:g}ms"))
 
     def on_boundary(self, run: Running, event: TraceEvent, conn: Connection) -> bool:
         if self.done or run.spec is not self.spec or not self.fault.at(event.point, event.occurrence):

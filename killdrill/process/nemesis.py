@@ -13,6 +13,7 @@ what is above it; the implementations import it.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -52,6 +53,12 @@ def fault_armed_at(run: Running, event: TraceEvent) -> bool:
     return fault is not None and not run.fired and fault.at(event.point, event.occurrence)
 
 
+def after_start(run: Running, offset_ms: float) -> float:
+    """Seconds from now until ``offset_ms`` after ``run`` started: a timed fault counts from its
+    launch's start, however late it is handed the launch (a deployment's services)."""
+    return max(0.0, offset_ms / 1000.0 - (time.monotonic() - run.started))
+
+
 class Stage(Protocol):
     """What a nemesis may do through the supervisor running it (its loop's start, answer, kill,
     timers and watched fds); a stand-in with these members drives a nemesis in a unit test."""
@@ -73,8 +80,9 @@ class Stage(Protocol):
         """Kill ``run``'s whole tree now (or begin the TERM drain), recording ``label`` as where."""
         ...
 
-    def at(self, delay_s: float, action: Callable[[], None]) -> None:
-        """Run ``action`` on the loop after ``delay_s`` seconds (a nemesis's timers)."""
+    def at(self, delay_s: float, action: Callable[[], None], keep: bool = False) -> None:
+        """Run ``action`` on the loop after ``delay_s`` seconds (a nemesis's timers); ``keep``:
+        the loop waits for it even when no launch is alive."""
         ...
 
     def watch(self, fd: int, action: Callable[[], None]) -> None:

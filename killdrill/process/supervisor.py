@@ -100,6 +100,7 @@ class Supervisor:
         self.faults = tuple(faults)
         self._selector: selectors.BaseSelector | None = None
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._kept = 0  # timers the loop waits for with nothing alive (a service's restart)
         self._seq = itertools.count()
         self._running: list[Running] = []
 
@@ -114,6 +115,7 @@ class Supervisor:
         """
         self._selector = selectors.DefaultSelector()
         self._timers = []
+        self._kept = 0
         self._running = []
         with _active_lock:
             _active.add(self)
@@ -271,8 +273,18 @@ class Supervisor:
         said = [a for a in (fault.at_points(spec) for fault in self.faults) if a is not None]
         return max(said, default=AtPoints.ONE_WAY)
 
-    def at(self, delay_s: float, action: Callable[[], None]) -> None:
-        """Run ``action`` on the event loop after ``delay_s`` seconds."""
+    def at(self, delay_s: float, action: Callable[[], None], keep: bool = False) -> None:
+        """Run ``action`` on the event loop after ``delay_s`` seconds; ``keep``: the loop waits
+        for it even when no launch is alive (a restart after ``--restart-delay`` of the only
+        process running)."""
+        if keep:
+            self._kept += 1
+
+            def kept(action: Callable[[], None] = action) -> None:
+                self._kept -= 1
+                action()
+
+            action = kept
         heapq.heappush(self._timers, (time.monotonic() + delay_s, next(self._seq), action))
 
     def watch(self, fd: int, action: Callable[[], None]) -> None:
@@ -290,7 +302,7 @@ class Supervisor:
         # Every boundary of every attempt passes through here: the armed round trip's harness half.
         assert self._selector is not None
         select, timers = self._selector.select, self._timers
-        while any(run.alive for run in self._running):
+        while self._kept or any(run.alive for run in self._running):
             if _interrupted.is_set():
                 raise _interruption()
             now = time.monotonic()
@@ -299,7 +311,7 @@ class Supervisor:
                     _, _, action = heapq.heappop(timers)
                     action()
                     now = time.monotonic()
-                if not any(run.alive for run in self._running):
+                if not self._kept and not any(run.alive for run in self._running):
                     break
             wait = timers[0][0] - now if timers else 1.0
             # Without a pidfd, poll the process at a short interval.

@@ -79,6 +79,22 @@ def test_the_driver_killed_is_re_run_and_attaches_to_the_same_order(tmp_path: Pa
     assert "(driver) ran free: exited rc 0" in text
 
 
+def test_a_service_killed_at_an_offset_of_its_first_launch_is_restarted_before_the_driver(
+    tmp_path: Path,
+) -> None:
+    """``api:offset:30ms``: 30 ms into the service's own first launch (the case's start, before it
+    is ready and with nothing else running), killed; started again after ``--restart-delay`` and
+    the driver started once that launch is ready (it was ``point_not_reached``: the first launches
+    were never timed, and a restart pending with nothing alive ended the case)."""
+    rc, text = drill(tmp_path, "api:offset:30ms", "--restart-delay", "0.2", "--serve", SHOP, "--", *CLIENT)
+    assert rc == 0, text
+    assert "(api) kill api:offset:30ms: killed by SIGKILL at api:offset:30ms (rc -9)" in text, text
+    started = r"\(driver\) ran free: exited rc 0[^\n]*\n\s+note: started once the services"
+    assert re.search(started, text), text
+    assert "(api) ran free: drained" in text, text  # the restarted launch served the driver
+    assert "payments 1 exactly-once" in text, text
+
+
 def test_a_service_that_never_becomes_ready_is_a_one_line_error(tmp_path: Path) -> None:
     rc, text = drill(
         tmp_path,
