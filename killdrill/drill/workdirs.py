@@ -28,8 +28,10 @@ TMP_PATH_LIMIT = 72
 makes there (multiprocessing's ``pymp-XXXXXXXX/listener-XXXXXXXX``, 32 bytes more) must fit in
 an ``AF_UNIX`` path (107 bytes: at most 75, 3 to spare)."""
 
-ROOT_TEMP = ".tmp"
-"""The runs' temporary folders in the drill's root, when a workdir's own is too long a path."""
+ROOT_TEMP = ".killdrill-tmp"
+"""The runs' temporary folders in the drill's root, when a workdir's own is too long a path
+(claimed: a harness that dies leaves it to the next run's sweep, in a ``--root`` of the user's too;
+the sweep removes only names of the drill's own)."""
 
 TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")
 """Where programs put their temporary files (Python's tempfile reads all three, Go and C TMPDIR)."""
@@ -119,14 +121,14 @@ class Workdirs:
             if self._short_tmp is None:
                 near = root / ROOT_TEMP
                 if len(os.fsencode(near / f"{10**6:d}")) <= TMP_PATH_LIMIT:
+                    claim = ownership.claim(ownership.FOLDER, path=str(near))
                     near.mkdir(mode=0o700, exist_ok=True)
-                    self._short_tmp = (near, None)
-                    weakref.finalize(self, shutil.rmtree, str(near), True)
+                    path = str(near)
                 else:
                     path = tempfile.mkdtemp(prefix="killdrill-tmp-")
                     claim = ownership.claim(ownership.FOLDER, path=path)
-                    self._short_tmp = (Path(path), claim)
-                    weakref.finalize(self, _remove_claimed, path, claim)
+                self._short_tmp = (Path(path), claim)
+                weakref.finalize(self, _remove_claimed, path, claim)
             return self._short_tmp[0]
 
     def close(self) -> None:

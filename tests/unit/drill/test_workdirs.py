@@ -279,12 +279,57 @@ def test_a_runs_temp_dir_too_long_in_its_workdir_is_in_the_roots_own_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A long case label makes the workdir's path too long for a socket under it; the root's
-    ``.tmp`` is short enough: the run's temporary folder stays inside the drill's root."""
+    ``.killdrill-tmp`` is short enough: the run's temporary folder stays inside the drill's root."""
     near = Workdirs(tmp_path / "r", None)
-    monkeypatch.setattr(workdirs, "TMP_PATH_LIMIT", len(str(near.root / ".tmp" / "1000000")))
+    monkeypatch.setattr(workdirs, "TMP_PATH_LIMIT", len(str(near.root / workdirs.ROOT_TEMP / "1000000")))
     wd = near.new("before:" + "x" * 80)
     tmp = Path(near.temp_env(wd)["TMPDIR"])
-    assert tmp.parent == near.root / ".tmp" and tmp.is_dir()
+    assert tmp.parent == near.root / workdirs.ROOT_TEMP and tmp.is_dir()
     near.discard(wd)
     near.close()
-    assert not (near.root / ".tmp").exists()
+    assert not (near.root / workdirs.ROOT_TEMP).exists()
+
+
+KILLED_WITH_A_ROOT_TEMP = """
+import sys, time
+from pathlib import Path
+from killdrill.drill import workdirs
+workdirs.TMP_PATH_LIMIT = len(str(Path(sys.argv[1]) / workdirs.ROOT_TEMP / "1000000"))
+w = workdirs.Workdirs(sys.argv[1], None)
+wd = w.new("before:" + "x" * 80)
+(Path(w.temp_env(wd)["TMPDIR"]) / "pymp-left").mkdir()
+print("made", flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_roots_temp_folder_a_killed_harness_left_in_a_given_root_is_swept(tmp_path: Path) -> None:
+    """A harness SIGKILLed while its runs' temporary folders were in a ``--root`` of the user's
+    (``.killdrill-tmp``, for workdir paths too long for a socket): the next run's sweep removes it
+    (it was left there for good: only the made root was claimed)."""
+    import subprocess
+    import sys
+
+    from killdrill.drill import sweep
+
+    root, tmp = tmp_path / "root", tmp_path / "tmp"
+    tmp.mkdir()
+    harness = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WITH_A_ROOT_TEMP, str(root)],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert harness.stdout is not None and harness.stdout.readline() == "made\n"
+    finally:
+        harness.kill()
+        harness.wait()
+        if harness.stdout is not None:
+            harness.stdout.close()
+    assert (root / workdirs.ROOT_TEMP).is_dir()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(workdirs.tempfile, "tempdir", str(tmp))
+        said = sweep.sweep()
+    assert f"folder {root / workdirs.ROOT_TEMP}" in said, said
+    assert not (root / workdirs.ROOT_TEMP).exists()
