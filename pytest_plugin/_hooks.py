@@ -101,3 +101,18 @@ class _XdistHooks:
         state = self.config.stash[_STATE]
         node.workerinput["killdrill_seed"] = state.seed
         node.workerinput["killdrill_token"] = state.token
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        """A worker up: its pid (execnet's popen gateway holds its process), told of a SIGTERM
+        the controller alone gets."""
+        _signals.forward_to(_worker_pid(node))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        _signals.forget(_worker_pid(node))  # its pid may be another process's next
+
+
+def _worker_pid(node: Any) -> int | None:
+    popen = getattr(getattr(node.gateway, "_io", None), "popen", None)
+    return getattr(popen, "pid", None)
