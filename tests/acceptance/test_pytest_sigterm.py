@@ -87,7 +87,7 @@ def _left(folder: Path) -> list[str]:
         ("case", ""),
         pytest.param("test", "group", marks=pytest.mark.slow),  # the case-xdist-group one per push
         ("case", "group"),
-        pytest.param("case", "controller", marks=pytest.mark.slow),
+        ("case", "controller"),
     ],
     ids=["collection", "test", "case", "test-xdist-group", "case-xdist-group", "case-xdist-controller"],
 )
