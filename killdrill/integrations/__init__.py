@@ -45,7 +45,7 @@ from killdrill.errors import UsageError
 from killdrill.integrations._findings import findings_in
 from killdrill.integrations._hooks import ReportedService, called
 from killdrill.integrations._imports import PatchOnImport
-from killdrill.integrations._work import unfinished, without_work
+from killdrill.integrations._work import dones, unfinished, without_work
 from killdrill.integrations.contract import (
     Cause,
     CausesHook,
@@ -83,6 +83,7 @@ __all__ = [
     "ServiceProcess",
     "canonical_names",
     "check_options",
+    "dones",
     "exit_aborts",
     "find",
     "findings_in",

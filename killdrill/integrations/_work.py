@@ -20,11 +20,16 @@ import sys
 
 from killdrill import envvars
 
-__all__ = ["PREFIX", "said", "unfinished", "without_work", "work_line"]
+__all__ = ["PREFIX", "dones", "said", "unfinished", "without_work", "work_line"]
 
 PREFIX = "killdrill: work "
-_WHOLE = re.compile(r"^killdrill: work (?:pending|done) [^\n]*(?:\n|$)", re.MULTILINE)
-_LINE = re.compile(r"^killdrill: work (?P<what>pending|done) (?P<run>\S+)(?: (?P<name>\S+))?$", re.MULTILINE)
+# a line of its own, or one a framework's log redirect prefixed (Celery's worker logs what is
+# written to sys.stderr: ``[2026-12-07 18:18:40,200: WARNING/MainProcess] killdrill: work ...``)
+_WHOLE = re.compile(r"^(?:[^\n]*\] )?killdrill: work (?:pending|done) [^\n]*(?:\n|$)", re.MULTILINE)
+_DONE = re.compile(r"^(?:[^\n]*\] )?killdrill: work done [^\n]*(?:\n|$)", re.MULTILINE)
+_LINE = re.compile(
+    r"^(?:[^\n]*\] )?killdrill: work (?P<what>pending|done) (?P<run>\S+)(?: (?P<name>\S+))?$", re.MULTILINE
+)
 
 
 def said() -> bool:
@@ -38,13 +43,24 @@ def without_work(text: str) -> str:
     return _WHOLE.sub("", text) if PREFIX in text else text
 
 
+def dones(text: str) -> tuple[str, list[str]]:
+    """``text`` without its ``done`` lines, and the runs they said done."""
+    runs = [m["run"] for m in _LINE.finditer(text) if m["what"] == "done"]
+    if not runs:
+        return text, []
+    return _DONE.sub("", text), runs
+
+
 def work_line(what: str, run: str, name: str = "") -> None:
-    """Say that ``run`` (a unit of work, ``name``) is pending or done (flushed: a kill may follow)."""
+    """Say that ``run`` (a unit of work, ``name``) is pending or done (flushed: a kill may follow),
+    on the process's own stderr (not a framework's replacement of ``sys.stderr``: Celery's worker
+    makes it a logger, whose line is prefixed and may be buffered)."""
     name = "_".join(name.split())
     line = f"{PREFIX}{what} {'_'.join(run.split())}{' ' + name if name else ''}\n"
+    stream = sys.__stderr__ or sys.stderr
     try:
-        sys.stderr.write(line)
-        sys.stderr.flush()
+        stream.write(line)
+        stream.flush()
     except (OSError, ValueError):
         pass
 

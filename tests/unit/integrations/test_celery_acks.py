@@ -215,7 +215,7 @@ class Task:
 
 
 def test_a_deployed_workers_late_acked_task_is_work_until_its_ack_reached_the_broker(
-    events: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    events: list[str], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("KILLDRILL_PROCESS", "worker[0]")
     acknowledge, ack, _, _ = _wired()
@@ -224,17 +224,17 @@ def test_a_deployed_workers_late_acked_task_is_work_until_its_ack_reached_the_br
     request.id = "task-7"  # type: ignore[attr-defined]
     acks.starting(Task(acks_late=True), "task-7")
     acknowledge(request)
-    assert capsys.readouterr().err == "killdrill: work pending task-7 task\n"  # not done at the result
+    assert capfd.readouterr().err == "killdrill: work pending task-7 task\n"  # not done at the result
     ack(message)
     assert events[-1] == "point committed:charge_order"
-    assert capsys.readouterr().err == "killdrill: work done task-7\n"
+    assert capfd.readouterr().err == "killdrill: work done task-7\n"
 
 
 def test_no_work_is_said_by_a_driver_or_for_a_task_acked_on_receipt(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("KILLDRILL_PROCESS", "worker[0]")
     acks.starting(Task(acks_late=False), "task-8")
     monkeypatch.setenv("KILLDRILL_PROCESS", "driver")
     acks.starting(Task(acks_late=True), "task-9")
-    assert capsys.readouterr().err == ""
+    assert capfd.readouterr().err == ""
