@@ -20,14 +20,17 @@ import time
 from collections.abc import Callable
 
 from killdrill import envvars
-from killdrill.drill.env import bootstrap_dir
-from killdrill.integrations import unfinished, without_work
+from killdrill.drill.env import bootstrap_dir, last_line
+from killdrill.integrations import dones, unfinished, without_work
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.filewatch import FileWatch
 from killdrill.process.nemesis import Stage
-from killdrill.process.readiness import Appended, Probe, listening, probed_port
+from killdrill.process.readiness import Appended, Probe, busy_listening, probed_port
+from killdrill.process.reaping import tail
+from killdrill.records import Attempt, AttemptOutcome
 
-ELSEWHERE_S = 1.0  # how long a service may listen only on other ports than its probe's
+ELSEWHERE_S = 1.0  # how long a service may listen, idle, only on other ports than its probe's
+IDLE_CPU_S = 0.05  # CPU seconds per second under which a service's processes are idle
 
 
 class ServiceWatch:
@@ -141,8 +144,10 @@ class HeldWork:
         self.logs: dict[int, tuple[Appended, str]] = {}  # id(spec) -> its stderr, a line begun
         self.texts: dict[int, str] = {}  # id(spec) -> its stderr's whole lines so far
 
-    def read(self, services: list[Running]) -> bool:
-        """Read what the services' stderr gained: did a work line come?"""
+    def read(self, services: list[Running], doubted: dict[int, str] | None = None) -> bool:
+        """Read what the services' stderr gained: did a work line come?  ``doubted``: id(spec) ->
+        the dependency it is cut off from (killed, not back yet): work it says done now is not
+        counted (an ack written to a broker that is gone never reached it; the work comes back)."""
         came = False
         for r in services:
             key = id(r.spec)
@@ -153,8 +158,16 @@ class HeldWork:
             lines, newline, begun = (begun + log.text()).rpartition("\n")
             self.logs[key] = (log, begun)
             if newline:
-                self.texts[key] = self.texts.get(key, "") + lines + newline
                 came = came or without_work(lines) != lines
+                if doubted and key in doubted:
+                    lines, runs = dones(lines + newline)
+                    newline = ""
+                    for run in runs:
+                        r.notes.append(
+                            f"said work {run} done while {doubted[key]} was down: not counted (what"
+                            " it told a dependency that is gone may never have reached it)"
+                        )
+                self.texts[key] = self.texts.get(key, "") + lines + newline
         return came
 
     def held(self, services: list[Running]) -> list[tuple[Running, list[str]]]:
@@ -183,19 +196,35 @@ def _files(run: Running) -> list[str]:
     return [*_logs(run), *mark]
 
 
-def listens_elsewhere(run: Running, probe: str | None, since: dict[int, float]) -> str | None:
+def listens_elsewhere(run: Running, probe: str | None, since: dict[int, tuple[float, float]]) -> str | None:
     """What is wrong with a service up and listening, but not on the port its probe knocks on, for
-    ``ELSEWHERE_S`` (a server may open another port first; ``since``: id(spec) -> when first
-    seen so); None while nothing is."""
+    ``ELSEWHERE_S`` while idle (a server may open another port first: RabbitMQ its cluster port
+    seconds before AMQP's, busy starting all along; ``since``: id(spec) -> when first seen so and
+    the CPU seconds its processes had used then); None while nothing is."""
     port = probed_port(probe) if probe is not None else None
-    ports = listening(run.popen.pid) if port is not None and run.alive else set()
+    ports, cpu = busy_listening(run.popen.pid) if port is not None and run.alive else (set(), 0.0)
     if not ports or port in ports:
         since.pop(id(run.spec), None)
         return None
-    if time.monotonic() - since.setdefault(id(run.spec), time.monotonic()) < ELSEWHERE_S:
+    now = time.monotonic()
+    first, cpu_then = since.setdefault(id(run.spec), (now, cpu))
+    if now - first < ELSEWHERE_S:
+        return None
+    if cpu - cpu_then > IDLE_CPU_S * (now - first):
+        since[id(run.spec)] = (now, cpu)  # still working: look again a while later
         return None
     where = ", ".join(map(str, sorted(ports)))
     return (
         f"listens on port {where}, not on the probed port {port} ({probe}):"
         " start it on {port} (the case's port for it) or probe the port it listens on"
     )
+
+
+def last_own_line(run: Running) -> str:
+    """The last line of ``run``'s stderr, its own (not the harness's work lines)."""
+    return last_line(without_work(tail(run.spec.stderr_path)))
+
+
+def ended(rc: int | None) -> str:
+    """How a launch that exited with ``rc`` ended, in words (``exited 1``, ``killed by SIGKILL``)."""
+    return Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0).ended

@@ -245,19 +245,53 @@ def probed_port(spec: str) -> int | None:
 def listening(pid: int) -> set[int]:
     """The TCP ports the process ``pid`` and its descendants listen on (empty when unknown): a
     service that is up on another port than its probe's is told at once, not after a timeout."""
-    import psutil  # a dependency; imported only while a service is being waited for
+    return _tree(pid)[0]
 
-    ports: set[int] = set()
+
+def busy_listening(pid: int) -> tuple[set[int], float]:
+    """:func:`listening`, and the CPU seconds the tree's processes used so far (a server still
+    starting is busy: it may open another port first, a broker its cluster port)."""
+    return _tree(pid)
+
+
+def connected_to(pid: int, ports: set[int]) -> bool:
+    """Does the process ``pid`` or a descendant hold a TCP connection to one of ``ports`` on this
+    machine (a service's client of a dependency about to be killed)?"""
+    import psutil
+
     try:
         top = psutil.Process(pid)
         procs = [top, *top.children(recursive=True)]
     except psutil.Error:
-        return ports
+        return False
     for proc in procs:
         try:
             read = proc.net_connections if hasattr(proc, "net_connections") else proc.connections
             conns = read(kind="tcp")
         except psutil.Error:
             continue
+        if any(c.raddr and c.raddr.port in ports and c.raddr.ip in ("127.0.0.1", "::1") for c in conns):
+            return True
+    return False
+
+
+def _tree(pid: int) -> tuple[set[int], float]:
+    import psutil  # a dependency; imported only while a service is being waited for
+
+    ports: set[int] = set()
+    cpu = 0.0
+    try:
+        top = psutil.Process(pid)
+        procs = [top, *top.children(recursive=True)]
+    except psutil.Error:
+        return ports, cpu
+    for proc in procs:
+        try:
+            read = proc.net_connections if hasattr(proc, "net_connections") else proc.connections
+            conns = read(kind="tcp")
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
         ports |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}
-    return ports
+        cpu += times.user + times.system
+    return ports, cpu

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from killdrill.process.readiness import Appended, Probe, listening, probed_port
+from killdrill.process.readiness import Appended, Probe, busy_listening, connected_to, listening, probed_port
 
 
 def test_the_probed_port_of_each_kind_of_probe() -> None:
@@ -26,6 +26,20 @@ def test_the_ports_a_process_listens_on() -> None:
         s.listen()
         assert s.getsockname()[1] in listening(os.getpid())
     assert listening(2**22 + 7) == set()  # no such process
+
+
+def test_a_client_connected_to_a_port_and_a_tree_busy_or_idle() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert not connected_to(os.getpid(), {port})
+        with socket.create_connection(("127.0.0.1", port)):
+            assert connected_to(os.getpid(), {port})
+            assert not connected_to(os.getpid(), {port + 1 if port < 65535 else port - 1})
+        ports, cpu = busy_listening(os.getpid())
+        assert port in ports and cpu > 0.0
+    assert not connected_to(2**22 + 7, {port})
 
 
 def test_a_log_probe_reads_only_what_was_appended_and_finds_a_line_split_between_writes(
