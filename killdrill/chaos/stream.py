@@ -200,7 +200,6 @@ class RunStream:
         counts = matrix_counts(data["spread"], self.run_dicts())
         return {**data, "runs": [r for r, _ in pairs], "cases": [c for _, c in pairs], "html_counts": counts}
 
-
     def _case_of(self, index: int) -> dict[str, Any]:
         for p in self._positions():
             if self._index[p] == index:

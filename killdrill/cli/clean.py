@@ -51,5 +51,3 @@ def add_parser(sub: Any) -> None:
         "--keep-evidence", action="store_true", help="leave the kept folders of failed cases in place"
     )
     p.set_defaults(func=_cmd_clean)
-
-

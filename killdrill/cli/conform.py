@@ -19,6 +19,7 @@ from killdrill.report.outputs import check_output_file
 
 __all__ = ["add_parser"]
 
+
 def _cmd_conform(args: argparse.Namespace) -> int:
     from killdrill.conform.frameworks import by_name, quick
     from killdrill.conform.frameworks import frameworks as table

@@ -18,24 +18,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from killdrill import envvars
-from killdrill.drill.env import last_line
-from killdrill.drill.service_watch import HeldWork, ServiceWatch, listens_elsewhere
-from killdrill.drill.topology import DRIVER, Process, aims_at, service_of
+from killdrill.drill.service_watch import HeldWork, ServiceWatch, ended, last_own_line, listens_elsewhere
+from killdrill.drill.settling import Settling
+from killdrill.drill.topology import DRIVER, Process, aims_at, from_case_start, service_of
 from killdrill.errors import HarnessError
 from killdrill.faults.aimed import Aimed
 from killdrill.faults.kinds import Batch, Scene
-from killdrill.integrations import without_work
 from killdrill.points import Fault, Schedule
 from killdrill.process.attempts import LaunchSpec, Running
 from killdrill.process.control import Connection
 from killdrill.process.nemesis import AtPoints, Nemesis, Stage
-from killdrill.process.reaping import kill_tree, tail
+from killdrill.process.reaping import kill_tree
 from killdrill.records import (
     DRAINED,
     KILLED,
     RESUME_FAILED,
     Attempt,
-    AttemptOutcome,
     TraceEvent,
     Violation,
 )
@@ -110,10 +108,10 @@ class DeploymentCase(Nemesis):
         self.starting = True  # the services are being started: at the case's start, at a boot
         # occurrences of a point in a service (all its replicas and restarts), since the last fault
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.elsewhere: dict[int, float] = {}  # id(spec) -> since when it listens off its probe's port
-        self.settling: float | None = None  # when the driver finished, while services finish their work
-        self.settled: dict[int, tuple[Running, list[str]]] = {}  # id(spec) -> the work waited for
-        self.work = HeldWork(self.watch, lambda: self._settle(timer=False))
+        self.elsewhere: dict[
+            int, tuple[float, float]
+        ] = {}  # id(spec) -> since when it listens off its probe's port, its CPU then
+        self.settling = Settling(HeldWork(self.watch, self._work_line), self._services)
         self.dark: tuple[list[Running], Callable[[], None]] | None = None  # the machine down (down)
         self.due: list[Process] = []  # services whose restart came while it was down
 
@@ -204,7 +202,7 @@ class DeploymentCase(Nemesis):
             if waiting and time.monotonic() > self.deadline:
                 run = waiting[0]
                 self._end()
-                err = _last(run) or "(no stderr)"
+                err = last_own_line(run) or "(no stderr)"
                 raise HarnessError(
                     f"service {self._name(run)} never became ready ({self.names[id(run.spec)].ready})"
                     f" within {self.ready_timeout:g}s; its stderr ends with: {err}"
@@ -295,7 +293,7 @@ class DeploymentCase(Nemesis):
             else:
                 self._end()  # the driver failed for good: the verdict fails without the services' work
             return
-        if self.settling is not None and not killed:
+        if self.settling.since is not None and not killed:
             self._end()  # a service gone while finishing its work: its end is the case's
             return
         if killed:
@@ -305,7 +303,7 @@ class DeploymentCase(Nemesis):
             return
         if self.driver_runs == 0:
             self._end()
-            err = "; ".join(run.errors) or _last(run) or "(no stderr)"
+            err = "; ".join(run.errors) or last_own_line(run) or "(no stderr)"
             raise HarnessError(
                 f"service {process.name} {ended(rc)} before it was ready; its stderr ends with: {err}"
             )
@@ -313,7 +311,8 @@ class DeploymentCase(Nemesis):
             Violation(
                 RESUME_FAILED,
                 f"service {process.name} (attempt {run.spec.number}) {ended(rc)} while the driver was"
-                f" still running" + (f"; its stderr ends with: {_last(run)}" if _last(run) else ""),
+                f" still running"
+                + (f"; its stderr ends with: {last_own_line(run)}" if last_own_line(run) else ""),
                 detail={"process": process.name, "attempt": run.spec.number, "returncode": rc},
             )
         )
@@ -337,6 +336,17 @@ class DeploymentCase(Nemesis):
         self.fired[id(run.spec)] = label
         run.fired = True
         sup.kill(run, label)
+
+    def outage(self, victims: list[Running], what: str) -> Callable[[], None]:
+        return self.settling.outage(victims, what)
+
+    def _work_line(self) -> None:
+        """A followed stderr was written: read now while a dependency is down (the timing of its
+        work lines matters), and settle once the driver is done."""
+        if self.settling.since is None:
+            self.settling.read()
+        else:
+            self._settle(timer=False)
 
     def down(self, label: str, dark: Callable[[], None]) -> None:
         sup = self.supervisor
@@ -372,40 +382,21 @@ class DeploymentCase(Nemesis):
 
     # ---- the case's end ------------------------------------------------------------------------
     def _settle(self, timer: bool = True) -> None:
-        """The driver is done: the services finish the work they said they hold (a workflow a
-        restarted service recovered, ``integrations._work``) before the case ends, so the verdict
-        never depends on whether the runtime got to it before the driver finished.  Checked as a
-        service's stderr is written (``timer`` False: only when a work line came) and on the
-        fallback timer."""
+        """The driver is done: the case ends once the services finished the work they hold and
+        the dependencies killed under them are back (``drill.settling``).  Checked as a service's
+        stderr is written (``timer`` False: only when a work line came) and on the fallback timer."""
         sup = self.supervisor
         assert sup is not None
         if self.ending:
             return
-        now = time.monotonic()
-        if self.settling is None:
-            self.settling = now
-        services = [r for r in sup.running if self.names[id(r.spec)].name != DRIVER]
-        if not self.work.read(services) and not timer:
+        if self.settling.since is None:
+            self.settling.since = time.monotonic()
+        if not self.settling.read() and not timer:
             return
-        held = self.work.held(services)  # their unfinished work, done in any process of the case
-        for run, works in held:
-            self.settled.setdefault(id(run.spec), (run, works))
-        waited = now - self.settling
-        if held and waited < self.ready_timeout:
+        if not self.settling.may_end(self.ready_timeout):
             if timer:
                 sup.at(self.poll_s, self._settle)
             return
-        for run, works in held:
-            run.notes.append(
-                f"the case ended {waited:.0f}s after the driver finished while this process still"
-                f" held {', '.join(works)}: the effects of that work are not in the verdict"
-            )
-        if waited >= _POLL_S and not held:
-            for run, works in self.settled.values():
-                run.notes.append(
-                    f"the case ended {waited * 1000.0:.0f} ms after the driver finished, once this"
-                    f" process finished {', '.join(works)} it held"
-                )
         self._end()
 
     # ---- internals -----------------------------------------------------------------------------
@@ -419,6 +410,10 @@ class DeploymentCase(Nemesis):
             if run is not None and killed in self.waiting:
                 self.waiting[self.waiting.index(killed)] = run
                 self._ticks()
+
+    def _services(self) -> list[Running]:
+        sup = self.supervisor
+        return [] if sup is None else [r for r in sup.running if self._name(r) != DRIVER]
 
     def _name(self, run: Running) -> str:
         return self.names[id(run.spec)].name
@@ -439,22 +434,11 @@ class DeploymentCase(Nemesis):
         sup = self.supervisor
         assert sup is not None
         fault = self.current
-        if (
-            fault is not None
-            and fault.point is None
-            and fault.offset_ms is not None
-            and aims_at(fault, self._name(run))
-        ):
+        if fault is not None and fault.point is None and aims_at(fault, self._name(run)):
             self.faults.pop(0)
             self.fired[id(run.spec)] = str(fault)
-            if run.spec is self.driver:
-                # the driver's first run: offsets count from the case's first start, as the
-                # catalogue's times do (start+F% resolves against them); any other launch: from
-                # its own start (the nemesis counts from there)
-                first = min(r.started for r in sup.running)
-                shift = (run.started - first) * 1000.0
-                fault = replace(fault, offset_ms=max(0.0, fault.offset_ms - shift))
-            self.aimed.land(fault, run, None, None)
+            first = min(r.started for r in sup.running) if run.spec is self.driver else run.started
+            self.aimed.land(from_case_start(fault, run, first), run, None, None)
 
     def _end(self) -> None:
         """The case is over: every process still running gets SIGTERM, SIGKILL after the grace."""
@@ -504,12 +488,3 @@ class DeploymentCase(Nemesis):
         out.attempts.sort(key=lambda a: a.number)
         out.unreached = self.current
         return out
-
-
-def _last(run: Running) -> str:
-    """The last line of ``run``'s stderr, its own (not the harness's work lines)."""
-    return last_line(without_work(tail(run.spec.stderr_path)))
-
-
-def ended(rc: int | None) -> str:
-    return Attempt(0, None, AttemptOutcome.EXITED, rc, 0.0).ended

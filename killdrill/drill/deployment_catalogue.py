@@ -8,7 +8,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from killdrill.drill.deployment import Deployed, ended
+from killdrill.drill.deployment import Deployed
+from killdrill.drill.service_watch import ended
 from killdrill.drill.topology import DRIVER, service_of
 from killdrill.records import Attempt, CatalogueEntry, TraceEvent
 

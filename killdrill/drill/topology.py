@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from killdrill import envvars
 from killdrill.drill.env import resolve_command
 from killdrill.errors import HarnessError, UsageError
 from killdrill.options import OPTIONS, DrillOptions, Rule
 from killdrill.points import Fault, Schedule
+from killdrill.process.attempts import Running
 from killdrill.process.readiness import check, free_port
 
 DRIVER = "driver"
@@ -319,6 +320,15 @@ def aims_at(fault: Fault, name: str) -> bool:
     if fault.process is None:
         return fault.point is not None or name == DRIVER
     return name == fault.process or name.startswith(fault.process + "[")
+
+
+def from_case_start(fault: Fault, run: Running, first: float) -> Fault:
+    """A timed ``fault`` (``offset:Xms``) for ``run``, which counts from its own start: when
+    ``first`` (monotonic) is earlier, the offset counts from there (the driver's first run: from
+    the case's first start, as the catalogue's times do, which ``start+F%`` resolves against)."""
+    if fault.offset_ms is None or first >= run.started:
+        return fault
+    return replace(fault, offset_ms=max(0.0, fault.offset_ms - (run.started - first) * 1000.0))
 
 
 def service_of(name: str) -> str:

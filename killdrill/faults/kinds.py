@@ -55,6 +55,12 @@ class Targets(Protocol):
         again after ``--restart-delay``, a killed driver re-run (its resume)."""
         ...
 
+    def outage(self, victims: list[Running], what: str) -> Callable[[], None]:
+        """``victims`` (a dependency's launches) are about to be killed: until the returned call
+        (the dependency back), the case does not end, and work said done by the launches connected
+        to them is not counted (``what`` names the dependency in the notes)."""
+        ...
+
     def down(self, label: str, dark: Callable[[], None]) -> None:
         """The machine the case runs on goes down: every live launch killed at once (recorded at
         ``label``; one already killed keeps its own), none started again until every one is

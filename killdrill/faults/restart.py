@@ -46,6 +46,7 @@ class Restart(AtTrigger):
     done: bool = False
     said: list[str] = field(default_factory=list)
     watching: str | None = None  # what was done, while the service is not back yet
+    over: Callable[[], None] | None = None  # the outage's end, told to the deployment
 
     def _act(self, trigger: Running, where: str) -> None:
         target = self.fault.target or ""
@@ -54,6 +55,7 @@ class Restart(AtTrigger):
         if not victims:
             trigger.notes.append(f"{self.fault}: service {target} was not running at {where}: nothing killed")
             return
+        self.over = self.targets.outage(victims, f"its dependency {target}")
         for victim in victims:
             self.targets.kill(victim, f"{self.fault}")
         names = ", ".join(f"attempt {v.spec.number}" for v in victims)
@@ -75,6 +77,8 @@ class Restart(AtTrigger):
             back = ", ".join(f"attempt {r.spec.number}" for r in fresh)
             self.said.append(f"{what}; ready again ({back}) {down_ms:.0f} ms later")
             self.watching = None
+            if self.over is not None:
+                self.over()
 
     def teardown(self) -> None:
         if self.watching is not None:

@@ -27,7 +27,6 @@ class OptionError(UsageError):
     option(s) as the caller spelled them and says what was expected."""
 
 
-
 # ---- value kinds: one parser each ----------------------------------------------------------------
 
 IniType = Literal["string", "args", "linelist", "bool"]  # pytest addini types the kinds use

@@ -43,7 +43,7 @@ def test_a_service_probed_on_a_port_gets_its_listen_mark_and_the_bootstrap(tmp_p
 
 
 def _service(tmp_path: Path, number: int) -> Any:
-    return SimpleNamespace(spec=_spec(tmp_path, number), alive=True)
+    return SimpleNamespace(spec=_spec(tmp_path, number), alive=True, notes=[])
 
 
 def test_the_work_lines_are_read_whole_once_each(tmp_path: Path) -> None:
@@ -64,5 +64,32 @@ def test_the_work_lines_are_read_whole_once_each(tmp_path: Path) -> None:
         assert work.read([a, b])
         assert work.held([a, b]) == []  # done in another service counts
         assert work.texts[id(a.spec)].count("pending wf-1") == 1  # each line read once
+    finally:
+        watch.close()
+
+
+def test_work_said_done_while_a_dependency_was_down_is_not_counted(tmp_path: Path) -> None:
+    """A Celery worker's late ack written to a broker the drill just killed: the socket took it,
+    the broker never got it, the message comes back.  Its ``done``, read while the broker is
+    down, is not counted (a note says so); the same run said done again once it is back is."""
+    watch = ServiceWatch()
+    try:
+        work = HeldWork(watch, lambda: None)
+        worker = _service(tmp_path, 3)
+        log = Path(worker.spec.stderr_path)
+        log.write_text("killdrill: work pending payout-1 task\n")
+        assert work.read([worker])
+        with open(log, "a") as f:
+            f.write("[2026-12-07 18:18:40,200: WARNING/MainProcess] killdrill: work done payout-1\n")
+        assert work.read([worker], {id(worker.spec): "its dependency rabbit"})
+        assert [works for _, works in work.held([worker])] == [["task payout-1"]]
+        assert worker.notes == [
+            "said work payout-1 done while its dependency rabbit was down: not counted (what it told"
+            " a dependency that is gone may never have reached it)"
+        ]
+        with open(log, "a") as f:
+            f.write("killdrill: work pending payout-1 task\nkilldrill: work done payout-1\n")  # redelivered
+        assert work.read([worker], {})
+        assert work.held([worker]) == []
     finally:
         watch.close()
