@@ -14,6 +14,7 @@ stored (the outage ate it) and the submitter waits forever, a hang whose cause i
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,55 @@ def test_a_proxy_between_a_celery_worker_and_its_served_redis_is_cut_at_the_work
     assert re.search(r"\(worker\) fault cut=r:worker:during:payments\.charge: drained", text), text
     assert re.search(r"note: \d+ connections? through proxy r closed at during:payments\.charge", text), text
     assert "(redis) ran free" in text, text  # the dependency did not go down
+
+
+RABBIT = Path(__file__).parent.parent / "agents" / "celery_restart" / "rabbit_serve.py"
+
+
+@pytest.mark.parametrize(
+    "key", [pytest.param("keyed", marks=pytest.mark.slow), "none"], ids=["keyed", "no_key"]
+)  # a broker's start costs ~5 s, twice a case: the catch per push
+def test_a_celery_worker_whose_rabbitmq_restarts_mid_task(tmp_path: Path, key: str) -> None:
+    """RabbitMQ as a dependency the drill serves (``rabbit_serve.py``: a node of its own on the
+    case's port, its database in the workdir, kept across the kill) and restarts as the worker's
+    charge lands.  The worker's late ack is written to a socket whose broker is gone: the ack
+    never reached it, the persistent message comes back after the restart and the task runs
+    again.  The case waits for that: work a client of the dead broker said done is not counted
+    (the case ended 2 s after the kill, before the redelivery, and passed the unkeyed charge)."""
+    pytest.importorskip("celery")
+    pytest.importorskip("sqlalchemy")
+    if not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
+        pytest.skip("needs Debian's rabbitmq-server package")
+    rc, text = drill(
+        tmp_path,
+        "--schedule", "restart=rabbit:worker:during:payments.charge", "--timeout", "60", "--keep",
+        "--integration", "celery",
+        "--serve", f"rabbit=python {RABBIT} --port {{port}} --data {{workdir}}/rabbit",
+        "--serve", f"worker=python {PAYOUTS} worker", "--after", "worker=rabbit",
+        "--env", "CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:{port:rabbit}//",
+        "--env", "CELERY_RESULT_BACKEND=db+sqlite:///{workdir}/results.sqlite",
+        "--env", f"PAYOUTS_KEY={key}",
+        "--", "python", str(PAYOUTS), "submit", "--order", "{thread}", "--workdir", "{workdir}",
+    )  # fmt: skip
+    assert re.search(
+        r"\(rabbit\) fault restart=rabbit:worker:during:payments\.charge: killed by SIGKILL", text
+    )
+    assert re.search(r"service rabbit \(attempt 2\) killed when during:payments\.charge was reached;"
+                     r" ready again \(attempt 4\)", text), text  # fmt: skip
+    assert not re.search(r"\(rabbit\) ran free: drained[^\n]*\n[^\n]*ignored SIGTERM", text), (
+        text
+    )  # stops at once
+    (case,) = [d for d in (tmp_path / "w").iterdir() if d.name.startswith("002-restart")]
+    with sqlite3.connect(case / ".killdrill" / "ledger.sqlite") as db:
+        outcomes = [
+            o for (o,) in db.execute("select outcome from killdrill_calls where provider = 'payments'")
+        ]
+    if key == "keyed":
+        assert outcomes == ["created", "replayed"], outcomes  # delivered again, the key replayed
+        assert rc == 0, text
+        assert "payments 1 exactly-once" in text, text
+    else:
+        assert outcomes == ["created", "created"], outcomes
+        assert rc == 1, text
+        assert "duplicate_effect: payments.charge" in text, text
+        assert "its dependency rabbit was restarted under it" in text, text

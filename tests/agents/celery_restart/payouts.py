@@ -10,6 +10,9 @@ app's configuration, the one a Redis restart tests:
 - ``PAYOUTS_RESULT_RETRY=1``: ``result_backend_always_retry=True`` (Celery >= 5.1): the result
   is stored again until Redis is back.
 
+``PAYOUTS_KEY=none`` charges with no key: the bug a task delivered again shows (the broker
+restarted before the worker's late ack).
+
 ``python payouts.py worker`` / ``python payouts.py submit --order ID --workdir DIR``.
 """
 
@@ -32,13 +35,24 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     broker_connection_retry_on_startup=True,
 )
+if os.environ.get("CELERY_BROKER_URL", "").startswith("amqp://"):
+    # RabbitMQ as its guide says for messages that must not be lost: a publish returns once the
+    # broker has the message on disk (publisher confirms), retried while the broker restarts
+    app.conf.update(
+        broker_transport_options={"confirm_publish": True},
+        task_publish_retry_policy={"max_retries": 40, "interval_start": 0.5, "interval_step": 0.5,
+                                   "interval_max": 1.0},
+    )  # fmt: skip
 if os.environ.get("PAYOUTS_RESULT_RETRY") == "1":
     app.conf.update(result_backend_always_retry=True, result_backend_max_retries=50)
 
 
 @app.task(name="payouts.pay_out")
 def pay_out(order: str, amount: int) -> str:
-    charge = connect().payments.charge(idempotency_key=f"payout-{order}", amount=amount, customer=order)
+    if os.environ.get("PAYOUTS_KEY") == "none":  # the bug a redelivered task shows: no key
+        charge = connect().payments.charge(amount=amount, customer=order)
+    else:
+        charge = connect().payments.charge(idempotency_key=f"payout-{order}", amount=amount, customer=order)
     return str(charge["id"])
 
 
