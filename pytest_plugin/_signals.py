@@ -41,7 +41,8 @@ def forward_to(pid: int | None) -> None:
 
 def forget(pid: int | None) -> None:
     """That worker is down."""
-    _workers.discard(pid)  # type: ignore[arg-type]
+    if pid is not None:
+        _workers.discard(pid)
 
 
 def install() -> None:
