@@ -93,3 +93,30 @@ def test_work_said_done_while_a_dependency_was_down_is_not_counted(tmp_path: Pat
         assert work.held([worker]) == []
     finally:
         watch.close()
+
+
+def test_a_service_listening_elsewhere_fails_only_once_idle() -> None:
+    """Listening only off its probe's port for over a second: an idle service is told at once
+    (``{port}`` forgotten), one still busy starting is not (RabbitMQ's cluster port comes seconds
+    before AMQP's) and is looked at again a while later."""
+    import os
+    import socket
+    import time
+
+    from killdrill.drill.service_watch import listens_elsewhere
+    from killdrill.process.readiness import busy_listening
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        probed = s.getsockname()[1] + 1 if s.getsockname()[1] < 65535 else 1024
+        run: Any = SimpleNamespace(popen=SimpleNamespace(pid=os.getpid()), alive=True, spec=object())
+        since: dict[int, tuple[float, float]] = {}
+        assert listens_elsewhere(run, f"tcp:{probed}", since) is None  # first seen: not yet
+        _, cpu = busy_listening(os.getpid())
+        since[id(run.spec)] = (time.monotonic() - 2.0, cpu - 1.5)  # 1.5 s of CPU in the last 2 s
+        assert listens_elsewhere(run, f"tcp:{probed}", since) is None
+        assert time.monotonic() - since[id(run.spec)][0] < 1.0  # looked at again from now
+        since[id(run.spec)] = (time.monotonic() - 2.0, busy_listening(os.getpid())[1])  # idle
+        why = listens_elsewhere(run, f"tcp:{probed}", since)
+        assert why is not None and f"not on the probed port {probed}" in why
