@@ -108,9 +108,8 @@ class DeploymentCase(Nemesis):
         self.starting = True  # the services are being started: at the case's start, at a boot
         # occurrences of a point in a service (all its replicas and restarts), since the last fault
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.elsewhere: dict[
-            int, tuple[float, float]
-        ] = {}  # id(spec) -> since when it listens off its probe's port, its CPU then
+        # id(spec) -> since when it listens off its probe's port, and its CPU seconds then
+        self.elsewhere: dict[int, tuple[float, float]] = {}
         self.settling = Settling(HeldWork(self.watch, self._work_line), self._services)
         self.dark: tuple[list[Running], Callable[[], None]] | None = None  # the machine down (down)
         self.due: list[Process] = []  # services whose restart came while it was down
