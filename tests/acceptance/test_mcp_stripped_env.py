@@ -73,6 +73,7 @@ def test_an_agent_forked_from_the_template_is_found_too(tmp_path: Path) -> None:
     assert case.kinds == ("duplicate_effect",), case.text()
 
 
+@pytest.mark.slow  # the API route catches the same server per push
 def test_the_cli_route_catches_the_buggy_server_with_its_cause(tmp_path: Path) -> None:
     command = [*AGENT, *PROXY, "--key", "book_room=request_id", *SERVER, "--bug", "second-booking"]
     argv = [PY, "-m", "killdrill", "drill", "--discovery-runs", "1", "--root", str(tmp_path / "r")]

@@ -238,7 +238,11 @@ time.sleep(120)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM],  # SIGINT: as TERM
+    ids=lambda s: s.name,
+)
 def test_no_server_or_worker_outlives_the_harness(tmp_path: Path, sig: signal.Signals) -> None:
     root = tmp_path / "r"
     agent, marker = tmp_path / "temporal_agent_sleeper.py", tmp_path / "address"
