@@ -318,7 +318,9 @@ class Supervisor:
             unwatched = [run for run in self._running if run.pidfd is None and run.alive]
             if unwatched:
                 wait = min(wait, 0.005)
-            for key, _ in select(max(0.0, min(wait, 1.0))):
+            ready = select(max(0.0, min(wait, 1.0)))
+            self._on_messages([key.data for key, _ in ready if _is_conn(key.data)])
+            for key, _ in ready:
                 if callable(key.data):  # a watched fd (watch)
                     key.data()
                     continue
@@ -329,8 +331,6 @@ class Supervisor:
                     conn = listener.accept()
                     while conn is not None:
                         conn = listener.accept()
-                else:
-                    self._on_readable(self._owner(listener), listener, obj)
             for run in unwatched:
                 if run.alive:
                     self._reap(run, block=False)
@@ -340,8 +340,20 @@ class Supervisor:
             return self._running[0]
         return next(run for run in self._running if run.listener is listener)
 
-    def _on_readable(self, run: Running, listener: ControlListener, conn: Connection) -> None:
-        for msg in listener.read(conn):
+    def _on_messages(self, readable: list[tuple[ControlListener, Connection]]) -> None:
+        """The messages of every connection found readable at once, in the order they were sent:
+        one-way points by their own time (a tree's processes each have a connection; the order
+        the harness reads them in is not the order their points were passed in: an MCP server's
+        ``during:`` point read after the agent's next one), the rest as read now."""
+        batch: list[tuple[float, Running, BoundaryMessage | ProtocolViolation]] = []
+        now = time.monotonic()
+        for listener, conn in readable:
+            run = self._owner(listener)
+            for msg in listener.read(conn):
+                at = msg.at if isinstance(msg, BoundaryMessage) and msg.at is not None else now
+                batch.append((min(at, now), run, msg))
+        batch.sort(key=lambda sent: sent[0])  # stable: one connection's messages keep their order
+        for _, run, msg in batch:
             if isinstance(msg, ProtocolViolation):
                 run.errors.append(f"control channel: {msg.message}")
                 if msg.fatal:
@@ -476,6 +488,11 @@ class Supervisor:
             notes=tuple(notes + run.errors),
             restarted=tuple(run.restarted),
         )
+
+
+def _is_conn(data: object) -> bool:
+    """A selector key's data for a control connection: ``(listener, connection)``."""
+    return isinstance(data, tuple) and data[0] is not None and data[1] is not None
 
 
 def _traced(run: Running, msg: BoundaryMessage) -> TraceEvent:
