@@ -28,23 +28,18 @@ from killdrill.process.nemesis import AtPoints, Nemesis
 from killdrill.process.reaping import kill_tree as kill_tree
 from killdrill.process.reaping import sweep as sweep
 from killdrill.process.reaping import tail as tail
+from killdrill.process.tracing import MAX_POINTS as MAX_POINTS
+from killdrill.process.tracing import in_sent_order, is_conn, trace_drained, traced
 from killdrill.records import (
     DRAINED,
     EXITED,
     KILLED,
     Attempt,
     AttemptOutcome,
-    TraceEvent,
 )
 
 DRAINED_EXIT_CODE = 75
 """Exit status an agent uses to say "I drained on SIGTERM, my checkpoint is committed"."""
-
-MAX_POINTS = 1_000_000
-"""Points one attempt may pass (10x a 100,000-effect agent's): past it the attempt is killed as
-a protocol error.  The trace is held in memory (~200 bytes a point), and one-way points arrive
-as fast as a loop can send them."""
-
 
 _active: set[Supervisor] = set()
 _active_lock = threading.Lock()
@@ -174,7 +169,7 @@ class Supervisor:
             return
         run.sent_signal = "SIGKILL"
         self._kill_tree(run)
-        _trace_drained(run)  # a timed kill: the points it had sent one way are where it died
+        trace_drained(run, MAX_POINTS)  # a timed kill: the points it had sent one way are where it died
         # Anyone else blocked on this channel (an HTTP fake holding a response) sees EOF now.
         run.listener.close_all_connections()
 
@@ -319,7 +314,7 @@ class Supervisor:
             if unwatched:
                 wait = min(wait, 0.005)
             ready = select(max(0.0, min(wait, 1.0)))
-            self._on_messages([key.data for key, _ in ready if _is_conn(key.data)])
+            self._on_messages([key.data for key, _ in ready if is_conn(key.data)])
             for key, _ in ready:
                 if callable(key.data):  # a watched fd (watch)
                     key.data()
@@ -345,15 +340,8 @@ class Supervisor:
         one-way points by their own time (a tree's processes each have a connection; the order
         the harness reads them in is not the order their points were passed in: an MCP server's
         ``during:`` point read after the agent's next one), the rest as read now."""
-        batch: list[tuple[float, Running, BoundaryMessage | ProtocolViolation]] = []
-        now = time.monotonic()
-        for listener, conn in readable:
-            run = self._owner(listener)
-            for msg in listener.read(conn):
-                at = msg.at if isinstance(msg, BoundaryMessage) and msg.at is not None else now
-                batch.append((min(at, now), run, msg))
-        batch.sort(key=lambda sent: sent[0])  # stable: one connection's messages keep their order
-        for _, run, msg in batch:
+        read = [(self._owner(listener), msg) for listener, conn in readable for msg in listener.read(conn)]
+        for run, msg in in_sent_order(read):
             if isinstance(msg, ProtocolViolation):
                 run.errors.append(f"control channel: {msg.message}")
                 if msg.fatal:
@@ -369,7 +357,7 @@ class Supervisor:
             elif msg.waits:
                 run.listener.release(msg.conn)  # a TERM drain goes on, untraced
             return
-        event = _traced(run, msg)
+        event = traced(run, msg)
         if not msg.waits:  # nobody waits for an answer: only a point no fault is armed at
             if run.outcome is None and any(fault.armed_at(run, event) for fault in self.faults):
                 self._refuse(
@@ -401,7 +389,7 @@ class Supervisor:
             run.notes.append(f"ignored SIGTERM: killed after the {run.spec.grace_s:g}s grace period")
             run.sent_signal = "SIGTERM+SIGKILL"
             self._kill_tree(run)
-            _trace_drained(run)
+            trace_drained(run, MAX_POINTS)
             run.listener.close_all_connections()
 
     def _reap(self, run: Running, *, block: bool) -> None:
@@ -427,7 +415,7 @@ class Supervisor:
             os.close(run.pidfd)
             run.pidfd = None
         if run.outcome is None or run.term_sent:  # it ran on to its end: keep every point it passed
-            _trace_drained(run)
+            trace_drained(run, MAX_POINTS)
         run.listener.close_all_connections()
         for fault in self.faults:
             fault.on_exit(run)
@@ -488,27 +476,3 @@ class Supervisor:
             notes=tuple(notes + run.errors),
             restarted=tuple(run.restarted),
         )
-
-
-def _is_conn(data: object) -> bool:
-    """A selector key's data for a control connection: ``(listener, connection)``."""
-    return isinstance(data, tuple) and data[0] is not None and data[1] is not None
-
-
-def _traced(run: Running, msg: BoundaryMessage) -> TraceEvent:
-    """Count ``msg``'s point and add it to the trace: at its own time when it was sent one way
-    (read late, or after the exit, it still says when the agent passed it)."""
-    run.counts[msg.point] += 1
-    now = run.elapsed_ms()
-    at = now if msg.at is None else min(now, max(0.0, (msg.at - run.started) * 1000.0))
-    event = TraceEvent(msg.point, run.counts[msg.point], round(at, 3), msg.conn.peer_pid)
-    run.trace.append(event)
-    return event
-
-
-def _trace_drained(run: Running) -> None:
-    """Trace the one-way points ``run``'s connections still hold (up to ``MAX_POINTS``)."""
-    for msg in run.listener.drain():
-        if len(run.trace) >= MAX_POINTS:
-            break
-        _traced(run, msg)
