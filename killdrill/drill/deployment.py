@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from killdrill import envvars
-from killdrill.drill.service_watch import HeldWork, ServiceWatch, ended, last_own_line, listens_elsewhere
+from killdrill.drill.service_watch import Elsewhere, HeldWork, ServiceWatch, ended, last_own_line
 from killdrill.drill.settling import Settling
 from killdrill.drill.topology import DRIVER, Process, aims_at, from_case_start, service_of
 from killdrill.errors import HarnessError
@@ -108,8 +108,7 @@ class DeploymentCase(Nemesis):
         self.starting = True  # the services are being started: at the case's start, at a boot
         # occurrences of a point in a service (all its replicas and restarts), since the last fault
         self.counts: Counter[tuple[str, str]] = Counter()
-        # id(spec) -> since when it listens off its probe's port, and its CPU seconds then
-        self.elsewhere: dict[int, tuple[float, float]] = {}
+        self.elsewhere = Elsewhere()  # services listening off their probe's port, looked at now and then
         self.settling = Settling(HeldWork(self.watch, self._work_line), self._services)
         self.dark: tuple[list[Running], Callable[[], None]] | None = None  # the machine down (down)
         self.due: list[Process] = []  # services whose restart came while it was down
@@ -246,7 +245,7 @@ class DeploymentCase(Nemesis):
 
     def _listens_elsewhere(self, run: Running) -> None:
         """A service up and listening, but not on the port its probe knocks on, fails now."""
-        why = listens_elsewhere(run, self.names[id(run.spec)].ready, self.elsewhere)
+        why = self.elsewhere.why(run, self.names[id(run.spec)].ready)
         if why is not None:
             self._end()
             raise HarnessError(f"service {self._name(run)} {why}")

@@ -31,6 +31,7 @@ from killdrill.records import Attempt, AttemptOutcome
 
 ELSEWHERE_S = 1.0  # how long a service may listen, idle, only on other ports than its probe's
 IDLE_CPU_S = 0.05  # CPU seconds per second under which a service's processes are idle
+LOOK_EVERY_S = 0.25  # how often a service not ready yet is looked at for listens elsewhere
 
 
 class ServiceWatch:
@@ -194,6 +195,26 @@ def _logs(run: Running) -> tuple[str, str]:
 def _files(run: Running) -> list[str]:
     mark = [listen_mark(run.spec)] if envvars.LISTEN_MARK in run.spec.env else []
     return [*_logs(run), *mark]
+
+
+class Elsewhere:
+    """The services waited for that listen, but not on the port their probe knocks on: each
+    looked at ``LOOK_EVERY_S`` after its launch and as often again, not on every tick (a look walks
+    its process tree and reads the machine's TCP table: ~10 ms of the harness's CPU with a few
+    hundred connections in TIME_WAIT, a tenth of a forked case's time at the 50 ms tick)."""
+
+    def __init__(self) -> None:
+        self.since: dict[int, tuple[float, float]] = {}  # id(spec) -> first seen so, its CPU then
+        self.looked: dict[int, float] = {}  # id(spec) -> when last looked at
+
+    def why(self, run: Running, probe: str | None) -> str | None:
+        """What is wrong with ``run`` (:func:`listens_elsewhere`), or None while nothing is or it
+        was looked at less than ``LOOK_EVERY_S`` ago."""
+        now = time.monotonic()
+        if now - self.looked.get(id(run.spec), run.started) < LOOK_EVERY_S:
+            return None
+        self.looked[id(run.spec)] = now
+        return listens_elsewhere(run, probe, self.since)
 
 
 def listens_elsewhere(run: Running, probe: str | None, since: dict[int, tuple[float, float]]) -> str | None:

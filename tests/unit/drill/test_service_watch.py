@@ -120,3 +120,30 @@ def test_a_service_listening_elsewhere_fails_only_once_idle() -> None:
         since[id(run.spec)] = (time.monotonic() - 2.0, busy_listening(os.getpid())[1])  # idle
         why = listens_elsewhere(run, f"tcp:{probed}", since)
         assert why is not None and f"not on the probed port {probed}" in why
+
+
+def test_a_waiting_service_is_looked_at_for_listens_elsewhere_only_now_and_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A look walks the tree and reads the machine's TCP table: none in a launch's first
+    ``LOOK_EVERY_S`` (most services are ready by then), then one per ``LOOK_EVERY_S``, not one per
+    tick of the deployment's timer."""
+    import time
+
+    from killdrill.drill import service_watch
+
+    looks: list[int] = []
+    monkeypatch.setattr(service_watch, "busy_listening", lambda pid: (looks.append(pid), ({1}, 0.0))[1])
+    now = time.monotonic()
+    run: Any = SimpleNamespace(popen=SimpleNamespace(pid=7), alive=True, spec=object(), started=now)
+    elsewhere = service_watch.Elsewhere()
+    assert elsewhere.why(run, "tcp:2") is None and looks == []  # just launched
+    run.started = now - service_watch.LOOK_EVERY_S
+    assert elsewhere.why(run, "tcp:2") is None and looks == [7]  # first seen listening on 1: not yet
+    for _ in range(5):
+        assert elsewhere.why(run, "tcp:2") is None
+    assert looks == [7]
+    elsewhere.looked[id(run.spec)] -= service_watch.LOOK_EVERY_S
+    elsewhere.since[id(run.spec)] = (now - 2 * service_watch.ELSEWHERE_S, 0.0)  # idle for long
+    why = elsewhere.why(run, "tcp:2")
+    assert looks == [7, 7] and why is not None and "listens on port 1, not on the probed port 2" in why
