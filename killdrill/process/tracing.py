@@ -23,8 +23,8 @@ def in_sent_order(
 ) -> list[tuple[Running, BoundaryMessage | ProtocolViolation]]:
     """Messages read from connections found readable at once, in the order they were sent:
     one-way points by their own time, the rest as read now; one connection's keep their order
-    (an MCP server's one-way ``during:`` point read after the agent's next one flipped a clean
-    run's catalogue)."""
+    (an MCP server's one-way ``during:`` point read after the agent's next one would otherwise
+    come after it in the trace, and the catalogue's order would depend on the scheduler)."""
     now = time.monotonic()
 
     def sent(item: tuple[Running, BoundaryMessage | ProtocolViolation]) -> float:

@@ -84,8 +84,8 @@ def test_a_service_killed_at_an_offset_of_its_first_launch_is_restarted_before_t
 ) -> None:
     """``api:offset:30ms``: 30 ms into the service's own first launch (the case's start, before it
     is ready and with nothing else running), killed; started again after ``--restart-delay`` and
-    the driver started once that launch is ready (it was ``point_not_reached``: the first launches
-    were never timed, and a restart pending with nothing alive ended the case)."""
+    the driver started once that launch is ready: a first launch is timed as a restart is, and a
+    restart pending with nothing else alive keeps the case going."""
     rc, text = drill(tmp_path, "api:offset:30ms", "--restart-delay", "0.2", "--serve", SHOP, "--", *CLIENT)
     assert rc == 0, text
     assert "(api) kill api:offset:30ms: killed by SIGKILL at api:offset:30ms (rc -9)" in text, text

@@ -305,8 +305,8 @@ time.sleep(600)
 
 def test_the_roots_temp_folder_a_killed_harness_left_in_a_given_root_is_swept(tmp_path: Path) -> None:
     """A harness SIGKILLed while its runs' temporary folders were in a ``--root`` of the user's
-    (``.killdrill-tmp``, for workdir paths too long for a socket): the next run's sweep removes it
-    (it was left there for good: only the made root was claimed)."""
+    (``.killdrill-tmp``, for workdir paths too long for a socket): the next run's sweep removes it,
+    as it removes a root it made (both are claimed)."""
     import subprocess
     import sys
 

@@ -22,8 +22,8 @@ def test_a_line_a_frameworks_log_redirect_prefixed_is_read(
     capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Celery's worker makes ``sys.stderr`` a logger: the line goes to the process's own stderr,
-    and one a log prefixed anyway is still a work line (it was not: the case ended while a Celery
-    worker held a task whose ack the broker's restart lost)."""
+    and one a log prefixed anyway is still a work line (else a case would end while a Celery
+    worker holds a task whose ack the broker's restart lost)."""
     import io
     import sys
 

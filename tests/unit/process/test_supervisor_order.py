@@ -1,6 +1,6 @@
 """The messages of connections found readable at once are handled in the order they were sent:
-an MCP server's one-way ``during:`` point, read after the agent's next point (``after:ticket``),
-made the clean run's catalogue order flip (seen once in CI under load)."""
+an MCP server's one-way ``during:`` point read in the same round as the agent's next point
+(``after:ticket``) comes first in the trace, as it came first in time."""
 
 from __future__ import annotations
 
