@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from killdrill.isolation import loopback_error, open_url
 
@@ -245,46 +246,41 @@ def probed_port(spec: str) -> int | None:
 def listening(pid: int) -> set[int]:
     """The TCP ports the process ``pid`` and its descendants listen on (empty when unknown): a
     service that is up on another port than its probe's is told at once, not after a timeout."""
-    return _tree(pid)[0]
+    return _tree(pid).listening
 
 
 def busy_listening(pid: int) -> tuple[set[int], float]:
     """:func:`listening`, and the CPU seconds the tree's processes used so far (a server still
     starting is busy: it may open another port first, a broker its cluster port)."""
-    return _tree(pid)
+    tree = _tree(pid)
+    return tree.listening, tree.cpu
 
 
 def connected_to(pid: int, ports: set[int]) -> bool:
     """Does the process ``pid`` or a descendant hold a TCP connection to one of ``ports`` on this
     machine (a service's client of a dependency about to be killed)?"""
-    import psutil
-
-    try:
-        top = psutil.Process(pid)
-        procs = [top, *top.children(recursive=True)]
-    except psutil.Error:
-        return False
-    for proc in procs:
-        try:
-            read = proc.net_connections if hasattr(proc, "net_connections") else proc.connections
-            conns = read(kind="tcp")
-        except psutil.Error:
-            continue
-        if any(c.raddr and c.raddr.port in ports and c.raddr.ip in ("127.0.0.1", "::1") for c in conns):
-            return True
-    return False
+    return bool(_tree(pid).connected & ports)
 
 
-def _tree(pid: int) -> tuple[set[int], float]:
+@dataclass
+class _Sockets:
+    """What a process tree holds: the ports it listens on, the loopback ports it is connected to,
+    and its CPU seconds so far."""
+
+    listening: set[int] = field(default_factory=set)
+    connected: set[int] = field(default_factory=set)
+    cpu: float = 0.0
+
+
+def _tree(pid: int) -> _Sockets:
     import psutil  # a dependency; imported only while a service is being waited for
 
-    ports: set[int] = set()
-    cpu = 0.0
+    out = _Sockets()
     try:
         top = psutil.Process(pid)
         procs = [top, *top.children(recursive=True)]
     except psutil.Error:
-        return ports, cpu
+        return out
     for proc in procs:
         try:
             read = proc.net_connections if hasattr(proc, "net_connections") else proc.connections
@@ -292,6 +288,10 @@ def _tree(pid: int) -> tuple[set[int], float]:
             times = proc.cpu_times()
         except psutil.Error:
             continue
-        ports |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}
-        cpu += times.user + times.system
-    return ports, cpu
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN and c.laddr:
+                out.listening.add(c.laddr.port)
+            elif c.raddr and c.raddr.ip in ("127.0.0.1", "::1"):
+                out.connected.add(c.raddr.port)
+        out.cpu += times.user + times.system
+    return out
