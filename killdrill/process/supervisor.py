@@ -341,7 +341,7 @@ class Supervisor:
         the harness reads them in is not the order their points were passed in: an MCP server's
         ``during:`` point read after the agent's next one), the rest as read now."""
         read = [(self._owner(listener), msg) for listener, conn in readable for msg in listener.read(conn)]
-        for run, msg in in_sent_order(read):
+        for run, msg in in_sent_order(read) if len(readable) > 1 else read:  # one's come in order
             if isinstance(msg, ProtocolViolation):
                 run.errors.append(f"control channel: {msg.message}")
                 if msg.fatal:
