@@ -118,6 +118,37 @@ def test_the_interpreters_exit_waits_for_discarded_workdirs(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []
 
 
+def _kill_harness_at(script: str, line: str, root: Path, tmp: Path) -> None:
+    """Run a harness ``script`` (given ``root``, with ``tmp`` as its system temporary folder) and
+    SIGKILL it once it prints ``line``."""
+    import subprocess
+    import sys
+
+    tmp.mkdir()
+    harness = subprocess.Popen(
+        [sys.executable, "-c", script, str(root)],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert harness.stdout is not None and harness.stdout.readline() == f"{line}\n"
+    finally:
+        harness.kill()
+        harness.wait()
+        if harness.stdout is not None:
+            harness.stdout.close()
+
+
+def _sweep_with_temp(tmp: Path) -> list[str]:
+    """What the next run's sweep says it removed, ``tmp`` its system temporary folder."""
+    from killdrill.drill import sweep
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(workdirs.tempfile, "tempdir", str(tmp))
+        return sweep.sweep()
+
+
 KILLED_MID_DELETION = """
 import sys, time
 from killdrill.drill import workdirs
@@ -132,31 +163,11 @@ time.sleep(600)
 def test_a_discarded_workdir_a_killed_harness_left_in_a_given_root_is_swept(tmp_path: Path) -> None:
     """The ``.removing-*`` folder of a harness SIGKILLed mid-deletion, in a ``--root`` of the
     user's (a made root is swept whole): the next run removes it, and leaves the root."""
-    import subprocess
-    import sys
-
-    from killdrill.drill import sweep
-
     root, tmp = tmp_path / "root", tmp_path / "tmp"
-    tmp.mkdir()
-    harness = subprocess.Popen(
-        [sys.executable, "-c", KILLED_MID_DELETION, str(root)],
-        env={**os.environ, "TMPDIR": str(tmp)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert harness.stdout is not None and harness.stdout.readline() == "discarded\n"
-    finally:
-        harness.kill()
-        harness.wait()
-        if harness.stdout is not None:
-            harness.stdout.close()
+    _kill_harness_at(KILLED_MID_DELETION, "discarded", root, tmp)
     [trash] = root.iterdir()
     assert trash.name.startswith(".removing-")
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(workdirs.tempfile, "tempdir", str(tmp))
-        said = sweep.sweep()
+    said = _sweep_with_temp(tmp)
     assert said == [f"folder {trash}"] and list(root.iterdir()) == [] and list(tmp.iterdir()) == []
 
 
@@ -307,29 +318,9 @@ def test_the_roots_temp_folder_a_killed_harness_left_in_a_given_root_is_swept(tm
     """A harness SIGKILLed while its runs' temporary folders were in a ``--root`` of the user's
     (``.killdrill-tmp``, for workdir paths too long for a socket): the next run's sweep removes it,
     as it removes a root it made (both are claimed)."""
-    import subprocess
-    import sys
-
-    from killdrill.drill import sweep
-
     root, tmp = tmp_path / "root", tmp_path / "tmp"
-    tmp.mkdir()
-    harness = subprocess.Popen(
-        [sys.executable, "-c", KILLED_WITH_A_ROOT_TEMP, str(root)],
-        env={**os.environ, "TMPDIR": str(tmp)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert harness.stdout is not None and harness.stdout.readline() == "made\n"
-    finally:
-        harness.kill()
-        harness.wait()
-        if harness.stdout is not None:
-            harness.stdout.close()
+    _kill_harness_at(KILLED_WITH_A_ROOT_TEMP, "made", root, tmp)
     assert (root / workdirs.ROOT_TEMP).is_dir()
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(workdirs.tempfile, "tempdir", str(tmp))
-        said = sweep.sweep()
+    said = _sweep_with_temp(tmp)
     assert f"folder {root / workdirs.ROOT_TEMP}" in said, said
     assert not (root / workdirs.ROOT_TEMP).exists()
