@@ -239,7 +239,7 @@ def call(ex: Exchange, resource: Callable[[dict[str, Any]], Any], method: Callab
 @route(r"/v1/payment_intents", "POST")
 def create_payment_intent(ex: Exchange, _m: re.Match[str]) -> None:
     params = form(ex)
-    if params is not None and _required(ex, params, "amount", "currency"):
+    if params is not None and required(ex, params, "amount", "currency"):
         payments = ex.fakes().payments
         call(
             ex,
@@ -252,25 +252,22 @@ def create_payment_intent(ex: Exchange, _m: re.Match[str]) -> None:
 def create_charge(ex: Exchange, _m: re.Match[str]) -> None:
     """``stripe.Charge.create``: the same ``payments.charge`` effect, rendered as a Charge."""
     params = form(ex)
-    if params is not None and _required(ex, params, "amount", "currency"):
+    if params is not None and required(ex, params, "amount", "currency"):
         payments = ex.fakes().payments
         call(ex, charge_object, lambda: payments.charge(idempotency_key=idempotency_key(ex), **params))
 
 
 @route(r"/v1/charges/(?P<id>[A-Za-z0-9_]+)", "GET")
 def retrieve_charge(ex: Exchange, m: re.Match[str]) -> None:
-    charge = ex.fakes().payments.get(m.group("id"))
-    if charge is None or charge.get("object") != "charge":
-        ex.reply(*stripe_error(404, f"No such charge: '{m.group('id')}'", code="resource_missing"))
-        return
-    ex.reply(200, charge_object(charge))
+    charge = stored(ex, "charge", m.group("id"))
+    if charge is not None:
+        ex.reply(200, charge_object(charge))
 
 
 @route(r"/v1/payment_intents/(?P<id>[A-Za-z0-9_]+)", "GET")
 def retrieve_payment_intent(ex: Exchange, m: re.Match[str]) -> None:
-    charge = ex.fakes().payments.get(charge_id(m.group("id")))
-    if charge is None or charge.get("object") != "charge":
-        ex.reply(*stripe_error(404, f"No such payment_intent: '{m.group('id')}'", code="resource_missing"))
+    charge = stored(ex, "payment_intent", m.group("id"), kind="charge", at=charge_id(m.group("id")))
+    if charge is None:
         return
     intent = payment_intent(charge)
     if "latest_charge" in decode_form(ex.query).get("expand", ()) and intent["latest_charge"]:
@@ -301,20 +298,31 @@ def create_refund(ex: Exchange, _m: re.Match[str]) -> None:
 
 @route(r"/v1/refunds/(?P<id>re_[A-Za-z0-9_]+)", "GET")
 def retrieve_refund(ex: Exchange, m: re.Match[str]) -> None:
-    refund = ex.fakes().payments.get(m.group("id"))
-    if refund is None or refund.get("object") != "refund":
-        ex.reply(*stripe_error(404, f"No such refund: '{m.group('id')}'", code="resource_missing"))
-        return
-    ex.reply(200, refund_object(refund))
+    refund = stored(ex, "refund", m.group("id"))
+    if refund is not None:
+        ex.reply(200, refund_object(refund))
 
 
-def _required(ex: Exchange, params: dict[str, Any], *names: str) -> bool:
+def required(ex: Exchange, params: dict[str, Any], *names: str) -> bool:
     """False after answering Stripe's ``parameter_missing`` for the first of ``names`` not given."""
     for name in names:
         if name not in params:
             ex.reply(*param_error(400, f"Missing required param: {name}.", "parameter_missing", name))
             return False
     return True
+
+
+def stored(
+    ex: Exchange, name: str, oid: str, *, kind: str = "", at: str = "", of: tuple[str, str] = ("", "")
+) -> dict[str, Any] | None:
+    """The object ``oid`` as stored (at ``at``: a PaymentIntent's is its charge's) if it is a
+    ``kind`` (``name``) and its field ``of[0]`` is ``of[1]`` (a reversal of that transfer); else
+    None once Stripe's 404 ``No such NAME: 'OID'`` is answered."""
+    found = ex.fakes().payments.get(at or oid) or {}
+    if found.get("object") != (kind or name) or (of[0] and found.get(of[0]) != of[1]):
+        ex.reply(*stripe_error(404, f"No such {name}: '{oid}'", code="resource_missing"))
+        return None
+    return found
 
 
 def _intent_state(params: dict[str, Any]) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from killdrill.fakes.wire import Exchange, route, stripe_error
-from killdrill.fakes.wire.stripe import call, form, idempotency_key, param_error
+from killdrill.fakes.wire import Exchange, route
+from killdrill.fakes.wire.stripe import call, form, idempotency_key, param_error, stored
 
 __all__ = ["session_object"]
 
@@ -121,11 +121,9 @@ def create_session(ex: Exchange, _m: re.Match[str]) -> None:
 
 @route(r"/v1/checkout/sessions/(?P<id>[A-Za-z0-9_]+)", "GET")
 def retrieve_session(ex: Exchange, m: re.Match[str]) -> None:
-    session = ex.fakes().payments.get(m.group("id"))
-    if session is None or session.get("object") != "checkout.session":
-        ex.reply(*stripe_error(404, f"No such checkout.session: '{m.group('id')}'", code="resource_missing"))
-        return
-    ex.reply(200, session_object(session))
+    session = stored(ex, "checkout.session", m.group("id"))
+    if session is not None:
+        ex.reply(200, session_object(session))
 
 
 @route(r"/v1/checkout/sessions/(?P<id>[A-Za-z0-9_]+)/expire", "POST")

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from killdrill.fakes.wire import Exchange, route, stripe_error
-from killdrill.fakes.wire.stripe import call, form, idempotency_key, param_error
+from killdrill.fakes.wire import Exchange, route
+from killdrill.fakes.wire.stripe import call, form, idempotency_key, required, stored
 
 __all__ = ["payout_object", "reversal_object", "transfer_object"]
 
@@ -80,22 +80,10 @@ def payout_object(payout: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _required(ex: Exchange, params: dict[str, Any], *names: str) -> bool:
-    for name in names:
-        if name not in params:
-            ex.reply(*param_error(400, f"Missing required param: {name}.", "parameter_missing", name))
-            return False
-    return True
-
-
-def _missing(ex: Exchange, kind: str, oid: str) -> None:
-    ex.reply(*stripe_error(404, f"No such {kind}: '{oid}'", code="resource_missing"))
-
-
 @route(r"/v1/transfers", "POST")
 def create_transfer(ex: Exchange, _m: re.Match[str]) -> None:
     params = form(ex)
-    if params is not None and _required(ex, params, "amount", "currency", "destination"):
+    if params is not None and required(ex, params, "amount", "currency", "destination"):
         payments = ex.fakes().payments
         key = idempotency_key(ex)
         call(ex, transfer_object, lambda: payments.transfer(idempotency_key=key, **params))
@@ -103,11 +91,9 @@ def create_transfer(ex: Exchange, _m: re.Match[str]) -> None:
 
 @route(rf"/v1/transfers/(?P<id>{_ID})", "GET")
 def retrieve_transfer(ex: Exchange, m: re.Match[str]) -> None:
-    transfer = ex.fakes().payments.get(m.group("id"))
-    if (transfer or {}).get("object") != "transfer":
-        _missing(ex, "transfer", m.group("id"))
-        return
-    ex.reply(200, transfer_object(transfer or {}))
+    transfer = stored(ex, "transfer", m.group("id"))
+    if transfer is not None:
+        ex.reply(200, transfer_object(transfer))
 
 
 @route(rf"/v1/transfers/(?P<id>{_ID})/reversals", "POST")
@@ -126,19 +112,15 @@ def create_reversal(ex: Exchange, m: re.Match[str]) -> None:
 
 @route(rf"/v1/transfers/(?P<id>{_ID})/reversals/(?P<rid>{_ID})", "GET")
 def retrieve_reversal(ex: Exchange, m: re.Match[str]) -> None:
-    reversal = ex.fakes().payments.get(m.group("rid"))
-    if (reversal or {}).get("object") != "transfer_reversal" or (reversal or {}).get("transfer") != m.group(
-        "id"
-    ):
-        _missing(ex, "transfer_reversal", m.group("rid"))
-        return
-    ex.reply(200, reversal_object(reversal or {}))
+    reversal = stored(ex, "transfer_reversal", m.group("rid"), of=("transfer", m.group("id")))
+    if reversal is not None:
+        ex.reply(200, reversal_object(reversal))
 
 
 @route(r"/v1/payouts", "POST")
 def create_payout(ex: Exchange, _m: re.Match[str]) -> None:
     params = form(ex)
-    if params is not None and _required(ex, params, "amount", "currency"):
+    if params is not None and required(ex, params, "amount", "currency"):
         payments = ex.fakes().payments
         key = idempotency_key(ex)
         call(ex, payout_object, lambda: payments.payout(idempotency_key=key, **params))
@@ -146,11 +128,9 @@ def create_payout(ex: Exchange, _m: re.Match[str]) -> None:
 
 @route(rf"/v1/payouts/(?P<id>{_ID})", "GET")
 def retrieve_payout(ex: Exchange, m: re.Match[str]) -> None:
-    payout = ex.fakes().payments.get(m.group("id"))
-    if (payout or {}).get("object") != "payout":
-        _missing(ex, "payout", m.group("id"))
-        return
-    ex.reply(200, payout_object(payout or {}))
+    payout = stored(ex, "payout", m.group("id"))
+    if payout is not None:
+        ex.reply(200, payout_object(payout))
 
 
 @route(rf"/v1/payouts/(?P<id>{_ID})/cancel", "POST")

@@ -15,8 +15,8 @@ import re
 import time
 from typing import Any
 
-from killdrill.fakes.wire import Exchange, route, stripe_error
-from killdrill.fakes.wire.stripe import call, charge_id, form, idempotency_key, payment_intent
+from killdrill.fakes.wire import Exchange, route
+from killdrill.fakes.wire.stripe import call, charge_id, form, idempotency_key, payment_intent, stored
 
 __all__: list[str] = []
 
@@ -28,8 +28,7 @@ def step(ex: Exchange, m: re.Match[str]) -> None:
         return
     payments = ex.fakes().payments
     target = charge_id(m.group("id"))
-    if (payments.get(target) or {}).get("object") != "charge":
-        ex.reply(*stripe_error(404, f"No such payment_intent: '{m.group('id')}'", code="resource_missing"))
+    if stored(ex, "payment_intent", m.group("id"), kind="charge", at=target) is None:
         return
     method = getattr(payments, m.group("step"))
     key = idempotency_key(ex)
@@ -50,11 +49,9 @@ def create_customer(ex: Exchange, _m: re.Match[str]) -> None:
 
 @route(r"/v1/customers/(?P<id>[A-Za-z0-9_]+)", "GET")
 def retrieve_customer(ex: Exchange, m: re.Match[str]) -> None:
-    customer = ex.fakes().payments.get(m.group("id"))
-    if customer is None or customer.get("object") != "customer":
-        ex.reply(*stripe_error(404, f"No such customer: '{m.group('id')}'", code="resource_missing"))
-        return
-    ex.reply(200, customer_object(customer))
+    customer = stored(ex, "customer", m.group("id"))
+    if customer is not None:
+        ex.reply(200, customer_object(customer))
 
 
 def customer_object(customer: dict[str, Any]) -> dict[str, Any]:
