@@ -13,7 +13,7 @@ harness goes away (its socket closes, even on SIGKILL) it has every keeper clean
 When forking is unsafe, keep plain spawn: the template must be single-threaded when it forks
 (a preloaded module that starts threads or opens connections at import breaks the children),
 and state created at import (random generators other than ``random``, caches keyed by pid,
-open files) is shared by copy.
+open files) is shared by copy; what was imported is frozen for the garbage collector (``gc.freeze``).
 
 The template process itself is killdrill.process.template.  Protocol (JSON lines over a socketpair):
 the harness sends ``{"spawn": {...}}``; the template

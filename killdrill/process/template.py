@@ -287,6 +287,7 @@ def _preload_error(name: str, exc: BaseException, imported: set[str]) -> str:
 
 
 def _template(fd: int) -> None:
+    import gc
     import importlib
     import selectors
 
@@ -308,6 +309,10 @@ def _template(fd: int) -> None:
     if threading.active_count() > 1:
         send({"error": f"preloading started {threading.active_count() - 1} thread(s): forking is unsafe"})
         return
+    # What was imported lives as long as an attempt does: its collections need not walk it again
+    # (nor touch its pages, copied on write): 2.5-3.7% off a forked web app's case (figures.md).
+    gc.collect()
+    gc.freeze()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
