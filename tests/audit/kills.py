@@ -74,7 +74,7 @@ def kill_once(topology: Topology, base: Path, rng: random.Random, limit_s: float
             time.sleep(0.02)
         time.sleep(rng.uniform(0, 0.3))
     else:
-        time.sleep(rng.uniform(0, 1.0))
+        time.sleep(rng.uniform(0, topology.kill_within_s))
     harness.send_signal(signal.SIGKILL)
     harness.wait()
     result = Kill(topology.name, round(time.monotonic() - start, 2))

@@ -34,11 +34,15 @@ class Topology:
     args: tuple[str, ...]
     needs: tuple[str, ...] = ()  # "redis", "rabbitmq", "postgres": the service it needs up
     files: dict[str, str] = field(default_factory=dict)  # written into the audit's folder first
+    kill_within_s: float = 1.0  # the harness killed at a random moment this long into a case
 
 
 CELERY_WORKER = (
     "worker=python -m killdrill.examples.checkout_celery worker --name w{replica} --workdir {workdir}"
 )
+RESTART = REPO / "tests" / "agents" / "celery_restart"
+RABBIT_SERVE = f"rabbit=python {RESTART / 'rabbit_serve.py'} --port {{port}} --data {{workdir}}/rabbit"
+"""A RabbitMQ node of the case's own, its database in the workdir (killed and started again)."""
 CELERY_SUBMIT = (
     *("python", "-m", "killdrill.examples.checkout_celery", "submit"),
     *("--thread", "{thread}", "--workdir", "{workdir}", "--slow", "0"),
@@ -87,6 +91,19 @@ def topologies(folder: Path) -> list[Topology]:
             "Celery on RabbitMQ",
             ("--integration", "celery", "--broker", AMQP, "--serve", CELERY_WORKER, "--", *CELERY_SUBMIT),
             needs=("rabbitmq",),
+        ),
+        Topology(
+            "Celery on a served RabbitMQ, restarted",
+            (
+                *("--points", "restart=rabbit:worker:during:payments.charge", "--timeout", "60"),
+                *("--integration", "celery", "--serve", RABBIT_SERVE, "--after", "worker=rabbit"),
+                *("--serve", f"worker=python {RESTART / 'payouts.py'} worker"),
+                *("--env", "CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:{port:rabbit}//"),
+                *("--env", "CELERY_RESULT_BACKEND=db+sqlite:///{workdir}/results.sqlite", "--"),
+                *("python", str(RESTART / "payouts.py"), "submit", "--order", "{thread}"),
+                *("--workdir", "{workdir}"),
+            ),
+            kill_within_s=15.0,  # the node's boot (~5 s), the charge, its restart and redelivery
         ),
         Topology(
             "DBOS",
