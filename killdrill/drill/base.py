@@ -58,6 +58,7 @@ from killdrill.options import (
 from killdrill.points import Fault, Schedule
 from killdrill.process.forks import DEFAULT_PRELOAD, ForkTemplate, WardenHost, python_target
 from killdrill.process.nemesis import Nemesis
+from killdrill.process.ports import Ports
 from killdrill.process.readiness import accepts
 from killdrill.process.supervisor import LaunchSpec, Running, Supervisor
 from killdrill.records import EXITED, Attempt
@@ -342,14 +343,19 @@ class DrillSetup:
         """One case of the deployment (``--serve``), ready to launch."""
         assert self.topology is not None
         ports: dict[str, int] = {}
-        processes = self.topology.processes(run.thread, str(run.workdir), ports)
-        check_faults(schedule, [p.name for p in processes])
-        for p in processes:
-            if p.ready is not None and p.ready.startswith("tcp:") and accepts(int(p.ready[4:])):
-                raise HarnessError(
-                    f"service {p.name}: port {p.ready[4:]} is already taken (something accepts on it"
-                    " before the service started); free it or let {port} pick one"
-                )
+        held = Ports()  # released by the case's teardown, once all its processes are gone
+        try:
+            processes = self.topology.processes(run.thread, str(run.workdir), ports, held.pick)
+            check_faults(schedule, [p.name for p in processes])
+            for p in processes:
+                if p.ready is not None and p.ready.startswith("tcp:") and accepts(int(p.ready[4:])):
+                    raise HarnessError(
+                        f"service {p.name}: port {p.ready[4:]} is already taken (something accepts on"
+                        " it before the service started); free it or let {port} pick one"
+                    )
+        except BaseException:
+            held.release()
+            raise
 
         def make_spec(process: Process, number: int) -> LaunchSpec:
             env = {**self.env(run), **self._service_env(run), **process.env}
@@ -378,6 +384,7 @@ class DrillSetup:
             ready_timeout=self.options.timeout,
             grace=self.options.grace,
             scene=scene or self.scene(run),
+            release=held.release,
         )
         aborts = exit_aborts(self.options.integrations)
         case.known_abort = lambda r: (

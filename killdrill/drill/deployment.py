@@ -78,8 +78,10 @@ class DeploymentCase(Nemesis):
         ready_timeout: float,
         grace: float,
         scene: Scene,
+        release: Callable[[], None] = lambda: None,
     ) -> None:
         self.scene = scene
+        self.release = release  # the case's ports, held until its end
         self.aimed = Aimed(scene)  # the faults of other kinds than a kill, once they landed
         scene.targets = self
         self.processes = list(processes)
@@ -151,6 +153,7 @@ class DeploymentCase(Nemesis):
 
     def teardown(self) -> None:
         self.watch.close()
+        self.release()
 
     def begin(self) -> None:
         """The services are started: wait for them to be ready, then start the driver."""

@@ -3,7 +3,8 @@ their ports and readiness, and the placeholders filled in every command, ``--env
 ``--ready`` probe: ``{thread}``, ``{workdir}``, ``{port}``, ``{port:NAME}``, ``{replica}`` (and
 ``{proxy:NAME}``, a ``--proxy``'s port, filled per launch by ``killdrill.faults.proxied``).
 
-Ports are picked once per case (free when picked) and kept across restarts.  ``{port}`` in a
+Ports are picked once per case (free when picked, held until its end: ``process.ports``) and
+kept across restarts.  ``{port}`` in a
 service's own command and probe is that process's port (each replica its own); elsewhere it is
 the first service's.  ``{port:NAME}`` is service NAME's (``{port:NAME[i]}`` replica i's).
 
@@ -179,9 +180,15 @@ class Topology:
         n = self.options.replicas.get(name, 1)
         return [name] if n == 1 else [f"{name}[{i}]" for i in range(n)]
 
-    def processes(self, thread: str, workdir: str, ports: dict[str, int] | None = None) -> list[Process]:
+    def processes(
+        self,
+        thread: str,
+        workdir: str,
+        ports: dict[str, int] | None = None,
+        pick: Callable[[], int] = free_port,
+    ) -> list[Process]:
         """The case's processes, services first, the driver last, every placeholder filled (the
-        ports picked now, for the whole case, into ``ports`` when given)."""
+        ports picked now by ``pick``, for the whole case, into ``ports`` when given)."""
         ports = {} if ports is None else ports
         first = next(iter(self.services), None)
         out: list[Process] = []
@@ -189,7 +196,9 @@ class Topology:
             replicas = self.options.replicas.get(name, 1)
             for r, pname in enumerate(self._replica_names(name)):
                 own = pname if replicas > 1 and r > 0 else name
-                filler = _Filler(thread, workdir, ports, own=own, replica=r, service=name, default=own)
+                filler = _Filler(
+                    thread, workdir, ports, own=own, replica=r, service=name, default=own, pick=pick
+                )
                 probe = self.options.ready.get(name)
                 if probe is None and any(
                     m.group(1) in (None, name, own) for a in argv for m in _OWN_PORT.finditer(a)
@@ -206,7 +215,7 @@ class Topology:
                         after=tuple(self.options.after.get(name, ())),
                     )
                 )
-        filler = _Filler(thread, workdir, ports, own=None, replica=0, service=None, default=first)
+        filler = _Filler(thread, workdir, ports, own=None, replica=0, service=None, default=first, pick=pick)
         out.append(
             Process(
                 DRIVER,
