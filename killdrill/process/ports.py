@@ -10,7 +10,7 @@ range (``/proc/sys/net/ipv4/ip_local_port_range``), which only programs asking f
 port use, and each is held by an abstract Unix socket named after it (no file; gone with the
 process that holds it, even on SIGKILL): two harnesses (pytest-xdist workers, two drills) never
 hand out one port at once, and one case never gets one port twice.  Elsewhere, or with no room
-below the range, ``bind(0)``'s port as before."""
+below the range, the kernel's pick (``bind(0)``), never one port twice in a case either."""
 
 from __future__ import annotations
 
